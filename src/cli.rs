@@ -1,0 +1,108 @@
+//! The command line: parsing sizes and options into [`memfs::Options`].
+
+use std::path::PathBuf;
+
+use clap::{Args, Parser, Subcommand};
+
+use memfs::store::Limits;
+use memfs::{Options, ToolConfig};
+
+#[derive(Parser, Debug)]
+#[command(
+    name = "memfs",
+    version,
+    about = "A backend for Claude's memory tool: one durable in-process tree of /memories."
+)]
+pub struct Cli {
+    #[command(flatten)]
+    pub common: Common,
+    #[command(subcommand)]
+    pub command: Cmd,
+}
+
+#[derive(Args, Debug)]
+pub struct Common {
+    /// The data dir; the memory lives in DIR/memories, as the Python SDK lays it out.
+    #[arg(long, global = true, env = "MEMFS_DATA", default_value = "./memory")]
+    pub data: PathBuf,
+    /// Largest file a write may leave (bytes, or with K, M, G).
+    #[arg(long, global = true, default_value = "1M", value_parser = parse_size)]
+    pub max_file_size: u64,
+    /// Most bytes all files together may hold (bytes, or with K, M, G).
+    #[arg(long, global = true, default_value = "256M", value_parser = parse_size)]
+    pub max_store_size: u64,
+    /// `create` on an existing file overwrites it (Claude's tool description
+    /// says "creates or overwrites") instead of the reference error.
+    #[arg(long, global = true)]
+    pub create_overwrites: bool,
+}
+
+#[derive(Subcommand, Debug)]
+pub enum Cmd {
+    /// Runs one memory-tool command (a JSON object, or `-` to read it from
+    /// stdin) and prints {"content": ..., "is_error": ...}. Exits 1 when the
+    /// result is an error.
+    Exec {
+        /// The tool input, e.g. '{"command":"view","path":"/memories"}'.
+        input: String,
+    },
+    /// Serves tool calls as JSON lines.
+    Serve {
+        /// Read commands from stdin, one JSON object per line; answer on stdout.
+        #[arg(long, required = true)]
+        stdio: bool,
+        /// On exit, print to stderr how many changes and disk barriers there were.
+        #[arg(long)]
+        stats: bool,
+    },
+}
+
+impl Common {
+    pub fn options(&self) -> Options {
+        Options {
+            limits: Limits {
+                max_file_size: self.max_file_size,
+                max_store_size: self.max_store_size,
+            },
+            tool: ToolConfig {
+                create_overwrites: self.create_overwrites,
+            },
+        }
+    }
+}
+
+/// `4096`, `64K`, `1M`, `1MiB`, `2G`: 1024-based.
+pub fn parse_size(text: &str) -> Result<u64, String> {
+    let t = text.trim();
+    let t = t
+        .strip_suffix("iB")
+        .or_else(|| t.strip_suffix('B'))
+        .unwrap_or(t);
+    let (digits, shift) = match t.chars().last() {
+        Some('K' | 'k') => (&t[..t.len() - 1], 10),
+        Some('M' | 'm') => (&t[..t.len() - 1], 20),
+        Some('G' | 'g') => (&t[..t.len() - 1], 30),
+        _ => (t, 0),
+    };
+    let n: u64 = digits
+        .trim()
+        .parse()
+        .map_err(|_| format!("`{text}` is not a size; write bytes, or a number with K, M or G"))?;
+    n.checked_mul(1 << shift)
+        .ok_or_else(|| format!("`{text}` is too large"))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::parse_size;
+
+    #[test]
+    fn sizes() {
+        assert_eq!(parse_size("4096"), Ok(4096));
+        assert_eq!(parse_size("64K"), Ok(65536));
+        assert_eq!(parse_size("1MiB"), Ok(1 << 20));
+        assert_eq!(parse_size("2g"), Ok(2 << 30));
+        assert!(parse_size("lots").is_err());
+        assert!(parse_size("99999999999G").is_err());
+    }
+}

@@ -1,0 +1,41 @@
+//! memfs: a backend for Claude's memory tool (`memory_20250818`).
+//!
+//! One in-process tree of directories and files holds the memory. The agent's
+//! tool calls reach it through [`tool::Tool`]; the tree persists to a data dir
+//! laid out as the Python SDK's `BetaLocalFilesystemMemoryTool` lays it out
+//! (`DIR/memories/...`), and every change a tool call makes is durable before
+//! its result is returned.
+//!
+//! ```
+//! use memfs::{Memory, Options};
+//! use serde_json::json;
+//!
+//! let dir = std::env::temp_dir().join(format!("memfs-doc-{}", std::process::id()));
+//! let memory = Memory::open(&dir, Options::default())?;
+//! let made = memory.call(&json!({
+//!     "command": "create",
+//!     "path": "/memories/notes.txt",
+//!     "file_text": "Acme prefers email.\n",
+//! }));
+//! assert!(!made.is_error);
+//! let seen = memory.call(&json!({"command": "view", "path": "/memories/notes.txt"}));
+//! assert_eq!(
+//!     seen.text(),
+//!     Some("Here's the content of /memories/notes.txt with line numbers:\n     1\tAcme prefers email.")
+//! );
+//! drop(memory);
+//! std::fs::remove_dir_all(&dir)?;
+//! # Ok::<(), Box<dyn std::error::Error>>(())
+//! ```
+
+pub mod error;
+pub mod memory;
+pub mod path;
+pub mod persist;
+pub mod serve;
+pub mod store;
+pub mod tool;
+
+pub use error::Error;
+pub use memory::{Memory, Options};
+pub use tool::{ToolConfig, ToolResult};

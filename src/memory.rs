@@ -1,0 +1,81 @@
+//! [`Memory`]: a store opened on a data dir, with its persister and tool.
+
+use std::path::Path;
+use std::sync::Arc;
+
+use serde_json::Value;
+
+use crate::persist::{load, DataDir, OpenError, Persister, Stats};
+use crate::store::{Limits, Store};
+use crate::tool::{Pending, Tool, ToolConfig, ToolResult};
+
+/// How a memory is served.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct Options {
+    pub limits: Limits,
+    pub tool: ToolConfig,
+}
+
+/// The memory of one data dir, open and locked for this process.
+pub struct Memory {
+    tool: Tool,
+    persister: Persister,
+    skipped: load::Skipped,
+}
+
+impl Memory {
+    /// Opens the data dir `dir` (made if missing), loads `dir/memories`, and
+    /// starts persisting. Fails if another process has it open.
+    pub fn open(dir: impl AsRef<Path>, options: Options) -> Result<Memory, OpenError> {
+        let data_dir = DataDir::open(dir.as_ref())?;
+        let (tree, skipped) = load::load(&data_dir.memories).map_err(|err| OpenError::Io {
+            dir: data_dir.shown().to_string(),
+            doing: "loading memories",
+            err,
+        })?;
+        let shown = data_dir.shown().to_string();
+        let persister = Persister::start(data_dir).map_err(|err| OpenError::Io {
+            dir: shown,
+            doing: "starting its writer thread",
+            err,
+        })?;
+        let store = Arc::new(Store::new(tree, options.limits, Some(persister.sink())));
+        persister.attach(&store);
+        Ok(Memory {
+            tool: Tool::new(store, options.tool),
+            persister,
+            skipped,
+        })
+    }
+
+    /// Runs one tool input (a JSON object) to its durable result.
+    pub fn call(&self, input: &Value) -> ToolResult {
+        self.tool.call(input)
+    }
+
+    /// Applies one tool input; see [`Pending::finish`].
+    pub fn start(&self, input: &Value) -> Pending {
+        self.tool.start(input)
+    }
+
+    pub fn tool(&self) -> &Tool {
+        &self.tool
+    }
+
+    pub fn store(&self) -> &Arc<Store> {
+        self.tool.store()
+    }
+
+    /// What the load passed over (non-UTF-8 names, special files).
+    pub fn skipped(&self) -> &load::Skipped {
+        &self.skipped
+    }
+
+    pub fn persist_stats(&self) -> Stats {
+        self.persister.stats()
+    }
+
+    pub fn data_dir(&self) -> &DataDir {
+        self.persister.data_dir()
+    }
+}

@@ -1,0 +1,196 @@
+//! Parsing and validating the agent's `/memories/...` paths.
+//!
+//! A [`MemPath`] is a list of names below the memory root; it can only be
+//! built by [`MemPath::parse`], so holding one proves the path was checked.
+//! This module never touches the tree or the disk.
+
+use std::fmt;
+
+/// The prefix every agent path starts with.
+pub const ROOT: &str = "/memories";
+/// Longest accepted path, in bytes (Linux `PATH_MAX`).
+pub const MAX_PATH_BYTES: usize = 4096;
+/// Longest accepted name, in bytes (Linux `NAME_MAX`).
+pub const MAX_NAME_BYTES: usize = 255;
+
+/// Why a path was refused. The text never names anything of the host.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum PathError {
+    #[error("the path must start with /memories")]
+    OutsideRoot,
+    #[error("the path contains a `.` or `..` segment; use a plain path under /memories")]
+    DotSegment,
+    #[error("the path contains a percent-encoded `.`, `/` or `\\` (a traversal attempt)")]
+    EncodedTraversal,
+    #[error("the path contains a backslash")]
+    Backslash,
+    #[error("the path contains a NUL or another control character")]
+    ControlChar,
+    #[error("a name in the path is longer than 255 bytes")]
+    NameTooLong,
+    #[error("the path is longer than 4096 bytes")]
+    PathTooLong,
+}
+
+/// A validated path below the memory root: zero names is the root itself.
+#[derive(Debug, Clone, PartialEq, Eq, Hash, PartialOrd, Ord)]
+pub struct MemPath {
+    names: Vec<String>,
+}
+
+impl MemPath {
+    /// The memory root, `/memories`.
+    pub fn root() -> Self {
+        MemPath { names: Vec::new() }
+    }
+
+    /// Checks an agent path and splits it into names.
+    ///
+    /// Repeated and trailing slashes are folded (`/memories//a/` is `/memories/a`),
+    /// as POSIX does; everything that could step outside the root is refused.
+    pub fn parse(raw: &str) -> Result<Self, PathError> {
+        if raw.len() > MAX_PATH_BYTES {
+            return Err(PathError::PathTooLong);
+        }
+        if raw.chars().any(|c| c.is_control()) {
+            return Err(PathError::ControlChar);
+        }
+        if raw.contains('\\') {
+            return Err(PathError::Backslash);
+        }
+        let lower = raw.to_ascii_lowercase();
+        if ["%2e", "%2f", "%5c"].iter().any(|e| lower.contains(e)) {
+            return Err(PathError::EncodedTraversal);
+        }
+        let rest = match raw.strip_prefix(ROOT) {
+            Some(rest) if rest.is_empty() || rest.starts_with('/') => rest,
+            _ => return Err(PathError::OutsideRoot),
+        };
+        let mut names = Vec::new();
+        for name in rest.split('/').filter(|n| !n.is_empty()) {
+            if name == "." || name == ".." {
+                return Err(PathError::DotSegment);
+            }
+            if name.len() > MAX_NAME_BYTES {
+                return Err(PathError::NameTooLong);
+            }
+            names.push(name.to_string());
+        }
+        Ok(MemPath { names })
+    }
+
+    pub fn names(&self) -> &[String] {
+        &self.names
+    }
+
+    pub fn is_root(&self) -> bool {
+        self.names.is_empty()
+    }
+
+    /// The last name, or `None` for the root.
+    pub fn file_name(&self) -> Option<&str> {
+        self.names.last().map(String::as_str)
+    }
+
+    /// The parent path, or `None` for the root.
+    pub fn parent(&self) -> Option<MemPath> {
+        let (_, init) = self.names.split_last()?;
+        Some(MemPath {
+            names: init.to_vec(),
+        })
+    }
+
+    pub fn join(&self, name: &str) -> MemPath {
+        let mut names = self.names.clone();
+        names.push(name.to_string());
+        MemPath { names }
+    }
+
+    /// True when `self` is `other` or lies below it.
+    pub fn starts_with(&self, other: &MemPath) -> bool {
+        self.names.starts_with(&other.names)
+    }
+
+    /// The path relative to the root, `a/b` (empty for the root): its place on disk.
+    pub fn relative(&self) -> String {
+        self.names.join("/")
+    }
+}
+
+impl fmt::Display for MemPath {
+    /// The canonical agent spelling: `/memories` or `/memories/a/b`.
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(ROOT)?;
+        for name in &self.names {
+            write!(f, "/{name}")?;
+        }
+        Ok(())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn accepts_root_and_plain_paths() {
+        assert!(MemPath::parse("/memories").unwrap().is_root());
+        assert!(MemPath::parse("/memories/").unwrap().is_root());
+        let p = MemPath::parse("/memories//notes/a.txt/").unwrap();
+        assert_eq!(p.names(), ["notes", "a.txt"]);
+        assert_eq!(p.to_string(), "/memories/notes/a.txt");
+        assert_eq!(p.relative(), "notes/a.txt");
+        // A literal percent that is not an encoded traversal is a valid name.
+        assert!(MemPath::parse("/memories/100%25 done").is_ok());
+        assert!(MemPath::parse("/memories/...").is_ok());
+        assert!(MemPath::parse("/memories/.hidden").is_ok());
+    }
+
+    #[test]
+    fn refuses_hostile_paths() {
+        use PathError::*;
+        let long_name = format!("/memories/{}", "a".repeat(256));
+        let long_path = format!("/memories/{}", "abcdefg/".repeat(520));
+        let table: &[(&str, PathError)] = &[
+            ("", OutsideRoot),
+            ("memories/a", OutsideRoot),
+            ("/memoriesX/a", OutsideRoot),
+            ("/memories-old", OutsideRoot),
+            ("/etc/passwd", OutsideRoot),
+            ("/Memories/a", OutsideRoot),
+            ("./memories/a", OutsideRoot),
+            ("/memories/../../secrets.env", DotSegment),
+            ("/memories/a/..", DotSegment),
+            ("/memories/.", DotSegment),
+            ("/memories/./a", DotSegment),
+            ("/memories/%2e%2e/x", EncodedTraversal),
+            ("/memories/%2E%2E%2Fetc", EncodedTraversal),
+            ("/memories/a%2fb", EncodedTraversal),
+            ("/memories/a%5Cb", EncodedTraversal),
+            ("/memories/..\\..\\x", Backslash),
+            ("/memories/a\u{0}b", ControlChar),
+            ("/memories/a\nb", ControlChar),
+            ("/memories/a\u{7f}", ControlChar),
+            (long_name.as_str(), NameTooLong),
+            (long_path.as_str(), PathTooLong),
+        ];
+        for (raw, want) in table {
+            assert_eq!(MemPath::parse(raw).as_ref(), Err(want), "path {raw:?}");
+        }
+        // Exactly at the limits is fine.
+        let name255 = format!("/memories/{}", "b".repeat(255));
+        assert!(MemPath::parse(&name255).is_ok());
+    }
+
+    #[test]
+    fn prefix_and_parent() {
+        let a = MemPath::parse("/memories/a").unwrap();
+        let ab = MemPath::parse("/memories/a/b").unwrap();
+        let abc = MemPath::parse("/memories/abc").unwrap();
+        assert!(ab.starts_with(&a));
+        assert!(!abc.starts_with(&a));
+        assert_eq!(ab.parent().unwrap(), a);
+        assert_eq!(MemPath::root().parent(), None);
+        assert_eq!(a.join("b"), ab);
+    }
+}

@@ -1,0 +1,326 @@
+//! The persister: one thread that writes the store's changes to the data dir
+//! in the order they were applied, sharing each durability barrier among all
+//! the changes that queued up while the previous one ran (group commit).
+//!
+//! A batch goes to disk in two phases, so that a crash at any instant leaves
+//! every file at its old or its new content:
+//! 1. each new file content is written to `.memfs/tmp/`; one barrier
+//!    (`syncfs`) makes all of them durable;
+//! 2. the batch's renames, moves-to-trash and mkdirs run in order; a second
+//!    barrier makes them durable; then every ticket of the batch is settled.
+//!
+//! When the disk refuses a step, that change and every change queued after it
+//! fail, and the store is reloaded from the disk under its write lock, so
+//! memory and disk agree again.
+
+use std::collections::VecDeque;
+use std::io;
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::{Arc, OnceLock, Weak};
+use std::thread::JoinHandle;
+
+use parking_lot::{Condvar, Mutex};
+
+use super::datadir::DataDir;
+use super::{fsops, load};
+use crate::error::{DiskError, Error};
+use crate::path::MemPath;
+use crate::store::{Change, ChangeOp, ChangeSink, Store, Ticket};
+
+/// Counters of the persister's work, for benchmarks and `--stats`.
+#[derive(Debug, Default, Clone, Copy, PartialEq, Eq)]
+pub struct Stats {
+    pub changes: u64,
+    pub batches: u64,
+    pub barriers: u64,
+}
+
+pub struct Persister {
+    shared: Arc<Shared>,
+    thread: Option<JoinHandle<()>>,
+}
+
+struct Shared {
+    queue: Mutex<Queue>,
+    wake: Condvar,
+    dir: DataDir,
+    store: OnceLock<Weak<Store>>,
+    changes: AtomicU64,
+    batches: AtomicU64,
+    barriers: AtomicU64,
+}
+
+#[derive(Default)]
+struct Queue {
+    items: VecDeque<(Change, Ticket)>,
+    stop: bool,
+}
+
+impl Persister {
+    /// Starts the persister thread for `dir`.
+    pub fn start(dir: DataDir) -> io::Result<Persister> {
+        let shared = Arc::new(Shared {
+            queue: Mutex::default(),
+            wake: Condvar::new(),
+            dir,
+            store: OnceLock::new(),
+            changes: AtomicU64::new(0),
+            batches: AtomicU64::new(0),
+            barriers: AtomicU64::new(0),
+        });
+        let worker = shared.clone();
+        let thread = std::thread::Builder::new()
+            .name("memfs-persist".into())
+            .spawn(move || worker.run())?;
+        Ok(Persister {
+            shared,
+            thread: Some(thread),
+        })
+    }
+
+    /// The sink to build the store with.
+    pub fn sink(&self) -> Arc<dyn ChangeSink> {
+        self.shared.clone()
+    }
+
+    /// Lets the persister reload `store` after a refused write.
+    pub fn attach(&self, store: &Arc<Store>) {
+        let _ = self.shared.store.set(Arc::downgrade(store));
+    }
+
+    pub fn data_dir(&self) -> &DataDir {
+        &self.shared.dir
+    }
+
+    pub fn stats(&self) -> Stats {
+        Stats {
+            changes: self.shared.changes.load(Ordering::Relaxed),
+            batches: self.shared.batches.load(Ordering::Relaxed),
+            barriers: self.shared.barriers.load(Ordering::Relaxed),
+        }
+    }
+
+    /// Writes out everything queued, then stops the thread.
+    pub fn shutdown(&mut self) {
+        self.shared.queue.lock().stop = true;
+        self.shared.wake.notify_all();
+        if let Some(thread) = self.thread.take() {
+            let _ = thread.join();
+        }
+    }
+}
+
+impl Drop for Persister {
+    fn drop(&mut self) {
+        self.shutdown();
+    }
+}
+
+impl ChangeSink for Shared {
+    fn submit(&self, change: Change) -> Ticket {
+        let ticket = Ticket::pending();
+        let mut queue = self.queue.lock();
+        if queue.stop {
+            ticket.settle(Err(DiskError::new(
+                "shutting down",
+                io::Error::from_raw_os_error(libc::ESHUTDOWN),
+            )
+            .into()));
+            return ticket;
+        }
+        queue.items.push_back((change, ticket.clone()));
+        drop(queue);
+        self.wake.notify_one();
+        ticket
+    }
+}
+
+/// Where one change's staged file contents wait in `.memfs/tmp/`.
+type Staged = Vec<Option<String>>;
+
+impl Shared {
+    fn run(&self) {
+        loop {
+            let batch: Vec<(Change, Ticket)> = {
+                let mut queue = self.queue.lock();
+                while queue.items.is_empty() && !queue.stop {
+                    self.wake.wait(&mut queue);
+                }
+                if queue.items.is_empty() {
+                    return;
+                }
+                queue.items.drain(..).collect()
+            };
+            self.commit(batch);
+        }
+    }
+
+    fn commit(&self, batch: Vec<(Change, Ticket)>) {
+        self.batches.fetch_add(1, Ordering::Relaxed);
+        self.changes
+            .fetch_add(batch.len() as u64, Ordering::Relaxed);
+        let mut failure: Option<DiskError> = None;
+
+        // Phase 1: stage contents, then one barrier for all of them.
+        let mut staged: Vec<Staged> = Vec::with_capacity(batch.len());
+        for (change, _) in &batch {
+            match self.stage(change) {
+                Ok(names) => staged.push(names),
+                Err(e) => {
+                    failure = Some(e);
+                    break;
+                }
+            }
+        }
+        if staged.iter().flatten().any(Option::is_some) {
+            if let Err(e) = self.barrier() {
+                failure = Some(e);
+                self.discard(&staged);
+                staged.clear();
+            }
+        }
+
+        // Phase 2: put everything in place, in order, then one barrier.
+        let mut applied = 0;
+        let mut trash = Vec::new();
+        for ((change, _), names) in batch.iter().zip(&staged) {
+            if let Err(e) = self.apply(change, names, &mut trash) {
+                failure = Some(e);
+                break;
+            }
+            applied += 1;
+        }
+        self.discard(&staged[applied..]);
+        let durable = if applied > 0 { self.barrier() } else { Ok(()) };
+
+        for (i, (_, ticket)) in batch.iter().enumerate() {
+            let outcome = if i < applied {
+                durable.clone()
+            } else {
+                Err(failure
+                    .clone()
+                    .expect("a change was left out only after a failure"))
+            };
+            ticket.settle(outcome.map_err(Error::Disk));
+        }
+        for name in trash {
+            let _ = fsops::remove_tree(&self.dir.trash, &name);
+        }
+        if let Some(err) = failure {
+            self.resync(err);
+        }
+    }
+
+    fn barrier(&self) -> Result<(), DiskError> {
+        self.barriers.fetch_add(1, Ordering::Relaxed);
+        fsops::sync_filesystem(&self.dir.memories)
+            .map_err(|e| DiskError::new("flushing to stable storage", e))
+    }
+
+    /// Writes each new file content of `change` to `.memfs/tmp/`.
+    fn stage(&self, change: &Change) -> Result<Staged, DiskError> {
+        let mut names = Vec::with_capacity(change.ops.len());
+        for (i, op) in change.ops.iter().enumerate() {
+            let ChangeOp::Write { data, .. } = op else {
+                names.push(None);
+                continue;
+            };
+            let name = format!("{}-{i}", change.seq);
+            if let Err(e) = fsops::write_new_file(&self.dir.tmp, &name, data) {
+                let _ = rustix::fs::unlinkat(
+                    &self.dir.tmp,
+                    name.as_str(),
+                    rustix::fs::AtFlags::empty(),
+                );
+                self.discard(std::slice::from_ref(&names));
+                return Err(DiskError::new("writing a file", e));
+            }
+            names.push(Some(name));
+        }
+        Ok(names)
+    }
+
+    fn discard(&self, staged: &[Staged]) {
+        for name in staged.iter().flatten().flatten() {
+            let _ =
+                rustix::fs::unlinkat(&self.dir.tmp, name.as_str(), rustix::fs::AtFlags::empty());
+        }
+    }
+
+    /// Puts one change's steps in place under `memories/`.
+    fn apply(
+        &self,
+        change: &Change,
+        staged: &Staged,
+        trash: &mut Vec<String>,
+    ) -> Result<(), DiskError> {
+        let root = &self.dir.memories;
+        for (i, (op, tmp)) in change.ops.iter().zip(staged).enumerate() {
+            match op {
+                ChangeOp::Write { path, .. } => {
+                    let parent =
+                        fsops::open_parent(root, path, true).map_err(disk("making a directory"))?;
+                    let tmp = tmp.as_deref().expect("a write is staged");
+                    fsops::rename(&self.dir.tmp, tmp, &parent, leaf(path))
+                        .map_err(disk("renaming a file into place"))?;
+                }
+                ChangeOp::MakeDir { path } => {
+                    fsops::open_path_dir(root, path, true).map_err(disk("making a directory"))?;
+                }
+                ChangeOp::Remove { path } => {
+                    let name = format!("{}-{i}", change.seq);
+                    match fsops::open_parent(root, path, false).and_then(|parent| {
+                        fsops::rename_noreplace(&parent, leaf(path), &self.dir.trash, &name)
+                    }) {
+                        Ok(()) => trash.push(name),
+                        // Already gone from the disk: the removal holds.
+                        Err(e) if e.kind() == io::ErrorKind::NotFound => {}
+                        Err(e) => return Err(DiskError::new("removing", e)),
+                    }
+                }
+                ChangeOp::Rename { from, to } => {
+                    let from_dir =
+                        fsops::open_parent(root, from, false).map_err(disk("renaming"))?;
+                    let to_dir =
+                        fsops::open_parent(root, to, true).map_err(disk("making a directory"))?;
+                    fsops::rename_noreplace(&from_dir, leaf(from), &to_dir, leaf(to))
+                        .map_err(disk("renaming"))?;
+                }
+            }
+        }
+        Ok(())
+    }
+
+    /// Fails everything still queued and reloads the store from the disk.
+    fn resync(&self, err: DiskError) {
+        let Some(store) = self.store.get().and_then(Weak::upgrade) else {
+            return;
+        };
+        eprintln!(
+            "memfs: the disk refused a change ({err}); reloading the memory from the data dir"
+        );
+        store.replace_tree(|| {
+            // Under the store's write lock: nothing new can be queued meanwhile.
+            for (_, ticket) in self.queue.lock().items.drain(..) {
+                ticket.settle(Err(Error::Disk(err.clone())));
+            }
+            match load::load(&self.dir.memories) {
+                Ok((tree, _)) => Some(tree),
+                Err(e) => {
+                    eprintln!(
+                        "memfs: cannot reload the data dir ({e}); keeping the memory as it is"
+                    );
+                    None
+                }
+            }
+        });
+    }
+}
+
+fn leaf(path: &MemPath) -> &str {
+    path.file_name().expect("changes never name the root")
+}
+
+fn disk(doing: &'static str) -> impl Fn(io::Error) -> DiskError {
+    move |e| DiskError::new(doing, e)
+}

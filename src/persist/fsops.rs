@@ -1,0 +1,140 @@
+//! Disk operations below the memory root, relative to directory descriptors.
+//!
+//! Every step opens one name at a time with `O_NOFOLLOW`, so a symlink planted
+//! in the data dir is never followed out of it: the operation fails instead.
+
+use std::io;
+use std::os::fd::{AsFd, OwnedFd};
+
+use rustix::fs::{self as rfs, AtFlags, FileType, Mode, OFlags, RenameFlags};
+
+use crate::path::MemPath;
+
+pub const DIR_MODE: u32 = 0o700;
+pub const FILE_MODE: u32 = 0o600;
+
+/// Opens directory `name` in `parent`, refusing symlinks.
+pub fn open_dir(parent: impl AsFd, name: &str) -> io::Result<OwnedFd> {
+    let flags = OFlags::RDONLY | OFlags::DIRECTORY | OFlags::NOFOLLOW | OFlags::CLOEXEC;
+    Ok(rfs::openat(parent, name, flags, Mode::empty())?)
+}
+
+/// Opens the directory that holds `path`, making missing ones when `create`.
+pub fn open_parent(root: &OwnedFd, path: &MemPath, create: bool) -> io::Result<OwnedFd> {
+    let names = path.names();
+    let mut dir = root.try_clone()?;
+    for name in &names[..names.len().saturating_sub(1)] {
+        dir = open_or_make_dir(&dir, name, create)?;
+    }
+    Ok(dir)
+}
+
+/// Opens (and with `create`, first makes) the directory at `path`.
+pub fn open_path_dir(root: &OwnedFd, path: &MemPath, create: bool) -> io::Result<OwnedFd> {
+    let mut dir = root.try_clone()?;
+    for name in path.names() {
+        dir = open_or_make_dir(&dir, name, create)?;
+    }
+    Ok(dir)
+}
+
+fn open_or_make_dir(parent: &OwnedFd, name: &str, create: bool) -> io::Result<OwnedFd> {
+    match open_dir(parent, name) {
+        Err(e) if create && e.kind() == io::ErrorKind::NotFound => {
+            match rfs::mkdirat(parent, name, Mode::from_raw_mode(DIR_MODE)) {
+                Ok(()) | Err(rustix::io::Errno::EXIST) => {}
+                Err(e) => return Err(e.into()),
+            }
+            open_dir(parent, name)
+        }
+        other => other,
+    }
+}
+
+/// Writes `data` to a new file `name` in `dir` (which must not exist).
+pub fn write_new_file(dir: impl AsFd, name: &str, data: &[u8]) -> io::Result<()> {
+    let flags = OFlags::WRONLY | OFlags::CREATE | OFlags::EXCL | OFlags::NOFOLLOW | OFlags::CLOEXEC;
+    let fd = rfs::openat(dir, name, flags, Mode::from_raw_mode(FILE_MODE))?;
+    let mut rest = data;
+    while !rest.is_empty() {
+        match rustix::io::write(&fd, rest) {
+            Ok(0) => return Err(io::ErrorKind::WriteZero.into()),
+            Ok(n) => rest = &rest[n..],
+            Err(rustix::io::Errno::INTR) => {}
+            Err(e) => return Err(e.into()),
+        }
+    }
+    Ok(())
+}
+
+/// Moves `from_name` of `from_dir` to `to_name` of `to_dir`, replacing a file there.
+pub fn rename(
+    from_dir: impl AsFd,
+    from_name: &str,
+    to_dir: impl AsFd,
+    to_name: &str,
+) -> io::Result<()> {
+    Ok(rfs::renameat(from_dir, from_name, to_dir, to_name)?)
+}
+
+/// Like [`rename`], but fails with `EEXIST` instead of replacing anything.
+pub fn rename_noreplace(
+    from_dir: impl AsFd,
+    from_name: &str,
+    to_dir: impl AsFd,
+    to_name: &str,
+) -> io::Result<()> {
+    Ok(rfs::renameat_with(
+        from_dir,
+        from_name,
+        to_dir,
+        to_name,
+        RenameFlags::NOREPLACE,
+    )?)
+}
+
+/// Removes `name` from `dir`, and everything below it if it is a directory.
+pub fn remove_tree(dir: &OwnedFd, name: &str) -> io::Result<()> {
+    let stat = rfs::statat(dir, name, AtFlags::SYMLINK_NOFOLLOW)?;
+    if FileType::from_raw_mode(stat.st_mode) == FileType::Directory {
+        let sub = open_dir(dir, name)?;
+        for child in list_names(&sub)? {
+            remove_tree(&sub, &child)?;
+        }
+        rfs::unlinkat(dir, name, AtFlags::REMOVEDIR)?;
+    } else {
+        rfs::unlinkat(dir, name, AtFlags::empty())?;
+    }
+    Ok(())
+}
+
+/// The names in a directory, without `.` and `..`; names that are not UTF-8
+/// are returned lossily only for removal (see [`list_entries`] for loading).
+pub fn list_names(dir: &OwnedFd) -> io::Result<Vec<String>> {
+    Ok(list_entries(dir)?
+        .into_iter()
+        .filter_map(|(name, _)| name.ok())
+        .collect())
+}
+
+/// Each entry's name (or its raw bytes when they are not UTF-8) and type.
+#[allow(clippy::type_complexity)]
+pub fn list_entries(dir: &OwnedFd) -> io::Result<Vec<(Result<String, Vec<u8>>, FileType)>> {
+    let mut out = Vec::new();
+    let mut entries = rfs::Dir::read_from(dir)?;
+    while let Some(entry) = entries.next() {
+        let entry = entry?;
+        let bytes = entry.file_name().to_bytes();
+        if bytes == b"." || bytes == b".." {
+            continue;
+        }
+        let name = String::from_utf8(bytes.to_vec()).map_err(|e| e.into_bytes());
+        out.push((name, entry.file_type()));
+    }
+    Ok(out)
+}
+
+/// Flushes everything written on the data dir's filesystem: the group barrier.
+pub fn sync_filesystem(any_fd: impl AsFd) -> io::Result<()> {
+    Ok(rfs::syncfs(any_fd)?)
+}

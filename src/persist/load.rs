@@ -1,0 +1,104 @@
+//! Reading the data dir's `memories/` into a fresh tree.
+
+use std::io;
+use std::os::fd::OwnedFd;
+use std::sync::Arc;
+use std::time::{Duration, SystemTime, UNIX_EPOCH};
+
+use rustix::fs::{self as rfs, AtFlags, FileType, Mode, OFlags};
+
+use super::fsops;
+use crate::store::{Attr, Ino, NodeKind, Tree, ROOT_INO};
+
+/// What loading passed over, for a warning at start-up.
+#[derive(Debug, Default, Clone, PartialEq, Eq)]
+pub struct Skipped {
+    /// Names that are not UTF-8, which the tool's paths cannot spell.
+    pub non_utf8_names: usize,
+    /// FIFOs, sockets and device nodes.
+    pub special_files: usize,
+}
+
+/// Loads the tree under `root` (the open `memories/` directory).
+pub fn load(root: &OwnedFd) -> io::Result<(Tree, Skipped)> {
+    let mut tree = Tree::new();
+    let mut skipped = Skipped::default();
+    load_dir(&mut tree, &mut skipped, root, ROOT_INO)?;
+    tree.node_mut(ROOT_INO).attr = attr_of(&rfs::fstat(root)?);
+    Ok((tree, skipped))
+}
+
+fn load_dir(tree: &mut Tree, skipped: &mut Skipped, dir: &OwnedFd, ino: Ino) -> io::Result<()> {
+    for (name, _) in fsops::list_entries(dir)? {
+        let Ok(name) = name else {
+            skipped.non_utf8_names += 1;
+            continue;
+        };
+        let stat = match rfs::statat(dir, name.as_str(), AtFlags::SYMLINK_NOFOLLOW) {
+            Ok(stat) => stat,
+            // Gone since the listing (another process tidying up): nothing to load.
+            Err(rustix::io::Errno::NOENT) => continue,
+            Err(e) => return Err(e.into()),
+        };
+        let kind = FileType::from_raw_mode(stat.st_mode);
+        let child = match kind {
+            FileType::Directory => tree.add(
+                ino,
+                &name,
+                NodeKind::Dir(Default::default()),
+                0,
+                SystemTime::now(),
+            ),
+            FileType::RegularFile => {
+                let data = read_file(dir, &name)?;
+                tree.add(
+                    ino,
+                    &name,
+                    NodeKind::File(Arc::new(data)),
+                    0,
+                    SystemTime::now(),
+                )
+            }
+            FileType::Symlink => {
+                let target = rfs::readlinkat(dir, name.as_str(), Vec::new())?;
+                let target = target.to_string_lossy().into_owned();
+                tree.add(ino, &name, NodeKind::Symlink(target), 0, SystemTime::now())
+            }
+            _ => {
+                skipped.special_files += 1;
+                continue;
+            }
+        };
+        if kind == FileType::Directory {
+            let sub = fsops::open_dir(dir, &name)?;
+            load_dir(tree, skipped, &sub, child)?;
+        }
+        // Set last: adding children touched the directory's times.
+        tree.node_mut(child).attr = attr_of(&stat);
+    }
+    Ok(())
+}
+
+fn read_file(dir: &OwnedFd, name: &str) -> io::Result<Vec<u8>> {
+    let flags = OFlags::RDONLY | OFlags::NOFOLLOW | OFlags::CLOEXEC | OFlags::NONBLOCK;
+    let fd = rfs::openat(dir, name, flags, Mode::empty())?;
+    let mut file = std::fs::File::from(fd);
+    let mut data = Vec::new();
+    io::Read::read_to_end(&mut file, &mut data)?;
+    Ok(data)
+}
+
+fn attr_of(stat: &rfs::Stat) -> Attr {
+    let time = |secs: i64, nanos: i64| {
+        let secs = secs.max(0) as u64;
+        UNIX_EPOCH + Duration::new(secs, nanos.clamp(0, 999_999_999) as u32)
+    };
+    Attr {
+        perm: stat.st_mode & 0o7777,
+        uid: stat.st_uid,
+        gid: stat.st_gid,
+        atime: time(stat.st_atime as i64, stat.st_atime_nsec as i64),
+        mtime: time(stat.st_mtime as i64, stat.st_mtime_nsec as i64),
+        ctime: time(stat.st_ctime as i64, stat.st_ctime_nsec as i64),
+    }
+}

@@ -1,0 +1,126 @@
+//! One line of the JSON-lines protocol: a tool input or a `tool_use` block in,
+//! a result or a `tool_result` block out. Shared by every line transport.
+
+use serde_json::{json, Value};
+
+use crate::tool::{Pending, Tool, ToolResult};
+
+/// How the answer to a line is framed.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Framing {
+    /// `{"content": ..., "is_error": bool}`.
+    Plain,
+    /// A `tool_result` block for the `tool_use` block with this id.
+    ToolResult { tool_use_id: String },
+}
+
+/// The answer to one line, ready once its change is durable.
+pub struct Reply {
+    pub pending: Option<Pending>,
+    pub ready: Option<ToolResult>,
+    pub framing: Framing,
+}
+
+impl Reply {
+    fn now(result: ToolResult, framing: Framing) -> Self {
+        Reply {
+            pending: None,
+            ready: Some(result),
+            framing,
+        }
+    }
+
+    /// Waits for durability and renders the answer line (without newline).
+    pub fn finish(self) -> String {
+        let result = match (self.pending, self.ready) {
+            (Some(pending), _) => pending.finish(),
+            (None, Some(result)) => result,
+            (None, None) => ToolResult::error("Error: no result"),
+        };
+        render(&result, &self.framing)
+    }
+}
+
+pub fn render(result: &ToolResult, framing: &Framing) -> String {
+    let value = match framing {
+        Framing::Plain => result.to_json(),
+        Framing::ToolResult { tool_use_id } => json!({
+            "type": "tool_result",
+            "tool_use_id": tool_use_id,
+            "content": result.content_json(),
+            "is_error": result.is_error,
+        }),
+    };
+    value.to_string()
+}
+
+/// A line longer than the transport accepts.
+pub fn too_long(limit: usize) -> Reply {
+    let text = format!(
+        "Error: the line is longer than {limit} bytes and was not read; send smaller commands"
+    );
+    Reply::now(ToolResult::error(text), Framing::Plain)
+}
+
+/// Parses and applies one line.
+pub fn handle(tool: &Tool, line: &[u8]) -> Reply {
+    let value: Value = match serde_json::from_slice(line) {
+        Ok(v) => v,
+        Err(e) => {
+            return Reply::now(
+                ToolResult::error(format!("Error: the line is not valid JSON: {e}")),
+                Framing::Plain,
+            )
+        }
+    };
+    match value.get("type") {
+        None => Reply {
+            pending: Some(tool.start(&value)),
+            ready: None,
+            framing: Framing::Plain,
+        },
+        Some(Value::String(t)) if t == "tool_use" => tool_use(tool, &value),
+        Some(other) => {
+            let shown = other
+                .as_str()
+                .map(crate::tool::clip_text)
+                .unwrap_or_else(|| other.to_string());
+            let text = format!(
+                "Error: a line must be a memory tool input or a tool_use block, not a `{}` block",
+                crate::tool::clip_text(&shown)
+            );
+            Reply::now(ToolResult::error(text), Framing::Plain)
+        }
+    }
+}
+
+fn tool_use(tool: &Tool, block: &Value) -> Reply {
+    let Some(id) = block.get("id").and_then(Value::as_str) else {
+        let text = "Error: a tool_use block needs a string `id` to answer with a tool_result";
+        return Reply::now(ToolResult::error(text), Framing::Plain);
+    };
+    let framing = Framing::ToolResult {
+        tool_use_id: id.to_string(),
+    };
+    match block.get("name").and_then(Value::as_str) {
+        Some("memory") => {}
+        other => {
+            let text = format!(
+                "Error: this server runs the `memory` tool, not `{}`",
+                crate::tool::clip_text(other.unwrap_or("(no name)"))
+            );
+            return Reply::now(ToolResult::error(text), framing);
+        }
+    }
+    let Some(input) = block.get("input") else {
+        return Reply::now(
+            ToolResult::error("Error: the tool_use block has no `input`"),
+            framing,
+        );
+    };
+    Reply {
+        pending: Some(tool.start(input)),
+        ready: None,
+        framing,
+    }
+}

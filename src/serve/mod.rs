@@ -1,0 +1,13 @@
+//! Transports for tool calls. They frame lines; the commands live in `tool/`.
+
+pub mod line;
+mod reader;
+pub mod stdio;
+
+/// The longest request line a transport reads, for a given file-size limit:
+/// room for a whole file's text JSON-escaped at its worst (`\u00XX`, 6 bytes a byte).
+pub fn max_line_bytes(max_file_size: u64) -> usize {
+    (max_file_size as usize)
+        .saturating_mul(6)
+        .saturating_add(64 << 10)
+}

@@ -1,0 +1,326 @@
+//! The tree and its one lock.
+//!
+//! Every operation here is whole: it takes the lock once, checks everything,
+//! applies everything, hands its [`Change`] to the sink (still under the lock,
+//! so the sink sees changes in the order they were applied), and returns.
+//! Neither door ever takes the lock itself. Waiting for durability happens on
+//! the returned [`Ticket`], after the lock is released.
+
+mod change;
+mod tree;
+
+use std::sync::Arc;
+use std::time::SystemTime;
+
+use parking_lot::RwLock;
+
+pub use change::{Change, ChangeOp, ChangeSink, Origin, Ticket};
+pub use tree::{Attr, Ino, Node, NodeKind, Tree, DIR_MODE, FILE_MODE, ROOT_INO};
+
+use crate::error::Error;
+use crate::path::MemPath;
+
+/// Size limits, enforced on every write.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Limits {
+    pub max_file_size: u64,
+    pub max_store_size: u64,
+}
+
+impl Default for Limits {
+    fn default() -> Self {
+        Limits {
+            max_file_size: 1 << 20,
+            max_store_size: 256 << 20,
+        }
+    }
+}
+
+/// What a path holds, copied out of the tree in one lock acquisition.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Snapshot {
+    File(Arc<Vec<u8>>),
+    Dir(Listing),
+    Symlink,
+}
+
+/// A directory's size and its visible entries down to some depth.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Listing {
+    /// Bytes of all files below the directory.
+    pub size: u64,
+    /// Depth first, each directory's entries in name order.
+    pub entries: Vec<ListEntry>,
+}
+
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ListEntry {
+    /// Path relative to the listed directory, `a` or `a/b`.
+    pub relative: String,
+    pub size: u64,
+    pub is_dir: bool,
+}
+
+pub struct Store {
+    tree: RwLock<Tree>,
+    sink: Option<Arc<dyn ChangeSink>>,
+    limits: Limits,
+    seq: std::sync::atomic::AtomicU64,
+}
+
+impl Store {
+    /// A store over `tree`. Without a sink, changes are in memory only.
+    pub fn new(tree: Tree, limits: Limits, sink: Option<Arc<dyn ChangeSink>>) -> Self {
+        Store {
+            tree: RwLock::new(tree),
+            sink,
+            limits,
+            seq: Default::default(),
+        }
+    }
+
+    pub fn limits(&self) -> Limits {
+        self.limits
+    }
+
+    /// Runs `f` on the tree under the read lock (snapshots, tests, statistics).
+    pub fn with_tree<R>(&self, f: impl FnOnce(&Tree) -> R) -> R {
+        f(&self.tree.read())
+    }
+
+    /// Swaps in a tree built by `load`, under the write lock, so no change can
+    /// slip in between. The persister uses it to make memory agree with the
+    /// disk again after the disk refused a change.
+    /// When `load` gives nothing, the tree stays as it is.
+    pub fn replace_tree(&self, load: impl FnOnce() -> Option<Tree>) {
+        let mut tree = self.tree.write();
+        if let Some(fresh) = load() {
+            *tree = fresh;
+        }
+    }
+
+    /// What is at `path`: a file's bytes, or a directory's listing `depth` levels
+    /// deep that leaves out (and does not enter) the names `hide` picks.
+    pub fn snapshot(
+        &self,
+        path: &MemPath,
+        depth: usize,
+        hide: &dyn Fn(&str) -> bool,
+    ) -> Result<Snapshot, Error> {
+        let tree = self.tree.read();
+        let ino = tree.resolve(path)?;
+        Ok(match &tree.node(ino).kind {
+            NodeKind::File(data) => Snapshot::File(data.clone()),
+            NodeKind::Symlink(_) => Snapshot::Symlink,
+            NodeKind::Dir(_) => Snapshot::Dir(Listing {
+                size: tree.subtree_bytes(ino),
+                entries: list_entries(&tree, ino, depth, hide),
+            }),
+        })
+    }
+
+    /// Writes a whole file, making missing parent directories.
+    /// An existing file is an error unless `overwrite`.
+    pub fn create_file(
+        &self,
+        path: &MemPath,
+        data: Vec<u8>,
+        overwrite: bool,
+        origin: Origin,
+    ) -> Result<Ticket, Error> {
+        let (parent_path, name) = split(path)?;
+        let mut tree = self.tree.write();
+        let parent = tree.check_dir_path(&parent_path)?;
+        let existing = match parent {
+            Some(dir) => tree.child(dir, name)?,
+            None => None,
+        };
+        let old_len = match existing.map(|ino| &tree.node(ino).kind) {
+            None => 0,
+            Some(NodeKind::Dir(_)) => return Err(Error::IsDir),
+            Some(NodeKind::Symlink(_)) => return Err(Error::IsSymlink),
+            Some(NodeKind::File(_)) if !overwrite => return Err(Error::Exists),
+            Some(NodeKind::File(old)) => old.len() as u64,
+        };
+        self.check_size(&tree, old_len, data.len() as u64)?;
+        let now = SystemTime::now();
+        let data = Arc::new(data);
+        match existing {
+            Some(ino) => tree.set_data(ino, data.clone(), now),
+            None => {
+                let dir = tree.make_dirs(&parent_path, now);
+                tree.add(dir, name, NodeKind::File(data.clone()), FILE_MODE, now);
+            }
+        }
+        let op = ChangeOp::Write {
+            path: path.clone(),
+            data,
+        };
+        Ok(self.commit(origin, vec![op]))
+    }
+
+    /// Read-modify-write of a file under one lock: `edit` gets the bytes and
+    /// returns the new bytes and a value for the caller, or refuses.
+    pub fn edit_file<R, E: From<Error>>(
+        &self,
+        path: &MemPath,
+        origin: Origin,
+        edit: impl FnOnce(&[u8]) -> Result<(Vec<u8>, R), E>,
+    ) -> Result<(R, Ticket), E> {
+        let mut tree = self.tree.write();
+        let ino = tree.resolve(path)?;
+        let NodeKind::File(old) = &tree.node(ino).kind else {
+            return Err(match tree.node(ino).kind {
+                NodeKind::Dir(_) => Error::IsDir,
+                _ => Error::IsSymlink,
+            }
+            .into());
+        };
+        let old_len = old.len() as u64;
+        let (new, out) = edit(old)?;
+        self.check_size(&tree, old_len, new.len() as u64)?;
+        let data = Arc::new(new);
+        tree.set_data(ino, data.clone(), SystemTime::now());
+        let op = ChangeOp::Write {
+            path: path.clone(),
+            data,
+        };
+        Ok((out, self.commit(origin, vec![op])))
+    }
+
+    /// Removes a file or a whole directory tree. The root is refused.
+    pub fn remove(&self, path: &MemPath, origin: Origin) -> Result<Ticket, Error> {
+        let (parent_path, name) = split(path)?;
+        let mut tree = self.tree.write();
+        let parent = tree.resolve(&parent_path)?;
+        if tree.child(parent, name)?.is_none() {
+            return Err(Error::NotFound);
+        }
+        tree.remove(parent, name, SystemTime::now());
+        Ok(self.commit(origin, vec![ChangeOp::Remove { path: path.clone() }]))
+    }
+
+    /// Moves a file or directory to a path that does not exist yet, making the
+    /// missing parents of `to` (only once `from` is known to exist).
+    pub fn rename(&self, from: &MemPath, to: &MemPath, origin: Origin) -> Result<Ticket, Error> {
+        let (from_parent_path, from_name) = split(from)?;
+        let mut tree = self.tree.write();
+        // Any failure to find the source is "does not exist", so that NotDir
+        // below can only be about the destination.
+        let from_parent = tree
+            .resolve(&from_parent_path)
+            .map_err(|_| Error::NotFound)?;
+        if tree.child(from_parent, from_name).ok().flatten().is_none() {
+            return Err(Error::NotFound);
+        }
+        if to.is_root() || tree.resolve(to).is_ok() {
+            return Err(Error::Exists);
+        }
+        if to.starts_with(from) {
+            return Err(Error::IntoItself);
+        }
+        let (to_parent_path, to_name) = split(to)?;
+        tree.check_dir_path(&to_parent_path)?;
+        let now = SystemTime::now();
+        let to_parent = tree.make_dirs(&to_parent_path, now);
+        tree.rename(from_parent, from_name, to_parent, to_name, now);
+        let op = ChangeOp::Rename {
+            from: from.clone(),
+            to: to.clone(),
+        };
+        Ok(self.commit(origin, vec![op]))
+    }
+
+    fn check_size(&self, tree: &Tree, old_len: u64, new_len: u64) -> Result<(), Error> {
+        if new_len > self.limits.max_file_size {
+            return Err(Error::FileTooLarge {
+                size: new_len,
+                limit: self.limits.max_file_size,
+            });
+        }
+        let total = tree.total_bytes() - old_len + new_len;
+        if new_len > old_len && total > self.limits.max_store_size {
+            return Err(Error::StoreFull {
+                size: total,
+                limit: self.limits.max_store_size,
+            });
+        }
+        Ok(())
+    }
+
+    /// Records an applied change; called with the write lock held, so the sink
+    /// receives changes in exactly the order the tree took them.
+    fn commit(&self, origin: Origin, ops: Vec<ChangeOp>) -> Ticket {
+        let seq = self.seq.fetch_add(1, std::sync::atomic::Ordering::Relaxed) + 1;
+        match &self.sink {
+            Some(sink) => sink.submit(Change { seq, origin, ops }),
+            None => Ticket::done(),
+        }
+    }
+}
+
+/// Splits a non-root path into its parent and last name.
+fn split(path: &MemPath) -> Result<(MemPath, &str), Error> {
+    match (path.parent(), path.file_name()) {
+        (Some(parent), Some(name)) => Ok((parent, name)),
+        _ => Err(Error::Root),
+    }
+}
+
+fn list_entries(
+    tree: &Tree,
+    dir: Ino,
+    depth: usize,
+    hide: &dyn Fn(&str) -> bool,
+) -> Vec<ListEntry> {
+    let mut out = Vec::new();
+    walk_listing(tree, dir, String::new(), 1, depth, hide, &mut out);
+    out
+}
+
+fn walk_listing(
+    tree: &Tree,
+    dir: Ino,
+    prefix: String,
+    level: usize,
+    depth: usize,
+    hide: &dyn Fn(&str) -> bool,
+    out: &mut Vec<ListEntry>,
+) {
+    let Some(entries) = tree.children(dir) else {
+        return;
+    };
+    for (name, &child) in entries {
+        if hide(name) {
+            continue;
+        }
+        let relative = format!("{prefix}{name}");
+        match &tree.node(child).kind {
+            NodeKind::File(data) => out.push(ListEntry {
+                relative,
+                size: data.len() as u64,
+                is_dir: false,
+            }),
+            NodeKind::Dir(_) => {
+                out.push(ListEntry {
+                    relative: relative.clone(),
+                    size: tree.subtree_bytes(child),
+                    is_dir: true,
+                });
+                if level < depth {
+                    walk_listing(
+                        tree,
+                        child,
+                        format!("{relative}/"),
+                        level + 1,
+                        depth,
+                        hide,
+                        out,
+                    );
+                }
+            }
+            // Symlinks are not followed and not listed (docs/SEMANTICS.md).
+            NodeKind::Symlink(_) => {}
+        }
+    }
+}

@@ -1,0 +1,155 @@
+//! Text shapes of the tool's results: sizes, line splitting, numbered lines.
+
+/// Most lines a file may have for `view`.
+pub const MAX_LINES: usize = 999_999;
+/// Most characters of numbered text one result carries.
+pub const VIEW_CHAR_CAP: usize = 16_000;
+
+/// A size as `du -h --apparent-size` prints it: 1024-based, rounded up, one
+/// decimal below 10 (`0`, `512`, `1.0K`, `1.5K`, `11K`, `1.2M`).
+pub fn human_size(bytes: u64) -> String {
+    const UNITS: [&str; 6] = ["K", "M", "G", "T", "P", "E"];
+    if bytes < 1024 {
+        return bytes.to_string();
+    }
+    let bytes = bytes as u128;
+    let mut scale: u128 = 1024;
+    for unit in UNITS {
+        let tenths = bytes.saturating_mul(10).div_ceil(scale);
+        if tenths < 100 {
+            return format!("{}.{}{unit}", tenths / 10, tenths % 10);
+        }
+        let whole = bytes.div_ceil(scale);
+        if whole < 1024 {
+            return format!("{whole}{unit}");
+        }
+        scale *= 1024;
+    }
+    unreachable!("u64 sizes end below 1024 EiB")
+}
+
+/// Splits text into lines on `\n` (a `\r` stays with its line); a final
+/// newline does not make an extra empty line, and empty text has no lines.
+pub fn split_lines(text: &str) -> Vec<&str> {
+    let mut lines: Vec<&str> = text.split('\n').collect();
+    if lines.last() == Some(&"") {
+        lines.pop();
+    }
+    lines
+}
+
+/// `lines` numbered from `first` (1-based) as `{:>6}\t{line}`, joined by
+/// newlines and capped at [`VIEW_CHAR_CAP`] characters: whole lines that
+/// fit, then a note of what was shown and how to see the rest.
+pub fn numbered(lines: &[&str], first: usize, total_lines: usize) -> String {
+    let mut out = String::new();
+    let mut used = 0;
+    for (i, line) in lines.iter().enumerate() {
+        let number = first + i;
+        let row = format!("{number:>6}\t{line}");
+        let cost = row.chars().count() + usize::from(i > 0);
+        if used + cost > VIEW_CHAR_CAP {
+            return truncated(out, row, first, number, total_lines);
+        }
+        if i > 0 {
+            out.push('\n');
+        }
+        out.push_str(&row);
+        used += cost;
+    }
+    out
+}
+
+/// Ends a capped view. `stop` is the first line that did not fit.
+fn truncated(mut out: String, row: String, first: usize, stop: usize, total: usize) -> String {
+    if stop == first {
+        // Not even one whole line fits: show the start of it, and say so.
+        out = row.chars().take(VIEW_CHAR_CAP).collect();
+        out.push_str(&format!(
+            "\n[line {stop} is longer than {VIEW_CHAR_CAP} characters and was cut; the file has {total} lines. \
+             Use view_range [{next}, -1] for the lines after it.]",
+            next = stop + 1
+        ));
+        return out;
+    }
+    out.push_str(&format!(
+        "\n[showing lines {first}-{last} of {total}: a view is capped at {VIEW_CHAR_CAP} characters. \
+         Use view_range [{stop}, -1] to see the rest.]",
+        last = stop - 1
+    ));
+    out
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn sizes_read_like_du() {
+        let table = [
+            (0, "0"),
+            (1, "1"),
+            (512, "512"),
+            (1023, "1023"),
+            (1024, "1.0K"),
+            (1025, "1.1K"),
+            (1536, "1.5K"),
+            (10 * 1024 - 1, "10K"),
+            (10 * 1024, "10K"),
+            (11 * 1024, "11K"),
+            (11 * 1024 + 1, "12K"),
+            ((1 << 20) - 1, "1.0M"),
+            (1 << 20, "1.0M"),
+            (1_258_291, "1.2M"),
+            (1 << 30, "1.0G"),
+            (u64::MAX, "16E"),
+        ];
+        for (bytes, want) in table {
+            assert_eq!(human_size(bytes), want, "{bytes} bytes");
+        }
+    }
+
+    #[test]
+    fn lines_split_on_lf_only() {
+        assert_eq!(split_lines(""), Vec::<&str>::new());
+        assert_eq!(split_lines("a"), ["a"]);
+        assert_eq!(split_lines("a\n"), ["a"]);
+        assert_eq!(split_lines("a\n\n"), ["a", ""]);
+        assert_eq!(split_lines("a\r\nb\r\n"), ["a\r", "b\r"]);
+        assert_eq!(split_lines("\n"), [""]);
+    }
+
+    #[test]
+    fn numbers_are_six_wide() {
+        assert_eq!(numbered(&["x", "y"], 9, 10), "     9\tx\n    10\ty");
+        assert_eq!(numbered(&["z"], 999_999, 999_999), "999999\tz");
+    }
+
+    #[test]
+    fn caps_at_whole_lines() {
+        let line = "a".repeat(93); // 100 characters with the number and tab
+        let lines: Vec<&str> = vec![line.as_str(); 300];
+        let out = numbered(&lines, 1, 300);
+        let (body, note) = out.rsplit_once('\n').unwrap();
+        assert!(body.chars().count() <= VIEW_CHAR_CAP);
+        // 159 rows of 100 characters and 158 newlines fit; the 160th does not.
+        assert_eq!(body.lines().count(), 159);
+        assert_eq!(
+            note,
+            "[showing lines 1-159 of 300: a view is capped at 16000 characters. Use view_range [160, -1] to see the rest.]"
+        );
+    }
+
+    #[test]
+    fn cuts_a_single_huge_line() {
+        let line = "b".repeat(20_000);
+        let out = numbered(&[line.as_str(), "next"], 1, 2);
+        let (body, note) = out.rsplit_once('\n').unwrap();
+        assert_eq!(body.chars().count(), VIEW_CHAR_CAP);
+        assert!(
+            note.contains("line 1 is longer than 16000 characters"),
+            "{note}"
+        );
+        assert!(note.contains("view_range [2, -1]"), "{note}");
+    }
+}

@@ -1,0 +1,285 @@
+//! The memory tool's six commands over a [`Store`], with the spec's exact texts.
+//!
+//! This module never locks anything: each command is one whole store
+//! operation. A write returns a [`Pending`] result whose durability the
+//! caller waits for ([`Pending::finish`]), so a server can apply pipelined
+//! commands in order while their disk flushes are shared.
+
+mod edit;
+mod format;
+mod image;
+mod input;
+mod result;
+mod view;
+
+use std::sync::Arc;
+
+use serde_json::Value;
+
+pub use format::human_size;
+pub use input::{Command, COMMANDS};
+pub use result::{Content, ToolResult};
+
+use crate::error::Error;
+use crate::path::MemPath;
+use crate::store::{Origin, Snapshot, Store, Ticket};
+use edit::EditError;
+use input::clip;
+
+/// Choices where the spec allows more than one behaviour.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct ToolConfig {
+    /// `create` on an existing file overwrites it instead of the reference error.
+    pub create_overwrites: bool,
+}
+
+/// A result that is ready once its change is durable.
+#[must_use]
+pub struct Pending {
+    result: ToolResult,
+    ticket: Option<Ticket>,
+}
+
+impl Pending {
+    fn ready(result: ToolResult) -> Self {
+        Pending {
+            result,
+            ticket: None,
+        }
+    }
+
+    /// Waits until the change is on disk; a disk that refused it turns the
+    /// result into an error (and the store already agrees with the disk).
+    pub fn finish(self) -> ToolResult {
+        match self.ticket.map(|t| t.wait()) {
+            Some(Err(err)) => {
+                ToolResult::error(format!("Error: {err}. The command did not take effect."))
+            }
+            _ => self.result,
+        }
+    }
+}
+
+/// The memory tool over one store.
+#[derive(Clone)]
+pub struct Tool {
+    store: Arc<Store>,
+    config: ToolConfig,
+}
+
+impl Tool {
+    pub fn new(store: Arc<Store>, config: ToolConfig) -> Self {
+        Tool { store, config }
+    }
+
+    pub fn store(&self) -> &Arc<Store> {
+        &self.store
+    }
+
+    /// Runs one tool input to its final, durable result.
+    pub fn call(&self, input: &Value) -> ToolResult {
+        self.start(input).finish()
+    }
+
+    /// Applies one tool input; the change (if any) is visible at once and
+    /// durable when [`Pending::finish`] returns.
+    pub fn start(&self, input: &Value) -> Pending {
+        match input::parse(input) {
+            Ok(command) => self.run(command),
+            Err(text) => Pending::ready(ToolResult::error(text)),
+        }
+    }
+
+    pub fn run(&self, command: Command) -> Pending {
+        let outcome = match command {
+            Command::View { path, view_range } => self.view(&path, view_range),
+            Command::Create { path, file_text } => self.create(&path, file_text),
+            Command::StrReplace {
+                path,
+                old_str,
+                new_str,
+            } => self.str_replace(&path, &old_str, &new_str),
+            Command::Insert {
+                path,
+                insert_line,
+                insert_text,
+            } => self.insert(&path, insert_line, &insert_text),
+            Command::Delete { path } => self.delete(&path),
+            Command::Rename { old_path, new_path } => self.rename(&old_path, &new_path),
+        };
+        match outcome {
+            Ok(pending) => pending,
+            Err(text) => Pending::ready(ToolResult::error(text)),
+        }
+    }
+
+    fn view(&self, raw: &str, range: Option<(i64, i64)>) -> Outcome {
+        let path = parse_path(raw)?;
+        let snapshot = self
+            .store
+            .snapshot(&path, view::LIST_DEPTH, &is_hidden)
+            .map_err(|e| match e {
+                Error::Path(_) | Error::Disk(_) => format!("Error: {e}"),
+                _ => format!("The path {path} does not exist. Please provide a valid path."),
+            })?;
+        Ok(Pending::ready(match &snapshot {
+            Snapshot::Dir(listing) => view::directory(&path, listing),
+            Snapshot::File(bytes) => view::file(&path, bytes, range),
+            Snapshot::Symlink => view::other(&path, &snapshot),
+        }))
+    }
+
+    fn create(&self, raw: &str, text: String) -> Outcome {
+        let path = parse_path(raw)?;
+        let ticket = self
+            .store
+            .create_file(&path, text.into_bytes(), self.config.create_overwrites, Origin::Agent)
+            .map_err(|e| match e {
+                Error::Exists => format!("Error: File {path} already exists"),
+                Error::IsDir | Error::Root => format!("Error: {path} is a directory; create writes files only"),
+                Error::NotDir => format!("Error: Cannot create {path}: a component of its path is a file, not a directory"),
+                other => format!("Error: Cannot create {path}: {other}"),
+            })?;
+        Ok(written(
+            format!("File created successfully at: {path}"),
+            ticket,
+        ))
+    }
+
+    fn str_replace(&self, raw: &str, old: &str, new: &str) -> Outcome {
+        let path = parse_path(raw)?;
+        if old.is_empty() {
+            return Err(
+                "Error: `old_str` must not be empty: give the exact text to replace".into(),
+            );
+        }
+        let missing =
+            || format!("Error: The path {path} does not exist. Please provide a valid path.");
+        let result = self.store.edit_file(&path, Origin::Agent, |bytes| {
+            let text = utf8(bytes, &path)?;
+            let (out, snippet) = edit::replace(text, old, new).map_err(|e| match e {
+                    EditError::Multiple(lines) => format!(
+                        "No replacement was performed. Multiple occurrences of old_str `{old}` in lines: {}. Please ensure it is unique",
+                        lines.iter().map(usize::to_string).collect::<Vec<_>>().join(", ")
+                    ),
+                _ => format!("No replacement was performed, old_str `{old}` did not appear verbatim in {path}."),
+            })?;
+            Ok::<_, EditFailure>((out.into_bytes(), snippet))
+        });
+        let (snippet, ticket) = result.map_err(|e| store_text(e, missing))?;
+        let text = format!("The memory file has been edited. Here is the snippet showing the change (with line numbers):\n{snippet}");
+        Ok(written(text, ticket))
+    }
+
+    fn insert(&self, raw: &str, line: i64, text: &str) -> Outcome {
+        let path = parse_path(raw)?;
+        let missing = || format!("Error: The path {path} does not exist");
+        let result = self.store.edit_file(&path, Origin::Agent, |bytes| {
+            let old = utf8(bytes, &path)?;
+            let new = edit::insert(old, line, text).map_err(|e| match e {
+                EditError::BadInsertLine { n_lines } => format!(
+                    "Error: Invalid `insert_line` parameter: {line}. It should be within the range of lines of the file: [0, {n_lines}]"
+                ),
+                _ => unreachable!("insert refuses only a bad line"),
+            })?;
+            Ok::<_, EditFailure>((new.into_bytes(), ()))
+        });
+        let ((), ticket) = result.map_err(|e| store_text(e, missing))?;
+        Ok(written(format!("The file {path} has been edited."), ticket))
+    }
+
+    fn delete(&self, raw: &str) -> Outcome {
+        let path = parse_path(raw)?;
+        let ticket = self
+            .store
+            .remove(&path, Origin::Agent)
+            .map_err(|e| match e {
+                Error::Root => "Error: Cannot delete the /memories directory itself".to_string(),
+                Error::NotFound | Error::NotDir | Error::IsSymlink => {
+                    format!("Error: The path {path} does not exist")
+                }
+                other => format!("Error: Cannot delete {path}: {other}"),
+            })?;
+        Ok(written(format!("Successfully deleted {path}"), ticket))
+    }
+
+    fn rename(&self, raw_old: &str, raw_new: &str) -> Outcome {
+        let old = parse_path(raw_old)?;
+        let new = parse_path(raw_new)?;
+        let ticket = self.store.rename(&old, &new, Origin::Agent).map_err(|e| match e {
+            Error::Root => "Error: Cannot rename the /memories directory itself".to_string(),
+            Error::NotFound => format!("Error: The path {old} does not exist"),
+            Error::Exists => format!("Error: The destination {new} already exists"),
+            Error::IntoItself => format!("Error: Cannot move {old} into itself ({new})"),
+            Error::NotDir => format!("Error: Cannot move to {new}: a component of its path is a file, not a directory"),
+            other => format!("Error: Cannot rename {old} to {new}: {other}"),
+        })?;
+        Ok(written(
+            format!("Successfully renamed {old} to {new}"),
+            ticket,
+        ))
+    }
+}
+
+/// A command's pending result, or the text of its error.
+type Outcome = Result<Pending, String>;
+
+fn written(text: String, ticket: Ticket) -> Pending {
+    Pending {
+        result: ToolResult::ok(text),
+        ticket: Some(ticket),
+    }
+}
+
+fn parse_path(raw: &str) -> Result<MemPath, String> {
+    MemPath::parse(raw).map_err(|e| format!("Error: Invalid path `{}`: {e}", clip(raw)))
+}
+
+/// Names the agent's listing leaves out: hidden items and `node_modules`.
+pub fn is_hidden(name: &str) -> bool {
+    name.starts_with('.') || name == "node_modules"
+}
+
+/// An error of an edit: a store error becomes "does not exist" (the spec's
+/// answer for a directory too) unless it is a limit or the disk.
+enum EditFailure {
+    Store(Error),
+    Text(String),
+}
+
+impl From<Error> for EditFailure {
+    fn from(e: Error) -> Self {
+        EditFailure::Store(e)
+    }
+}
+
+impl From<String> for EditFailure {
+    fn from(text: String) -> Self {
+        EditFailure::Text(text)
+    }
+}
+
+fn store_text(failure: EditFailure, missing: impl Fn() -> String) -> String {
+    match failure {
+        EditFailure::Text(text) => text,
+        EditFailure::Store(
+            e @ (Error::FileTooLarge { .. } | Error::StoreFull { .. } | Error::Disk(_)),
+        ) => {
+            format!("Error: {e}")
+        }
+        EditFailure::Store(_) => missing(),
+    }
+}
+
+fn utf8<'a>(bytes: &'a [u8], path: &MemPath) -> Result<&'a str, EditFailure> {
+    std::str::from_utf8(bytes).map_err(|_| {
+        EditFailure::Text(format!(
+            "Error: {path} is not a UTF-8 text file; memfs does not edit its bytes"
+        ))
+    })
+}
+
+/// Shortens agent-supplied text before it is echoed in an error.
+pub fn clip_text(s: &str) -> String {
+    clip(s)
+}
