@@ -193,6 +193,10 @@ impl Shared {
         self.discard(&staged[applied..]);
         let durable = if applied > 0 { self.barrier() } else { Ok(()) };
 
+        // Memory must agree with the disk again before anyone hears of a failure.
+        if let Some(err) = &failure {
+            self.resync(err);
+        }
         for (i, (_, ticket)) in batch.iter().enumerate() {
             let outcome = if i < applied {
                 durable.clone()
@@ -205,9 +209,6 @@ impl Shared {
         }
         for name in trash {
             let _ = fsops::remove_tree(&self.dir.trash, &name);
-        }
-        if let Some(err) = failure {
-            self.resync(err);
         }
     }
 
@@ -292,7 +293,7 @@ impl Shared {
     }
 
     /// Fails everything still queued and reloads the store from the disk.
-    fn resync(&self, err: DiskError) {
+    fn resync(&self, err: &DiskError) {
         let Some(store) = self.store.get().and_then(Weak::upgrade) else {
             return;
         };

@@ -2,14 +2,15 @@
 //!
 //! ```text
 //! DIR/memories/...     the memory, readable without memfs
-//! DIR/.memfs/lock      held with flock(LOCK_EX) by the one process serving DIR
+//! DIR/.memfs/          flock(LOCK_EX)ed by the one process serving DIR
+//! DIR/.memfs/pid       that process's id, for the message a second one prints
 //! DIR/.memfs/tmp/      new file contents before they are renamed into place
 //! DIR/.memfs/trash/    deleted trees, moved out atomically, removed afterwards
 //! ```
 //! Anything left in `tmp/` and `trash/` by a crash is removed at open.
 
-use std::io::{self, Read, Seek, Write};
-use std::os::fd::{AsFd, OwnedFd};
+use std::io;
+use std::os::fd::OwnedFd;
 use std::path::{Path, PathBuf};
 
 use rustix::fs::{self as rfs, FlockOperation, Mode, OFlags};
@@ -39,8 +40,8 @@ pub struct DataDir {
     pub trash: OwnedFd,
     /// `DIR/.memfs`, where the socket and other state live.
     pub state_dir: PathBuf,
-    /// Holds the exclusive lock for as long as the data dir is open.
-    _lock: std::fs::File,
+    /// `DIR/.memfs`, flocked exclusively for as long as the data dir is open.
+    _lock: OwnedFd,
 }
 
 impl DataDir {
@@ -58,7 +59,7 @@ impl DataDir {
         make_private_dir(dir).map_err(fail("creating it"))?;
         let state_dir = dir.join(".memfs");
         make_private_dir(&state_dir).map_err(fail("creating .memfs"))?;
-        let lock = take_lock(&state_dir.join("lock"), &shown)?;
+        let lock = take_lock(&state_dir, &shown)?;
         make_private_dir(&dir.join("memories")).map_err(fail("creating memories"))?;
         let top = open_top(dir).map_err(fail("opening it"))?;
         let memories = fsops::open_dir(&top, "memories").map_err(fail(
@@ -112,36 +113,29 @@ fn fresh_dir(state: &OwnedFd, name: &str) -> io::Result<OwnedFd> {
     fsops::open_dir(state, name)
 }
 
-fn take_lock(path: &Path, shown: &str) -> Result<std::fs::File, OpenError> {
-    let io_err = |err| OpenError::Io {
+/// Locks the state dir itself (a read-only descriptor, so that the disk can
+/// still be remounted read-only under a running memfs), then records our pid.
+fn take_lock(state_dir: &Path, shown: &str) -> Result<OwnedFd, OpenError> {
+    let io_err = |err: io::Error| OpenError::Io {
         dir: shown.to_string(),
         doing: "taking its lock",
         err,
     };
-    use std::os::unix::fs::OpenOptionsExt;
-    let mut file = std::fs::OpenOptions::new()
-        .mode(fsops::FILE_MODE)
-        .read(true)
-        .write(true)
-        .create(true)
-        .truncate(false)
-        .open(path)
-        .map_err(io_err)?;
-    match rfs::flock(file.as_fd(), FlockOperation::NonBlockingLockExclusive) {
+    let fd = open_top(state_dir).map_err(io_err)?;
+    let pid_file = state_dir.join("pid");
+    match rfs::flock(&fd, FlockOperation::NonBlockingLockExclusive) {
         Ok(()) => {}
         Err(rustix::io::Errno::WOULDBLOCK) => {
-            let mut text = String::new();
-            let _ = file.read_to_string(&mut text);
+            let pid = std::fs::read_to_string(&pid_file)
+                .ok()
+                .and_then(|t| t.trim().parse().ok());
             return Err(OpenError::Busy {
                 dir: shown.to_string(),
-                pid: text.trim().parse().ok(),
+                pid,
             });
         }
         Err(e) => return Err(io_err(e.into())),
     }
-    let pid = std::process::id().to_string();
-    file.set_len(0).map_err(io_err)?;
-    file.rewind().map_err(io_err)?;
-    file.write_all(pid.as_bytes()).map_err(io_err)?;
-    Ok(file)
+    std::fs::write(&pid_file, std::process::id().to_string()).map_err(io_err)?;
+    Ok(fd)
 }

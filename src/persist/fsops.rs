@@ -121,8 +121,7 @@ pub fn list_names(dir: &OwnedFd) -> io::Result<Vec<String>> {
 #[allow(clippy::type_complexity)]
 pub fn list_entries(dir: &OwnedFd) -> io::Result<Vec<(Result<String, Vec<u8>>, FileType)>> {
     let mut out = Vec::new();
-    let mut entries = rfs::Dir::read_from(dir)?;
-    while let Some(entry) = entries.next() {
+    for entry in rfs::Dir::read_from(dir)? {
         let entry = entry?;
         let bytes = entry.file_name().to_bytes();
         if bytes == b"." || bytes == b".." {

@@ -97,8 +97,8 @@ fn attr_of(stat: &rfs::Stat) -> Attr {
         perm: stat.st_mode & 0o7777,
         uid: stat.st_uid,
         gid: stat.st_gid,
-        atime: time(stat.st_atime as i64, stat.st_atime_nsec as i64),
-        mtime: time(stat.st_mtime as i64, stat.st_mtime_nsec as i64),
-        ctime: time(stat.st_ctime as i64, stat.st_ctime_nsec as i64),
+        atime: time(stat.st_atime, stat.st_atime_nsec as i64),
+        mtime: time(stat.st_mtime, stat.st_mtime_nsec as i64),
+        ctime: time(stat.st_ctime, stat.st_ctime_nsec as i64),
     }
 }

@@ -1,0 +1,298 @@
+//! The binary as a user runs it: `exec`, `serve --stdio`, restarts, the data-dir
+//! lock, symlinks planted in the data dir, and what messages never show.
+
+mod common;
+
+use common::{content, exec, exec_with, memfs, Server};
+use serde_json::json;
+
+#[test]
+fn exec_runs_one_command_and_sets_the_exit_code() {
+    let dir = tempfile::tempdir().unwrap();
+    let (code, v) = exec(dir.path(), r#"{"command":"view","path":"/memories"}"#);
+    assert_eq!(code, 0);
+    assert_eq!(v["is_error"], false);
+    assert!(content(&v).ends_with("\n0\t/memories"));
+    let (code, v) = exec(dir.path(), r#"{"command":"view","path":"/memories/nope"}"#);
+    assert_eq!((code, &v["is_error"]), (1, &json!(true)));
+    let (code, v) = exec(dir.path(), "{not json");
+    assert_eq!(code, 1);
+    assert!(
+        content(&v).starts_with("Error: the command is not valid JSON"),
+        "{v}"
+    );
+}
+
+#[test]
+fn exec_reads_the_command_from_stdin() {
+    use std::io::Write;
+    let dir = tempfile::tempdir().unwrap();
+    let mut child = memfs()
+        .arg("--data")
+        .arg(dir.path())
+        .args(["exec", "-"])
+        .stdin(std::process::Stdio::piped())
+        .stdout(std::process::Stdio::piped())
+        .spawn()
+        .unwrap();
+    child
+        .stdin
+        .take()
+        .unwrap()
+        .write_all(br#"{"command":"create","path":"/memories/from-stdin.md","file_text":"hi\n"}"#)
+        .unwrap();
+    let out = child.wait_with_output().unwrap();
+    assert!(out.status.success());
+    assert!(String::from_utf8_lossy(&out.stdout)
+        .contains("File created successfully at: /memories/from-stdin.md"));
+    assert_eq!(
+        std::fs::read_to_string(dir.path().join("memories/from-stdin.md")).unwrap(),
+        "hi\n"
+    );
+}
+
+#[test]
+fn write_restart_read() {
+    let dir = tempfile::tempdir().unwrap();
+    let mut server = Server::start(dir.path(), &[]);
+    let r = server.call(
+        r#"{"command":"create","path":"/memories/proj/progress.md","file_text":"step 1 done\n"}"#,
+    );
+    assert_eq!(r["is_error"], false, "{r}");
+    server.call(r#"{"command":"insert","path":"/memories/proj/progress.md","insert_line":1,"insert_text":"step 2 done\n"}"#);
+    server.call(
+        r#"{"command":"rename","old_path":"/memories/proj","new_path":"/memories/archive/proj"}"#,
+    );
+    assert!(server.finish().success());
+    // The files are plain files in the SDK's layout...
+    assert_eq!(
+        std::fs::read_to_string(dir.path().join("memories/archive/proj/progress.md")).unwrap(),
+        "step 1 done\nstep 2 done\n"
+    );
+    // ...and a new process serves them.
+    let (code, v) = exec(
+        dir.path(),
+        r#"{"command":"view","path":"/memories/archive/proj/progress.md"}"#,
+    );
+    assert_eq!(code, 0);
+    assert_eq!(
+        content(&v),
+        "Here's the content of /memories/archive/proj/progress.md with line numbers:\n     1\tstep 1 done\n     2\tstep 2 done"
+    );
+}
+
+#[test]
+fn an_existing_sdk_memory_dir_works_as_is() {
+    let dir = tempfile::tempdir().unwrap();
+    std::fs::create_dir_all(dir.path().join("memories/notes")).unwrap();
+    std::fs::write(dir.path().join("memories/notes/a.md"), "from the SDK\n").unwrap();
+    let (_, v) = exec(dir.path(), r#"{"command":"view","path":"/memories"}"#);
+    assert!(
+        content(&v).ends_with("13\t/memories\n13\t/memories/notes/\n13\t/memories/notes/a.md"),
+        "{v}"
+    );
+}
+
+#[test]
+fn a_second_process_is_told_the_data_dir_is_busy() {
+    let dir = tempfile::tempdir().unwrap();
+    let mut server = Server::start(dir.path(), &[]);
+    server.call(r#"{"command":"view","path":"/memories"}"#);
+    let (code, _, stderr) = exec_with(dir.path(), &[], r#"{"command":"view","path":"/memories"}"#);
+    assert_eq!(code, 2);
+    let pid = server.child.id();
+    assert!(
+        stderr.contains(&format!("is in use by another memfs process (pid {pid})")),
+        "{stderr}"
+    );
+    assert!(server.finish().success());
+    // Once it is gone, the data dir opens again.
+    assert_eq!(
+        exec(dir.path(), r#"{"command":"view","path":"/memories"}"#).0,
+        0
+    );
+}
+
+#[test]
+fn serve_answers_tool_use_blocks_and_survives_garbage() {
+    let dir = tempfile::tempdir().unwrap();
+    let mut s = Server::start(dir.path(), &["--max-file-size", "1K"]);
+    let r = s.call(r#"{"type":"tool_use","id":"toolu_01","name":"memory","input":{"command":"create","path":"/memories/a.txt","file_text":"x\n"}}"#);
+    assert_eq!(
+        r,
+        json!({"type": "tool_result", "tool_use_id": "toolu_01", "content": "File created successfully at: /memories/a.txt", "is_error": false})
+    );
+    let r = s.call(r#"{"type":"tool_use","id":"toolu_02","name":"memory","input":{"command":"view","path":"/memories/missing"}}"#);
+    assert_eq!(r["tool_use_id"], "toolu_02");
+    assert_eq!(r["is_error"], true);
+    let r = s.call(r#"{"type":"tool_use","id":"toolu_03","name":"bash","input":{}}"#);
+    assert_eq!(
+        (r["tool_use_id"].as_str(), r["is_error"].as_bool()),
+        (Some("toolu_03"), Some(true))
+    );
+    assert!(content(&r).contains("runs the `memory` tool, not `bash`"));
+    let garbage = [
+        ("{\"command\": ", "not valid JSON"),
+        ("\u{1}\u{2}binary", "not valid JSON"),
+        ("[]", "must be a JSON object"),
+        ("42", "must be a JSON object"),
+        (r#"{"type":"text","text":"hi"}"#, "not a `text` block"),
+        (
+            r#"{"type":"tool_use","name":"memory","input":{}}"#,
+            "needs a string `id`",
+        ),
+        (
+            r#"{"command":"view","path":["x"]}"#,
+            "must be a string, not an array",
+        ),
+        (
+            r#"{"command":"view","path":"/memories/../../etc/passwd"}"#,
+            "Invalid path",
+        ),
+    ];
+    for (line, want) in garbage {
+        let r = s.call(line);
+        assert_eq!(r["is_error"], true, "{line}");
+        assert!(content(&r).contains(want), "{line} answered {r}");
+    }
+    // Invalid UTF-8 and an oversized line (the limit follows --max-file-size).
+    s.send_raw(b"{\"command\":\"view\",\"path\":\"\xff\xfe\"}\n");
+    assert!(content(&s.recv().unwrap()).contains("not valid JSON"));
+    let huge = format!(
+        r#"{{"command":"create","path":"/memories/h","file_text":"{}"}}"#,
+        "z".repeat(200_000)
+    );
+    let r = s.call(&huge);
+    assert!(content(&r).contains("the line is longer than"), "{r}");
+    // Blank lines get no answer; the server is still fine afterwards.
+    s.send("");
+    s.send("   ");
+    let r = s.call(r#"{"command":"view","path":"/memories/a.txt"}"#);
+    assert_eq!(
+        content(&r),
+        "Here's the content of /memories/a.txt with line numbers:\n     1\tx"
+    );
+    assert!(s.finish().success());
+}
+
+#[test]
+fn pipelined_answers_come_back_in_order() {
+    let dir = tempfile::tempdir().unwrap();
+    let mut s = Server::start(dir.path(), &[]);
+    let mut batch = String::new();
+    for i in 0..300 {
+        batch.push_str(&format!(
+            "{{\"command\":\"create\",\"path\":\"/memories/p/{i}.txt\",\"file_text\":\"{i}\\n\"}}\n{{\"command\":\"str_replace\",\"path\":\"/memories/p/{i}.txt\",\"old_str\":\"{i}\",\"new_str\":\"n{i}\"}}\n"
+        ));
+    }
+    let mut stdin = s.take_stdin().unwrap();
+    let writer = std::thread::spawn(move || {
+        use std::io::Write;
+        stdin.write_all(batch.as_bytes()).unwrap();
+    });
+    for i in 0..300 {
+        let created = s.recv().unwrap();
+        assert_eq!(
+            content(&created),
+            format!("File created successfully at: /memories/p/{i}.txt")
+        );
+        let edited = s.recv().unwrap();
+        assert!(
+            content(&edited).ends_with(&format!("     1\tn{i}")),
+            "{edited}"
+        );
+    }
+    writer.join().unwrap();
+    assert!(s.recv().is_none());
+    for i in (0..300).step_by(37) {
+        assert_eq!(
+            std::fs::read_to_string(dir.path().join(format!("memories/p/{i}.txt"))).unwrap(),
+            format!("n{i}\n")
+        );
+    }
+}
+
+#[test]
+fn symlinks_in_the_data_dir_are_never_followed() {
+    let dir = tempfile::tempdir().unwrap();
+    let outside = tempfile::tempdir().unwrap();
+    std::fs::write(outside.path().join("secret.env"), "TOKEN=1\n").unwrap();
+    std::fs::create_dir_all(dir.path().join("memories")).unwrap();
+    std::os::unix::fs::symlink(outside.path(), dir.path().join("memories/link")).unwrap();
+    std::os::unix::fs::symlink(
+        outside.path().join("secret.env"),
+        dir.path().join("memories/evil.txt"),
+    )
+    .unwrap();
+    let d = dir.path();
+    let (_, v) = exec(d, r#"{"command":"view","path":"/memories/evil.txt"}"#);
+    assert_eq!(
+        content(&v),
+        "Error: /memories/evil.txt is a symbolic link, which memfs does not follow"
+    );
+    let (_, v) = exec(
+        d,
+        r#"{"command":"view","path":"/memories/link/secret.env"}"#,
+    );
+    assert!(content(&v).contains("does not exist"), "{v}");
+    let (code, v) = exec(
+        d,
+        r#"{"command":"create","path":"/memories/link/planted","file_text":"x"}"#,
+    );
+    assert_eq!(code, 1, "{v}");
+    let (_, v) = exec(
+        d,
+        r#"{"command":"str_replace","path":"/memories/evil.txt","old_str":"TOKEN","new_str":"X"}"#,
+    );
+    assert!(content(&v).contains("does not exist"), "{v}");
+    let (_, v) = exec(
+        d,
+        r#"{"command":"insert","path":"/memories/evil.txt","insert_line":0,"insert_text":"X"}"#,
+    );
+    assert!(content(&v).contains("does not exist"), "{v}");
+    // The listing does not show them; nothing outside changed.
+    let (_, v) = exec(d, r#"{"command":"view","path":"/memories"}"#);
+    assert!(
+        !content(&v).contains("link") && !content(&v).contains("evil"),
+        "{v}"
+    );
+    assert_eq!(std::fs::read_dir(outside.path()).unwrap().count(), 1);
+    assert_eq!(
+        std::fs::read_to_string(outside.path().join("secret.env")).unwrap(),
+        "TOKEN=1\n"
+    );
+    // Deleting the link removes the link, not its target.
+    let (code, _) = exec(d, r#"{"command":"delete","path":"/memories/link"}"#);
+    assert_eq!(code, 0);
+    assert!(outside.path().join("secret.env").exists());
+}
+
+#[test]
+fn no_message_names_a_host_path() {
+    let dir = tempfile::tempdir().unwrap();
+    let host = dir.path().to_str().unwrap().to_string();
+    let mut s = Server::start(
+        dir.path(),
+        &["--max-file-size", "8", "--max-store-size", "12"],
+    );
+    let inputs = [
+        r#"{"command":"view","path":"/memories/x"}"#,
+        r#"{"command":"create","path":"/memories/a","file_text":"0123456789"}"#,
+        r#"{"command":"create","path":"/memories/a","file_text":"0123"}"#,
+        r#"{"command":"create","path":"/memories/b","file_text":"01234567"}"#,
+        r#"{"command":"create","path":"/memories/a/b","file_text":"1"}"#,
+        r#"{"command":"str_replace","path":"/memories/a","old_str":"0","new_str":"0123456789"}"#,
+        r#"{"command":"insert","path":"/memories/zz","insert_line":0,"insert_text":"1"}"#,
+        r#"{"command":"delete","path":"/memories/../../x"}"#,
+        r#"{"command":"rename","old_path":"/memories/a","new_path":"/memories/a/b"}"#,
+        r#"{"command":"view","path":"/etc/passwd"}"#,
+    ];
+    for input in inputs {
+        let r = s.call(input);
+        let text = content(&r);
+        assert!(
+            !text.contains(&host) && !text.contains("/tmp"),
+            "{input} answered {text}"
+        );
+    }
+}
