@@ -132,11 +132,11 @@ mod tests {
         let out = numbered(&lines, 1, 300);
         let (body, note) = out.rsplit_once('\n').unwrap();
         assert!(body.chars().count() <= VIEW_CHAR_CAP);
-        // 159 rows of 100 characters and 158 newlines fit; the 160th does not.
-        assert_eq!(body.lines().count(), 159);
+        // 158 rows of 100 characters and 157 newlines fit (15,957); a 159th does not.
+        assert_eq!(body.lines().count(), 158);
         assert_eq!(
             note,
-            "[showing lines 1-159 of 300: a view is capped at 16000 characters. Use view_range [160, -1] to see the rest.]"
+            "[showing lines 1-158 of 300: a view is capped at 16000 characters. Use view_range [159, -1] to see the rest.]"
         );
     }
 
