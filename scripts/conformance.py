@@ -263,6 +263,8 @@ SCENARIOS = {
         {"command": "create", "path": "/memories/uni.txt", "file_text": "héllo wörld ✓\n"},
         {"command": "str_replace", "path": "/memories/uni.txt", "old_str": "wörld", "new_str": "welt"},
         {"command": "view", "path": "/memories/uni.txt"},
+        {"command": "create", "path": "/memories/blank-end.txt", "file_text": "a\n\n"},
+        {"command": "insert", "path": "/memories/blank-end.txt", "insert_line": 0, "insert_text": "top\n"},
     ],
     "overlap": [
         {"command": "create", "path": "/memories/o.txt", "file_text": "aaa\n"},
