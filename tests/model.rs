@@ -306,7 +306,9 @@ fn tree_entries(tree: &Tree) -> BTreeMap<String, Entry> {
             let e = match &node.kind {
                 NodeKind::Dir(_) => Entry::Dir,
                 NodeKind::File(d) => Entry::File(String::from_utf8(d.to_vec()).unwrap()),
-                NodeKind::Symlink(_) => panic!("no symlinks are made"),
+                NodeKind::Symlink(_) | NodeKind::Fifo => {
+                    panic!("the tool makes no symlinks or FIFOs")
+                }
             };
             (p.to_string(), e)
         })

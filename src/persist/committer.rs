@@ -117,7 +117,7 @@ impl Drop for Persister {
 }
 
 impl ChangeSink for Shared {
-    fn submit(&self, change: Change) -> Ticket {
+    fn submit(&self, change: &Change) -> Ticket {
         let ticket = Ticket::pending();
         let mut queue = self.queue.lock();
         if queue.stop {
@@ -128,7 +128,7 @@ impl ChangeSink for Shared {
             .into()));
             return ticket;
         }
-        queue.items.push_back((change, ticket.clone()));
+        queue.items.push_back((change.clone(), ticket.clone()));
         drop(queue);
         self.wake.notify_one();
         ticket
@@ -222,12 +222,12 @@ impl Shared {
     fn stage(&self, change: &Change) -> Result<Staged, DiskError> {
         let mut names = Vec::with_capacity(change.ops.len());
         for (i, op) in change.ops.iter().enumerate() {
-            let ChangeOp::Write { data, .. } = op else {
+            let ChangeOp::Write { data, meta, .. } = op else {
                 names.push(None);
                 continue;
             };
             let name = format!("{}-{i}", change.seq);
-            if let Err(e) = fsops::write_new_file(&self.dir.tmp, &name, data) {
+            if let Err(e) = fsops::write_new_file(&self.dir.tmp, &name, data, meta) {
                 let _ = rustix::fs::unlinkat(
                     &self.dir.tmp,
                     name.as_str(),
@@ -265,8 +265,11 @@ impl Shared {
                     fsops::rename(&self.dir.tmp, tmp, &parent, leaf(path))
                         .map_err(disk("renaming a file into place"))?;
                 }
-                ChangeOp::MakeDir { path } => {
-                    fsops::open_path_dir(root, path, true).map_err(disk("making a directory"))?;
+                ChangeOp::MakeDir { path, meta } => {
+                    let parent =
+                        fsops::open_parent(root, path, true).map_err(disk("making a directory"))?;
+                    fsops::make_dir(&parent, leaf(path), meta)
+                        .map_err(disk("making a directory"))?;
                 }
                 ChangeOp::Remove { path } => {
                     let name = format!("{}-{i}", change.seq);
@@ -279,13 +282,44 @@ impl Shared {
                         Err(e) => return Err(DiskError::new("removing", e)),
                     }
                 }
-                ChangeOp::Rename { from, to } => {
+                ChangeOp::Rename { from, to, replace } => {
                     let from_dir =
                         fsops::open_parent(root, from, false).map_err(disk("renaming"))?;
                     let to_dir =
                         fsops::open_parent(root, to, true).map_err(disk("making a directory"))?;
+                    if *replace {
+                        // The replaced node may be a directory with content: move it
+                        // aside first, so the rename never fails on a non-empty target.
+                        let name = format!("{}-{i}", change.seq);
+                        if fsops::rename_noreplace(&to_dir, leaf(to), &self.dir.trash, &name)
+                            .is_ok()
+                        {
+                            trash.push(name);
+                        }
+                    }
                     fsops::rename_noreplace(&from_dir, leaf(from), &to_dir, leaf(to))
                         .map_err(disk("renaming"))?;
+                }
+                ChangeOp::Exchange { a, b } => {
+                    let a_dir = fsops::open_parent(root, a, false).map_err(disk("renaming"))?;
+                    let b_dir = fsops::open_parent(root, b, false).map_err(disk("renaming"))?;
+                    fsops::exchange(&a_dir, leaf(a), &b_dir, leaf(b)).map_err(disk("renaming"))?;
+                }
+                ChangeOp::Symlink { path, target } => {
+                    let parent =
+                        fsops::open_parent(root, path, true).map_err(disk("making a directory"))?;
+                    fsops::symlink(&parent, leaf(path), target)
+                        .map_err(disk("making a symbolic link"))?;
+                }
+                ChangeOp::SetMeta { path, meta } => {
+                    let parent = fsops::open_parent(root, path, false)
+                        .map_err(disk("setting attributes"))?;
+                    match fsops::set_meta(&parent, leaf(path), meta) {
+                        Ok(()) => {}
+                        // Not on disk (yet, or any more): its next write carries the attributes.
+                        Err(e) if e.kind() == io::ErrorKind::NotFound => {}
+                        Err(e) => return Err(DiskError::new("setting attributes", e)),
+                    }
                 }
             }
         }

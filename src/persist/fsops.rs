@@ -9,6 +9,7 @@ use std::os::fd::{AsFd, OwnedFd};
 use rustix::fs::{self as rfs, AtFlags, FileType, Mode, OFlags, RenameFlags};
 
 use crate::path::MemPath;
+use crate::store::Meta;
 
 pub const DIR_MODE: u32 = 0o700;
 pub const FILE_MODE: u32 = 0o600;
@@ -29,15 +30,6 @@ pub fn open_parent(root: &OwnedFd, path: &MemPath, create: bool) -> io::Result<O
     Ok(dir)
 }
 
-/// Opens (and with `create`, first makes) the directory at `path`.
-pub fn open_path_dir(root: &OwnedFd, path: &MemPath, create: bool) -> io::Result<OwnedFd> {
-    let mut dir = root.try_clone()?;
-    for name in path.names() {
-        dir = open_or_make_dir(&dir, name, create)?;
-    }
-    Ok(dir)
-}
-
 fn open_or_make_dir(parent: &OwnedFd, name: &str, create: bool) -> io::Result<OwnedFd> {
     match open_dir(parent, name) {
         Err(e) if create && e.kind() == io::ErrorKind::NotFound => {
@@ -51,13 +43,24 @@ fn open_or_make_dir(parent: &OwnedFd, name: &str, create: bool) -> io::Result<Ow
     }
 }
 
-/// Writes `data` to a new file `name` in `dir` (which must not exist).
-pub fn write_new_file(dir: impl AsFd, name: &str, data: &[u8]) -> io::Result<()> {
+/// Writes `data` to a new file `name` in `dir` (which must not exist), with
+/// the mode, owner and times of `meta`.
+pub fn write_new_file(dir: impl AsFd, name: &str, data: &[u8], meta: &Meta) -> io::Result<()> {
     let flags = OFlags::WRONLY | OFlags::CREATE | OFlags::EXCL | OFlags::NOFOLLOW | OFlags::CLOEXEC;
     let fd = rfs::openat(dir, name, flags, Mode::from_raw_mode(FILE_MODE))?;
+    write_all(&fd, data)?;
+    rfs::fchmod(&fd, Mode::from_raw_mode(meta.perm))?;
+    rfs::futimens(&fd, &timestamps(meta))?;
+    if let Some((uid, gid)) = owner_change(meta) {
+        rfs::fchown(&fd, Some(uid), Some(gid))?;
+    }
+    Ok(())
+}
+
+fn write_all(fd: &OwnedFd, data: &[u8]) -> io::Result<()> {
     let mut rest = data;
     while !rest.is_empty() {
-        match rustix::io::write(&fd, rest) {
+        match rustix::io::write(fd, rest) {
             Ok(0) => return Err(io::ErrorKind::WriteZero.into()),
             Ok(n) => rest = &rest[n..],
             Err(rustix::io::Errno::INTR) => {}
@@ -65,6 +68,73 @@ pub fn write_new_file(dir: impl AsFd, name: &str, data: &[u8]) -> io::Result<()>
         }
     }
     Ok(())
+}
+
+/// Gives `name` in `dir` (a file or directory, never a symlink) the mode,
+/// owner and times of `meta`.
+pub fn set_meta(dir: &OwnedFd, name: &str, meta: &Meta) -> io::Result<()> {
+    let stat = rfs::statat(dir, name, AtFlags::SYMLINK_NOFOLLOW)?;
+    if FileType::from_raw_mode(stat.st_mode) == FileType::Symlink {
+        return Err(io::Error::from_raw_os_error(libc::ELOOP));
+    }
+    if let Some((uid, gid)) = owner_change(meta) {
+        rfs::chownat(dir, name, Some(uid), Some(gid), AtFlags::SYMLINK_NOFOLLOW)?;
+    }
+    rfs::chmodat(dir, name, Mode::from_raw_mode(meta.perm), AtFlags::empty())?;
+    rfs::utimensat(dir, name, &timestamps(meta), AtFlags::SYMLINK_NOFOLLOW)?;
+    Ok(())
+}
+
+/// Makes directory `name` in `dir` (or finds it there) with `meta`.
+pub fn make_dir(dir: &OwnedFd, name: &str, meta: &Meta) -> io::Result<()> {
+    match rfs::mkdirat(dir, name, Mode::from_raw_mode(DIR_MODE)) {
+        Ok(()) | Err(rustix::io::Errno::EXIST) => {}
+        Err(e) => return Err(e.into()),
+    }
+    set_meta(dir, name, meta)
+}
+
+/// Makes a symbolic link `name` in `dir` pointing at `target`, replacing a file there.
+pub fn symlink(dir: &OwnedFd, name: &str, target: &str) -> io::Result<()> {
+    match rfs::symlinkat(target, dir, name) {
+        Err(rustix::io::Errno::EXIST) => {
+            rfs::unlinkat(dir, name, AtFlags::empty())?;
+            Ok(rfs::symlinkat(target, dir, name)?)
+        }
+        other => Ok(other?),
+    }
+}
+
+/// Swaps `a_name` of `a_dir` and `b_name` of `b_dir`.
+pub fn exchange(a_dir: impl AsFd, a_name: &str, b_dir: impl AsFd, b_name: &str) -> io::Result<()> {
+    Ok(rfs::renameat_with(
+        a_dir,
+        a_name,
+        b_dir,
+        b_name,
+        RenameFlags::EXCHANGE,
+    )?)
+}
+
+fn timestamps(meta: &Meta) -> rfs::Timestamps {
+    let spec = |t: std::time::SystemTime| {
+        let d = t.duration_since(std::time::UNIX_EPOCH).unwrap_or_default();
+        rfs::Timespec {
+            tv_sec: d.as_secs() as i64,
+            tv_nsec: d.subsec_nanos() as _,
+        }
+    };
+    rfs::Timestamps {
+        last_access: spec(meta.atime),
+        last_modification: spec(meta.mtime),
+    }
+}
+
+/// The owner to set, when it differs from this process's and we may set it.
+fn owner_change(meta: &Meta) -> Option<(rfs::Uid, rfs::Gid)> {
+    let me = rustix::process::geteuid();
+    let differs = meta.uid != me.as_raw() || meta.gid != rustix::process::getegid().as_raw();
+    (differs && me.is_root()).then(|| (rfs::Uid::from_raw(meta.uid), rfs::Gid::from_raw(meta.gid)))
 }
 
 /// Moves `from_name` of `from_dir` to `to_name` of `to_dir`, replacing a file there.

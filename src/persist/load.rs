@@ -3,7 +3,7 @@
 use std::io;
 use std::os::fd::OwnedFd;
 use std::sync::Arc;
-use std::time::{Duration, SystemTime, UNIX_EPOCH};
+use std::time::{Duration, UNIX_EPOCH};
 
 use rustix::fs::{self as rfs, AtFlags, FileType, Mode, OFlags};
 
@@ -25,6 +25,7 @@ pub fn load(root: &OwnedFd) -> io::Result<(Tree, Skipped)> {
     let mut skipped = Skipped::default();
     load_dir(&mut tree, &mut skipped, root, ROOT_INO)?;
     tree.node_mut(ROOT_INO).attr = attr_of(&rfs::fstat(root)?);
+    // Loading is not a change: nothing starts out dirty.
     Ok((tree, skipped))
 }
 
@@ -41,40 +42,26 @@ fn load_dir(tree: &mut Tree, skipped: &mut Skipped, dir: &OwnedFd, ino: Ino) -> 
             Err(e) => return Err(e.into()),
         };
         let kind = FileType::from_raw_mode(stat.st_mode);
-        let child = match kind {
-            FileType::Directory => tree.add(
-                ino,
-                &name,
-                NodeKind::Dir(Default::default()),
-                0,
-                SystemTime::now(),
-            ),
-            FileType::RegularFile => {
-                let data = read_file(dir, &name)?;
-                tree.add(
-                    ino,
-                    &name,
-                    NodeKind::File(Arc::new(data)),
-                    0,
-                    SystemTime::now(),
-                )
-            }
+        let attr = attr_of(&stat);
+        let node = match kind {
+            FileType::Directory => NodeKind::Dir(Default::default()),
+            FileType::RegularFile => NodeKind::File(Arc::new(read_file(dir, &name)?)),
             FileType::Symlink => {
                 let target = rfs::readlinkat(dir, name.as_str(), Vec::new())?;
-                let target = target.to_string_lossy().into_owned();
-                tree.add(ino, &name, NodeKind::Symlink(target), 0, SystemTime::now())
+                NodeKind::Symlink(target.to_string_lossy().into_owned())
             }
             _ => {
                 skipped.special_files += 1;
                 continue;
             }
         };
+        let child = tree.add(ino, &name, node, attr);
         if kind == FileType::Directory {
             let sub = fsops::open_dir(dir, &name)?;
             load_dir(tree, skipped, &sub, child)?;
+            // Adding children touched the directory's times; keep the ones on disk.
+            tree.node_mut(child).attr = attr;
         }
-        // Set last: adding children touched the directory's times.
-        tree.node_mut(child).attr = attr_of(&stat);
     }
     Ok(())
 }

@@ -1,10 +1,13 @@
-//! Change records: what each mutation of the tree did, who did it, and the
-//! ticket that tells its author when the change is durable.
+//! Change records: what each mutation of the tree did, who did it, what the
+//! kernel may have cached of it, and the ticket that tells its author when
+//! every sink (the persister, the mount's cache invalidator) is done with it.
 
 use std::sync::Arc;
+use std::time::SystemTime;
 
 use parking_lot::{Condvar, Mutex};
 
+use super::tree::{Attr, Ino};
 use crate::error::Error;
 use crate::path::MemPath;
 
@@ -17,40 +20,89 @@ pub enum Origin {
     Person { uid: u32, pid: u32 },
 }
 
+/// The attributes a persister keeps on disk with a file or directory.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Meta {
+    pub perm: u32,
+    pub uid: u32,
+    pub gid: u32,
+    pub atime: SystemTime,
+    pub mtime: SystemTime,
+}
+
+impl From<&Attr> for Meta {
+    fn from(a: &Attr) -> Self {
+        Meta {
+            perm: a.perm,
+            uid: a.uid,
+            gid: a.gid,
+            atime: a.atime,
+            mtime: a.mtime,
+        }
+    }
+}
+
 /// One step of a change, in terms a persister can replay on any storage.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum ChangeOp {
     /// The file now holds exactly these bytes (missing parents are made).
-    Write { path: MemPath, data: Arc<Vec<u8>> },
+    Write {
+        path: MemPath,
+        data: Arc<Vec<u8>>,
+        meta: Meta,
+    },
     /// The directory now exists (missing parents are made).
-    MakeDir { path: MemPath },
-    /// The file or whole directory tree is gone.
+    MakeDir { path: MemPath, meta: Meta },
+    /// The file, link or whole directory tree is gone.
     Remove { path: MemPath },
-    /// `from` moved to `to`, which did not exist (missing parents of `to` are made).
-    Rename { from: MemPath, to: MemPath },
+    /// `from` moved to `to` (missing parents of `to` are made); `replace`
+    /// says whether something at `to` was replaced.
+    Rename {
+        from: MemPath,
+        to: MemPath,
+        replace: bool,
+    },
+    /// `a` and `b` swapped places.
+    Exchange { a: MemPath, b: MemPath },
+    /// A symbolic link to `target` now exists at `path`.
+    Symlink { path: MemPath, target: String },
+    /// The node's mode, owner or times changed.
+    SetMeta { path: MemPath, meta: Meta },
 }
 
-/// Everything one operation changed, in the order the tree applied it.
+/// Something the kernel may hold in its caches that a change made stale.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Touched {
+    /// The node's attributes or contents.
+    Inode(Ino),
+    /// A name in a directory (present or not).
+    Entry(Ino, String),
+}
+
+/// Everything one operation changed, in the order the tree applied it. A
+/// change with no ops is a barrier: it is done when all before it are durable.
 #[derive(Debug, Clone)]
 pub struct Change {
     pub seq: u64,
     pub origin: Origin,
     pub ops: Vec<ChangeOp>,
+    pub touched: Vec<Touched>,
 }
 
 /// Where the store hands its changes, under its lock, in the order it applied them.
 pub trait ChangeSink: Send + Sync {
-    fn submit(&self, change: Change) -> Ticket;
+    fn submit(&self, change: &Change) -> Ticket;
 }
 
-/// The promise of a change's durability; [`Ticket::wait`] blocks until it is kept or broken.
-#[derive(Clone, Debug)]
+/// The promise that sinks are done with a change; [`Ticket::wait`] blocks
+/// until every part is kept, or one is broken.
+#[derive(Clone, Debug, Default)]
 pub struct Ticket {
-    inner: Arc<TicketInner>,
+    parts: Vec<Arc<Part>>,
 }
 
 #[derive(Debug, Default)]
-struct TicketInner {
+struct Part {
     outcome: Mutex<Option<Result<(), Error>>>,
     settled: Condvar,
 }
@@ -58,33 +110,47 @@ struct TicketInner {
 impl Ticket {
     pub fn pending() -> Self {
         Ticket {
-            inner: Arc::default(),
+            parts: vec![Arc::default()],
         }
     }
 
     /// A ticket already kept: for stores with nothing to persist.
     pub fn done() -> Self {
-        let t = Ticket::pending();
-        t.settle(Ok(()));
-        t
+        Ticket::default()
+    }
+
+    /// One ticket for both promises.
+    pub fn and(mut self, other: Ticket) -> Ticket {
+        self.parts.extend(other.parts);
+        self
     }
 
     /// Keeps (or breaks) the promise and wakes the waiter. The first outcome wins.
     pub fn settle(&self, outcome: Result<(), Error>) {
-        let mut slot = self.inner.outcome.lock();
-        if slot.is_none() {
-            *slot = Some(outcome);
-            self.inner.settled.notify_all();
+        for part in &self.parts {
+            let mut slot = part.outcome.lock();
+            if slot.is_none() {
+                *slot = Some(outcome.clone());
+                part.settled.notify_all();
+            }
         }
     }
 
+    pub fn is_settled(&self) -> bool {
+        self.parts.iter().all(|p| p.outcome.lock().is_some())
+    }
+
     pub fn wait(&self) -> Result<(), Error> {
-        let mut slot = self.inner.outcome.lock();
-        loop {
-            if let Some(outcome) = slot.as_ref() {
-                return outcome.clone();
+        let mut result = Ok(());
+        for part in &self.parts {
+            let mut slot = part.outcome.lock();
+            while slot.is_none() {
+                part.settled.wait(&mut slot);
             }
-            self.inner.settled.wait(&mut slot);
+            if let Some(Err(e)) = slot.as_ref() {
+                result = result.and(Err(e.clone()));
+            }
         }
+        result
     }
 }

@@ -1,20 +1,26 @@
 //! The tree and its one lock.
 //!
 //! Every operation here is whole: it takes the lock once, checks everything,
-//! applies everything, hands its [`Change`] to the sink (still under the lock,
-//! so the sink sees changes in the order they were applied), and returns.
-//! Neither door ever takes the lock itself. Waiting for durability happens on
+//! applies everything, hands its [`Change`] to the sinks (still under the
+//! lock, so sinks see changes in the order they were applied), and returns.
+//! Neither door ever takes the lock itself. Waiting for the sinks happens on
 //! the returned [`Ticket`], after the lock is released.
+//!
+//! The operations by path, for the tool door, are in this file; the
+//! operations by inode, for the FUSE door, are in `inode_ops.rs`.
 
 mod change;
+mod inode_ops;
 mod tree;
 
+use std::collections::HashMap;
 use std::sync::Arc;
 use std::time::SystemTime;
 
-use parking_lot::RwLock;
+use parking_lot::{Mutex, RwLock, RwLockWriteGuard};
 
-pub use change::{Change, ChangeOp, ChangeSink, Origin, Ticket};
+pub use change::{Change, ChangeOp, ChangeSink, Meta, Origin, Ticket, Touched};
+pub use inode_ops::{DirEntry, InfoKind, NewNode, NodeInfo, RenameMode, SetAttr};
 pub use tree::{Attr, Ino, Node, NodeKind, Tree, DIR_MODE, FILE_MODE, ROOT_INO};
 
 use crate::error::Error;
@@ -41,7 +47,8 @@ impl Default for Limits {
 pub enum Snapshot {
     File(Arc<Vec<u8>>),
     Dir(Listing),
-    Symlink,
+    /// A symlink or FIFO: nothing the tool shows.
+    Other,
 }
 
 /// A directory's size and its visible entries down to some depth.
@@ -63,17 +70,25 @@ pub struct ListEntry {
 
 pub struct Store {
     tree: RwLock<Tree>,
-    sink: Option<Arc<dyn ChangeSink>>,
+    /// The persister, if any.
+    persist: Option<Arc<dyn ChangeSink>>,
+    /// Others that must see every change (the mount's cache invalidator).
+    observers: RwLock<Vec<Arc<dyn ChangeSink>>>,
+    /// How many references the kernel holds on each inode (lookups and open
+    /// handles). Taken after the tree lock, never before it.
+    pins: Mutex<HashMap<Ino, u64>>,
     limits: Limits,
     seq: std::sync::atomic::AtomicU64,
 }
 
 impl Store {
-    /// A store over `tree`. Without a sink, changes are in memory only.
-    pub fn new(tree: Tree, limits: Limits, sink: Option<Arc<dyn ChangeSink>>) -> Self {
+    /// A store over `tree`. Without a persister, changes are in memory only.
+    pub fn new(tree: Tree, limits: Limits, persist: Option<Arc<dyn ChangeSink>>) -> Self {
         Store {
             tree: RwLock::new(tree),
-            sink,
+            persist,
+            observers: RwLock::default(),
+            pins: Mutex::default(),
             limits,
             seq: Default::default(),
         }
@@ -83,6 +98,16 @@ impl Store {
         self.limits
     }
 
+    /// Adds a sink that sees every change from now on.
+    pub fn observe(&self, sink: Arc<dyn ChangeSink>) {
+        self.observers.write().push(sink);
+    }
+
+    /// Removes every observer (the mount is going away).
+    pub fn clear_observers(&self) {
+        self.observers.write().clear();
+    }
+
     /// Runs `f` on the tree under the read lock (snapshots, tests, statistics).
     pub fn with_tree<R>(&self, f: impl FnOnce(&Tree) -> R) -> R {
         f(&self.tree.read())
@@ -90,8 +115,8 @@ impl Store {
 
     /// Swaps in a tree built by `load`, under the write lock, so no change can
     /// slip in between. The persister uses it to make memory agree with the
-    /// disk again after the disk refused a change.
-    /// When `load` gives nothing, the tree stays as it is.
+    /// disk again after the disk refused a change. When `load` gives nothing,
+    /// the tree stays as it is.
     pub fn replace_tree(&self, load: impl FnOnce() -> Option<Tree>) {
         let mut tree = self.tree.write();
         if let Some(fresh) = load() {
@@ -111,11 +136,11 @@ impl Store {
         let ino = tree.resolve(path)?;
         Ok(match &tree.node(ino).kind {
             NodeKind::File(data) => Snapshot::File(data.clone()),
-            NodeKind::Symlink(_) => Snapshot::Symlink,
             NodeKind::Dir(_) => Snapshot::Dir(Listing {
                 size: tree.subtree_bytes(ino),
                 entries: list_entries(&tree, ino, depth, hide),
             }),
+            NodeKind::Symlink(_) | NodeKind::Fifo => Snapshot::Other,
         })
     }
 
@@ -138,25 +163,35 @@ impl Store {
         let old_len = match existing.map(|ino| &tree.node(ino).kind) {
             None => 0,
             Some(NodeKind::Dir(_)) => return Err(Error::IsDir),
-            Some(NodeKind::Symlink(_)) => return Err(Error::IsSymlink),
+            Some(NodeKind::Symlink(_) | NodeKind::Fifo) => return Err(Error::IsSymlink),
             Some(NodeKind::File(_)) if !overwrite => return Err(Error::Exists),
             Some(NodeKind::File(old)) => old.len() as u64,
         };
         self.check_size(&tree, old_len, data.len() as u64)?;
         let now = SystemTime::now();
         let data = Arc::new(data);
-        match existing {
-            Some(ino) => tree.set_data(ino, data.clone(), now),
-            None => {
-                let dir = tree.make_dirs(&parent_path, now);
-                tree.add(dir, name, NodeKind::File(data.clone()), FILE_MODE, now);
+        let mut touched = Vec::new();
+        let ino = match existing {
+            Some(ino) => {
+                tree.set_data(ino, data.clone(), now);
+                ino
             }
-        }
-        let op = ChangeOp::Write {
-            path: path.clone(),
-            data,
+            None => {
+                let (dir, _) = make_dirs_touching(&mut tree, &parent_path, now, &mut touched);
+                let ino = tree.add(
+                    dir,
+                    name,
+                    NodeKind::File(data.clone()),
+                    Attr::new(FILE_MODE, now),
+                );
+                touched.push(Touched::Entry(dir, name.to_string()));
+                touched.push(Touched::Inode(dir));
+                ino
+            }
         };
-        Ok(self.commit(origin, vec![op]))
+        touched.push(Touched::Inode(ino));
+        let ops = write_ops(&tree, ino, data);
+        Ok(self.commit(&tree, origin, ops, touched))
     }
 
     /// Read-modify-write of a file under one lock: `edit` gets the bytes and
@@ -181,11 +216,11 @@ impl Store {
         self.check_size(&tree, old_len, new.len() as u64)?;
         let data = Arc::new(new);
         tree.set_data(ino, data.clone(), SystemTime::now());
-        let op = ChangeOp::Write {
-            path: path.clone(),
-            data,
-        };
-        Ok((out, self.commit(origin, vec![op])))
+        let ops = write_ops(&tree, ino, data);
+        Ok((
+            out,
+            self.commit(&tree, origin, ops, vec![Touched::Inode(ino)]),
+        ))
     }
 
     /// Removes a file or a whole directory tree. The root is refused.
@@ -196,8 +231,13 @@ impl Store {
         if tree.child(parent, name)?.is_none() {
             return Err(Error::NotFound);
         }
-        tree.remove(parent, name, SystemTime::now());
-        Ok(self.commit(origin, vec![ChangeOp::Remove { path: path.clone() }]))
+        self.remove_entry(&mut tree, parent, name);
+        let touched = vec![
+            Touched::Entry(parent, name.to_string()),
+            Touched::Inode(parent),
+        ];
+        let ops = vec![ChangeOp::Remove { path: path.clone() }];
+        Ok(self.commit(&tree, origin, ops, touched))
     }
 
     /// Moves a file or directory to a path that does not exist yet, making the
@@ -210,9 +250,9 @@ impl Store {
         let from_parent = tree
             .resolve(&from_parent_path)
             .map_err(|_| Error::NotFound)?;
-        if tree.child(from_parent, from_name).ok().flatten().is_none() {
+        let Some(moved) = tree.child(from_parent, from_name).ok().flatten() else {
             return Err(Error::NotFound);
-        }
+        };
         if to.is_root() || tree.resolve(to).is_ok() {
             return Err(Error::Exists);
         }
@@ -222,13 +262,22 @@ impl Store {
         let (to_parent_path, to_name) = split(to)?;
         tree.check_dir_path(&to_parent_path)?;
         let now = SystemTime::now();
-        let to_parent = tree.make_dirs(&to_parent_path, now);
+        let mut touched = vec![
+            Touched::Entry(from_parent, from_name.to_string()),
+            Touched::Inode(from_parent),
+            Touched::Inode(moved),
+        ];
+        let (to_parent, _) = make_dirs_touching(&mut tree, &to_parent_path, now, &mut touched);
         tree.rename(from_parent, from_name, to_parent, to_name, now);
-        let op = ChangeOp::Rename {
+        touched.push(Touched::Entry(to_parent, to_name.to_string()));
+        touched.push(Touched::Inode(to_parent));
+        let mut ops = flush_ops(&mut tree, moved);
+        ops.push(ChangeOp::Rename {
             from: from.clone(),
             to: to.clone(),
-        };
-        Ok(self.commit(origin, vec![op]))
+            replace: false,
+        });
+        Ok(self.commit(&tree, origin, ops, touched))
     }
 
     fn check_size(&self, tree: &Tree, old_len: u64, new_len: u64) -> Result<(), Error> {
@@ -238,7 +287,7 @@ impl Store {
                 limit: self.limits.max_file_size,
             });
         }
-        let total = tree.total_bytes() - old_len + new_len;
+        let total = tree.total_bytes() - old_len.min(tree.total_bytes()) + new_len;
         if new_len > old_len && total > self.limits.max_store_size {
             return Err(Error::StoreFull {
                 size: total,
@@ -248,14 +297,39 @@ impl Store {
         Ok(())
     }
 
-    /// Records an applied change; called with the write lock held, so the sink
-    /// receives changes in exactly the order the tree took them.
-    fn commit(&self, origin: Origin, ops: Vec<ChangeOp>) -> Ticket {
+    /// Unlinks `name` from `parent` and drops what the kernel does not hold.
+    fn remove_entry(&self, tree: &mut Tree, parent: Ino, name: &str) -> Vec<Ino> {
+        let pins = self.pins.lock();
+        tree.remove(parent, name, SystemTime::now(), &|ino| {
+            pins.contains_key(&ino)
+        })
+    }
+
+    /// Records an applied change; called with the write lock held (the guard
+    /// is borrowed to prove it), so sinks receive changes in exactly the order
+    /// the tree took them.
+    fn commit(
+        &self,
+        _held: &RwLockWriteGuard<'_, Tree>,
+        origin: Origin,
+        ops: Vec<ChangeOp>,
+        touched: Vec<Touched>,
+    ) -> Ticket {
         let seq = self.seq.fetch_add(1, std::sync::atomic::Ordering::Relaxed) + 1;
-        match &self.sink {
-            Some(sink) => sink.submit(Change { seq, origin, ops }),
+        let change = Change {
+            seq,
+            origin,
+            ops,
+            touched,
+        };
+        let mut ticket = match &self.persist {
+            Some(sink) => sink.submit(&change),
             None => Ticket::done(),
+        };
+        for observer in self.observers.read().iter() {
+            ticket = ticket.and(observer.submit(&change));
         }
+        ticket
     }
 }
 
@@ -265,6 +339,51 @@ fn split(path: &MemPath) -> Result<(MemPath, &str), Error> {
         (Some(parent), Some(name)) => Ok((parent, name)),
         _ => Err(Error::Root),
     }
+}
+
+/// Makes missing directories of `path`, noting the entries that now exist.
+fn make_dirs_touching(
+    tree: &mut Tree,
+    path: &MemPath,
+    now: SystemTime,
+    touched: &mut Vec<Touched>,
+) -> (Ino, Vec<Ino>) {
+    let (dir, made) = tree.make_dirs(path, now);
+    for &ino in &made {
+        if let Some((parent, name)) = tree.node(ino).links.first() {
+            touched.push(Touched::Entry(*parent, name.clone()));
+            touched.push(Touched::Inode(*parent));
+        }
+    }
+    (dir, made)
+}
+
+/// The ops that put a file's current bytes at every one of its paths.
+fn write_ops(tree: &Tree, ino: Ino, data: Arc<Vec<u8>>) -> Vec<ChangeOp> {
+    let meta = Meta::from(&tree.node(ino).attr);
+    tree.paths_of(ino)
+        .into_iter()
+        .map(|path| ChangeOp::Write {
+            path,
+            data: data.clone(),
+            meta,
+        })
+        .collect()
+}
+
+/// For a dirty file, the ops that persist its bytes now (and mark it clean),
+/// so that a later rename never moves stale bytes into place on disk.
+fn flush_ops(tree: &mut Tree, ino: Ino) -> Vec<ChangeOp> {
+    let node = tree.node_mut(ino);
+    let NodeKind::File(data) = &node.kind else {
+        return Vec::new();
+    };
+    if !node.dirty {
+        return Vec::new();
+    }
+    let data = data.clone();
+    node.dirty = false;
+    write_ops(tree, ino, data)
 }
 
 fn list_entries(
@@ -319,8 +438,8 @@ fn walk_listing(
                     );
                 }
             }
-            // Symlinks are not followed and not listed (docs/SEMANTICS.md).
-            NodeKind::Symlink(_) => {}
+            // Symlinks are not followed, FIFOs hold nothing: neither is listed.
+            NodeKind::Symlink(_) | NodeKind::Fifo => {}
         }
     }
 }

@@ -3,6 +3,11 @@
 //! Plain data with no lock and no I/O; [`super::Store`] wraps it in the one lock.
 //! Methods that mutate assume their caller checked the preconditions (the
 //! store validates a whole operation before it applies any part of it).
+//!
+//! Every node knows its links (parent directory and name), so that a change
+//! made by inode (through the mount) can be recorded by path. A node whose
+//! last link is gone is an *orphan*: it stays while the kernel still holds it
+//! (an open file, a cached inode) and is dropped when the kernel forgets it.
 
 use std::collections::{BTreeMap, HashMap};
 use std::sync::Arc;
@@ -24,6 +29,8 @@ pub enum NodeKind {
     Dir(BTreeMap<String, Ino>),
     File(Arc<Vec<u8>>),
     Symlink(String),
+    /// A named pipe made through the mount; it lives in memory only.
+    Fifo,
 }
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -38,11 +45,21 @@ pub struct Attr {
 }
 
 impl Attr {
+    /// Attributes of a node this process makes for itself (the tool door).
     pub fn new(perm: u32, now: SystemTime) -> Self {
+        Attr::owned(
+            perm,
+            rustix::process::geteuid().as_raw(),
+            rustix::process::getegid().as_raw(),
+            now,
+        )
+    }
+
+    pub fn owned(perm: u32, uid: u32, gid: u32, now: SystemTime) -> Self {
         Attr {
             perm,
-            uid: rustix::process::geteuid().as_raw(),
-            gid: rustix::process::getegid().as_raw(),
+            uid,
+            gid,
             atime: now,
             mtime: now,
             ctime: now,
@@ -60,11 +77,36 @@ impl Attr {
 pub struct Node {
     pub kind: NodeKind,
     pub attr: Attr,
+    /// Where the node is linked: (parent directory, name). Empty for an
+    /// orphan; one entry for a directory; more for a hard-linked file.
+    pub links: Vec<(Ino, String)>,
+    /// File bytes changed through the mount and not yet handed to the persister.
+    pub dirty: bool,
 }
 
 impl Node {
     pub fn is_dir(&self) -> bool {
         matches!(self.kind, NodeKind::Dir(_))
+    }
+
+    pub fn size(&self) -> u64 {
+        match &self.kind {
+            NodeKind::File(data) => data.len() as u64,
+            NodeKind::Symlink(target) => target.len() as u64,
+            NodeKind::Dir(entries) => entries.len() as u64,
+            NodeKind::Fifo => 0,
+        }
+    }
+
+    /// Link count as `stat` reports it: a directory counts `.` and its subdirectories' `..`.
+    pub fn nlink(&self, tree: &Tree) -> u32 {
+        match &self.kind {
+            NodeKind::Dir(entries) => {
+                let subdirs = entries.values().filter(|&&c| tree.node(c).is_dir()).count();
+                2 + subdirs as u32
+            }
+            _ => self.links.len() as u32,
+        }
     }
 }
 
@@ -88,6 +130,8 @@ impl Tree {
         let root = Node {
             kind: NodeKind::Dir(BTreeMap::new()),
             attr: Attr::new(DIR_MODE, SystemTime::now()),
+            links: Vec::new(),
+            dirty: false,
         };
         Tree {
             nodes: HashMap::from([(ROOT_INO, root)]),
@@ -98,6 +142,10 @@ impl Tree {
 
     pub fn node(&self, ino: Ino) -> &Node {
         &self.nodes[&ino]
+    }
+
+    pub fn get(&self, ino: Ino) -> Option<&Node> {
+        self.nodes.get(&ino)
     }
 
     pub fn node_mut(&mut self, ino: Ino) -> &mut Node {
@@ -121,10 +169,10 @@ impl Tree {
 
     /// Finds `name` in directory `dir`.
     pub fn child(&self, dir: Ino, name: &str) -> Result<Option<Ino>, Error> {
-        match &self.node(dir).kind {
+        match &self.nodes.get(&dir).ok_or(Error::NotFound)?.kind {
             NodeKind::Dir(entries) => Ok(entries.get(name).copied()),
-            NodeKind::File(_) => Err(Error::NotDir),
             NodeKind::Symlink(_) => Err(Error::IsSymlink),
+            _ => Err(Error::NotDir),
         }
     }
 
@@ -149,43 +197,49 @@ impl Tree {
         }
         match self.node(ino).kind {
             NodeKind::Dir(_) => Ok(Some(ino)),
-            NodeKind::File(_) => Err(Error::NotDir),
             NodeKind::Symlink(_) => Err(Error::IsSymlink),
+            _ => Err(Error::NotDir),
         }
     }
 
     /// Makes the directory `path` and its missing parents; the caller ran
-    /// [`Tree::check_dir_path`] first. Returns its inode.
-    pub fn make_dirs(&mut self, path: &MemPath, now: SystemTime) -> Ino {
+    /// [`Tree::check_dir_path`] first. Returns its inode and the directories made.
+    pub fn make_dirs(&mut self, path: &MemPath, now: SystemTime) -> (Ino, Vec<Ino>) {
         let mut ino = ROOT_INO;
+        let mut made = Vec::new();
         for name in path.names() {
             ino = match self.child(ino, name).ok().flatten() {
                 Some(next) => next,
-                None => self.add(ino, name, NodeKind::Dir(BTreeMap::new()), DIR_MODE, now),
+                None => {
+                    let dir = self.add(
+                        ino,
+                        name,
+                        NodeKind::Dir(BTreeMap::new()),
+                        Attr::new(DIR_MODE, now),
+                    );
+                    made.push(dir);
+                    dir
+                }
             };
         }
-        ino
+        (ino, made)
     }
 
     /// Adds a new node named `name` in directory `parent`.
-    pub fn add(
-        &mut self,
-        parent: Ino,
-        name: &str,
-        kind: NodeKind,
-        perm: u32,
-        now: SystemTime,
-    ) -> Ino {
+    pub fn add(&mut self, parent: Ino, name: &str, kind: NodeKind, attr: Attr) -> Ino {
         let ino = self.next_ino;
         self.next_ino += 1;
         if let NodeKind::File(data) = &kind {
             self.bytes += data.len() as u64;
         }
+        let now = attr.ctime;
         self.nodes.insert(
             ino,
             Node {
                 kind,
-                attr: Attr::new(perm, now),
+                attr,
+                links: Vec::new(),
+                dirty: false,
             },
         );
         self.link(parent, name, ino, now);
@@ -199,40 +253,117 @@ impl Tree {
             self.bytes = self.bytes - old.len() as u64 + data.len() as u64;
             *old = data;
             node.attr.touch(now);
+            node.dirty = false;
         }
     }
 
-    fn link(&mut self, parent: Ino, name: &str, ino: Ino, now: SystemTime) {
+    /// Writes `data` at `offset` of a file (zero-filling any gap), in place
+    /// unless the bytes are shared with a pending change.
+    pub fn write_at(&mut self, ino: Ino, offset: usize, data: &[u8], now: SystemTime) {
+        let node = self.nodes.get_mut(&ino).expect("inode of the tree");
+        if let NodeKind::File(bytes) = &mut node.kind {
+            let old_len = bytes.len();
+            let bytes = Arc::make_mut(bytes);
+            let end = offset + data.len();
+            if end > bytes.len() {
+                bytes.resize(end, 0);
+            }
+            bytes[offset..end].copy_from_slice(data);
+            self.bytes = self.bytes - old_len as u64 + bytes.len() as u64;
+            node.attr.touch(now);
+            node.dirty = true;
+        }
+    }
+
+    /// Sets a file's length, zero-filling when it grows.
+    pub fn truncate(&mut self, ino: Ino, len: usize, now: SystemTime) {
+        let node = self.nodes.get_mut(&ino).expect("inode of the tree");
+        if let NodeKind::File(bytes) = &mut node.kind {
+            if bytes.len() != len {
+                let old_len = bytes.len();
+                Arc::make_mut(bytes).resize(len, 0);
+                self.bytes = self.bytes - old_len as u64 + len as u64;
+                node.dirty = true;
+            }
+            node.attr.touch(now);
+        }
+    }
+
+    /// Links `ino` into `parent` as `name` (the name is free).
+    pub fn link(&mut self, parent: Ino, name: &str, ino: Ino, now: SystemTime) {
         let dir = self.node_mut(parent);
         if let NodeKind::Dir(entries) = &mut dir.kind {
             entries.insert(name.to_string(), ino);
         }
         dir.attr.touch(now);
+        let node = self.node_mut(ino);
+        node.links.push((parent, name.to_string()));
+        node.attr.ctime = now;
     }
 
-    fn unlink(&mut self, parent: Ino, name: &str, now: SystemTime) -> Option<Ino> {
+    /// Takes `name` out of `parent`; the node stays in the tree (maybe as an orphan).
+    pub fn unlink(&mut self, parent: Ino, name: &str, now: SystemTime) -> Option<Ino> {
         let dir = self.node_mut(parent);
         let removed = match &mut dir.kind {
             NodeKind::Dir(entries) => entries.remove(name),
             _ => None,
         };
         dir.attr.touch(now);
-        removed
+        let ino = removed?;
+        let node = self.node_mut(ino);
+        if let Some(i) = node
+            .links
+            .iter()
+            .position(|(p, n)| *p == parent && n == name)
+        {
+            node.links.swap_remove(i);
+        }
+        node.attr.ctime = now;
+        Some(ino)
     }
 
-    /// Removes `name` from `parent` and drops the whole subtree under it.
-    pub fn remove(&mut self, parent: Ino, name: &str, now: SystemTime) {
-        let Some(ino) = self.unlink(parent, name, now) else {
-            return;
+    /// Removes `name` from `parent` and everything below it. Nodes nobody
+    /// holds are dropped; `held` ones stay as orphans. Returns every inode
+    /// that lost its place (for cache invalidation).
+    pub fn remove(
+        &mut self,
+        parent: Ino,
+        name: &str,
+        now: SystemTime,
+        held: &dyn Fn(Ino) -> bool,
+    ) -> Vec<Ino> {
+        let Some(top) = self.unlink(parent, name, now) else {
+            return Vec::new();
         };
-        let mut stack = vec![ino];
+        let mut gone = Vec::new();
+        let mut stack = vec![top];
         while let Some(ino) = stack.pop() {
-            if let Some(node) = self.nodes.remove(&ino) {
-                match node.kind {
-                    NodeKind::Dir(entries) => stack.extend(entries.into_values()),
-                    NodeKind::File(data) => self.bytes -= data.len() as u64,
-                    NodeKind::Symlink(_) => {}
+            gone.push(ino);
+            if let NodeKind::Dir(entries) = &mut self.node_mut(ino).kind {
+                let children: Vec<(String, Ino)> = std::mem::take(entries).into_iter().collect();
+                for (child_name, child) in children {
+                    let node = self.node_mut(child);
+                    node.links.retain(|(p, n)| !(*p == ino && *n == child_name));
+                    stack.push(child);
                 }
+            }
+            self.drop_if_unused(ino, held);
+        }
+        gone
+    }
+
+    /// Drops an orphan that nothing holds any more.
+    pub fn drop_if_unused(&mut self, ino: Ino, held: &dyn Fn(Ino) -> bool) {
+        let unused = self.nodes.get(&ino).is_some_and(|n| n.links.is_empty())
+            && ino != ROOT_INO
+            && !held(ino);
+        if unused {
+            if let Some(Node {
+                kind: NodeKind::File(data),
+                ..
+            }) = self.nodes.remove(&ino)
+            {
+                self.bytes -= data.len() as u64;
             }
         }
     }
@@ -248,7 +379,47 @@ impl Tree {
     ) {
         if let Some(ino) = self.unlink(parent, name, now) {
             self.link(new_parent, new_name, ino, now);
-            self.node_mut(ino).attr.ctime = now;
+        }
+    }
+
+    /// The path of a node's first link, or `None` for an orphan (or a node
+    /// below one).
+    pub fn path_of(&self, ino: Ino) -> Option<MemPath> {
+        let mut names = Vec::new();
+        let mut at = ino;
+        while at != ROOT_INO {
+            let (parent, name) = self.nodes.get(&at)?.links.first()?;
+            names.push(name.as_str());
+            at = *parent;
+        }
+        let mut path = MemPath::root();
+        for name in names.iter().rev() {
+            path = path.join(name);
+        }
+        Some(path)
+    }
+
+    /// The paths of every link of a node.
+    pub fn paths_of(&self, ino: Ino) -> Vec<MemPath> {
+        let Some(node) = self.nodes.get(&ino) else {
+            return Vec::new();
+        };
+        node.links
+            .iter()
+            .filter_map(|(parent, name)| self.path_of(*parent).map(|p| p.join(name)))
+            .collect()
+    }
+
+    /// True when `ino` is `ancestor` or lies below it.
+    pub fn is_within(&self, mut ino: Ino, ancestor: Ino) -> bool {
+        loop {
+            if ino == ancestor {
+                return true;
+            }
+            match self.nodes.get(&ino).and_then(|n| n.links.first()) {
+                Some((parent, _)) if ino != ROOT_INO => ino = *parent,
+                _ => return false,
+            }
         }
     }
 
@@ -260,13 +431,22 @@ impl Tree {
             match &self.node(ino).kind {
                 NodeKind::Dir(entries) => stack.extend(entries.values().copied()),
                 NodeKind::File(data) => total += data.len() as u64,
-                NodeKind::Symlink(_) => {}
+                _ => {}
             }
         }
         total
     }
 
-    /// Every node's path, depth first, for comparing trees in tests.
+    /// Files changed through the mount and not yet persisted.
+    pub fn dirty_files(&self) -> Vec<Ino> {
+        self.nodes
+            .iter()
+            .filter(|(_, n)| n.dirty)
+            .map(|(&ino, _)| ino)
+            .collect()
+    }
+
+    /// Every linked node's path, depth first, for comparing trees in tests.
     pub fn walk(&self) -> Vec<(MemPath, &Node)> {
         let mut out = Vec::new();
         let mut stack = vec![(MemPath::root(), ROOT_INO)];

@@ -125,7 +125,7 @@ impl Tool {
         Ok(Pending::ready(match &snapshot {
             Snapshot::Dir(listing) => view::directory(&path, listing),
             Snapshot::File(bytes) => view::file(&path, bytes, range),
-            Snapshot::Symlink => view::other(&path, &snapshot),
+            Snapshot::Other => view::other(&path, &snapshot),
         }))
     }
 

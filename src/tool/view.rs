@@ -95,7 +95,7 @@ fn image_view(path: &MemPath, bytes: &[u8], media_type: Option<&'static str>) ->
 
 /// The result for a path whose snapshot is not a file or directory.
 pub fn other(path: &MemPath, snapshot: &Snapshot) -> ToolResult {
-    debug_assert!(matches!(snapshot, Snapshot::Symlink));
+    debug_assert!(matches!(snapshot, Snapshot::Other));
     ToolResult::error(format!(
         "Error: {} is a symbolic link, which memfs does not follow",
         clip(&path.to_string())

@@ -1,0 +1,526 @@
+//! The store's operations by inode, for the FUSE door. Like the path
+//! operations, each takes the lock once and records its change; content
+//! written through the mount is marked dirty and handed to the persister on
+//! [`Store::persist_file`] (close, fsync) or [`Store::persist_all_dirty`].
+
+use std::sync::Arc;
+use std::time::SystemTime;
+
+use super::change::{ChangeOp, Meta, Origin, Ticket};
+use super::tree::{Attr, Ino, NodeKind, Tree, ROOT_INO};
+use super::{flush_ops, write_ops, Store};
+use crate::error::Error;
+
+/// What `stat` shows of a node.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct NodeInfo {
+    pub ino: Ino,
+    pub kind: InfoKind,
+    pub size: u64,
+    pub nlink: u32,
+    pub attr: Attr,
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum InfoKind {
+    File,
+    Dir,
+    Symlink,
+    Fifo,
+}
+
+/// One entry of a directory listing, with what `stat` would show of it.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct DirEntry {
+    pub name: String,
+    pub info: NodeInfo,
+}
+
+/// What to make with [`Store::make_node`].
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum NewNode {
+    File,
+    Dir,
+    Fifo,
+    Symlink(String),
+}
+
+/// The three ways `rename(2)` can treat an existing target.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum RenameMode {
+    Replace,
+    NoReplace,
+    Exchange,
+}
+
+/// The attribute changes of a `setattr`; `None` leaves one as it is.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct SetAttr {
+    pub perm: Option<u32>,
+    pub uid: Option<u32>,
+    pub gid: Option<u32>,
+    pub size: Option<u64>,
+    pub atime: Option<SystemTime>,
+    pub mtime: Option<SystemTime>,
+}
+
+fn info(tree: &Tree, ino: Ino) -> Result<NodeInfo, Error> {
+    let node = tree.get(ino).ok_or(Error::NotFound)?;
+    let kind = match node.kind {
+        NodeKind::File(_) => InfoKind::File,
+        NodeKind::Dir(_) => InfoKind::Dir,
+        NodeKind::Symlink(_) => InfoKind::Symlink,
+        NodeKind::Fifo => InfoKind::Fifo,
+    };
+    Ok(NodeInfo {
+        ino,
+        kind,
+        size: node.size(),
+        nlink: node.nlink(tree),
+        attr: node.attr,
+    })
+}
+
+fn dir_of(tree: &Tree, ino: Ino) -> Result<(), Error> {
+    match tree.get(ino).map(|n| &n.kind) {
+        Some(NodeKind::Dir(_)) => Ok(()),
+        Some(_) => Err(Error::NotDir),
+        None => Err(Error::NotFound),
+    }
+}
+
+impl Store {
+    /// The kernel took `n` more references on `ino` (lookups, open handles).
+    pub fn pin(&self, ino: Ino, n: u64) {
+        if n > 0 {
+            *self.pins.lock().entry(ino).or_insert(0) += n;
+        }
+    }
+
+    /// The kernel dropped `n` references; an orphan nobody holds is dropped.
+    pub fn unpin(&self, ino: Ino, n: u64) {
+        let released = {
+            let mut pins = self.pins.lock();
+            match pins.get_mut(&ino) {
+                Some(count) if *count > n => {
+                    *count -= n;
+                    false
+                }
+                Some(_) => {
+                    pins.remove(&ino);
+                    true
+                }
+                None => false,
+            }
+        };
+        if released {
+            let mut tree = self.tree.write();
+            let pins = self.pins.lock();
+            tree.drop_if_unused(ino, &|i| pins.contains_key(&i));
+        }
+    }
+
+    /// Forgets every kernel reference (the mount is gone) and drops orphans.
+    pub fn unpin_all(&self) {
+        let inos: Vec<Ino> = self.pins.lock().drain().map(|(ino, _)| ino).collect();
+        let mut tree = self.tree.write();
+        for ino in inos {
+            tree.drop_if_unused(ino, &|_| false);
+        }
+    }
+
+    pub fn info(&self, ino: Ino) -> Result<NodeInfo, Error> {
+        info(&self.tree.read(), ino)
+    }
+
+    /// Finds `name` in `parent` and pins the result once.
+    pub fn lookup(&self, parent: Ino, name: &str) -> Result<NodeInfo, Error> {
+        let tree = self.tree.read();
+        let ino = tree.child(parent, name)?.ok_or(Error::NotFound)?;
+        let found = info(&tree, ino)?;
+        self.pin(ino, 1);
+        Ok(found)
+    }
+
+    pub fn read(&self, ino: Ino, offset: u64, size: u32) -> Result<Vec<u8>, Error> {
+        let tree = self.tree.read();
+        match &tree.get(ino).ok_or(Error::NotFound)?.kind {
+            NodeKind::File(data) => {
+                let start = (offset.min(data.len() as u64)) as usize;
+                let end = (start + size as usize).min(data.len());
+                Ok(data[start..end].to_vec())
+            }
+            NodeKind::Dir(_) => Err(Error::IsDir),
+            _ => Err(Error::Disk(crate::error::DiskError {
+                errno: libc::EINVAL,
+                doing: "reading",
+            })),
+        }
+    }
+
+    pub fn readlink(&self, ino: Ino) -> Result<String, Error> {
+        match &self.tree.read().get(ino).ok_or(Error::NotFound)?.kind {
+            NodeKind::Symlink(target) => Ok(target.clone()),
+            _ => Err(Error::Disk(crate::error::DiskError {
+                errno: libc::EINVAL,
+                doing: "reading a link",
+            })),
+        }
+    }
+
+    /// A directory's entries, `.` and `..` first, in one lock.
+    pub fn read_dir(&self, dir: Ino) -> Result<Vec<DirEntry>, Error> {
+        let tree = self.tree.read();
+        dir_of(&tree, dir)?;
+        let parent = tree.node(dir).links.first().map_or(ROOT_INO, |(p, _)| *p);
+        let mut out = vec![
+            DirEntry {
+                name: ".".into(),
+                info: info(&tree, dir)?,
+            },
+            DirEntry {
+                name: "..".into(),
+                info: info(
+                    &tree,
+                    if tree.get(parent).is_some() {
+                        parent
+                    } else {
+                        dir
+                    },
+                )?,
+            },
+        ];
+        for (name, &child) in tree.children(dir).into_iter().flatten() {
+            out.push(DirEntry {
+                name: name.clone(),
+                info: info(&tree, child)?,
+            });
+        }
+        Ok(out)
+    }
+
+    /// Makes a file, directory, FIFO or symlink named `name` in `parent`, owned
+    /// by `uid`/`gid`, and pins it once.
+    pub fn make_node(
+        &self,
+        parent: Ino,
+        name: &str,
+        what: NewNode,
+        perm: u32,
+        owner: (u32, u32),
+        origin: Origin,
+    ) -> Result<NodeInfo, Error> {
+        let mut tree = self.tree.write();
+        dir_of(&tree, parent)?;
+        if tree.child(parent, name)?.is_some() {
+            return Err(Error::Exists);
+        }
+        let now = SystemTime::now();
+        let attr = Attr::owned(perm & 0o7777, owner.0, owner.1, now);
+        let kind = match &what {
+            NewNode::File => NodeKind::File(Arc::default()),
+            NewNode::Dir => NodeKind::Dir(Default::default()),
+            NewNode::Fifo => NodeKind::Fifo,
+            NewNode::Symlink(target) => NodeKind::Symlink(target.clone()),
+        };
+        let ino = tree.add(parent, name, kind, attr);
+        let ops = match (what, tree.path_of(ino)) {
+            (_, None) | (NewNode::Fifo, _) => Vec::new(),
+            (NewNode::File, Some(_)) => write_ops(&tree, ino, Arc::default()),
+            (NewNode::Dir, Some(path)) => vec![ChangeOp::MakeDir {
+                path,
+                meta: Meta::from(&attr),
+            }],
+            (NewNode::Symlink(target), Some(path)) => vec![ChangeOp::Symlink { path, target }],
+        };
+        let made = info(&tree, ino)?;
+        self.pin(ino, 1);
+        let _ = self.commit(&tree, origin, ops, Vec::new());
+        Ok(made)
+    }
+
+    /// Writes `data` at `offset`. The bytes reach the disk on the next
+    /// [`Store::persist_file`].
+    pub fn write(&self, ino: Ino, offset: u64, data: &[u8]) -> Result<usize, Error> {
+        let mut tree = self.tree.write();
+        let old_len = match &tree.get(ino).ok_or(Error::NotFound)?.kind {
+            NodeKind::File(bytes) => bytes.len() as u64,
+            NodeKind::Dir(_) => return Err(Error::IsDir),
+            _ => return Err(Error::NotFound),
+        };
+        let end = offset.saturating_add(data.len() as u64);
+        self.check_size(&tree, old_len, end.max(old_len))?;
+        tree.write_at(ino, offset as usize, data, SystemTime::now());
+        Ok(data.len())
+    }
+
+    /// Grows a file to at least `offset + len` bytes (`fallocate` mode 0).
+    pub fn allocate(&self, ino: Ino, offset: u64, len: u64) -> Result<(), Error> {
+        let mut tree = self.tree.write();
+        let NodeKind::File(bytes) = &tree.get(ino).ok_or(Error::NotFound)?.kind else {
+            return Err(Error::IsDir);
+        };
+        let old_len = bytes.len() as u64;
+        let end = offset.saturating_add(len);
+        if end > old_len {
+            self.check_size(&tree, old_len, end)?;
+            tree.truncate(ino, end as usize, SystemTime::now());
+        }
+        Ok(())
+    }
+
+    /// Changes mode, owner, size or times.
+    pub fn set_attr(&self, ino: Ino, set: SetAttr, origin: Origin) -> Result<NodeInfo, Error> {
+        let mut tree = self.tree.write();
+        let node = tree.get(ino).ok_or(Error::NotFound)?;
+        let now = SystemTime::now();
+        if let Some(size) = set.size {
+            let NodeKind::File(bytes) = &node.kind else {
+                return Err(if node.is_dir() {
+                    Error::IsDir
+                } else {
+                    Error::NotFound
+                });
+            };
+            let old_len = bytes.len() as u64;
+            self.check_size(&tree, old_len, size.max(old_len).min(size.max(0)))?;
+            tree.truncate(ino, size as usize, now);
+        }
+        let node = tree.node_mut(ino);
+        let a = &mut node.attr;
+        if let Some(perm) = set.perm {
+            a.perm = perm & 0o7777;
+        }
+        if let Some(uid) = set.uid {
+            a.uid = uid;
+        }
+        if let Some(gid) = set.gid {
+            a.gid = gid;
+        }
+        if let Some(t) = set.atime {
+            a.atime = t;
+        }
+        if let Some(t) = set.mtime {
+            a.mtime = t;
+        }
+        a.ctime = now;
+        let meta = Meta::from(&*a);
+        let meta_changed = set.perm.is_some()
+            || set.uid.is_some()
+            || set.gid.is_some()
+            || set.atime.is_some()
+            || set.mtime.is_some();
+        let ops = if meta_changed
+            && !node.dirty
+            && !matches!(node.kind, NodeKind::Fifo | NodeKind::Symlink(_))
+        {
+            tree.paths_of(ino)
+                .into_iter()
+                .map(|path| ChangeOp::SetMeta { path, meta })
+                .collect()
+        } else {
+            Vec::new()
+        };
+        let out = info(&tree, ino)?;
+        let _ = self.commit(&tree, origin, ops, Vec::new());
+        Ok(out)
+    }
+
+    /// Removes a non-directory entry (`unlink(2)`).
+    pub fn unlink(&self, parent: Ino, name: &str, origin: Origin) -> Result<(), Error> {
+        self.remove_named(parent, name, false, origin)
+    }
+
+    /// Removes an empty directory (`rmdir(2)`).
+    pub fn rmdir(&self, parent: Ino, name: &str, origin: Origin) -> Result<(), Error> {
+        self.remove_named(parent, name, true, origin)
+    }
+
+    fn remove_named(
+        &self,
+        parent: Ino,
+        name: &str,
+        want_dir: bool,
+        origin: Origin,
+    ) -> Result<(), Error> {
+        let mut tree = self.tree.write();
+        let ino = tree.child(parent, name)?.ok_or(Error::NotFound)?;
+        let path = tree.path_of(parent).map(|p| p.join(name));
+        match (&tree.node(ino).kind, want_dir) {
+            (NodeKind::Dir(entries), true) if !entries.is_empty() => return Err(Error::NotEmpty),
+            (NodeKind::Dir(_), false) => return Err(Error::IsDir),
+            (NodeKind::Dir(_), true) => {}
+            (_, true) => return Err(Error::NotDir),
+            (_, false) => {}
+        }
+        self.remove_entry(&mut tree, parent, name);
+        // A hard-linked file keeps its other names: on disk each name is its own file.
+        let ops = path
+            .map(|path| vec![ChangeOp::Remove { path }])
+            .unwrap_or_default();
+        let _ = self.commit(&tree, origin, ops, Vec::new());
+        Ok(())
+    }
+
+    /// `rename(2)` with its flags: replacing a target, refusing to, or exchanging.
+    pub fn rename_entry(
+        &self,
+        parent: Ino,
+        name: &str,
+        new_parent: Ino,
+        new_name: &str,
+        mode: RenameMode,
+        origin: Origin,
+    ) -> Result<(), Error> {
+        let mut tree = self.tree.write();
+        dir_of(&tree, new_parent)?;
+        let moved = tree.child(parent, name)?.ok_or(Error::NotFound)?;
+        let target = tree.child(new_parent, new_name)?;
+        if target == Some(moved) {
+            return Ok(()); // the same node: nothing to do
+        }
+        let moved_is_dir = tree.node(moved).is_dir();
+        if moved_is_dir && tree.is_within(new_parent, moved) {
+            return Err(Error::IntoItself);
+        }
+        let from = tree.path_of(parent).map(|p| p.join(name));
+        let to = tree.path_of(new_parent).map(|p| p.join(new_name));
+        let now = SystemTime::now();
+        let mut ops = Vec::new();
+        match (mode, target) {
+            (RenameMode::NoReplace, Some(_)) => return Err(Error::Exists),
+            (RenameMode::Exchange, None) => return Err(Error::NotFound),
+            (RenameMode::Exchange, Some(other)) => {
+                if tree.node(other).is_dir() && tree.is_within(parent, other) {
+                    return Err(Error::IntoItself);
+                }
+                tree.unlink(parent, name, now);
+                tree.unlink(new_parent, new_name, now);
+                tree.link(new_parent, new_name, moved, now);
+                tree.link(parent, name, other, now);
+                if let (Some(a), Some(b)) = (from, to) {
+                    ops.push(ChangeOp::Exchange { a, b });
+                }
+            }
+            (_, existing) => {
+                if let Some(old) = existing {
+                    match (&tree.node(old).kind, moved_is_dir) {
+                        (NodeKind::Dir(entries), true) if !entries.is_empty() => {
+                            return Err(Error::NotEmpty)
+                        }
+                        (NodeKind::Dir(_), false) => return Err(Error::IsDir),
+                        (NodeKind::Dir(_), true) => {}
+                        (_, true) => return Err(Error::NotDir),
+                        (_, false) => {}
+                    }
+                    self.remove_entry(&mut tree, new_parent, new_name);
+                }
+                ops.extend(flush_ops(&mut tree, moved));
+                tree.rename(parent, name, new_parent, new_name, now);
+                match (from, to) {
+                    (Some(from), Some(to)) => ops.push(ChangeOp::Rename {
+                        from,
+                        to,
+                        replace: existing.is_some(),
+                    }),
+                    // Moved out of a removed directory: it is new on disk.
+                    (None, Some(_)) => ops.extend(self.recreate_ops(&tree, moved)),
+                    (Some(from), None) => ops.push(ChangeOp::Remove { path: from }),
+                    (None, None) => {}
+                }
+            }
+        }
+        let _ = self.commit(&tree, origin, ops, Vec::new());
+        Ok(())
+    }
+
+    /// Ops that write a whole subtree anew (after it came back from an orphan).
+    fn recreate_ops(&self, tree: &Tree, ino: Ino) -> Vec<ChangeOp> {
+        let Some(path) = tree.path_of(ino) else {
+            return Vec::new();
+        };
+        let node = tree.node(ino);
+        let meta = Meta::from(&node.attr);
+        match &node.kind {
+            NodeKind::File(data) => vec![ChangeOp::Write {
+                path,
+                data: data.clone(),
+                meta,
+            }],
+            NodeKind::Symlink(target) => vec![ChangeOp::Symlink {
+                path,
+                target: target.clone(),
+            }],
+            NodeKind::Fifo => Vec::new(),
+            NodeKind::Dir(entries) => {
+                let mut ops = vec![ChangeOp::MakeDir { path, meta }];
+                for &child in entries.values() {
+                    ops.extend(self.recreate_ops(tree, child));
+                }
+                ops
+            }
+        }
+    }
+
+    /// A hard link to `ino` named `name` in `parent`; pins it once. On disk the
+    /// new name is a copy.
+    pub fn link(
+        &self,
+        ino: Ino,
+        parent: Ino,
+        name: &str,
+        origin: Origin,
+    ) -> Result<NodeInfo, Error> {
+        let mut tree = self.tree.write();
+        dir_of(&tree, parent)?;
+        let node = tree.get(ino).ok_or(Error::NotFound)?;
+        if node.is_dir() {
+            return Err(Error::Root); // EBUSY is not right for this; see the errno mapping
+        }
+        if tree.child(parent, name)?.is_some() {
+            return Err(Error::Exists);
+        }
+        tree.link(parent, name, ino, SystemTime::now());
+        let ops = match (
+            tree.path_of(parent).map(|p| p.join(name)),
+            &tree.node(ino).kind,
+        ) {
+            (Some(path), NodeKind::File(data)) => vec![ChangeOp::Write {
+                path,
+                data: data.clone(),
+                meta: Meta::from(&tree.node(ino).attr),
+            }],
+            (Some(path), NodeKind::Symlink(target)) => vec![ChangeOp::Symlink {
+                path,
+                target: target.clone(),
+            }],
+            _ => Vec::new(),
+        };
+        let out = info(&tree, ino)?;
+        self.pin(ino, 1);
+        let _ = self.commit(&tree, origin, ops, Vec::new());
+        Ok(out)
+    }
+
+    /// Hands a file's unsaved bytes to the persister. The ticket is kept once
+    /// they, and everything changed before, are durable.
+    pub fn persist_file(&self, ino: Ino, origin: Origin) -> Ticket {
+        let mut tree = self.tree.write();
+        let ops = if tree.get(ino).is_some() {
+            flush_ops(&mut tree, ino)
+        } else {
+            Vec::new()
+        };
+        self.commit(&tree, origin, ops, Vec::new())
+    }
+
+    /// Hands every file's unsaved bytes to the persister (shutdown, unmount).
+    pub fn persist_all_dirty(&self, origin: Origin) -> Ticket {
+        let mut tree = self.tree.write();
+        let mut ops = Vec::new();
+        for ino in tree.dirty_files() {
+            ops.extend(flush_ops(&mut tree, ino));
+        }
+        self.commit(&tree, origin, ops, Vec::new())
+    }
+}
