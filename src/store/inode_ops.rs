@@ -283,7 +283,7 @@ impl Store {
                 });
             };
             let old_len = bytes.len() as u64;
-            self.check_size(&tree, old_len, size.max(old_len).min(size.max(0)))?;
+            self.check_size(&tree, old_len, size)?;
             tree.truncate(ino, size as usize, now);
         }
         let node = tree.node_mut(ino);
