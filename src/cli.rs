@@ -46,7 +46,8 @@ pub enum Cmd {
         /// The tool input, e.g. '{"command":"view","path":"/memories"}'.
         input: String,
     },
-    /// Serves tool calls as JSON lines.
+    /// Serves tool calls as JSON lines on stdin/stdout (and, with --mount,
+    /// mounts the memory too and serves the socket DIR/.memfs/sock).
     Serve {
         /// Read commands from stdin, one JSON object per line; answer on stdout.
         #[arg(long, required = true)]
@@ -54,7 +55,40 @@ pub enum Cmd {
         /// On exit, print to stderr how many changes and disk barriers there were.
         #[arg(long)]
         stats: bool,
+        /// Also mount the memory at this empty directory while serving.
+        #[arg(long, value_name = "PATH")]
+        mount: Option<PathBuf>,
+        #[command(flatten)]
+        mount_options: MountArgs,
     },
+    /// Mounts the memory root at MOUNTPOINT for people and their editors, and
+    /// serves tool calls on the socket DIR/.memfs/sock. Runs until Ctrl-C,
+    /// SIGTERM or `umount MOUNTPOINT`, then writes everything out and exits 0.
+    Mount {
+        /// An existing, empty directory.
+        mountpoint: PathBuf,
+        #[command(flatten)]
+        mount_options: MountArgs,
+    },
+}
+
+#[derive(Args, Debug, Clone, Copy)]
+pub struct MountArgs {
+    /// Let other users use the mount (needs user_allow_other in /etc/fuse.conf unless root).
+    #[arg(long)]
+    pub allow_other: bool,
+    /// Mount read-only: people can read the memory, only the agent writes.
+    #[arg(long)]
+    pub read_only: bool,
+}
+
+impl MountArgs {
+    pub fn options(self) -> memfs::fuse::MountOptions {
+        memfs::fuse::MountOptions {
+            allow_other: self.allow_other,
+            read_only: self.read_only,
+        }
+    }
 }
 
 impl Common {

@@ -29,6 +29,7 @@
 //! ```
 
 pub mod error;
+pub mod fuse;
 pub mod memory;
 pub mod path;
 pub mod persist;

@@ -1,8 +1,9 @@
 //! Transports for tool calls. They frame lines; the commands live in `tool/`.
 
 pub mod line;
+pub mod lines;
 mod reader;
-pub mod stdio;
+pub mod socket;
 
 /// The longest request line a transport reads, for a given file-size limit:
 /// room for a whole file's text JSON-escaped at its worst (`\u00XX`, 6 bytes a byte).

@@ -502,15 +502,19 @@ impl Store {
         Ok(out)
     }
 
-    /// Hands a file's unsaved bytes to the persister. The ticket is kept once
-    /// they, and everything changed before, are durable.
-    pub fn persist_file(&self, ino: Ino, origin: Origin) -> Ticket {
+    /// Hands a file's unsaved bytes to the persister. With `durable`, the
+    /// ticket is kept once they, and everything changed before, are on disk
+    /// (`fsync`); without, a clean file costs nothing (`close`).
+    pub fn persist_file(&self, ino: Ino, durable: bool, origin: Origin) -> Ticket {
         let mut tree = self.tree.write();
         let ops = if tree.get(ino).is_some() {
             flush_ops(&mut tree, ino)
         } else {
             Vec::new()
         };
+        if ops.is_empty() && !durable {
+            return Ticket::done();
+        }
         self.commit(&tree, origin, ops, Vec::new())
     }
 

@@ -1,5 +1,5 @@
-//! `memfs serve --stdio`: JSON lines on stdin, answers on stdout in the same
-//! order, one line each, flushed per line.
+//! Serving a stream of JSON lines (stdin, one socket client): answers in the
+//! same order, one line each, flushed per line.
 //!
 //! The reader applies each line as soon as it has it; a second thread waits
 //! for each change to be durable and writes the answer. So pipelined lines
@@ -14,6 +14,13 @@ use crate::tool::Tool;
 
 /// Answers queued for the writer at most; a reader this far ahead waits.
 const IN_FLIGHT: usize = 4096;
+
+/// Answers one line and closes (a client over the limit).
+pub fn refuse(mut output: impl Write, text: &str) -> io::Result<()> {
+    let line = line::render(&crate::tool::ToolResult::error(text), &line::Framing::Plain);
+    output.write_all(line.as_bytes())?;
+    output.write_all(b"\n")
+}
 
 /// Serves `input` until it ends, answering on `output`.
 pub fn serve(

@@ -1,0 +1,581 @@
+//! The `fuser::Filesystem` adapter: each request becomes one store operation
+//! and one reply. No logic lives here that the store could own, and nothing
+//! here talks to the kernel outside the reply (invalidations have their own
+//! thread).
+
+use std::collections::HashMap;
+use std::ffi::OsStr;
+use std::path::Path;
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::Arc;
+use std::time::SystemTime;
+
+use fuser::{
+    AccessFlags, Errno, FileHandle, Filesystem, FopenFlags, Generation, INodeNo, KernelConfig,
+    LockOwner, OpenFlags, RenameFlags, ReplyAttr, ReplyCreate, ReplyData, ReplyDirectory,
+    ReplyDirectoryPlus, ReplyEmpty, ReplyEntry, ReplyLseek, ReplyOpen, ReplyStatfs, ReplyWrite,
+    ReplyXattr, Request, TimeOrNow, WriteFlags,
+};
+use parking_lot::Mutex;
+
+use super::attr::{errno, file_attr, file_type, BLOCK_SIZE, TTL};
+use crate::error::Error;
+use crate::store::{DirEntry, NewNode, NodeInfo, Origin, RenameMode, SetAttr, Store};
+
+/// Largest write the kernel sends in one request.
+const MAX_WRITE: u32 = 1 << 20;
+
+pub struct MemFs {
+    store: Arc<Store>,
+    /// Open directories: the listing taken when reading started at offset 0.
+    dirs: Mutex<HashMap<u64, Vec<DirEntry>>>,
+    next_fh: AtomicU64,
+}
+
+impl MemFs {
+    pub fn new(store: Arc<Store>) -> Self {
+        MemFs {
+            store,
+            dirs: Mutex::default(),
+            next_fh: AtomicU64::new(1),
+        }
+    }
+
+    fn entry(&self, made: Result<NodeInfo, Error>, reply: ReplyEntry) {
+        match made {
+            Ok(info) => reply.entry(&TTL, &file_attr(&info), Generation(0)),
+            Err(e) => reply.error(errno(&e)),
+        }
+    }
+}
+
+fn origin(req: &Request) -> Origin {
+    Origin::Person {
+        uid: req.uid(),
+        pid: req.pid(),
+    }
+}
+
+/// Names in the tree are UTF-8 (the tool's paths are): others are refused.
+fn utf8(name: &OsStr) -> Result<&str, Errno> {
+    name.to_str().ok_or(Errno::EINVAL)
+}
+
+fn time(t: TimeOrNow) -> SystemTime {
+    match t {
+        TimeOrNow::SpecificTime(t) => t,
+        TimeOrNow::Now => SystemTime::now(),
+    }
+}
+
+fn empty(result: Result<(), Error>, reply: ReplyEmpty) {
+    match result {
+        Ok(()) => reply.ok(),
+        Err(e) => reply.error(errno(&e)),
+    }
+}
+
+macro_rules! name_or_reply {
+    ($name:expr, $reply:expr) => {
+        match utf8($name) {
+            Ok(n) => n,
+            Err(e) => return $reply.error(e),
+        }
+    };
+}
+
+impl Filesystem for MemFs {
+    fn init(&mut self, _req: &Request, config: &mut KernelConfig) -> std::io::Result<()> {
+        let _ = config.set_max_write(MAX_WRITE);
+        Ok(())
+    }
+
+    fn lookup(&self, _req: &Request, parent: INodeNo, name: &OsStr, reply: ReplyEntry) {
+        let name = name_or_reply!(name, reply);
+        self.entry(self.store.lookup(parent.0, name), reply);
+    }
+
+    fn forget(&self, _req: &Request, ino: INodeNo, nlookup: u64) {
+        self.store.unpin(ino.0, nlookup);
+    }
+
+    fn getattr(&self, _req: &Request, ino: INodeNo, _fh: Option<FileHandle>, reply: ReplyAttr) {
+        match self.store.info(ino.0) {
+            Ok(info) => reply.attr(&TTL, &file_attr(&info)),
+            Err(e) => reply.error(errno(&e)),
+        }
+    }
+
+    fn setattr(
+        &self,
+        req: &Request,
+        ino: INodeNo,
+        mode: Option<u32>,
+        uid: Option<u32>,
+        gid: Option<u32>,
+        size: Option<u64>,
+        atime: Option<TimeOrNow>,
+        mtime: Option<TimeOrNow>,
+        _ctime: Option<SystemTime>,
+        _fh: Option<FileHandle>,
+        _crtime: Option<SystemTime>,
+        _chgtime: Option<SystemTime>,
+        _bkuptime: Option<SystemTime>,
+        _flags: Option<fuser::BsdFileFlags>,
+        reply: ReplyAttr,
+    ) {
+        let set = SetAttr {
+            perm: mode,
+            uid,
+            gid,
+            size,
+            atime: atime.map(time),
+            mtime: mtime.map(time),
+        };
+        match self.store.set_attr(ino.0, set, origin(req)) {
+            Ok(info) => reply.attr(&TTL, &file_attr(&info)),
+            Err(e) => reply.error(errno(&e)),
+        }
+    }
+
+    fn readlink(&self, _req: &Request, ino: INodeNo, reply: ReplyData) {
+        match self.store.readlink(ino.0) {
+            Ok(target) => reply.data(target.as_bytes()),
+            Err(e) => reply.error(errno(&e)),
+        }
+    }
+
+    fn mknod(
+        &self,
+        req: &Request,
+        parent: INodeNo,
+        name: &OsStr,
+        mode: u32,
+        _umask: u32,
+        _rdev: u32,
+        reply: ReplyEntry,
+    ) {
+        let name = name_or_reply!(name, reply);
+        let what = match mode & libc::S_IFMT {
+            libc::S_IFREG => NewNode::File,
+            libc::S_IFIFO => NewNode::Fifo,
+            // Devices and sockets have no place in a memory.
+            _ => return reply.error(Errno::EPERM),
+        };
+        let owner = (req.uid(), req.gid());
+        self.entry(
+            self.store
+                .make_node(parent.0, name, what, mode, owner, origin(req)),
+            reply,
+        );
+    }
+
+    fn mkdir(
+        &self,
+        req: &Request,
+        parent: INodeNo,
+        name: &OsStr,
+        mode: u32,
+        _umask: u32,
+        reply: ReplyEntry,
+    ) {
+        let name = name_or_reply!(name, reply);
+        let owner = (req.uid(), req.gid());
+        self.entry(
+            self.store
+                .make_node(parent.0, name, NewNode::Dir, mode, owner, origin(req)),
+            reply,
+        );
+    }
+
+    fn unlink(&self, req: &Request, parent: INodeNo, name: &OsStr, reply: ReplyEmpty) {
+        let name = name_or_reply!(name, reply);
+        empty(self.store.unlink(parent.0, name, origin(req)), reply);
+    }
+
+    fn rmdir(&self, req: &Request, parent: INodeNo, name: &OsStr, reply: ReplyEmpty) {
+        let name = name_or_reply!(name, reply);
+        empty(self.store.rmdir(parent.0, name, origin(req)), reply);
+    }
+
+    fn symlink(
+        &self,
+        req: &Request,
+        parent: INodeNo,
+        link_name: &OsStr,
+        target: &Path,
+        reply: ReplyEntry,
+    ) {
+        let name = name_or_reply!(link_name, reply);
+        let target = name_or_reply!(target.as_os_str(), reply).to_string();
+        let owner = (req.uid(), req.gid());
+        self.entry(
+            self.store.make_node(
+                parent.0,
+                name,
+                NewNode::Symlink(target),
+                0o777,
+                owner,
+                origin(req),
+            ),
+            reply,
+        );
+    }
+
+    fn rename(
+        &self,
+        req: &Request,
+        parent: INodeNo,
+        name: &OsStr,
+        newparent: INodeNo,
+        newname: &OsStr,
+        flags: RenameFlags,
+        reply: ReplyEmpty,
+    ) {
+        let name = name_or_reply!(name, reply);
+        let newname = name_or_reply!(newname, reply);
+        let mode = if flags.contains(RenameFlags::RENAME_EXCHANGE) {
+            RenameMode::Exchange
+        } else if flags.contains(RenameFlags::RENAME_NOREPLACE) {
+            RenameMode::NoReplace
+        } else if flags.is_empty() {
+            RenameMode::Replace
+        } else {
+            return reply.error(Errno::EINVAL); // RENAME_WHITEOUT
+        };
+        empty(
+            self.store
+                .rename_entry(parent.0, name, newparent.0, newname, mode, origin(req)),
+            reply,
+        );
+    }
+
+    fn link(
+        &self,
+        req: &Request,
+        ino: INodeNo,
+        newparent: INodeNo,
+        newname: &OsStr,
+        reply: ReplyEntry,
+    ) {
+        let name = name_or_reply!(newname, reply);
+        match self.store.link(ino.0, newparent.0, name, origin(req)) {
+            Err(Error::Root) => reply.error(Errno::EPERM), // a hard link to a directory
+            other => self.entry(other, reply),
+        }
+    }
+
+    fn open(&self, _req: &Request, ino: INodeNo, _flags: OpenFlags, reply: ReplyOpen) {
+        match self.store.info(ino.0) {
+            Ok(_) => {
+                self.store.pin(ino.0, 1);
+                reply.opened(FileHandle(0), FopenFlags::empty());
+            }
+            Err(e) => reply.error(errno(&e)),
+        }
+    }
+
+    fn read(
+        &self,
+        _req: &Request,
+        ino: INodeNo,
+        _fh: FileHandle,
+        offset: u64,
+        size: u32,
+        _flags: OpenFlags,
+        _lock: Option<LockOwner>,
+        reply: ReplyData,
+    ) {
+        match self.store.read(ino.0, offset, size) {
+            Ok(bytes) => reply.data(&bytes),
+            Err(e) => reply.error(errno(&e)),
+        }
+    }
+
+    fn write(
+        &self,
+        _req: &Request,
+        ino: INodeNo,
+        _fh: FileHandle,
+        offset: u64,
+        data: &[u8],
+        _write_flags: WriteFlags,
+        _flags: OpenFlags,
+        _lock: Option<LockOwner>,
+        reply: ReplyWrite,
+    ) {
+        match self.store.write(ino.0, offset, data) {
+            Ok(n) => reply.written(n as u32),
+            Err(e) => reply.error(errno(&e)),
+        }
+    }
+
+    fn flush(
+        &self,
+        req: &Request,
+        ino: INodeNo,
+        _fh: FileHandle,
+        _lock: LockOwner,
+        reply: ReplyEmpty,
+    ) {
+        // Written out soon after close: queued now, durable at the next barrier.
+        let _ = self.store.persist_file(ino.0, false, origin(req));
+        reply.ok();
+    }
+
+    fn release(
+        &self,
+        req: &Request,
+        ino: INodeNo,
+        _fh: FileHandle,
+        _flags: OpenFlags,
+        _lock: Option<LockOwner>,
+        _flush: bool,
+        reply: ReplyEmpty,
+    ) {
+        let _ = self.store.persist_file(ino.0, false, origin(req));
+        self.store.unpin(ino.0, 1);
+        reply.ok();
+    }
+
+    fn fsync(
+        &self,
+        req: &Request,
+        ino: INodeNo,
+        _fh: FileHandle,
+        _datasync: bool,
+        reply: ReplyEmpty,
+    ) {
+        empty(
+            self.store.persist_file(ino.0, true, origin(req)).wait(),
+            reply,
+        );
+    }
+
+    fn opendir(&self, _req: &Request, ino: INodeNo, _flags: OpenFlags, reply: ReplyOpen) {
+        match self.store.info(ino.0) {
+            Ok(_) => {
+                let fh = self.next_fh.fetch_add(1, Ordering::Relaxed);
+                self.dirs.lock().insert(fh, Vec::new());
+                reply.opened(FileHandle(fh), FopenFlags::empty());
+            }
+            Err(e) => reply.error(errno(&e)),
+        }
+    }
+
+    fn readdir(
+        &self,
+        _req: &Request,
+        ino: INodeNo,
+        fh: FileHandle,
+        offset: u64,
+        mut reply: ReplyDirectory,
+    ) {
+        let Some(entries) = self.listing(ino, fh, offset) else {
+            return reply.error(Errno::EBADF);
+        };
+        for (i, e) in (offset..).zip(&entries) {
+            if reply.add(INodeNo(e.info.ino), i + 1, file_type(e.info.kind), &e.name) {
+                break;
+            }
+        }
+        reply.ok();
+    }
+
+    fn readdirplus(
+        &self,
+        _req: &Request,
+        ino: INodeNo,
+        fh: FileHandle,
+        offset: u64,
+        mut reply: ReplyDirectoryPlus,
+    ) {
+        let Some(entries) = self.listing(ino, fh, offset) else {
+            return reply.error(Errno::EBADF);
+        };
+        for (i, e) in (offset..).zip(&entries) {
+            if reply.add(
+                INodeNo(e.info.ino),
+                i + 1,
+                &e.name,
+                &TTL,
+                &file_attr(&e.info),
+                Generation(0),
+            ) {
+                break;
+            }
+            // The kernel takes a reference on every entry but `.` and `..`.
+            if e.name != "." && e.name != ".." {
+                self.store.pin(e.info.ino, 1);
+            }
+        }
+        reply.ok();
+    }
+
+    fn releasedir(
+        &self,
+        _req: &Request,
+        _ino: INodeNo,
+        fh: FileHandle,
+        _flags: OpenFlags,
+        reply: ReplyEmpty,
+    ) {
+        self.dirs.lock().remove(&fh.0);
+        reply.ok();
+    }
+
+    fn fsyncdir(
+        &self,
+        req: &Request,
+        ino: INodeNo,
+        _fh: FileHandle,
+        _datasync: bool,
+        reply: ReplyEmpty,
+    ) {
+        empty(
+            self.store.persist_file(ino.0, true, origin(req)).wait(),
+            reply,
+        );
+    }
+
+    fn statfs(&self, _req: &Request, _ino: INodeNo, reply: ReplyStatfs) {
+        let limit = self.store.limits().max_store_size;
+        let (used, files) = self
+            .store
+            .with_tree(|t| (t.total_bytes(), t.node_count() as u64));
+        let block = u64::from(BLOCK_SIZE);
+        let blocks = limit / block;
+        let free = limit.saturating_sub(used) / block;
+        let max_files = u64::from(u32::MAX);
+        reply.statfs(
+            blocks,
+            free,
+            free,
+            max_files,
+            max_files - files,
+            BLOCK_SIZE,
+            255,
+            BLOCK_SIZE,
+        );
+    }
+
+    fn access(&self, _req: &Request, ino: INodeNo, _mask: AccessFlags, reply: ReplyEmpty) {
+        // Mounted with default_permissions: the kernel checks modes itself.
+        empty(self.store.info(ino.0).map(|_| ()), reply);
+    }
+
+    fn create(
+        &self,
+        req: &Request,
+        parent: INodeNo,
+        name: &OsStr,
+        mode: u32,
+        _umask: u32,
+        _flags: i32,
+        reply: ReplyCreate,
+    ) {
+        let name = name_or_reply!(name, reply);
+        let owner = (req.uid(), req.gid());
+        match self
+            .store
+            .make_node(parent.0, name, NewNode::File, mode, owner, origin(req))
+        {
+            Ok(info) => {
+                self.store.pin(info.ino, 1); // the open handle
+                reply.created(
+                    &TTL,
+                    &file_attr(&info),
+                    Generation(0),
+                    FileHandle(0),
+                    FopenFlags::empty(),
+                );
+            }
+            Err(e) => reply.error(errno(&e)),
+        }
+    }
+
+    fn fallocate(
+        &self,
+        _req: &Request,
+        ino: INodeNo,
+        _fh: FileHandle,
+        offset: u64,
+        length: u64,
+        mode: i32,
+        reply: ReplyEmpty,
+    ) {
+        if mode != 0 {
+            return reply.error(Errno::EOPNOTSUPP);
+        }
+        empty(self.store.allocate(ino.0, offset, length), reply);
+    }
+
+    fn lseek(
+        &self,
+        _req: &Request,
+        ino: INodeNo,
+        _fh: FileHandle,
+        offset: i64,
+        whence: i32,
+        reply: ReplyLseek,
+    ) {
+        let size = match self.store.info(ino.0) {
+            Ok(info) => info.size as i64,
+            Err(e) => return reply.error(errno(&e)),
+        };
+        // Files have no holes: all data up to the size, one hole after it.
+        match whence {
+            libc::SEEK_DATA if offset < size => reply.offset(offset),
+            libc::SEEK_HOLE if offset < size => reply.offset(size),
+            libc::SEEK_DATA | libc::SEEK_HOLE => reply.error(Errno::ENXIO),
+            _ => reply.error(Errno::EINVAL),
+        }
+    }
+
+    fn getxattr(
+        &self,
+        _req: &Request,
+        _ino: INodeNo,
+        _name: &OsStr,
+        _size: u32,
+        reply: ReplyXattr,
+    ) {
+        reply.error(Errno::ENOSYS);
+    }
+
+    fn listxattr(&self, _req: &Request, _ino: INodeNo, _size: u32, reply: ReplyXattr) {
+        reply.error(Errno::ENOSYS);
+    }
+
+    fn setxattr(
+        &self,
+        _req: &Request,
+        _ino: INodeNo,
+        _name: &OsStr,
+        _value: &[u8],
+        _flags: i32,
+        _position: u32,
+        reply: ReplyEmpty,
+    ) {
+        reply.error(Errno::ENOSYS);
+    }
+
+    fn removexattr(&self, _req: &Request, _ino: INodeNo, _name: &OsStr, reply: ReplyEmpty) {
+        reply.error(Errno::ENOSYS);
+    }
+}
+
+impl MemFs {
+    /// The entries of an open directory from `offset` on. Reading from offset
+    /// 0 (opening, `rewinddir`) takes a fresh listing; later offsets index it,
+    /// so entries are neither skipped nor repeated while the directory changes.
+    fn listing(&self, ino: INodeNo, fh: FileHandle, offset: u64) -> Option<Vec<DirEntry>> {
+        let mut dirs = self.dirs.lock();
+        if offset == 0 {
+            let fresh = self.store.read_dir(ino.0).ok()?;
+            dirs.insert(fh.0, fresh);
+        }
+        let entries = dirs.get(&fh.0)?;
+        Some(entries.get(offset as usize..).unwrap_or_default().to_vec())
+    }
+}

@@ -1,0 +1,48 @@
+//! Translating the store's answers into what the kernel wants: attributes and errnos.
+
+use std::time::Duration;
+
+use fuser::{Errno, FileAttr, FileType, INodeNo};
+
+use crate::error::Error;
+use crate::store::{InfoKind, NodeInfo};
+
+/// How long the kernel may trust attributes and entries. Tool-side changes
+/// invalidate them explicitly (see `invalidate.rs`), so this only bounds how
+/// long a missed invalidation could last.
+pub const TTL: Duration = Duration::from_secs(1);
+
+pub const BLOCK_SIZE: u32 = 4096;
+
+pub fn file_attr(info: &NodeInfo) -> FileAttr {
+    FileAttr {
+        ino: INodeNo(info.ino),
+        size: info.size,
+        blocks: info.size.div_ceil(512),
+        atime: info.attr.atime,
+        mtime: info.attr.mtime,
+        ctime: info.attr.ctime,
+        crtime: info.attr.ctime,
+        kind: file_type(info.kind),
+        perm: (info.attr.perm & 0o7777) as u16,
+        nlink: info.nlink,
+        uid: info.attr.uid,
+        gid: info.attr.gid,
+        rdev: 0,
+        blksize: BLOCK_SIZE,
+        flags: 0,
+    }
+}
+
+pub fn file_type(kind: InfoKind) -> FileType {
+    match kind {
+        InfoKind::File => FileType::RegularFile,
+        InfoKind::Dir => FileType::Directory,
+        InfoKind::Symlink => FileType::Symlink,
+        InfoKind::Fifo => FileType::NamedPipe,
+    }
+}
+
+pub fn errno(e: &Error) -> Errno {
+    Errno::from_i32(e.errno())
+}

@@ -1,0 +1,139 @@
+//! The FUSE door: the memory root mounted at a path, for people and their tools.
+//!
+//! `adapter.rs` turns kernel requests into store operations; `invalidate.rs`
+//! keeps the kernel's caches honest after tool-side changes; `mountpoint.rs`
+//! checks the mount point and unmounts robustly.
+
+mod adapter;
+mod attr;
+mod invalidate;
+pub mod mountpoint;
+
+use std::path::{Path, PathBuf};
+use std::sync::Arc;
+use std::thread::JoinHandle;
+
+use fuser::{BackgroundSession, Config, MountOption, SessionACL};
+
+use crate::store::{Origin, Store};
+pub use adapter::MemFs;
+use invalidate::Invalidator;
+pub use mountpoint::MountError;
+
+/// Threads serving kernel requests; at least 2, so an `fsync` waiting for the
+/// disk never stalls every other request.
+const THREADS: usize = 4;
+
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct MountOptions {
+    /// Let users other than the one who mounted use the mount (`allow_other`).
+    pub allow_other: bool,
+    /// Mount read-only: people read, only the agent writes.
+    pub read_only: bool,
+}
+
+/// A live mount. Dropping it unmounts (see [`Mounted::unmount`]).
+pub struct Mounted {
+    session: Option<BackgroundSession>,
+    invalidator: Arc<Invalidator>,
+    invalidator_thread: Option<JoinHandle<()>>,
+    store: Arc<Store>,
+    mountpoint: PathBuf,
+}
+
+/// Mounts `store`'s root at `mountpoint`.
+pub fn mount(
+    store: Arc<Store>,
+    mountpoint: &Path,
+    options: MountOptions,
+) -> Result<Mounted, MountError> {
+    mountpoint::check(mountpoint)?;
+    let mut config = Config::default();
+    config.mount_options = vec![
+        MountOption::FSName("memfs".into()),
+        MountOption::Subtype("memfs".into()),
+        MountOption::DefaultPermissions,
+        MountOption::NoDev,
+        MountOption::NoSuid,
+        if options.read_only {
+            MountOption::RO
+        } else {
+            MountOption::RW
+        },
+    ];
+    config.acl = if options.allow_other {
+        SessionACL::All
+    } else {
+        SessionACL::Owner
+    };
+    config.n_threads = Some(THREADS);
+    config.clone_fd = true;
+    let shown = mountpoint.display().to_string();
+    let session = fuser::spawn_mount(MemFs::new(store.clone()), mountpoint, &config)
+        .map_err(|e| MountError::Io(shown.clone(), e))?;
+    let (invalidator, thread) =
+        Invalidator::start(session.notifier()).map_err(|e| MountError::Io(shown, e))?;
+    store.observe(invalidator.clone());
+    Ok(Mounted {
+        session: Some(session),
+        invalidator,
+        invalidator_thread: Some(thread),
+        store,
+        mountpoint: mountpoint.to_path_buf(),
+    })
+}
+
+impl Mounted {
+    pub fn mountpoint(&self) -> &Path {
+        &self.mountpoint
+    }
+
+    /// True once the mount is gone from outside (`umount`, `fusermount3 -u`).
+    pub fn is_finished(&self) -> bool {
+        self.session.as_ref().is_none_or(|s| s.guard.is_finished())
+    }
+
+    /// Unmounts (lazily, if files are still open), then writes out every
+    /// file changed through the mount and waits until it is durable.
+    pub fn unmount(mut self) -> Result<(), crate::error::Error> {
+        self.shut_down()
+    }
+
+    fn shut_down(&mut self) -> Result<(), crate::error::Error> {
+        self.store.clear_observers();
+        self.invalidator.stop();
+        if let Some(thread) = self.invalidator_thread.take() {
+            let _ = thread.join();
+        }
+        if let Some(session) = self.session.take() {
+            if session.guard.is_finished() {
+                let _ = session.join();
+            } else if session.umount_and_join().is_err() {
+                // Busy (a file is still open): detach now; the kernel lets go
+                // of the connection when the last file closes or we exit.
+                if !mountpoint::lazy_unmount(&self.mountpoint) {
+                    eprintln!(
+                        "memfs: could not unmount {}; run: fusermount3 -u -z {}",
+                        self.mountpoint.display(),
+                        self.mountpoint.display()
+                    );
+                }
+            }
+        }
+        let me = Origin::Person {
+            uid: rustix::process::geteuid().as_raw(),
+            pid: std::process::id(),
+        };
+        let written = self.store.persist_all_dirty(me).wait();
+        self.store.unpin_all();
+        written
+    }
+}
+
+impl Drop for Mounted {
+    fn drop(&mut self) {
+        if self.session.is_some() {
+            let _ = self.shut_down();
+        }
+    }
+}
