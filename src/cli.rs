@@ -35,6 +35,14 @@ pub struct Common {
     /// says "creates or overwrites") instead of the reference error.
     #[arg(long, global = true)]
     pub create_overwrites: bool,
+    /// Also leave names matching this glob (`*`, `?`) out of the agent's
+    /// listings; repeatable. Hidden names and node_modules always are.
+    #[arg(long, global = true, value_name = "GLOB")]
+    pub hide: Vec<String>,
+    /// List editor artifacts (vim's 4913 probe, `*~` backups, `#*#` autosaves),
+    /// which are left out by default.
+    #[arg(long, global = true)]
+    pub show_editor_files: bool,
 }
 
 #[derive(Subcommand, Debug)]
@@ -100,6 +108,13 @@ impl Common {
             },
             tool: ToolConfig {
                 create_overwrites: self.create_overwrites,
+                hide: memfs::tool::Hide::new(
+                    memfs::tool::EDITOR_ARTIFACTS
+                        .iter()
+                        .filter(|_| !self.show_editor_files)
+                        .map(|p| p.to_string())
+                        .chain(self.hide.iter().cloned()),
+                ),
             },
         }
     }

@@ -10,7 +10,7 @@ use crate::store::{Limits, Store};
 use crate::tool::{Pending, Tool, ToolConfig, ToolResult};
 
 /// How a memory is served.
-#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
 pub struct Options {
     pub limits: Limits,
     pub tool: ToolConfig,
@@ -42,7 +42,7 @@ impl Memory {
         let store = Arc::new(Store::new(tree, options.limits, Some(persister.sink())));
         persister.attach(&store);
         Ok(Memory {
-            tool: Tool::new(store, options.tool),
+            tool: Tool::new(store, options.tool.clone()),
             persister,
             skipped,
         })

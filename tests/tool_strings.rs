@@ -323,6 +323,7 @@ fn create_overwrites_when_configured() {
         Limits::default(),
         ToolConfig {
             create_overwrites: true,
+            ..ToolConfig::default()
         },
     );
     create(&t, "/memories/f", "old");

@@ -7,6 +7,7 @@
 
 mod edit;
 mod format;
+mod hide;
 mod image;
 mod input;
 mod result;
@@ -17,6 +18,7 @@ use std::sync::Arc;
 use serde_json::Value;
 
 pub use format::human_size;
+pub use hide::{Hide, EDITOR_ARTIFACTS};
 pub use input::{Command, COMMANDS};
 pub use result::{Content, ToolResult};
 
@@ -27,10 +29,12 @@ use edit::EditError;
 use input::clip;
 
 /// Choices where the spec allows more than one behaviour.
-#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
 pub struct ToolConfig {
     /// `create` on an existing file overwrites it instead of the reference error.
     pub create_overwrites: bool,
+    /// What directory listings leave out.
+    pub hide: Hide,
 }
 
 /// A result that is ready once its change is durable.
@@ -117,7 +121,9 @@ impl Tool {
         let path = parse_path(raw)?;
         let snapshot = self
             .store
-            .snapshot(&path, view::LIST_DEPTH, &is_hidden)
+            .snapshot(&path, view::LIST_DEPTH, &|name| {
+                self.config.hide.hides(name)
+            })
             .map_err(|e| match e {
                 Error::Path(_) | Error::Disk(_) => format!("Error: {e}"),
                 _ => format!("The path {path} does not exist. Please provide a valid path."),
@@ -233,11 +239,6 @@ fn written(text: String, ticket: Ticket) -> Pending {
 
 fn parse_path(raw: &str) -> Result<MemPath, String> {
     MemPath::parse(raw).map_err(|e| format!("Error: Invalid path `{}`: {e}", clip(raw)))
-}
-
-/// Names the agent's listing leaves out: hidden items and `node_modules`.
-pub fn is_hidden(name: &str) -> bool {
-    name.starts_with('.') || name == "node_modules"
 }
 
 /// An error of an edit: a store error becomes "does not exist" (the spec's
