@@ -33,16 +33,19 @@ pub fn check(mountpoint: &Path) -> Result<(), MountError> {
     if !rustix::process::geteuid().is_root() && which("fusermount3").is_none() {
         return Err(MountError::NoFusermount);
     }
-    match std::fs::metadata(mountpoint) {
+    // Opening the directory reaches a FUSE daemon (a `stat` may be answered
+    // from the kernel's cache), so it is what tells a stale mount.
+    match std::fs::metadata(mountpoint).and_then(|m| std::fs::read_dir(mountpoint).map(|_| m)) {
         Err(e) if e.raw_os_error() == Some(libc::ENOTCONN) => {
             // A FUSE mount whose process died: detach it, then look again.
             lazy_unmount(mountpoint);
-            if std::fs::metadata(mountpoint).is_err() {
+            if std::fs::read_dir(mountpoint).is_err() || is_mount_point(mountpoint) {
                 return Err(MountError::Stale(shown));
             }
             eprintln!("memfs: cleared a stale mount at {shown}");
         }
         Err(e) if e.kind() == io::ErrorKind::NotFound => return Err(MountError::Missing(shown)),
+        Err(e) if e.raw_os_error() == Some(libc::ENOTDIR) => return Err(MountError::NotDir(shown)),
         Err(e) => return Err(MountError::Io(shown, e)),
         Ok(m) if !m.is_dir() => return Err(MountError::NotDir(shown)),
         Ok(_) => {}

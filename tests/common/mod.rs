@@ -159,3 +159,126 @@ impl Drop for Tmpfs {
             .status();
     }
 }
+
+/// Whether FUSE mounts can be made here (root or fusermount3, and /dev/fuse).
+pub fn can_fuse() -> bool {
+    Path::new("/dev/fuse").exists()
+        && (rustix::process::geteuid().is_root() || Path::new("/usr/bin/fusermount3").exists())
+}
+
+/// Prints why a mount test did not run; returns true when it must be skipped.
+pub fn skip_without_fuse(test: &str) -> bool {
+    if can_fuse() {
+        return false;
+    }
+    eprintln!("SKIPPED {test}: /dev/fuse is not usable here");
+    true
+}
+
+/// A `memfs mount` running on a fresh data dir and mount point.
+pub struct Mounted {
+    pub data: tempfile::TempDir,
+    pub mnt: tempfile::TempDir,
+    pub child: Option<Child>,
+}
+
+impl Mounted {
+    pub fn start(flags: &[&str]) -> Mounted {
+        let data = tempfile::tempdir().unwrap();
+        let mnt = tempfile::tempdir().unwrap();
+        let mut m = Mounted {
+            data,
+            mnt,
+            child: None,
+        };
+        m.spawn(flags);
+        m
+    }
+
+    /// (Re)starts memfs on this data dir and mount point; waits until mounted.
+    pub fn spawn(&mut self, flags: &[&str]) {
+        let child = memfs()
+            .arg("--data")
+            .arg(self.data.path())
+            .arg("mount")
+            .arg(self.mnt.path())
+            .args(flags)
+            .stdin(Stdio::null())
+            .stdout(Stdio::null())
+            .stderr(Stdio::piped())
+            .spawn()
+            .expect("spawn memfs mount");
+        self.child = Some(child);
+        let deadline = std::time::Instant::now() + std::time::Duration::from_secs(20);
+        // Ready: the socket answers (a stale socket file refuses) and the mount
+        // point is a mount that answers (a stale mount says ENOTCONN).
+        let ready = |m: &Mounted| {
+            std::os::unix::net::UnixStream::connect(m.data.path().join(".memfs/sock")).is_ok()
+                && std::fs::metadata(m.mnt.path()).is_ok()
+                && memfs::fuse::mountpoint::is_mount_point(m.mnt.path())
+        };
+        while !ready(self) {
+            if let Some(status) = self.child.as_mut().unwrap().try_wait().unwrap() {
+                let mut err = String::new();
+                let _ = std::io::Read::read_to_string(
+                    self.child.as_mut().unwrap().stderr.as_mut().unwrap(),
+                    &mut err,
+                );
+                panic!("memfs mount exited with {status}: {err}");
+            }
+            assert!(
+                std::time::Instant::now() < deadline,
+                "the mount did not appear"
+            );
+            std::thread::sleep(std::time::Duration::from_millis(20));
+        }
+    }
+
+    /// A path inside the mount.
+    pub fn at(&self, rel: &str) -> std::path::PathBuf {
+        self.mnt.path().join(rel)
+    }
+
+    /// The file as the data dir holds it on disk.
+    pub fn on_disk(&self, rel: &str) -> std::path::PathBuf {
+        self.data.path().join("memories").join(rel)
+    }
+
+    /// A tool call through `memfs exec` (which reaches the daemon's socket).
+    pub fn tool(&self, input: &str) -> Value {
+        let (_, v) = exec(self.data.path(), input);
+        v
+    }
+
+    /// The text of a tool `view`.
+    pub fn view(&self, path: &str) -> String {
+        let v = self.tool(&format!(r#"{{"command":"view","path":"{path}"}}"#));
+        content(&v).to_string()
+    }
+
+    /// SIGTERM, then the exit status and stderr.
+    pub fn stop(&mut self) -> (std::process::ExitStatus, String) {
+        let mut child = self.child.take().expect("running");
+        rustix::process::kill_process(
+            rustix::process::Pid::from_child(&child),
+            rustix::process::Signal::TERM,
+        )
+        .unwrap();
+        let status = child.wait().unwrap();
+        let mut err = String::new();
+        let _ = std::io::Read::read_to_string(child.stderr.as_mut().unwrap(), &mut err);
+        (status, err)
+    }
+}
+
+impl Drop for Mounted {
+    fn drop(&mut self) {
+        if let Some(mut child) = self.child.take() {
+            let _ = child.kill();
+            let _ = child.wait();
+        }
+        if memfs::fuse::mountpoint::is_mount_point(self.mnt.path()) {
+            memfs::fuse::mountpoint::lazy_unmount(self.mnt.path());
+        }
+    }
+}
