@@ -199,7 +199,7 @@ fn a_stale_mount_left_by_a_crash_is_cleared() {
     }
     let mut m = Mounted::start(&[]);
     fs::write(m.at("kept.md"), "kept\n").unwrap();
-    let mut f = fs::File::open(m.at("kept.md")).unwrap();
+    let f = fs::File::open(m.at("kept.md")).unwrap();
     f.sync_all().unwrap();
     drop(f);
     let mut child = m.child.take().unwrap();
