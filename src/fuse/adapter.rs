@@ -300,11 +300,12 @@ impl Filesystem for MemFs {
         offset: u64,
         data: &[u8],
         _write_flags: WriteFlags,
-        _flags: OpenFlags,
+        flags: OpenFlags,
         _lock: Option<LockOwner>,
         reply: ReplyWrite,
     ) {
-        match self.store.write(ino.0, offset, data) {
+        let append = flags.0 & libc::O_APPEND != 0;
+        match self.store.write(ino.0, offset, data, append) {
             Ok(n) => reply.written(n as u32),
             Err(e) => reply.error(errno(&e)),
         }

@@ -239,15 +239,18 @@ impl Store {
         Ok(made)
     }
 
-    /// Writes `data` at `offset`. The bytes reach the disk on the next
-    /// [`Store::persist_file`].
-    pub fn write(&self, ino: Ino, offset: u64, data: &[u8]) -> Result<usize, Error> {
+    /// Writes `data` at `offset`, or at the end of the file when `append`
+    /// (`O_APPEND`: decided here, under the lock, so an append never lands on
+    /// a stale end the kernel remembered while the agent changed the file).
+    /// The bytes reach the disk on the next [`Store::persist_file`].
+    pub fn write(&self, ino: Ino, offset: u64, data: &[u8], append: bool) -> Result<usize, Error> {
         let mut tree = self.tree.write();
         let old_len = match &tree.get(ino).ok_or(Error::NotFound)?.kind {
             NodeKind::File(bytes) => bytes.len() as u64,
             NodeKind::Dir(_) => return Err(Error::IsDir),
             _ => return Err(Error::NotFound),
         };
+        let offset = if append { old_len } else { offset };
         let end = offset.saturating_add(data.len() as u64);
         self.check_size(&tree, old_len, end.max(old_len))?;
         tree.write_at(ino, offset as usize, data, SystemTime::now());
