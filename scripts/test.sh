@@ -1,10 +1,13 @@
 #!/usr/bin/env bash
 # The whole test suite, as CI runs it: style gates, the Rust tests (unit,
-# property, and the real binary through exec, stdio, restarts, kill -9, full
-# and read-only disks), then differential conformance against the Python SDK.
+# property, the real binary through exec, stdio, the socket and the mount,
+# editors, restarts, kill -9, full and read-only disks), differential
+# conformance against the Python SDK, and POSIX conformance of the mount
+# (pjdfstest, fsx; needs root and /dev/fuse, and says so when skipped).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 cargo fmt --all -- --check
 cargo clippy --all-targets --quiet -- -D warnings
 cargo test --quiet
 scripts/conformance.sh
+scripts/posix.sh

@@ -18,6 +18,9 @@ use memfs::serve::socket::{self, SocketServer};
 use memfs::Memory;
 
 fn main() -> ExitCode {
+    if let Some(code) = mount_helper() {
+        return code;
+    }
     let cli = Cli::parse();
     let memory = match Memory::open(&cli.common.data, cli.common.options()) {
         Ok(memory) => memory,
@@ -101,6 +104,28 @@ fn main() -> ExitCode {
                 std::thread::sleep(Duration::from_millis(100));
             }
             stop_mount(&mounted)
+        }
+    }
+}
+
+/// `memfs MOUNTPOINT -o OPTIONS`: how mount(8) (through mount.fuse3) asks for
+/// a remount of a memfs mount, e.g. `mount -o remount,ro MOUNTPOINT`.
+fn mount_helper() -> Option<ExitCode> {
+    let args: Vec<std::ffi::OsString> = std::env::args_os().collect();
+    let [_, mountpoint, dash_o, options] = args.as_slice() else {
+        return None;
+    };
+    if dash_o != "-o" || !Path::new(mountpoint).is_absolute() {
+        return None;
+    }
+    match memfs::fuse::mountpoint::remount(Path::new(mountpoint), &options.to_string_lossy()) {
+        Ok(()) => Some(ExitCode::SUCCESS),
+        Err(e) => {
+            eprintln!(
+                "memfs: cannot remount {}: {e}",
+                Path::new(mountpoint).display()
+            );
+            Some(ExitCode::from(2))
         }
     }
 }

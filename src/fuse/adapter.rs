@@ -56,8 +56,12 @@ fn origin(req: &Request) -> Origin {
     }
 }
 
-/// Names in the tree are UTF-8 (the tool's paths are): others are refused.
+/// Names in the tree are UTF-8 (the tool's paths are) and at most 255 bytes
+/// (the kernel leaves NAME_MAX to FUSE file systems): others are refused.
 fn utf8(name: &OsStr) -> Result<&str, Errno> {
+    if name.len() > crate::path::MAX_NAME_BYTES {
+        return Err(Errno::ENAMETOOLONG);
+    }
     name.to_str().ok_or(Errno::EINVAL)
 }
 
@@ -152,15 +156,18 @@ impl Filesystem for MemFs {
         name: &OsStr,
         mode: u32,
         _umask: u32,
-        _rdev: u32,
+        rdev: u32,
         reply: ReplyEntry,
     ) {
         let name = name_or_reply!(name, reply);
+        // FIFOs, sockets and device nodes live in memory only (the mount is
+        // nodev, so a device node opens nothing).
         let what = match mode & libc::S_IFMT {
-            libc::S_IFREG => NewNode::File,
-            libc::S_IFIFO => NewNode::Fifo,
-            // Devices and sockets have no place in a memory.
-            _ => return reply.error(Errno::EPERM),
+            libc::S_IFREG | 0 => NewNode::File,
+            format @ (libc::S_IFIFO | libc::S_IFSOCK | libc::S_IFCHR | libc::S_IFBLK) => {
+                NewNode::Special { format, rdev }
+            }
+            _ => return reply.error(Errno::EINVAL),
         };
         let owner = (req.uid(), req.gid());
         self.entry(

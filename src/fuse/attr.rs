@@ -28,7 +28,7 @@ pub fn file_attr(info: &NodeInfo) -> FileAttr {
         nlink: info.nlink,
         uid: info.attr.uid,
         gid: info.attr.gid,
-        rdev: 0,
+        rdev: info.rdev,
         blksize: BLOCK_SIZE,
         flags: 0,
     }
@@ -39,7 +39,12 @@ pub fn file_type(kind: InfoKind) -> FileType {
         InfoKind::File => FileType::RegularFile,
         InfoKind::Dir => FileType::Directory,
         InfoKind::Symlink => FileType::Symlink,
-        InfoKind::Fifo => FileType::NamedPipe,
+        InfoKind::Special(format) => match format {
+            libc::S_IFCHR => FileType::CharDevice,
+            libc::S_IFBLK => FileType::BlockDevice,
+            libc::S_IFSOCK => FileType::Socket,
+            _ => FileType::NamedPipe,
+        },
     }
 }
 

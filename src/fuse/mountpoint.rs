@@ -108,3 +108,23 @@ fn which(program: &str) -> Option<std::path::PathBuf> {
         .map(|dir| dir.join(program))
         .find(|p| p.is_file())
 }
+
+/// `mount -o remount,ro PATH` on a memfs mount runs `memfs PATH -o OPTIONS`
+/// (the FUSE mount helper takes the source name, `memfs`, for the program to
+/// run). This does the remount itself: read-only or read-write, keeping
+/// nodev and nosuid, which memfs always mounts with.
+pub fn remount(mountpoint: &Path, options: &str) -> io::Result<()> {
+    use rustix::mount::MountFlags;
+    let opts: Vec<&str> = options.split(',').collect();
+    if !opts.contains(&"remount") {
+        return Err(io::Error::new(
+            io::ErrorKind::Unsupported,
+            "as a mount helper memfs only remounts; mount with: memfs mount MOUNTPOINT",
+        ));
+    }
+    let mut flags = MountFlags::NODEV | MountFlags::NOSUID;
+    if opts.contains(&"ro") {
+        flags |= MountFlags::RDONLY;
+    }
+    Ok(rustix::mount::mount_remount(mountpoint, flags, "")?)
+}

@@ -297,13 +297,30 @@ impl Shared {
                             trash.push(name);
                         }
                     }
-                    fsops::rename_noreplace(&from_dir, leaf(from), &to_dir, leaf(to))
-                        .map_err(disk("renaming"))?;
+                    match fsops::rename_noreplace(&from_dir, leaf(from), &to_dir, leaf(to)) {
+                        // The source lives in memory only (a FIFO, socket or device
+                        // node): the target is gone from the disk, which is all.
+                        Err(e) if e.kind() == io::ErrorKind::NotFound => {}
+                        other => other.map_err(disk("renaming"))?,
+                    }
                 }
                 ChangeOp::Exchange { a, b } => {
                     let a_dir = fsops::open_parent(root, a, false).map_err(disk("renaming"))?;
                     let b_dir = fsops::open_parent(root, b, false).map_err(disk("renaming"))?;
-                    fsops::exchange(&a_dir, leaf(a), &b_dir, leaf(b)).map_err(disk("renaming"))?;
+                    match fsops::exchange(&a_dir, leaf(a), &b_dir, leaf(b)) {
+                        // One side lives in memory only: the other just moves.
+                        Err(e) if e.kind() == io::ErrorKind::NotFound => {
+                            let moved = fsops::rename_noreplace(&a_dir, leaf(a), &b_dir, leaf(b))
+                                .or_else(|_| {
+                                    fsops::rename_noreplace(&b_dir, leaf(b), &a_dir, leaf(a))
+                                });
+                            match moved {
+                                Err(e) if e.kind() == io::ErrorKind::NotFound => {}
+                                other => other.map_err(disk("renaming"))?,
+                            }
+                        }
+                        other => other.map_err(disk("renaming"))?,
+                    }
                 }
                 ChangeOp::Symlink { path, target } => {
                     let parent =

@@ -17,6 +17,8 @@ pub struct NodeInfo {
     pub ino: Ino,
     pub kind: InfoKind,
     pub size: u64,
+    /// The device number of a device node.
+    pub rdev: u32,
     pub nlink: u32,
     pub attr: Attr,
 }
@@ -26,7 +28,8 @@ pub enum InfoKind {
     File,
     Dir,
     Symlink,
-    Fifo,
+    /// A FIFO, socket or device: the `S_IFMT` bits.
+    Special(u32),
 }
 
 /// One entry of a directory listing, with what `stat` would show of it.
@@ -41,7 +44,11 @@ pub struct DirEntry {
 pub enum NewNode {
     File,
     Dir,
-    Fifo,
+    /// A FIFO, socket or device node: `S_IFMT` bits and device number.
+    Special {
+        format: u32,
+        rdev: u32,
+    },
     Symlink(String),
 }
 
@@ -66,16 +73,17 @@ pub struct SetAttr {
 
 fn info(tree: &Tree, ino: Ino) -> Result<NodeInfo, Error> {
     let node = tree.get(ino).ok_or(Error::NotFound)?;
-    let kind = match node.kind {
-        NodeKind::File(_) => InfoKind::File,
-        NodeKind::Dir(_) => InfoKind::Dir,
-        NodeKind::Symlink(_) => InfoKind::Symlink,
-        NodeKind::Fifo => InfoKind::Fifo,
+    let (kind, rdev) = match node.kind {
+        NodeKind::File(_) => (InfoKind::File, 0),
+        NodeKind::Dir(_) => (InfoKind::Dir, 0),
+        NodeKind::Symlink(_) => (InfoKind::Symlink, 0),
+        NodeKind::Special { format, rdev } => (InfoKind::Special(format), rdev),
     };
     Ok(NodeInfo {
         ino,
         kind,
         size: node.size(),
+        rdev,
         nlink: node.nlink(tree),
         attr: node.attr,
     })
@@ -220,12 +228,15 @@ impl Store {
         let kind = match &what {
             NewNode::File => NodeKind::File(Arc::default()),
             NewNode::Dir => NodeKind::Dir(Default::default()),
-            NewNode::Fifo => NodeKind::Fifo,
+            NewNode::Special { format, rdev } => NodeKind::Special {
+                format: *format,
+                rdev: *rdev,
+            },
             NewNode::Symlink(target) => NodeKind::Symlink(target.clone()),
         };
         let ino = tree.add(parent, name, kind, attr);
         let ops = match (what, tree.path_of(ino)) {
-            (_, None) | (NewNode::Fifo, _) => Vec::new(),
+            (_, None) | (NewNode::Special { .. }, _) => Vec::new(),
             (NewNode::File, Some(_)) => write_ops(&tree, ino, Arc::default()),
             (NewNode::Dir, Some(path)) => vec![ChangeOp::MakeDir {
                 path,
@@ -315,7 +326,7 @@ impl Store {
             || set.mtime.is_some();
         let ops = if meta_changed
             && !node.dirty
-            && !matches!(node.kind, NodeKind::Fifo | NodeKind::Symlink(_))
+            && !matches!(node.kind, NodeKind::Special { .. } | NodeKind::Symlink(_))
         {
             tree.paths_of(ino)
                 .into_iter()
@@ -454,7 +465,7 @@ impl Store {
                 path,
                 target: target.clone(),
             }],
-            NodeKind::Fifo => Vec::new(),
+            NodeKind::Special { .. } => Vec::new(),
             NodeKind::Dir(entries) => {
                 let mut ops = vec![ChangeOp::MakeDir { path, meta }];
                 for &child in entries.values() {

@@ -115,12 +115,14 @@ impl Store {
 
     /// Swaps in a tree built by `load`, under the write lock, so no change can
     /// slip in between. The persister uses it to make memory agree with the
-    /// disk again after the disk refused a change. When `load` gives nothing,
-    /// the tree stays as it is.
+    /// disk again after the disk refused a change. Inode numbers of unchanged
+    /// paths, and orphans the kernel holds, are kept (see [`Tree::adopt`]).
+    /// When `load` gives nothing, the tree stays as it is.
     pub fn replace_tree(&self, load: impl FnOnce() -> Option<Tree>) {
         let mut tree = self.tree.write();
         if let Some(fresh) = load() {
-            *tree = fresh;
+            let pins = self.pins.lock();
+            *tree = tree.adopt(fresh, &|ino| pins.contains_key(&ino));
         }
     }
 
@@ -140,7 +142,7 @@ impl Store {
                 size: tree.subtree_bytes(ino),
                 entries: list_entries(&tree, ino, depth, hide),
             }),
-            NodeKind::Symlink(_) | NodeKind::Fifo => Snapshot::Other,
+            NodeKind::Symlink(_) | NodeKind::Special { .. } => Snapshot::Other,
         })
     }
 
@@ -163,7 +165,7 @@ impl Store {
         let old_len = match existing.map(|ino| &tree.node(ino).kind) {
             None => 0,
             Some(NodeKind::Dir(_)) => return Err(Error::IsDir),
-            Some(NodeKind::Symlink(_) | NodeKind::Fifo) => return Err(Error::IsSymlink),
+            Some(NodeKind::Symlink(_) | NodeKind::Special { .. }) => return Err(Error::IsSymlink),
             Some(NodeKind::File(_)) if !overwrite => return Err(Error::Exists),
             Some(NodeKind::File(old)) => old.len() as u64,
         };
@@ -438,8 +440,8 @@ fn walk_listing(
                     );
                 }
             }
-            // Symlinks are not followed, FIFOs hold nothing: neither is listed.
-            NodeKind::Symlink(_) | NodeKind::Fifo => {}
+            // Symlinks are not followed, special nodes hold nothing: neither is listed.
+            NodeKind::Symlink(_) | NodeKind::Special { .. } => {}
         }
     }
 }

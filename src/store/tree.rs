@@ -29,8 +29,12 @@ pub enum NodeKind {
     Dir(BTreeMap<String, Ino>),
     File(Arc<Vec<u8>>),
     Symlink(String),
-    /// A named pipe made through the mount; it lives in memory only.
-    Fifo,
+    /// A FIFO, socket or device node made through the mount (`S_IFMT` bits
+    /// of its mode, and its device number): it lives in memory only.
+    Special {
+        format: u32,
+        rdev: u32,
+    },
 }
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -94,7 +98,7 @@ impl Node {
             NodeKind::File(data) => data.len() as u64,
             NodeKind::Symlink(target) => target.len() as u64,
             NodeKind::Dir(entries) => entries.len() as u64,
-            NodeKind::Fifo => 0,
+            NodeKind::Special { .. } => 0,
         }
     }
 
@@ -446,6 +450,71 @@ impl Tree {
             .collect()
     }
 
+    /// `fresh` (just loaded from disk) numbered like this tree: a path that
+    /// holds the same kind of node keeps its inode number, so a live mount's
+    /// kernel still finds it; nodes new here are numbered after all of ours;
+    /// orphans the kernel still `held` stay. Used when the memory is reloaded
+    /// after the disk refused a change.
+    pub fn adopt(&self, fresh: Tree, held: &dyn Fn(Ino) -> bool) -> Tree {
+        let mut out = Tree {
+            nodes: HashMap::new(),
+            next_ino: self.next_ino.max(fresh.next_ino),
+            bytes: 0,
+        };
+        let mut root = fresh.node(ROOT_INO).clone();
+        root.kind = NodeKind::Dir(BTreeMap::new());
+        out.nodes.insert(ROOT_INO, root);
+        let mut used = std::collections::HashSet::from([ROOT_INO]);
+        // (node in `fresh`, its number in `out`, the same path's node here)
+        let mut queue = vec![(ROOT_INO, ROOT_INO, Some(ROOT_INO))];
+        while let Some((f_dir, out_dir, old_dir)) = queue.pop() {
+            for (name, &f_child) in fresh.children(f_dir).into_iter().flatten() {
+                let mut node = fresh.node(f_child).clone();
+                let old = old_dir
+                    .and_then(|o| self.child(o, name).ok().flatten())
+                    .filter(|&o| {
+                        std::mem::discriminant(&self.node(o).kind)
+                            == std::mem::discriminant(&node.kind)
+                    });
+                let ino = match old {
+                    Some(o) if used.insert(o) => o,
+                    _ => {
+                        out.next_ino += 1;
+                        out.next_ino - 1
+                    }
+                };
+                if let NodeKind::File(data) = &node.kind {
+                    out.bytes += data.len() as u64;
+                }
+                let is_dir = node.is_dir();
+                if is_dir {
+                    node.kind = NodeKind::Dir(BTreeMap::new());
+                }
+                node.links = vec![(out_dir, name.clone())];
+                out.nodes.insert(ino, node);
+                if let NodeKind::Dir(entries) = &mut out.node_mut(out_dir).kind {
+                    entries.insert(name.clone(), ino);
+                }
+                if is_dir {
+                    queue.push((f_child, ino, old));
+                }
+            }
+        }
+        for (&ino, node) in &self.nodes {
+            if node.links.is_empty()
+                && ino != ROOT_INO
+                && held(ino)
+                && !out.nodes.contains_key(&ino)
+            {
+                if let NodeKind::File(data) = &node.kind {
+                    out.bytes += data.len() as u64;
+                }
+                out.nodes.insert(ino, node.clone());
+            }
+        }
+        out
+    }
+
     /// Every linked node's path, depth first, for comparing trees in tests.
     pub fn walk(&self) -> Vec<(MemPath, &Node)> {
         let mut out = Vec::new();
@@ -460,5 +529,61 @@ impl Tree {
             out.push((path, node));
         }
         out
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn file(tree: &mut Tree, dir: Ino, name: &str, text: &str) -> Ino {
+        tree.add(
+            dir,
+            name,
+            NodeKind::File(Arc::new(text.into())),
+            Attr::new(FILE_MODE, SystemTime::now()),
+        )
+    }
+
+    fn dir(tree: &mut Tree, parent: Ino, name: &str) -> Ino {
+        tree.add(
+            parent,
+            name,
+            NodeKind::Dir(BTreeMap::new()),
+            Attr::new(DIR_MODE, SystemTime::now()),
+        )
+    }
+
+    #[test]
+    fn adopt_keeps_inode_numbers_of_unchanged_paths() {
+        let mut old = Tree::new();
+        let d = dir(&mut old, ROOT_INO, "d");
+        let a = file(&mut old, d, "a", "old a");
+        let gone = file(&mut old, ROOT_INO, "gone", "x");
+        let held = file(&mut old, ROOT_INO, "held", "open");
+        old.unlink(ROOT_INO, "held", SystemTime::now());
+        // Disk: d/a (new bytes), "gone" is now a directory, "new" appeared.
+        let mut fresh = Tree::new();
+        let fd = dir(&mut fresh, ROOT_INO, "d");
+        file(&mut fresh, fd, "a", "disk a");
+        dir(&mut fresh, ROOT_INO, "gone");
+        file(&mut fresh, ROOT_INO, "new", "n");
+        let out = old.adopt(fresh, &|ino| ino == held);
+        let path = |p: &str| out.resolve(&MemPath::parse(p).unwrap()).unwrap();
+        assert_eq!(path("/memories/d"), d);
+        assert_eq!(path("/memories/d/a"), a);
+        assert_eq!(out.node(a).kind, NodeKind::File(Arc::new("disk a".into())));
+        assert_ne!(
+            path("/memories/gone"),
+            gone,
+            "a different kind gets a new number"
+        );
+        assert!(path("/memories/new") >= old.next_ino);
+        assert!(out.get(held).is_some(), "an orphan the kernel holds stays");
+        assert_eq!(
+            out.total_bytes(),
+            "disk a".len() as u64 + 1 + "open".len() as u64
+        );
+        assert_eq!(out.path_of(a).unwrap().to_string(), "/memories/d/a");
     }
 }
