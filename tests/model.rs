@@ -306,7 +306,7 @@ fn tree_entries(tree: &Tree) -> BTreeMap<String, Entry> {
             let e = match &node.kind {
                 NodeKind::Dir(_) => Entry::Dir,
                 NodeKind::File(d) => Entry::File(String::from_utf8(d.to_vec()).unwrap()),
-                NodeKind::Symlink(_) | NodeKind::Fifo => {
+                NodeKind::Symlink(_) | NodeKind::Special { .. } => {
                     panic!("the tool makes no symlinks or FIFOs")
                 }
             };
