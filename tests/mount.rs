@@ -300,3 +300,105 @@ fn statfs_reports_capacity_from_the_store_limit() {
     let big = fs::write(m.at("big"), vec![0u8; (1 << 20) + 1]).unwrap_err();
     assert_eq!(big.raw_os_error(), Some(libc::EFBIG));
 }
+
+#[test]
+fn serve_stdio_with_a_mount_does_both_in_one_process() {
+    if skip_without_fuse("serve_stdio_with_a_mount_does_both_in_one_process") {
+        return;
+    }
+    use std::io::BufRead;
+    let data = tempfile::tempdir().unwrap();
+    let mnt = tempfile::tempdir().unwrap();
+    let mut child = memfs()
+        .arg("--data")
+        .arg(data.path())
+        .args(["serve", "--stdio", "--mount"])
+        .arg(mnt.path())
+        .stdin(std::process::Stdio::piped())
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::piped())
+        .spawn()
+        .unwrap();
+    let mut stdin = child.stdin.take().unwrap();
+    let mut stdout = std::io::BufReader::new(child.stdout.take().unwrap());
+    let mut call = |line: &str| {
+        stdin.write_all(format!("{line}\n").as_bytes()).unwrap();
+        let mut answer = String::new();
+        stdout.read_line(&mut answer).unwrap();
+        serde_json::from_str::<serde_json::Value>(&answer).unwrap()
+    };
+    // The first answer proves the store is up; the mount is made before serving.
+    let r =
+        call(r#"{"command":"create","path":"/memories/plan.md","file_text":"1. write tests\n"}"#);
+    assert_eq!(r["is_error"], false, "{r}");
+    assert!(memfs::fuse::mountpoint::is_mount_point(mnt.path()));
+    assert_eq!(
+        fs::read_to_string(mnt.path().join("plan.md")).unwrap(),
+        "1. write tests\n"
+    );
+    fs::write(mnt.path().join("plan.md"), "1. write tests\n2. ship\n").unwrap();
+    let r = call(r#"{"command":"view","path":"/memories/plan.md"}"#);
+    assert_eq!(r["content"], "Here's the content of /memories/plan.md with line numbers:\n     1\t1. write tests\n     2\t2. ship");
+    drop(call);
+    drop(stdin); // end of input: unmount, write out, exit 0
+    assert!(child.wait().unwrap().success());
+    assert!(!memfs::fuse::mountpoint::is_mount_point(mnt.path()));
+    assert_eq!(
+        fs::read_to_string(data.path().join("memories/plan.md")).unwrap(),
+        "1. write tests\n2. ship\n"
+    );
+}
+
+#[test]
+fn the_socket_is_private_and_serves_many_clients_at_once() {
+    if skip_without_fuse("the_socket_is_private_and_serves_many_clients_at_once") {
+        return;
+    }
+    use std::io::{BufRead, BufReader};
+    use std::os::unix::net::UnixStream;
+    let m = Mounted::start(&[]);
+    let sock = m.data.path().join(".memfs/sock");
+    assert_eq!(fs::metadata(&sock).unwrap().mode() & 0o777, 0o600);
+    // A client that sends garbage and one that hangs up mid-line harm nobody.
+    let mut rude = UnixStream::connect(&sock).unwrap();
+    rude.write_all(b"{\"command\": \"create\", \"path\": \"/memories/half")
+        .unwrap();
+    drop(rude);
+    let mut noisy = UnixStream::connect(&sock).unwrap();
+    noisy.write_all(b"\xff\xfe garbage\n[1,2,3]\n").unwrap();
+    let mut answers = BufReader::new(noisy.try_clone().unwrap());
+    let mut line = String::new();
+    answers.read_line(&mut line).unwrap();
+    assert!(line.contains("not valid JSON"), "{line}");
+    let clients: Vec<_> = (0..8)
+        .map(|c| {
+            let sock = sock.clone();
+            std::thread::spawn(move || {
+                let conn = UnixStream::connect(&sock).unwrap();
+                let mut reader = BufReader::new(conn.try_clone().unwrap());
+                let mut conn = conn;
+                // Pipelined: all lines first, then all answers.
+                for k in 0..25 {
+                    let line = format!("{{\"command\":\"create\",\"path\":\"/memories/c{c}/f{k}.md\",\"file_text\":\"{c}-{k}\\n\"}}\n");
+                    conn.write_all(line.as_bytes()).unwrap();
+                }
+                for _ in 0..25 {
+                    let mut answer = String::new();
+                    reader.read_line(&mut answer).unwrap();
+                    assert!(answer.contains("File created successfully"), "{answer}");
+                }
+            })
+        })
+        .collect();
+    for c in clients {
+        c.join().unwrap();
+    }
+    for c in 0..8 {
+        assert_eq!(fs::read_dir(m.at(&format!("c{c}"))).unwrap().count(), 25);
+        assert_eq!(
+            fs::read_to_string(m.on_disk(&format!("c{c}/f24.md"))).unwrap(),
+            format!("{c}-24\n")
+        );
+    }
+    assert!(!m.at("half").exists());
+}
