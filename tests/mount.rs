@@ -339,7 +339,6 @@ fn serve_stdio_with_a_mount_does_both_in_one_process() {
     fs::write(mnt.path().join("plan.md"), "1. write tests\n2. ship\n").unwrap();
     let r = call(r#"{"command":"view","path":"/memories/plan.md"}"#);
     assert_eq!(r["content"], "Here's the content of /memories/plan.md with line numbers:\n     1\t1. write tests\n     2\t2. ship");
-    drop(call);
     drop(stdin); // end of input: unmount, write out, exit 0
     assert!(child.wait().unwrap().success());
     assert!(!memfs::fuse::mountpoint::is_mount_point(mnt.path()));
