@@ -401,3 +401,64 @@ fn the_socket_is_private_and_serves_many_clients_at_once() {
     }
     assert!(!m.at("half").exists());
 }
+
+#[test]
+fn a_user_without_fusermount3_is_told_what_to_install() {
+    if skip_without_fuse("a_user_without_fusermount3_is_told_what_to_install")
+        || !rustix::process::geteuid().is_root()
+    {
+        eprintln!("SKIPPED a_user_without_fusermount3_is_told_what_to_install: needs root to run as nobody");
+        return;
+    }
+    let dir = tempfile::tempdir().unwrap();
+    fs::set_permissions(
+        dir.path(),
+        std::os::unix::fs::PermissionsExt::from_mode(0o777),
+    )
+    .unwrap();
+    let mnt = dir.path().join("mnt");
+    fs::create_dir(&mnt).unwrap();
+    let out = std::process::Command::new("setpriv")
+        .args([
+            "--reuid=65534",
+            "--regid=65534",
+            "--clear-groups",
+            "env",
+            "PATH=/nonexistent",
+        ])
+        .arg(env!("CARGO_BIN_EXE_memfs"))
+        .arg("--data")
+        .arg(dir.path().join("data"))
+        .arg("mount")
+        .arg(&mnt)
+        .output()
+        .unwrap();
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(2), "{err}");
+    assert!(
+        err.contains("needs fusermount3 on the PATH (Debian: apt-get install fuse3)"),
+        "{err}"
+    );
+    // With fusermount3 but a root-only /dev/fuse (as in some containers), the
+    // message says that instead of a bare "Permission denied".
+    let dev_fuse_private = fs::metadata("/dev/fuse").unwrap().mode() & 0o006 == 0;
+    if dev_fuse_private && std::path::Path::new("/usr/bin/fusermount3").exists() {
+        let out = std::process::Command::new("setpriv")
+            .args([
+                "--reuid=65534",
+                "--regid=65534",
+                "--clear-groups",
+                "env",
+                "PATH=/usr/bin:/bin",
+            ])
+            .arg(env!("CARGO_BIN_EXE_memfs"))
+            .arg("--data")
+            .arg(dir.path().join("data"))
+            .arg("mount")
+            .arg(&mnt)
+            .output()
+            .unwrap();
+        let err = String::from_utf8_lossy(&out.stderr);
+        assert!(err.contains("/dev/fuse is not open to this user"), "{err}");
+    }
+}

@@ -20,6 +20,8 @@ pub enum MountError {
     NoDevFuse,
     #[error("mounting as a user other than root needs fusermount3 on the PATH (Debian: apt-get install fuse3)")]
     NoFusermount,
+    #[error("/dev/fuse is not open to this user (it is usually mode 0666): ask root to run `chmod 0666 /dev/fuse`, or mount as root")]
+    DevFuseDenied,
     #[error("cannot mount at {0}: {1}")]
     Io(String, io::Error),
 }
@@ -30,8 +32,14 @@ pub fn check(mountpoint: &Path) -> Result<(), MountError> {
     if !Path::new("/dev/fuse").exists() {
         return Err(MountError::NoDevFuse);
     }
-    if !rustix::process::geteuid().is_root() && which("fusermount3").is_none() {
-        return Err(MountError::NoFusermount);
+    if !rustix::process::geteuid().is_root() {
+        if which("fusermount3").is_none() {
+            return Err(MountError::NoFusermount);
+        }
+        let rw = rustix::fs::Access::READ_OK | rustix::fs::Access::WRITE_OK;
+        if rustix::fs::access("/dev/fuse", rw).is_err() {
+            return Err(MountError::DevFuseDenied);
+        }
     }
     // Opening the directory reaches a FUSE daemon (a `stat` may be answered
     // from the kernel's cache), so it is what tells a stale mount.
