@@ -69,6 +69,15 @@ pub enum Cmd {
         #[command(flatten)]
         mount_options: MountArgs,
     },
+    /// Serves the memory tool as an MCP server on stdin/stdout (for Claude
+    /// Code, Claude Desktop or any MCP host); with --mount, mounts it too.
+    Mcp {
+        /// Also mount the memory at this empty directory while serving.
+        #[arg(long, value_name = "PATH")]
+        mount: Option<PathBuf>,
+        #[command(flatten)]
+        mount_options: MountArgs,
+    },
     /// Mounts the memory root at MOUNTPOINT for people and their editors, and
     /// serves tool calls on the socket DIR/.memfs/sock. Runs until Ctrl-C,
     /// SIGTERM or `umount MOUNTPOINT`, then writes everything out and exits 0.

@@ -56,20 +56,13 @@ fn main() -> ExitCode {
             mount,
             mount_options,
         } => {
-            let mounted = match mount {
-                Some(at) => match start_mount(&memory, &at, mount_options.options(), max_line) {
-                    Ok(m) => Some(m),
-                    Err(code) => return code,
-                },
-                None => None,
-            };
-            let served = memfs::serve::lines::serve(
-                memory.tool(),
-                io::stdin().lock(),
-                io::stdout(),
+            let code = serve_stdin(
+                &memory,
+                mount.as_deref(),
+                mount_options.options(),
                 max_line,
+                |tool| memfs::serve::lines::serve(tool, io::stdin().lock(), io::stdout(), max_line),
             );
-            let unmounted = mounted.map(|m| stop_mount(&m));
             if stats {
                 let s = memory.persist_stats();
                 eprintln!(
@@ -77,15 +70,18 @@ fn main() -> ExitCode {
                     s.changes, s.batches, s.barriers
                 );
             }
-            match (served, unmounted) {
-                (Err(e), _) if e.kind() != io::ErrorKind::BrokenPipe => {
-                    eprintln!("memfs: serving stdio failed: {e}");
-                    ExitCode::FAILURE
-                }
-                (_, Some(code)) => code,
-                _ => ExitCode::SUCCESS,
-            }
+            code
         }
+        Cmd::Mcp {
+            mount,
+            mount_options,
+        } => serve_stdin(
+            &memory,
+            mount.as_deref(),
+            mount_options.options(),
+            max_line,
+            |tool| memfs::serve::mcp::serve(tool, io::stdin().lock(), io::stdout(), max_line),
+        ),
         Cmd::Mount {
             mountpoint,
             mount_options,
@@ -127,6 +123,34 @@ fn mount_helper() -> Option<ExitCode> {
             );
             Some(ExitCode::from(2))
         }
+    }
+}
+
+/// Serves a protocol on stdin/stdout until stdin ends, with the memory
+/// mounted meanwhile when asked; then unmounts and writes everything out.
+fn serve_stdin(
+    memory: &Memory,
+    mount: Option<&Path>,
+    options: MountOptions,
+    max_line: usize,
+    serve: impl FnOnce(&memfs::tool::Tool) -> io::Result<()>,
+) -> ExitCode {
+    let mounted = match mount {
+        Some(at) => match start_mount(memory, at, options, max_line) {
+            Ok(m) => Some(m),
+            Err(code) => return code,
+        },
+        None => None,
+    };
+    let served = serve(memory.tool());
+    let unmounted = mounted.map(|m| stop_mount(&m));
+    match (served, unmounted) {
+        (Err(e), _) if e.kind() != io::ErrorKind::BrokenPipe => {
+            eprintln!("memfs: serving stdio failed: {e}");
+            ExitCode::FAILURE
+        }
+        (_, Some(code)) => code,
+        _ => ExitCode::SUCCESS,
     }
 }
 

@@ -1,19 +1,29 @@
-//! Serving a stream of JSON lines (stdin, one socket client): answers in the
-//! same order, one line each, flushed per line.
-//!
-//! The reader applies each line as soon as it has it; a second thread waits
-//! for each change to be durable and writes the answer. So pipelined lines
-//! share durability barriers, and no answer is sent before its change is safe.
+//! The memory tool's own line protocol (stdin/stdout, each socket client):
+//! a tool input or a `tool_use` block per line, a result per line.
 
 use std::io::{self, BufRead, Write};
-use std::sync::mpsc;
 
 use super::line::{self, Reply};
-use super::reader::{LineReader, Next};
+use super::pipeline::{self, Protocol};
 use crate::tool::Tool;
 
-/// Answers queued for the writer at most; a reader this far ahead waits.
-const IN_FLIGHT: usize = 4096;
+struct ToolLines<'a>(&'a Tool);
+
+impl Protocol for ToolLines<'_> {
+    type Answer = Reply;
+
+    fn handle(&self, line: &[u8]) -> Option<Reply> {
+        Some(line::handle(self.0, line))
+    }
+
+    fn too_long(&self, limit: usize) -> Reply {
+        line::too_long(limit)
+    }
+
+    fn finish(answer: Reply) -> String {
+        answer.finish()
+    }
+}
 
 /// Answers one line and closes (a client over the limit).
 pub fn refuse(mut output: impl Write, text: &str) -> io::Result<()> {
@@ -29,36 +39,5 @@ pub fn serve(
     output: impl Write + Send,
     max_line: usize,
 ) -> io::Result<()> {
-    let (send, receive) = mpsc::sync_channel::<Reply>(IN_FLIGHT);
-    std::thread::scope(|scope| {
-        let writer = scope.spawn(move || write_answers(receive, output));
-        let mut lines = LineReader::new(input, max_line);
-        let read = loop {
-            let reply = match lines.next_line() {
-                Ok(Next::Line(bytes)) if bytes.iter().all(u8::is_ascii_whitespace) => continue,
-                Ok(Next::Line(bytes)) => line::handle(tool, bytes),
-                Ok(Next::TooLong) => line::too_long(max_line),
-                Ok(Next::End) => break Ok(()),
-                Err(e) => break Err(e),
-            };
-            if send.send(reply).is_err() {
-                break Ok(()); // The writer stopped: stdout is gone.
-            }
-        };
-        drop(send);
-        let written = writer
-            .join()
-            .unwrap_or_else(|_| Err(io::Error::other("the answer writer panicked")));
-        read.and(written)
-    })
-}
-
-fn write_answers(replies: mpsc::Receiver<Reply>, mut output: impl Write) -> io::Result<()> {
-    for reply in replies {
-        let mut text = reply.finish();
-        text.push('\n');
-        output.write_all(text.as_bytes())?;
-        output.flush()?;
-    }
-    Ok(())
+    pipeline::serve(&ToolLines(tool), input, output, max_line)
 }

@@ -2,6 +2,8 @@
 
 pub mod line;
 pub mod lines;
+pub mod mcp;
+mod pipeline;
 mod reader;
 pub mod socket;
 

@@ -1,0 +1,250 @@
+//! `memfs mcp`: the memory tool as an MCP server over stdio (JSON-RPC 2.0,
+//! one message per line; stdout carries protocol only, logs go to stderr).
+//!
+//! Speaks the handshake revisions of MCP (2024-11-05 through 2025-11-25):
+//! `initialize` (answering the client's version when it is one of those, else
+//! the newest of them), `notifications/initialized`, `ping`, `tools/list` and
+//! `tools/call`. A client of the newer, handshake-free revision probes
+//! `server/discover` first; "method not found" sends it to `initialize`.
+//! Answers come back in request order; tool calls share disk flushes as on
+//! the other transports.
+
+use std::io::{self, BufRead, Write};
+
+use serde_json::{json, Map, Value};
+
+use super::pipeline::{self, Protocol};
+use crate::tool::{Content, Pending, Tool, ToolResult, COMMANDS};
+
+/// The revisions this server speaks, oldest first.
+pub const PROTOCOL_VERSIONS: [&str; 4] = ["2024-11-05", "2025-03-26", "2025-06-18", "2025-11-25"];
+
+const PARSE_ERROR: i64 = -32700;
+const INVALID_REQUEST: i64 = -32600;
+const METHOD_NOT_FOUND: i64 = -32601;
+const INVALID_PARAMS: i64 = -32602;
+
+/// The memory protocol the Messages API adds to the system prompt when the
+/// memory tool is present (spec, "Prompting guidance"). An MCP host does not
+/// add it, so the server hands it over as its instructions.
+pub const INSTRUCTIONS: &str = "IMPORTANT: ALWAYS VIEW YOUR MEMORY DIRECTORY BEFORE DOING ANYTHING ELSE.
+MEMORY PROTOCOL:
+1. Use the `view` command of your `memory` tool to check for earlier progress.
+2. ... (work on the task) ...
+   - As you make progress, record status / progress / thoughts etc in your memory.
+ASSUME INTERRUPTION: Your context window might be reset at any moment, so you risk losing any progress that is not recorded in your memory directory.";
+
+const DESCRIPTION: &str = "Your memory: a directory of files at /memories that persists across conversations. \
+Check it before starting a task; record progress, decisions and lessons as you work, and keep it organized. \
+Commands: `view` lists a directory (2 levels) or shows a file with line numbers (`view_range` [start, end], end -1 for the end; \
+images are shown as images); `create` writes a new file (`file_text`); `str_replace` replaces the one exact occurrence of \
+`old_str` with `new_str`; `insert` puts `insert_text` after line `insert_line` (0 for the top); `delete` removes a file or \
+directory; `rename` moves `old_path` to `new_path`. Every path starts with /memories.";
+
+/// The one tool, as `tools/list` shows it.
+pub fn tool_definition() -> Value {
+    let text = |d: &str| json!({"type": "string", "description": d});
+    json!({
+        "name": "memory",
+        "title": "Memory",
+        "description": DESCRIPTION,
+        "inputSchema": {
+            "type": "object",
+            "properties": {
+                "command": {"type": "string", "enum": COMMANDS, "description": "The operation to perform."},
+                "path": text("The file or directory, under /memories (view, create, str_replace, insert, delete)."),
+                "view_range": {
+                    "type": "array", "items": {"type": "integer"}, "minItems": 2, "maxItems": 2,
+                    "description": "view: [start_line, end_line], 1-based and inclusive; end_line -1 for the end of the file."
+                },
+                "file_text": text("create: the whole content of the new file."),
+                "old_str": text("str_replace: the exact text to replace; it must occur exactly once."),
+                "new_str": text("str_replace: the replacement (omit it to delete old_str)."),
+                "insert_line": {"type": "integer", "minimum": 0, "description": "insert: the line to insert after; 0 inserts at the top."},
+                "insert_text": text("insert: the text to insert."),
+                "old_path": text("rename: the file or directory to move."),
+                "new_path": text("rename: where to move it; it must not exist yet."),
+            },
+            "required": ["command"],
+        },
+        "annotations": {
+            "title": "Memory",
+            "readOnlyHint": false,
+            "destructiveHint": true,
+            "idempotentHint": false,
+            "openWorldHint": false,
+        },
+    })
+}
+
+/// What goes back for one incoming message.
+enum Answer {
+    Now(Value),
+    Call { id: Value, pending: Pending },
+}
+
+impl Answer {
+    fn finish(self) -> Value {
+        match self {
+            Answer::Now(v) => v,
+            Answer::Call { id, pending } => response(id, call_result(&pending.finish())),
+        }
+    }
+}
+
+fn response(id: Value, result: Value) -> Value {
+    json!({"jsonrpc": "2.0", "id": id, "result": result})
+}
+
+fn error(id: Value, code: i64, message: impl Into<String>) -> Answer {
+    Answer::Now(
+        json!({"jsonrpc": "2.0", "id": id, "error": {"code": code, "message": message.into()}}),
+    )
+}
+
+/// A tool result as MCP content blocks.
+pub fn call_result(result: &ToolResult) -> Value {
+    let block = match &result.content {
+        Content::Text(text) => json!({"type": "text", "text": text}),
+        Content::Image { media_type, base64 } => {
+            json!({"type": "image", "data": base64, "mimeType": media_type})
+        }
+    };
+    json!({"content": [block], "isError": result.is_error})
+}
+
+/// Handles one message; `None` for notifications and stray responses.
+fn handle(tool: &Tool, line: &[u8]) -> Option<Answer> {
+    let message: Value = match serde_json::from_slice(line) {
+        Ok(v) => v,
+        Err(e) => return Some(error(Value::Null, PARSE_ERROR, format!("Parse error: {e}"))),
+    };
+    let Value::Object(obj) = message else {
+        let what = if message.is_array() {
+            "batches are not supported"
+        } else {
+            "a message must be a JSON object"
+        };
+        return Some(error(
+            Value::Null,
+            INVALID_REQUEST,
+            format!("Invalid Request: {what}"),
+        ));
+    };
+    let id = obj.get("id").cloned();
+    if let Some(bad) = id.as_ref().filter(|i| !(i.is_string() || i.is_number())) {
+        return Some(error(
+            Value::Null,
+            INVALID_REQUEST,
+            format!("Invalid Request: an id must be a string or a number, not {bad}"),
+        ));
+    }
+    let Some(method) = obj.get("method").and_then(Value::as_str) else {
+        if obj.contains_key("result") || obj.contains_key("error") {
+            return None; // a response; this server sends no requests
+        }
+        return Some(error(
+            id.unwrap_or(Value::Null),
+            INVALID_REQUEST,
+            "Invalid Request: no method",
+        ));
+    };
+    if obj.get("jsonrpc").and_then(Value::as_str) != Some("2.0") {
+        return Some(error(
+            id.unwrap_or(Value::Null),
+            INVALID_REQUEST,
+            "Invalid Request: jsonrpc must be \"2.0\"",
+        ));
+    }
+    // Notifications (no id) get no answer: initialized, cancelled, and any other.
+    let id = id?;
+    let params = obj
+        .get("params")
+        .cloned()
+        .unwrap_or(Value::Object(Map::new()));
+    Some(match method {
+        "initialize" => Answer::Now(response(id, initialize(&params))),
+        "ping" => Answer::Now(response(id, json!({}))),
+        "tools/list" => Answer::Now(response(id, json!({"tools": [tool_definition()]}))),
+        "tools/call" => return Some(call(tool, id, &params)),
+        other => error(
+            id,
+            METHOD_NOT_FOUND,
+            format!("Method not found: {}", crate::tool::clip_text(other)),
+        ),
+    })
+}
+
+fn initialize(params: &Value) -> Value {
+    let asked = params
+        .get("protocolVersion")
+        .and_then(Value::as_str)
+        .unwrap_or_default();
+    let version = PROTOCOL_VERSIONS
+        .iter()
+        .find(|v| **v == asked)
+        .unwrap_or(&PROTOCOL_VERSIONS[3]);
+    json!({
+        "protocolVersion": version,
+        "capabilities": {"tools": {"listChanged": false}},
+        "serverInfo": {"name": "memfs", "title": "memfs memory", "version": env!("CARGO_PKG_VERSION")},
+        "instructions": INSTRUCTIONS,
+    })
+}
+
+fn call(tool: &Tool, id: Value, params: &Value) -> Answer {
+    match params.get("name").and_then(Value::as_str) {
+        Some("memory") => {}
+        Some(other) => {
+            return error(
+                id,
+                INVALID_PARAMS,
+                format!("Unknown tool: {}", crate::tool::clip_text(other)),
+            )
+        }
+        None => return error(id, INVALID_PARAMS, "tools/call needs params.name"),
+    }
+    match params.get("arguments") {
+        Some(arguments @ Value::Object(_)) => Answer::Call {
+            id,
+            pending: tool.start(arguments),
+        },
+        _ => error(
+            id,
+            INVALID_PARAMS,
+            "tools/call needs params.arguments, an object",
+        ),
+    }
+}
+
+struct Mcp<'a>(&'a Tool);
+
+impl Protocol for Mcp<'_> {
+    type Answer = Answer;
+
+    fn handle(&self, line: &[u8]) -> Option<Answer> {
+        handle(self.0, line)
+    }
+
+    fn too_long(&self, limit: usize) -> Answer {
+        error(
+            Value::Null,
+            INVALID_REQUEST,
+            format!("Invalid Request: the message is longer than {limit} bytes"),
+        )
+    }
+
+    fn finish(answer: Answer) -> String {
+        answer.finish().to_string()
+    }
+}
+
+/// Serves MCP on `input`/`output` until the input ends.
+pub fn serve(
+    tool: &Tool,
+    input: impl BufRead,
+    output: impl Write + Send,
+    max_line: usize,
+) -> io::Result<()> {
+    pipeline::serve(&Mcp(tool), input, output, max_line)
+}
