@@ -462,3 +462,65 @@ fn a_user_without_fusermount3_is_told_what_to_install() {
         assert!(err.contains("/dev/fuse is not open to this user"), "{err}");
     }
 }
+
+#[test]
+fn a_client_flooding_the_socket_does_not_stall_the_others() {
+    if skip_without_fuse("a_client_flooding_the_socket_does_not_stall_the_others") {
+        return;
+    }
+    use std::io::{BufRead, BufReader};
+    use std::os::unix::net::UnixStream;
+    let m = Mounted::start(&["--max-file-size", "1K"]);
+    let sock = m.data.path().join(".memfs/sock");
+    // Floods without ever reading an answer: the server blocks on that
+    // client's full socket buffer, in that client's threads only.
+    let mut flood = UnixStream::connect(&sock).unwrap();
+    let flooder = std::thread::spawn(move || {
+        let line = b"{\"command\":\"view\",\"path\":\"/memories\"}\n".repeat(1000);
+        for _ in 0..200 {
+            if flood.write_all(&line).is_err() {
+                break;
+            }
+        }
+        flood
+    });
+    // An oversized line on another client is refused with a clear error.
+    let mut big = UnixStream::connect(&sock).unwrap();
+    let huge = format!(
+        "{{\"command\":\"create\",\"path\":\"/memories/h\",\"file_text\":\"{}\"}}\n",
+        "h".repeat(200_000)
+    );
+    big.write_all(huge.as_bytes()).unwrap();
+    let mut answer = String::new();
+    BufReader::new(big).read_line(&mut answer).unwrap();
+    assert!(answer.contains("the line is longer than"), "{answer}");
+    // Meanwhile a well-behaved client is served as usual.
+    let (done, finished) = std::sync::mpsc::channel();
+    let polite = std::thread::spawn(move || {
+        for k in 0..50 {
+            let answer = socket_call(
+                &sock,
+                &format!(
+                    r#"{{"command":"create","path":"/memories/p{k}.md","file_text":"{k}\n"}}"#
+                ),
+            );
+            assert!(answer.contains("File created successfully"), "{answer}");
+        }
+        done.send(()).unwrap();
+    });
+    finished
+        .recv_timeout(std::time::Duration::from_secs(60))
+        .expect("a polite client was stalled by a flooding one");
+    polite.join().unwrap();
+    drop(flooder); // the flooding thread may still be blocked; its socket closes with the test
+    assert_eq!(fs::read_dir(m.mnt.path()).unwrap().count(), 50);
+}
+
+fn socket_call(sock: &std::path::Path, line: &str) -> String {
+    use std::io::{BufRead, BufReader};
+    let mut conn = std::os::unix::net::UnixStream::connect(sock).unwrap();
+    conn.write_all(format!("{line}\n").as_bytes()).unwrap();
+    let mut answer = String::new();
+    BufReader::new(conn).read_line(&mut answer).unwrap();
+    answer
+}
