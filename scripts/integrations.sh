@@ -2,9 +2,16 @@
 # The integrations, driven by the real client packages (pinned in
 # tests/python/requirements.txt): memfs mcp with the official `mcp` client,
 # and the Python adapter under the `anthropic` SDK's tool runner against a
-# mock Messages API on loopback (through a live mount when root with FUSE).
+# mock Messages API on loopback (through a live mount when root with FUSE),
+# the demo, and the TypeScript adapter under @anthropic-ai/sdk's tool runner
+# (versions pinned in examples/typescript/package.json; skipped without node).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 python=$(scripts/pyenv.sh)
 cargo build --release --quiet
+if command -v npm >/dev/null 2>&1; then
+  (cd examples/typescript && npm install --silent --no-audit --no-fund && MEMFS_BIN="$OLDPWD/target/release/memfs" npm test --silent)
+else
+  echo "SKIPPED the TypeScript adapter test: node and npm are not installed"
+fi
 MEMFS_BIN="$PWD/target/release/memfs" "$python" -m pytest -q -p no:cacheprovider tests/python "$@"
