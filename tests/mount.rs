@@ -418,38 +418,15 @@ fn a_user_without_fusermount3_is_told_what_to_install() {
     .unwrap();
     let mnt = dir.path().join("mnt");
     fs::create_dir(&mnt).unwrap();
-    let out = std::process::Command::new("setpriv")
-        .args([
-            "--reuid=65534",
-            "--regid=65534",
-            "--clear-groups",
-            "env",
-            "PATH=/nonexistent",
-        ])
-        .arg(env!("CARGO_BIN_EXE_memfs"))
-        .arg("--data")
-        .arg(dir.path().join("data"))
-        .arg("mount")
-        .arg(&mnt)
-        .output()
-        .unwrap();
-    let err = String::from_utf8_lossy(&out.stderr);
-    assert_eq!(out.status.code(), Some(2), "{err}");
-    assert!(
-        err.contains("needs fusermount3 on the PATH (Debian: apt-get install fuse3)"),
-        "{err}"
-    );
-    // With fusermount3 but a root-only /dev/fuse (as in some containers), the
-    // message says that instead of a bare "Permission denied".
-    let dev_fuse_private = fs::metadata("/dev/fuse").unwrap().mode() & 0o006 == 0;
-    if dev_fuse_private && std::path::Path::new("/usr/bin/fusermount3").exists() {
+    // `memfs mount` as user nobody, with the given PATH.
+    let mount_as_nobody = |path_env: &str| {
         let out = std::process::Command::new("setpriv")
             .args([
                 "--reuid=65534",
                 "--regid=65534",
                 "--clear-groups",
                 "env",
-                "PATH=/usr/bin:/bin",
+                path_env,
             ])
             .arg(env!("CARGO_BIN_EXE_memfs"))
             .arg("--data")
@@ -458,7 +435,22 @@ fn a_user_without_fusermount3_is_told_what_to_install() {
             .arg(&mnt)
             .output()
             .unwrap();
-        let err = String::from_utf8_lossy(&out.stderr);
+        (
+            out.status.code(),
+            String::from_utf8_lossy(&out.stderr).into_owned(),
+        )
+    };
+    let (code, err) = mount_as_nobody("PATH=/nonexistent");
+    assert_eq!(code, Some(2), "{err}");
+    assert!(
+        err.contains("needs fusermount3 on the PATH (Debian: apt-get install fuse3)"),
+        "{err}"
+    );
+    // With fusermount3 but a root-only /dev/fuse (as in some containers), the
+    // message says that instead of a bare "Permission denied".
+    let dev_fuse_private = fs::metadata("/dev/fuse").unwrap().mode() & 0o006 == 0;
+    if dev_fuse_private && std::path::Path::new("/usr/bin/fusermount3").exists() {
+        let (_, err) = mount_as_nobody("PATH=/usr/bin:/bin");
         assert!(err.contains("/dev/fuse is not open to this user"), "{err}");
     }
 }

@@ -439,14 +439,12 @@ impl Filesystem for MemFs {
         &self,
         req: &Request,
         ino: INodeNo,
-        _fh: FileHandle,
-        _datasync: bool,
+        fh: FileHandle,
+        datasync: bool,
         reply: ReplyEmpty,
     ) {
-        empty(
-            self.store.persist_file(ino.0, true, origin(req)).wait(),
-            reply,
-        );
+        // A directory's entries reach the disk with the same barrier as files.
+        self.fsync(req, ino, fh, datasync, reply);
     }
 
     fn statfs(&self, _req: &Request, _ino: INodeNo, reply: ReplyStatfs) {
