@@ -1,16 +1,18 @@
 #!/usr/bin/env python3
-"""Tool-call throughput: `memfs serve --stdio` one call at a time and pipelined,
-beside the Python SDK's BetaLocalFilesystemMemoryTool in-process, on the same
-machine in the same run. Each keeps its real durability.
+"""Tool-call benchmark: the same op mix through the memfs library in-process
+(Rust, examples/bench_tool.rs), `memfs serve --stdio` from this driver, and the
+Python SDK's BetaLocalFilesystemMemoryTool in-process, in one run. Each keeps
+its real durability. Prints JSON rows (one per door and mode) on stdout.
 
-usage: bench_tool.py MEMFS_BINARY [--rounds N] [--runs R]
-Prints one row per door: median commands/s over R runs, and the ratio to the SDK.
+Per round: view a 4 KiB file, view a directory of 1,000 files, create,
+str_replace, insert, rename, delete.
+
+usage: bench_tool.py MEMFS_BIN LIB_BENCH_BIN [--rounds N] [--runs R]
 """
 import argparse
 import json
 import statistics
 import subprocess
-import sys
 import tempfile
 import threading
 import time
@@ -18,87 +20,149 @@ import time
 from anthropic.lib.tools._beta_functions import ToolError
 from anthropic.tools import BetaLocalFilesystemMemoryTool
 
-
-def mix(rounds, kind):
-    """`kind` is "mix" (all six commands) or "view" (reads of a 4 KiB file)."""
-    body = "".join(f"line {i:04d} of a memory file, some words\n" for i in range(100))[:4096]
-    cmds = [{"command": "create", "path": "/memories/seed.md", "file_text": body}]
-    for i in range(rounds):
-        if kind == "view":
-            cmds.append({"command": "view", "path": "/memories/seed.md"})
-            continue
-        p, q = f"/memories/d/f{i}.md", f"/memories/e/g{i}.md"
-        cmds += [
-            {"command": "create", "path": p, "file_text": body},
-            {"command": "view", "path": p},
-            {"command": "str_replace", "path": p, "old_str": "line 0042", "new_str": "LINE 42"},
-            {"command": "insert", "path": p, "insert_line": 3, "insert_text": "inserted\n"},
-            {"command": "rename", "old_path": p, "new_path": q},
-            {"command": "delete", "path": q},
-        ]
-    return cmds
+BODY = "".join(f"line {i:04d} of a memory file, some words\n" for i in range(110))[:4096]
 
 
-def run_sdk(cmds):
+def setup_cmds():
+    yield {"command": "create", "path": "/memories/seed.md", "file_text": BODY}
+    for i in range(1000):
+        yield {"command": "create", "path": f"/memories/dir/f{i:04d}.md", "file_text": "x\n"}
+
+
+def round_cmds(r):
+    p, q = f"/memories/w0/f{r}.md", f"/memories/w0/g{r}.md"
+    return [
+        ("view_file", {"command": "view", "path": "/memories/seed.md"}),
+        ("view_dir", {"command": "view", "path": "/memories/dir"}),
+        ("create", {"command": "create", "path": p, "file_text": BODY}),
+        ("str_replace", {"command": "str_replace", "path": p, "old_str": "line 0042", "new_str": "LINE 42"}),
+        ("insert", {"command": "insert", "path": p, "insert_line": 3, "insert_text": "inserted\n"}),
+        ("rename", {"command": "rename", "old_path": p, "new_path": q}),
+        ("delete", {"command": "delete", "path": q}),
+    ]
+
+
+def summarize(door, mode, samples, seconds, extra=None):
+    kinds = {}
+    for kind, us in samples:
+        kinds.setdefault(kind, []).append(us)
+    out = {"door": door, "mode": mode, "ops": len(samples), "seconds": seconds, "ops_per_s": len(samples) / seconds, "kinds": {}}
+    for kind, v in kinds.items():
+        v.sort()
+        out["kinds"][kind] = {"p50_us": v[len(v) // 2], "p99_us": v[min(len(v) - 1, int(len(v) * 0.99))], "n": len(v)}
+    out.update(extra or {})
+    return out
+
+
+def sdk(rounds):
     with tempfile.TemporaryDirectory() as d:
         tool = BetaLocalFilesystemMemoryTool(base_path=d)
-        t = time.perf_counter()
-        for c in cmds:
-            try:
-                tool.call(c)
-            except ToolError:
-                pass
-        return len(cmds) / (time.perf_counter() - t)
+        for c in setup_cmds():
+            tool.call(c)
+        samples = []
+        start = time.perf_counter()
+        for r in range(rounds):
+            for kind, c in round_cmds(r):
+                t = time.perf_counter()
+                try:
+                    tool.call(c)
+                except ToolError as e:
+                    raise SystemExit(f"SDK {kind} failed: {e}")
+                samples.append((kind, (time.perf_counter() - t) * 1e6))
+        return summarize("sdk", "one at a time", samples, time.perf_counter() - start)
 
 
-def run_memfs(binary, cmds, pipelined):
+class Stdio:
+    def __init__(self, binary, data):
+        self.p = subprocess.Popen([binary, "--data", data, "serve", "--stdio", "--stats"], stdin=subprocess.PIPE,
+                                  stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, bufsize=1)
+
+    def call(self, c):
+        self.p.stdin.write(json.dumps(c) + "\n")
+        self.p.stdin.flush()
+        answer = json.loads(self.p.stdout.readline())
+        if answer["is_error"]:
+            raise SystemExit(f"memfs failed {c}: {answer}")
+
+    def close(self):
+        self.p.stdin.close()
+        stats = self.p.stderr.read().strip()
+        self.p.wait()
+        return stats
+
+
+def stdio_one(binary, rounds):
     with tempfile.TemporaryDirectory() as d:
-        p = subprocess.Popen([binary, "--data", d, "serve", "--stdio", "--stats"], stdin=subprocess.PIPE,
-                             stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
-        lines = [json.dumps(c) + "\n" for c in cmds]
-        t = time.perf_counter()
-        if pipelined:
-            def feed():
-                for line in lines:
-                    p.stdin.write(line)
-                p.stdin.flush()
-            w = threading.Thread(target=feed)
-            w.start()
-            for _ in lines:
-                assert p.stdout.readline()
-            w.join()
-        else:
+        s = Stdio(binary, d)
+        for c in setup_cmds():
+            s.call(c)
+        samples = []
+        start = time.perf_counter()
+        for r in range(rounds):
+            for kind, c in round_cmds(r):
+                t = time.perf_counter()
+                s.call(c)
+                samples.append((kind, (time.perf_counter() - t) * 1e6))
+        seconds = time.perf_counter() - start
+        return summarize("stdio", "one at a time", samples, seconds, {"stats": s.close()})
+
+
+def stdio_pipelined(binary, rounds):
+    with tempfile.TemporaryDirectory() as d:
+        s = Stdio(binary, d)
+        for c in setup_cmds():
+            s.call(c)
+        lines = [json.dumps(c) + "\n" for r in range(rounds) for _, c in round_cmds(r)]
+        start = time.perf_counter()
+
+        def feed():
             for line in lines:
-                p.stdin.write(line)
-                p.stdin.flush()
-                assert p.stdout.readline()
-        rate = len(cmds) / (time.perf_counter() - t)
-        p.stdin.close()
-        stats = p.stderr.read().strip()
-        p.wait()
-        return rate, stats
+                s.p.stdin.write(line)
+            s.p.stdin.flush()
+
+        w = threading.Thread(target=feed)
+        w.start()
+        for _ in lines:
+            if json.loads(s.p.stdout.readline())["is_error"]:
+                raise SystemExit("memfs failed a pipelined command")
+        w.join()
+        seconds = time.perf_counter() - start
+        return {"door": "stdio", "mode": "pipelined", "ops": len(lines), "seconds": seconds,
+                "ops_per_s": len(lines) / seconds, "kinds": {}, "stats": s.close()}
+
+
+def library(lib_bin, rounds, threads):
+    with tempfile.TemporaryDirectory() as d:
+        out = subprocess.run([lib_bin, f"{d}/data", str(rounds), str(threads)], capture_output=True, text=True, check=True)
+        row = json.loads(out.stdout)
+        row["mode"] = "one at a time" if threads == 1 else f"{threads} threads at once"
+        return row
+
+
+def median_row(rows):
+    """The run with the median throughput (its latencies come along)."""
+    rows = sorted(rows, key=lambda r: r["ops_per_s"])
+    return rows[len(rows) // 2]
 
 
 def main():
     ap = argparse.ArgumentParser()
-    ap.add_argument("binary")
-    ap.add_argument("--rounds", type=int, default=300)
+    ap.add_argument("memfs")
+    ap.add_argument("lib_bench")
+    ap.add_argument("--rounds", type=int, default=200)
     ap.add_argument("--runs", type=int, default=5)
     a = ap.parse_args()
-    print(f"| workload | door | commands/s (median of {a.runs}) | vs SDK |")
-    print("|---|---|---|---|")
-    for kind in ("mix", "view"):
-        cmds = mix(a.rounds, kind)
-        sdk = statistics.median(run_sdk(cmds) for _ in range(a.runs))
-        one = [run_memfs(a.binary, cmds, False) for _ in range(a.runs)]
-        pipe = [run_memfs(a.binary, cmds, True) for _ in range(a.runs)]
-        rows = [("SDK in-process, one at a time", sdk),
-                ("memfs stdio, one at a time", statistics.median(r for r, _ in one)),
-                ("memfs stdio, pipelined", statistics.median(r for r, _ in pipe))]
-        for door, rate in rows:
-            print(f"| {kind} ({len(cmds)} cmds) | {door} | {rate:,.0f} | {rate / sdk:.1f}x |")
-        print(f"<!-- {kind}: last one-at-a-time run: {one[-1][1]}; last pipelined run: {pipe[-1][1]} -->")
-    sys.stdout.flush()
+    doers = [
+        lambda: sdk(a.rounds),
+        lambda: library(a.lib_bench, a.rounds, 1),
+        lambda: stdio_one(a.memfs, a.rounds),
+        lambda: library(a.lib_bench, a.rounds, 4),
+        lambda: stdio_pipelined(a.memfs, a.rounds),
+    ]
+    for do in doers:
+        row = median_row([do() for _ in range(a.runs)])
+        row["runs"] = a.runs
+        print(json.dumps(row), flush=True)
 
 
 if __name__ == "__main__":

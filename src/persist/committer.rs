@@ -4,10 +4,12 @@
 //!
 //! A batch goes to disk in two phases, so that a crash at any instant leaves
 //! every file at its old or its new content:
-//! 1. each new file content is written to `.memfs/tmp/`; one barrier
-//!    (`syncfs`) makes all of them durable;
-//! 2. the batch's renames, moves-to-trash and mkdirs run in order; a second
-//!    barrier makes them durable; then every ticket of the batch is settled.
+//! 1. each new file content is written to `.memfs/tmp/` and written back to
+//!    the device (no flush: see `fsops::write_back` for why that orders the
+//!    data before the rename that follows);
+//! 2. the batch's renames, moves-to-trash and mkdirs run in order; one
+//!    barrier (`syncfs`) makes everything durable; then every ticket of the
+//!    batch is settled. One barrier per batch, however many changes it holds.
 //!
 //! When the disk refuses a step, that change and every change queued after it
 //! fail, and the store is reloaded from the disk under its write lock, so
@@ -161,7 +163,7 @@ impl Shared {
             .fetch_add(batch.len() as u64, Ordering::Relaxed);
         let mut failure: Option<DiskError> = None;
 
-        // Phase 1: stage contents, then one barrier for all of them.
+        // Phase 1: stage contents, written back to the device (not flushed).
         let mut staged: Vec<Staged> = Vec::with_capacity(batch.len());
         for (change, _) in &batch {
             match self.stage(change) {
@@ -170,13 +172,6 @@ impl Shared {
                     failure = Some(e);
                     break;
                 }
-            }
-        }
-        if staged.iter().flatten().any(Option::is_some) {
-            if let Err(e) = self.barrier() {
-                failure = Some(e);
-                self.discard(&staged);
-                staged.clear();
             }
         }
 
