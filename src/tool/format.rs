@@ -8,20 +8,31 @@ pub const VIEW_CHAR_CAP: usize = 16_000;
 /// A size as `du -h --apparent-size` prints it: 1024-based, rounded up, one
 /// decimal below 10 (`0`, `512`, `1.0K`, `1.5K`, `11K`, `1.2M`).
 pub fn human_size(bytes: u64) -> String {
+    let mut out = String::new();
+    write_human_size(&mut out, bytes);
+    out
+}
+
+/// [`human_size`], written into `out`.
+pub fn write_human_size(out: &mut String, bytes: u64) {
+    use std::fmt::Write;
     const UNITS: [&str; 6] = ["K", "M", "G", "T", "P", "E"];
     if bytes < 1024 {
-        return bytes.to_string();
+        let _ = write!(out, "{bytes}");
+        return;
     }
     let bytes = bytes as u128;
     let mut scale: u128 = 1024;
     for unit in UNITS {
         let tenths = bytes.saturating_mul(10).div_ceil(scale);
         if tenths < 100 {
-            return format!("{}.{}{unit}", tenths / 10, tenths % 10);
+            let _ = write!(out, "{}.{}{unit}", tenths / 10, tenths % 10);
+            return;
         }
         let whole = bytes.div_ceil(scale);
         if whole < 1024 {
-            return format!("{whole}{unit}");
+            let _ = write!(out, "{whole}{unit}");
+            return;
         }
         scale *= 1024;
     }
@@ -42,22 +53,68 @@ pub fn split_lines(text: &str) -> Vec<&str> {
 /// newlines and capped at [`VIEW_CHAR_CAP`] characters: whole lines that
 /// fit, then a note of what was shown and how to see the rest.
 pub fn numbered(lines: &[&str], first: usize, total_lines: usize) -> String {
-    let mut out = String::new();
+    let bytes: usize = lines.iter().map(|l| l.len() + 8).sum();
+    let mut out = String::with_capacity(bytes.min(4 * VIEW_CHAR_CAP + 256));
     let mut used = 0;
     for (i, line) in lines.iter().enumerate() {
         let number = first + i;
-        let row = format!("{number:>6}\t{line}");
-        let cost = row.chars().count() + usize::from(i > 0);
+        let gutter = LineNumber::new(number);
+        // Characters, not bytes: counted only when the line is not ASCII.
+        let chars = if line.is_ascii() {
+            line.len()
+        } else {
+            line.chars().count()
+        };
+        let cost = gutter.as_str().len() + 1 + chars + usize::from(i > 0);
         if used + cost > VIEW_CHAR_CAP {
-            return truncated(out, row, first, number, total_lines);
+            return truncated(
+                out,
+                format!("{}\t{line}", gutter.as_str()),
+                first,
+                number,
+                total_lines,
+            );
         }
         if i > 0 {
             out.push('\n');
         }
-        out.push_str(&row);
+        out.push_str(gutter.as_str());
+        out.push('\t');
+        out.push_str(line);
         used += cost;
     }
     out
+}
+
+/// A line number right-aligned in 6 columns (`{:>6}`), without the
+/// formatting machinery: views number every line, so this is their hot path.
+struct LineNumber {
+    buf: [u8; 20],
+    start: usize,
+}
+
+impl LineNumber {
+    fn new(mut n: usize) -> Self {
+        let mut buf = [b' '; 20];
+        let mut i = buf.len();
+        loop {
+            i -= 1;
+            buf[i] = b'0' + (n % 10) as u8;
+            n /= 10;
+            if n == 0 {
+                break;
+            }
+        }
+        LineNumber {
+            buf,
+            start: i.min(buf.len() - 6),
+        }
+    }
+
+    fn as_str(&self) -> &str {
+        // Only ASCII digits and spaces were written.
+        std::str::from_utf8(&self.buf[self.start..]).unwrap_or_default()
+    }
 }
 
 /// Ends a capped view. `stop` is the first line that did not fit.
@@ -123,6 +180,9 @@ mod tests {
     fn numbers_are_six_wide() {
         assert_eq!(numbered(&["x", "y"], 9, 10), "     9\tx\n    10\ty");
         assert_eq!(numbered(&["z"], 999_999, 999_999), "999999\tz");
+        for n in [0, 1, 9, 10, 99_999, 100_000, 999_999, 1_000_000, usize::MAX] {
+            assert_eq!(LineNumber::new(n).as_str(), format!("{n:>6}"));
+        }
     }
 
     #[test]

@@ -10,7 +10,47 @@ pub const EDITOR_ARTIFACTS: [&str; 3] = ["4913", "*~", "#*#"];
 
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Hide {
-    patterns: Vec<String>,
+    patterns: Vec<Pattern>,
+}
+
+/// A glob, sorted at construction into the shapes that need no allocation
+/// to match (listings check every name against every pattern).
+#[derive(Debug, Clone, PartialEq, Eq)]
+enum Pattern {
+    Exact(String),
+    Prefix(String),
+    Suffix(String),
+    PrefixSuffix(String, String),
+    General(String),
+}
+
+impl Pattern {
+    fn new(glob: String) -> Self {
+        let wild = |s: &str| s.contains(['*', '?']);
+        match glob.split_once('*') {
+            None if !wild(&glob) => Pattern::Exact(glob),
+            Some((a, b)) if !wild(a) && !wild(b) => match (a.is_empty(), b.is_empty()) {
+                (true, _) => Pattern::Suffix(b.to_string()),
+                (false, true) => Pattern::Prefix(a.to_string()),
+                (false, false) => Pattern::PrefixSuffix(a.to_string(), b.to_string()),
+            },
+            _ => Pattern::General(glob),
+        }
+    }
+
+    fn matches(&self, name: &str) -> bool {
+        match self {
+            Pattern::Exact(s) => name == s,
+            Pattern::Prefix(p) => name.starts_with(p.as_str()),
+            Pattern::Suffix(s) => name.ends_with(s.as_str()),
+            Pattern::PrefixSuffix(p, s) => {
+                name.len() >= p.len() + s.len()
+                    && name.starts_with(p.as_str())
+                    && name.ends_with(s.as_str())
+            }
+            Pattern::General(g) => glob(g, name),
+        }
+    }
 }
 
 impl Default for Hide {
@@ -24,14 +64,14 @@ impl Hide {
     /// (globs: `*` any run of characters, `?` one character).
     pub fn new(patterns: impl IntoIterator<Item = String>) -> Self {
         Hide {
-            patterns: patterns.into_iter().collect(),
+            patterns: patterns.into_iter().map(Pattern::new).collect(),
         }
     }
 
     pub fn hides(&self, name: &str) -> bool {
         name.starts_with('.')
             || name == "node_modules"
-            || self.patterns.iter().any(|p| glob(p, name))
+            || self.patterns.iter().any(|p| p.matches(name))
     }
 }
 
@@ -72,6 +112,23 @@ mod tests {
         assert!(glob("4913", "4913") && !glob("4913", "49130"));
         assert!(glob("a?c*", "abcdef") && !glob("a?c*", "ac"));
         assert!(glob("*", "") && glob("**x", "x"));
+    }
+
+    #[test]
+    fn compiled_patterns_match_like_the_glob() {
+        let names = [
+            "", "#", "##", "#a#", "a~", "~", "4913", "ab", "abc", "a#b#c",
+        ];
+        for pattern in ["4913", "*~", "#*#", "a*", "*", "a*c", "a?c", "*#*", "?"] {
+            let compiled = Pattern::new(pattern.to_string());
+            for name in names {
+                assert_eq!(
+                    compiled.matches(name),
+                    glob(pattern, name),
+                    "{pattern} on {name:?}"
+                );
+            }
+        }
     }
 
     #[test]

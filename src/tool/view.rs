@@ -1,6 +1,6 @@
 //! `view`: a directory listing, a file's numbered lines, or an image.
 
-use super::format::{human_size, numbered, split_lines, MAX_LINES};
+use super::format::{numbered, split_lines, write_human_size, MAX_LINES};
 use super::image;
 use super::input::clip;
 use super::result::{Content, ToolResult};
@@ -11,17 +11,27 @@ use crate::store::{Listing, Snapshot};
 pub const LIST_DEPTH: usize = 2;
 
 pub fn directory(path: &MemPath, listing: &Listing) -> ToolResult {
-    let mut out = format!(
-        "Here're the files and directories up to 2 levels deep in {path}, excluding hidden items and node_modules:\n{}\t{path}",
-        human_size(listing.size)
+    use std::fmt::Write;
+    let path = path.to_string();
+    let rows: usize = listing
+        .entries
+        .iter()
+        .map(|e| e.relative.len() + path.len() + 10)
+        .sum();
+    let mut out = String::with_capacity(160 + rows);
+    let _ = write!(
+        out,
+        "Here're the files and directories up to 2 levels deep in {path}, excluding hidden items and node_modules:\n"
     );
+    write_human_size(&mut out, listing.size);
+    let _ = write!(out, "\t{path}");
     for entry in &listing.entries {
-        let slash = if entry.is_dir { "/" } else { "" };
-        out.push_str(&format!(
-            "\n{}\t{path}/{}{slash}",
-            human_size(entry.size),
-            entry.relative
-        ));
+        out.push('\n');
+        write_human_size(&mut out, entry.size);
+        let _ = write!(out, "\t{path}/{}", entry.relative);
+        if entry.is_dir {
+            out.push('/');
+        }
     }
     ToolResult::ok(out)
 }
