@@ -19,9 +19,9 @@ pub fn directory(path: &MemPath, listing: &Listing) -> ToolResult {
         .map(|e| e.relative.len() + path.len() + 10)
         .sum();
     let mut out = String::with_capacity(160 + rows);
-    let _ = write!(
+    let _ = writeln!(
         out,
-        "Here're the files and directories up to 2 levels deep in {path}, excluding hidden items and node_modules:\n"
+        "Here're the files and directories up to 2 levels deep in {path}, excluding hidden items and node_modules:"
     );
     write_human_size(&mut out, listing.size);
     let _ = write!(out, "\t{path}");
