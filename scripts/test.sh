@@ -4,7 +4,8 @@
 # editors, restarts, kill -9, full and read-only disks), differential
 # conformance against the Python SDK, the integrations under their real
 # client packages (MCP, the SDK's tool runner), and POSIX conformance of the mount
-# (pjdfstest, fsx; needs root and /dev/fuse, and says so when skipped).
+# (pjdfstest, fsx; needs root and /dev/fuse, and says so when skipped). The
+# benchmarks run in their seconds-long smoke size, so the script cannot rot.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 cargo fmt --all -- --check
@@ -12,4 +13,6 @@ cargo clippy --all-targets --quiet -- -D warnings
 cargo test --quiet
 scripts/conformance.sh
 scripts/integrations.sh
+scripts/bench.sh --smoke > target/bench-smoke.log 2>&1 || { cat target/bench-smoke.log; exit 1; }
+echo "bench smoke run: ok (target/bench-smoke.md)"
 scripts/posix.sh

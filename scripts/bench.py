@@ -1,0 +1,402 @@
+#!/usr/bin/env python3
+"""memfs benchmarks, side by side with their peers in one run.
+
+1. Tool calls: the memfs library in-process, `memfs serve --stdio`, and the
+   Python SDK's BetaLocalFilesystemMemoryTool in-process (scripts/bench_tool.py).
+2. The mount against tmpfs and against rclone's in-memory remote
+   (`--vfs-cache-mode writes`): sequential 1 MiB writes and reads, fio 4 KiB
+   random reads and writes, small files, untar, git status.
+3. Scale: stores of 1k, 10k and 100k files.
+
+Prints a table and writes docs/BENCHMARKS.md. Nothing here is a test.
+usage: bench.py --memfs BIN --lib-bench BIN --python PY [--smoke] [--runs N] [--out FILE]
+"""
+import argparse
+import json
+import os
+import platform
+import shutil
+import statistics
+import subprocess
+import sys
+import tarfile
+import tempfile
+import time
+from pathlib import Path
+
+MiB = 1 << 20
+
+
+def sh(*cmd, **kw):
+    return subprocess.run(cmd, check=True, capture_output=True, text=True, **kw)
+
+
+def median(xs):
+    return statistics.median(xs)
+
+
+def timed(fn):
+    t = time.perf_counter()
+    fn()
+    return time.perf_counter() - t
+
+
+def wait_mounted(path, proc=None, seconds=30):
+    deadline = time.time() + seconds
+    while time.time() < deadline:
+        if os.path.ismount(path):
+            return
+        if proc is not None and proc.poll() is not None:
+            raise SystemExit(f"the mount process for {path} exited with {proc.returncode}")
+        time.sleep(0.05)
+    raise SystemExit(f"{path} did not mount")
+
+
+def unmount(path):
+    for cmd in (["umount", str(path)], ["fusermount3", "-u", str(path)], ["umount", "-l", str(path)]):
+        if subprocess.run(cmd, capture_output=True).returncode == 0:
+            return
+
+
+class Fs:
+    """A file system under test: mounted on enter, unmounted on exit."""
+
+    def __init__(self, kind, args, work):
+        self.kind, self.args, self.work = kind, args, Path(work)
+        self.mnt = self.work / f"{kind}-mnt"
+        self.proc = None
+
+    def __enter__(self):
+        self.mnt.mkdir(parents=True, exist_ok=True)
+        if self.kind == "tmpfs":
+            sh("mount", "-t", "tmpfs", "-o", "size=16g", "tmpfs", str(self.mnt))
+        elif self.kind == "memfs":
+            data = self.work / "memfs-data"
+            shutil.rmtree(data, ignore_errors=True)
+            self.proc = subprocess.Popen([self.args.memfs, "--data", str(data), "--max-file-size", "2G", "--max-store-size", "16G",
+                                          "mount", str(self.mnt)], stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+            wait_mounted(self.mnt, self.proc)
+        elif self.kind == "rclone":
+            cache = self.work / "rclone-cache"
+            self.proc = subprocess.Popen(["rclone", "mount", ":memory:", str(self.mnt), "--vfs-cache-mode", "writes",
+                                          "--cache-dir", str(cache)], stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+            wait_mounted(self.mnt, self.proc)
+        return self
+
+    def settle(self):
+        """Outside the timings: let a file system finish background work."""
+        if self.kind == "memfs":
+            # An fsync is a barrier behind everything queued.
+            probe = self.mnt / ".settle"
+            with open(probe, "w") as f:
+                os.fsync(f.fileno())
+            os.unlink(probe)
+        os.sync()
+
+    def __exit__(self, *exc):
+        if self.proc is not None:
+            self.proc.terminate()
+            try:
+                self.proc.wait(timeout=120)
+            except subprocess.TimeoutExpired:
+                self.proc.kill()
+        unmount(self.mnt)
+
+
+# ---------- mount workloads: each returns {row: value} for one run ----------
+
+def seq(fs, size):
+    path = fs.mnt / "seq.bin"
+    block = os.urandom(MiB)
+
+    def write():
+        fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o644)
+        for _ in range(size // MiB):
+            os.write(fd, block)
+        os.close(fd)
+
+    w = timed(write)
+    fs.settle()
+    subprocess.run(["sh", "-c", "echo 3 > /proc/sys/vm/drop_caches"], capture_output=True)
+
+    def read():
+        fd = os.open(path, os.O_RDONLY)
+        while os.read(fd, MiB):
+            pass
+        os.close(fd)
+
+    r = timed(read)
+    os.unlink(path)
+    fs.settle()
+    return {"seq write 1 MiB blocks (MiB/s)": size / MiB / w, "seq read 1 MiB blocks (MiB/s)": size / MiB / r}
+
+
+def fio(fs, size, runtime):
+    out = {}
+    for rw in ("randread", "randwrite"):
+        res = sh("fio", "--name=r", f"--filename={fs.mnt / 'fio.bin'}", f"--rw={rw}", "--bs=4k", f"--size={size}",
+                 f"--runtime={runtime}", "--time_based", "--ioengine=psync", "--output-format=json")
+        job = json.loads(res.stdout)["jobs"][0]
+        out[f"fio 4 KiB {rw} (IOPS)"] = job["read" if rw == "randread" else "write"]["iops"]
+    os.unlink(fs.mnt / "fio.bin")
+    fs.settle()
+    return out
+
+
+def small_files(fs, n):
+    d = fs.mnt / "small"
+    d.mkdir()
+    names = [d / f"f{i:05d}" for i in range(n)]
+    payload = b"x" * 1024
+
+    def create():
+        for p in names:
+            with open(p, "wb") as f:
+                f.write(payload)
+
+    def stat():
+        for p in names:
+            os.stat(p)
+
+    def read():
+        for p in names:
+            with open(p, "rb") as f:
+                f.read()
+
+    def delete():
+        for p in names:
+            os.unlink(p)
+
+    c = timed(create)
+    fs.settle()
+    stat()  # warm the caches: the row is "stat with warm caches"
+    s = timed(stat)
+    r = timed(read)
+    x = timed(delete)
+    d.rmdir()
+    fs.settle()
+    return {f"create {n} small files (s)": c, f"stat {n} files, warm (s)": s, f"read {n} files (s)": r, f"delete {n} files (s)": x}
+
+
+def make_source_tarball(work, files):
+    """A source-like tree: nested directories, text files of varied size."""
+    src = Path(work) / "src-tree"
+    if not src.exists():
+        for i in range(files):
+            p = src / f"mod{i % 37}" / f"sub{i % 11}" / f"file{i}.rs"
+            p.parent.mkdir(parents=True, exist_ok=True)
+            p.write_text(("fn item_%d() { let x = %d; }\n" % (i, i)) * (1 + i % 60))
+    tar = Path(work) / "src-tree.tar"
+    if not tar.exists():
+        with tarfile.open(tar, "w") as t:
+            t.add(src, arcname="tree")
+    return tar
+
+
+def untar_git(fs, tar):
+    dest = fs.mnt / "untar"
+    dest.mkdir()
+    u = timed(lambda: sh("tar", "-C", str(dest), "-xf", str(tar)))
+    tree = dest / "tree"
+    git = ["git", "-C", str(tree), "-c", "user.name=b", "-c", "user.email=b@example.com"]
+    sh(*git, "init", "-q")
+    sh(*git, "add", "-A")
+    sh(*git, "commit", "-q", "-m", "tree")
+    fs.settle()
+    sh(*git, "status", "--porcelain")  # warm
+    g = timed(lambda: sh(*git, "status", "--porcelain"))
+    shutil.rmtree(dest)
+    fs.settle()
+    return {"untar source tree (s)": u, "git status on it (s)": g}
+
+
+def mount_benchmarks(args, work):
+    sizes = dict(seq=16 * MiB, fio_size="8M", fio_time=1, small=200, tree=200) if args.smoke else \
+        dict(seq=1024 * MiB, fio_size="256M", fio_time=10, small=10_000, tree=3_000)
+    tar = make_source_tarball(work, sizes["tree"])
+    results = {}
+    for kind in ("memfs", "tmpfs", "rclone"):
+        runs = []
+        for _ in range(args.runs):
+            with Fs(kind, args, work) as fs:
+                row = {}
+                row.update(seq(fs, sizes["seq"]))
+                row.update(fio(fs, sizes["fio_size"], sizes["fio_time"]))
+                row.update(small_files(fs, sizes["small"]))
+                row.update(untar_git(fs, tar))
+                runs.append(row)
+        results[kind] = {k: median([r[k] for r in runs]) for k in runs[0]}
+        print(f"  mount: {kind} done", file=sys.stderr)
+    return results, sizes
+
+
+# ---------- scale ----------
+
+def rss_kib(pid):
+    for line in open(f"/proc/{pid}/status"):
+        if line.startswith("VmRSS:"):
+            return int(line.split()[1])
+    return 0
+
+
+def scale(args, work, counts, total_bytes):
+    rows = []
+    for n in counts:
+        data = Path(work) / f"scale-{n}"
+        shutil.rmtree(data, ignore_errors=True)
+        mem = data / "memories"
+        per = max(1, total_bytes * n // counts[-1] // n)
+        body = (b"the first line of this file\n" + b"scale line of text for memfs\n" * (per // 29 + 1))[:max(per, 28)]
+        for i in range(n):
+            p = mem / f"d{i % 100:02d}" / f"e{(i // 100) % 10}" / f"f{i}.md"
+            p.parent.mkdir(parents=True, exist_ok=True)
+            p.write_bytes(body)
+        deep = "/memories/d00/e0/f0.md"
+        # Start-up: open the data dir, load it, answer one view.
+        load = median([timed(lambda: sh(args.memfs, "--data", str(data), "exec", json.dumps({"command": "view", "path": deep})))
+                       for _ in range(args.runs)])
+        mnt = Path(work) / f"scale-mnt-{n}"
+        mnt.mkdir(exist_ok=True)
+        proc = subprocess.Popen([args.memfs, "--data", str(data), "--max-store-size", "16G", "mount", str(mnt)],
+                                stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+        try:
+            wait_mounted(mnt, proc)
+            sock = data / ".memfs" / "sock"
+            while not sock.exists():
+                time.sleep(0.05)
+            rss = rss_kib(proc.pid)
+            exec_ = lambda cmd: sh(args.memfs, "--data", str(data), "exec", json.dumps(cmd))
+            view_root = median([timed(lambda: exec_({"command": "view", "path": "/memories"})) for _ in range(args.runs)])
+            edit = {"command": "str_replace", "path": deep, "old_str": "the first line", "new_str": "the first line"}
+            replace = median([timed(lambda: exec_(edit)) for _ in range(args.runs)])
+            ls = median([timed(lambda: sh("ls", "-R", str(mnt))) for _ in range(args.runs)])
+        finally:
+            proc.terminate()
+            proc.wait(timeout=120)
+            unmount(mnt)
+        rows.append({"files": n, "bytes": per * n, "load (s)": load, "RSS (MiB)": rss / 1024,
+                     "RSS per file (KiB)": rss / n, "view /memories (s)": view_root, "str_replace deep (s)": replace, "ls -R (s)": ls})
+        shutil.rmtree(data, ignore_errors=True)
+        print(f"  scale: {n} files done", file=sys.stderr)
+    return rows
+
+
+# ---------- tool calls ----------
+
+def tool_benchmarks(args):
+    rounds = 20 if args.smoke else 200
+    out = subprocess.run([args.python, str(Path(__file__).parent / "bench_tool.py"), args.memfs, args.lib_bench,
+                          "--rounds", str(rounds), "--runs", str(args.runs)], check=True, capture_output=True, text=True)
+    return [json.loads(l) for l in out.stdout.splitlines() if l.strip()], rounds
+
+
+def rate(row, kinds):
+    """Calls per second for the given op kinds, from their median latencies."""
+    us = sum(row["kinds"][k]["p50_us"] for k in kinds)
+    return len(kinds) / us * 1e6
+
+
+def main():
+    ap = argparse.ArgumentParser()
+    ap.add_argument("--memfs", required=True)
+    ap.add_argument("--lib-bench", required=True)
+    ap.add_argument("--python", required=True)
+    ap.add_argument("--smoke", action="store_true")
+    ap.add_argument("--runs", type=int, default=3)
+    ap.add_argument("--out")
+    args = ap.parse_args()
+    if args.smoke:
+        args.runs = 1
+    work = tempfile.mkdtemp(prefix="memfs-bench-")
+    os.chmod(work, 0o755)
+    try:
+        tool_rows, rounds = tool_benchmarks(args)
+        print("  tool calls done", file=sys.stderr)
+        mount, sizes = mount_benchmarks(args, work)
+        counts = [100, 1000] if args.smoke else [1000, 10_000, 100_000]
+        scale_rows = scale(args, work, counts, (8 * MiB) if args.smoke else (1024 * MiB))
+    finally:
+        shutil.rmtree(work, ignore_errors=True)
+    report = render(args, tool_rows, rounds, mount, sizes, scale_rows)
+    print(report)
+    if args.out:
+        Path(args.out).write_text(report)
+
+
+def render(args, tool_rows, rounds, mount, sizes, scale_rows):
+    by = {(r["door"], r["mode"]): r for r in tool_rows}
+    sdk, lib, stdio = by[("sdk", "one at a time")], by[("library", "one at a time")], by[("stdio", "one at a time")]
+    lib4, pipe = by[("library", "4 threads at once")], by[("stdio", "pipelined")]
+    reads, writes = ["view_file", "view_dir"], ["create", "str_replace", "insert", "rename", "delete"]
+    L = []
+    cpu = next((l.split(":", 1)[1].strip() for l in open("/proc/cpuinfo") if l.startswith("model name")), platform.processor())
+    L += ["# Benchmarks", "",
+          "Benchmarks are scripts, never tests. Every figure below comes from one run of",
+          "`scripts/bench.sh`" + (" --smoke (CI's seconds-long version: sizes are tiny, figures mean nothing)" if args.smoke else "") + ",",
+          "with each peer measured in the same run; ratios compare with that run's peer.", "",
+          f"- Machine: {os.cpu_count()} cores ({cpu}), {round(os.sysconf('SC_PAGE_SIZE') * os.sysconf('SC_PHYS_PAGES') / (1 << 30))} GiB, "
+          f"Linux {platform.release()}; data dirs on the root file system.",
+          f"- Date: {time.strftime('%Y-%m-%d')}; medians of {args.runs} run(s) per row.",
+          "- Command: `scripts/bench.sh`" + (" --smoke" if args.smoke else "") + " (it installs fio, rclone and the pinned Python packages).", ""]
+    L += ["## 1. Tool calls", "",
+          f"The same mix through three doors, each with its real durability (the SDK fsyncs what it writes; memfs makes every acknowledged change durable). "
+          f"Per round: view a 4 KiB file, view a directory of 1,000 files, create, str_replace, insert, rename, delete; {rounds} rounds.", "",
+          "| op | SDK in-process p50 / p99 (µs) | memfs library p50 / p99 (µs) | library vs SDK | memfs stdio p50 / p99 (µs) | stdio vs SDK |",
+          "|---|---|---|---|---|---|"]
+    for k in reads + writes:
+        s, l, o = sdk["kinds"][k], lib["kinds"][k], stdio["kinds"][k]
+        L.append(f"| {k} | {s['p50_us']:.0f} / {s['p99_us']:.0f} | {l['p50_us']:.0f} / {l['p99_us']:.0f} | {s['p50_us'] / l['p50_us']:.1f}x | "
+                 f"{o['p50_us']:.0f} / {o['p99_us']:.0f} | {s['p50_us'] / o['p50_us']:.1f}x |")
+    L += ["", "| door | mode | calls/s (whole mix) | vs SDK one at a time | disk barriers |", "|---|---|---|---|---|"]
+    for r in (sdk, lib, stdio, lib4, pipe):
+        barriers = r.get("barriers", "")
+        if not barriers and "stats" in r:
+            barriers = r["stats"].replace("memfs: ", "")
+        L.append(f"| {r['door']} | {r['mode']} | {r['ops_per_s']:,.0f} | {r['ops_per_s'] / sdk['ops_per_s']:.1f}x | {barriers} |")
+    L += ["", "## 2. The mount", "",
+          f"memfs (`--max-file-size 2G`) against the kernel's tmpfs and rclone's in-memory remote (`rclone mount :memory: --vfs-cache-mode writes`). "
+          f"Sequential: {sizes['seq'] // MiB} MiB; fio: psync, {sizes['fio_size']}, {sizes['fio_time']} s; small files: {sizes['small']} of 1 KiB; "
+          f"untar: a generated tree of {sizes['tree']} source files.", "",
+          "| row | memfs | tmpfs | rclone | memfs / tmpfs | memfs vs rclone |", "|---|---|---|---|---|---|"]
+    for row in mount["memfs"]:
+        m, t, r = mount["memfs"][row], mount["tmpfs"][row], mount["rclone"][row]
+        higher_better = "/s" in row or "IOPS" in row
+        ahead = (m >= r) if higher_better else (m <= r)
+        L.append(f"| {row} | {m:,.3g} | {t:,.3g} | {r:,.3g} | {m / t:.2f} | {'ahead' if ahead else 'behind'} ({(m / r if higher_better else r / m):.1f}x) |")
+    L += ["", "## 3. Scale", "",
+          "Stores of generated files (1 GiB in all at the largest). Start-up is `memfs exec` of one view on the data dir (load included); "
+          "RSS is the daemon's after mounting; the views and the str_replace go through a running daemon's socket.", "",
+          "| files | bytes | start-up + one view (s) | RSS (MiB) | RSS per file (KiB) | view /memories (s) | str_replace deep (s) | ls -R mount (s) |",
+          "|---|---|---|---|---|---|---|---|"]
+    for r in scale_rows:
+        L.append(f"| {r['files']:,} | {r['bytes']:,} | {r['load (s)']:.3f} | {r['RSS (MiB)']:.0f} | {r['RSS per file (KiB)']:.2f} | "
+                 f"{r['view /memories (s)']:.3f} | {r['str_replace deep (s)']:.3f} | {r['ls -R (s)']:.3f} |")
+    read_lib, read_sdk, read_stdio = rate(lib, reads), rate(sdk, reads), rate(stdio, reads)
+    write_lib, write_sdk = rate(lib, writes), rate(sdk, writes)
+    mm, tt, rr = mount["memfs"], mount["tmpfs"], mount["rclone"]
+    small = next(k for k in mm if k.startswith("create"))
+    stat = next(k for k in mm if k.startswith("stat"))
+    targets = [
+        ("tool reads (view), one at a time, in-process", f"{read_lib / read_sdk:.1f}x the SDK", read_lib / read_sdk >= 50, "≥ 50x"),
+        ("tool reads (view), one at a time, through stdio", f"{read_stdio / read_sdk:.1f}x the SDK", read_stdio / read_sdk >= 10, "≥ 10x"),
+        ("tool writes, one at a time (library)", f"{write_lib / write_sdk:.1f}x the SDK, {lib.get('barriers')} barriers for {lib.get('changes')} changes",
+         write_lib / write_sdk >= 2 and lib.get("barriers", 1e9) <= lib.get("changes", 0), "≥ 2x, ≤ 1 barrier per command"),
+        ("the whole mix, pipelined through stdio", f"{pipe['ops_per_s'] / sdk['ops_per_s']:.1f}x the SDK one at a time", pipe["ops_per_s"] / sdk["ops_per_s"] >= 10, "≥ 10x"),
+        ("mount sequential read", f"{mm['seq read 1 MiB blocks (MiB/s)'] / tt['seq read 1 MiB blocks (MiB/s)']:.0%} of tmpfs",
+         mm['seq read 1 MiB blocks (MiB/s)'] / tt['seq read 1 MiB blocks (MiB/s)'] >= 0.5, "≥ 50%"),
+        ("mount 1 MiB writes", f"{mm['seq write 1 MiB blocks (MiB/s)'] / tt['seq write 1 MiB blocks (MiB/s)']:.0%} of tmpfs",
+         mm['seq write 1 MiB blocks (MiB/s)'] / tt['seq write 1 MiB blocks (MiB/s)'] >= 0.4, "≥ 40%"),
+        ("mount small-file create", f"{mm[small] / tt[small]:.1f}x tmpfs's time", mm[small] / tt[small] <= 8, "≤ 8x"),
+        ("mount stat with warm caches", f"{mm[stat] / tt[stat]:.1f}x tmpfs's time", mm[stat] / tt[stat] <= 2, "≤ 2x"),
+    ]
+    behind = [k for k in mm if not ((mm[k] >= rr[k]) if ("/s" in k or "IOPS" in k) else (mm[k] <= rr[k]))]
+    targets.append(("against rclone", "ahead on every row" if not behind else "behind on: " + ", ".join(behind), not behind, "ahead on every row"))
+    L += ["", "## Targets", "", "| what | target | measured | |", "|---|---|---|---|"]
+    for what, measured, ok, target in targets:
+        L.append(f"| {what} | {target} | {measured} | {'met' if ok else '**missed**'} |")
+    L.append("")
+    return "\n".join(L)
+
+
+if __name__ == "__main__":
+    main()
