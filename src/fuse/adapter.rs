@@ -19,6 +19,7 @@ use fuser::{
 use parking_lot::Mutex;
 
 use super::attr::{errno, file_attr, file_type, BLOCK_SIZE, TTL};
+use super::flusher::Flusher;
 use crate::error::Error;
 use crate::store::{DirEntry, NewNode, NodeInfo, Origin, RenameMode, SetAttr, Store};
 
@@ -27,15 +28,17 @@ const MAX_WRITE: u32 = 1 << 20;
 
 pub struct MemFs {
     store: Arc<Store>,
+    flusher: Arc<Flusher>,
     /// Open directories: the listing taken when reading started at offset 0.
     dirs: Mutex<HashMap<u64, Vec<DirEntry>>>,
     next_fh: AtomicU64,
 }
 
 impl MemFs {
-    pub fn new(store: Arc<Store>) -> Self {
+    pub fn new(store: Arc<Store>, flusher: Arc<Flusher>) -> Self {
         MemFs {
             store,
+            flusher,
             dirs: Mutex::default(),
             next_fh: AtomicU64::new(1),
         }
@@ -91,6 +94,8 @@ macro_rules! name_or_reply {
 impl Filesystem for MemFs {
     fn init(&mut self, _req: &Request, config: &mut KernelConfig) -> std::io::Result<()> {
         let _ = config.set_max_write(MAX_WRITE);
+        // Read ahead as far as the kernel allows (it caps the value it offers).
+        let _ = config.set_max_readahead(MAX_WRITE);
         // `ls -l` and friends get names and attributes in one round trip.
         let _ = config
             .add_capabilities(InitFlags::FUSE_DO_READDIRPLUS | InitFlags::FUSE_READDIRPLUS_AUTO);
@@ -279,7 +284,7 @@ impl Filesystem for MemFs {
         match self.store.info(ino.0) {
             Ok(_) => {
                 self.store.pin(ino.0, 1);
-                reply.opened(FileHandle(0), FopenFlags::empty());
+                reply.opened(FileHandle(0), FopenFlags::FOPEN_KEEP_CACHE);
             }
             Err(e) => reply.error(errno(&e)),
         }
@@ -330,7 +335,7 @@ impl Filesystem for MemFs {
         reply: ReplyEmpty,
     ) {
         // Written out soon after close: queued now, durable at the next barrier.
-        let _ = self.store.persist_file(ino.0, false, origin(req));
+        self.flusher.soon(ino.0, origin(req));
         reply.ok();
     }
 
@@ -344,7 +349,7 @@ impl Filesystem for MemFs {
         _flush: bool,
         reply: ReplyEmpty,
     ) {
-        let _ = self.store.persist_file(ino.0, false, origin(req));
+        self.flusher.soon(ino.0, origin(req));
         self.store.unpin(ino.0, 1);
         reply.ok();
     }
@@ -496,7 +501,7 @@ impl Filesystem for MemFs {
                     &file_attr(&info),
                     Generation(0),
                     FileHandle(0),
-                    FopenFlags::empty(),
+                    FopenFlags::FOPEN_KEEP_CACHE,
                 );
             }
             Err(e) => reply.error(errno(&e)),

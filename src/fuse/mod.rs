@@ -6,6 +6,7 @@
 
 mod adapter;
 mod attr;
+mod flusher;
 mod invalidate;
 pub mod mountpoint;
 
@@ -17,6 +18,7 @@ use fuser::{BackgroundSession, Config, MountOption, SessionACL};
 
 use crate::store::{Origin, Store};
 pub use adapter::MemFs;
+use flusher::Flusher;
 use invalidate::Invalidator;
 pub use mountpoint::MountError;
 
@@ -35,6 +37,8 @@ pub struct MountOptions {
 /// A live mount. Dropping it unmounts (see [`Mounted::unmount`]).
 pub struct Mounted {
     session: Option<BackgroundSession>,
+    flusher: Arc<Flusher>,
+    flusher_thread: Option<JoinHandle<()>>,
     invalidator: Arc<Invalidator>,
     invalidator_thread: Option<JoinHandle<()>>,
     store: Arc<Store>,
@@ -69,13 +73,21 @@ pub fn mount(
     config.n_threads = Some(THREADS);
     config.clone_fd = true;
     let shown = mountpoint.display().to_string();
-    let session = fuser::spawn_mount(MemFs::new(store.clone()), mountpoint, &config)
-        .map_err(|e| MountError::Io(shown.clone(), e))?;
+    let (flusher, flusher_thread) =
+        Flusher::start(store.clone()).map_err(|e| MountError::Io(shown.clone(), e))?;
+    let session = fuser::spawn_mount(
+        MemFs::new(store.clone(), flusher.clone()),
+        mountpoint,
+        &config,
+    )
+    .map_err(|e| MountError::Io(shown.clone(), e))?;
     let (invalidator, thread) =
         Invalidator::start(session.notifier()).map_err(|e| MountError::Io(shown, e))?;
     store.observe(invalidator.clone());
     Ok(Mounted {
         session: Some(session),
+        flusher,
+        flusher_thread: Some(flusher_thread),
         invalidator,
         invalidator_thread: Some(thread),
         store,
@@ -119,6 +131,10 @@ impl Mounted {
                     );
                 }
             }
+        }
+        self.flusher.stop();
+        if let Some(thread) = self.flusher_thread.take() {
+            let _ = thread.join();
         }
         let me = Origin::Person {
             uid: rustix::process::geteuid().as_raw(),

@@ -12,7 +12,7 @@ use crate::error::Error;
 use crate::path::MemPath;
 
 /// Who made a change. History and audit features key on this.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
 pub enum Origin {
     /// A memory-tool call.
     Agent,

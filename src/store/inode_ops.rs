@@ -532,6 +532,22 @@ impl Store {
         self.commit(&tree, origin, ops, Vec::new())
     }
 
+    /// Hands the unsaved bytes of these files to the persister as one change
+    /// (files closed through the mount, gathered by the flusher).
+    pub fn persist_files(&self, inos: &[Ino], origin: Origin) -> Ticket {
+        let mut tree = self.tree.write();
+        let mut ops = Vec::new();
+        for &ino in inos {
+            if tree.get(ino).is_some() {
+                ops.extend(flush_ops(&mut tree, ino));
+            }
+        }
+        if ops.is_empty() {
+            return Ticket::done();
+        }
+        self.commit(&tree, origin, ops, Vec::new())
+    }
+
     /// Hands every file's unsaved bytes to the persister (shutdown, unmount).
     pub fn persist_all_dirty(&self, origin: Origin) -> Ticket {
         let mut tree = self.tree.write();
