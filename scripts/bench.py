@@ -318,6 +318,9 @@ def main():
     finally:
         shutil.rmtree(work, ignore_errors=True)
     report = render(args, tool_rows, rounds, mount, sizes, scale_rows)
+    analysis = Path(__file__).resolve().parents[1] / "docs" / "bench-analysis.md"
+    if analysis.exists() and not args.smoke:
+        report += "\n" + analysis.read_text()
     print(report)
     if args.out:
         Path(args.out).write_text(report)

@@ -302,7 +302,7 @@ impl Filesystem for MemFs {
         reply: ReplyData,
     ) {
         match self.store.read(ino.0, offset, size) {
-            Ok(bytes) => reply.data(&bytes),
+            Ok((bytes, range)) => reply.data(&bytes[range]),
             Err(e) => reply.error(errno(&e)),
         }
     }

@@ -84,7 +84,7 @@ fn info(tree: &Tree, ino: Ino) -> Result<NodeInfo, Error> {
         kind,
         size: node.size(),
         rdev,
-        nlink: node.nlink(tree),
+        nlink: node.nlink(),
         attr: node.attr,
     })
 }
@@ -150,13 +150,21 @@ impl Store {
         Ok(found)
     }
 
-    pub fn read(&self, ino: Ino, offset: u64, size: u32) -> Result<Vec<u8>, Error> {
+    /// A file's bytes and the range of them a read of `size` at `offset`
+    /// covers. The bytes are shared, not copied: the caller replies from them
+    /// after the lock is released (a write meanwhile copies them first).
+    pub fn read(
+        &self,
+        ino: Ino,
+        offset: u64,
+        size: u32,
+    ) -> Result<(Arc<Vec<u8>>, std::ops::Range<usize>), Error> {
         let tree = self.tree.read();
         match &tree.get(ino).ok_or(Error::NotFound)?.kind {
             NodeKind::File(data) => {
                 let start = (offset.min(data.len() as u64)) as usize;
                 let end = (start + size as usize).min(data.len());
-                Ok(data[start..end].to_vec())
+                Ok((data.clone(), start..end))
             }
             NodeKind::Dir(_) => Err(Error::IsDir),
             _ => Err(Error::Disk(crate::error::DiskError {

@@ -86,6 +86,9 @@ pub struct Node {
     pub links: Vec<(Ino, String)>,
     /// File bytes changed through the mount and not yet handed to the persister.
     pub dirty: bool,
+    /// For a directory: how many of its entries are directories (kept up to
+    /// date by link and unlink, so that `stat` need not count them).
+    pub subdirs: u32,
 }
 
 impl Node {
@@ -103,12 +106,9 @@ impl Node {
     }
 
     /// Link count as `stat` reports it: a directory counts `.` and its subdirectories' `..`.
-    pub fn nlink(&self, tree: &Tree) -> u32 {
+    pub fn nlink(&self) -> u32 {
         match &self.kind {
-            NodeKind::Dir(entries) => {
-                let subdirs = entries.values().filter(|&&c| tree.node(c).is_dir()).count();
-                2 + subdirs as u32
-            }
+            NodeKind::Dir(_) => 2 + self.subdirs,
             _ => self.links.len() as u32,
         }
     }
@@ -136,6 +136,7 @@ impl Tree {
             attr: Attr::new(DIR_MODE, SystemTime::now()),
             links: Vec::new(),
             dirty: false,
+            subdirs: 0,
         };
         Tree {
             nodes: HashMap::from([(ROOT_INO, root)]),
@@ -244,6 +245,7 @@ impl Tree {
                 attr,
                 links: Vec::new(),
                 dirty: false,
+                subdirs: 0,
             },
         );
         self.link(parent, name, ino, now);
@@ -269,10 +271,15 @@ impl Tree {
             let old_len = bytes.len();
             let bytes = Arc::make_mut(bytes);
             let end = offset + data.len();
-            if end > bytes.len() {
-                bytes.resize(end, 0);
+            if offset >= bytes.len() {
+                // Appending (the common case): no zero-fill before the copy.
+                bytes.resize(offset, 0);
+                bytes.extend_from_slice(data);
+            } else {
+                let overlap = end.min(bytes.len());
+                bytes[offset..overlap].copy_from_slice(&data[..overlap - offset]);
+                bytes.extend_from_slice(&data[overlap - offset..]);
             }
-            bytes[offset..end].copy_from_slice(data);
             self.bytes = self.bytes - old_len as u64 + bytes.len() as u64;
             node.attr.touch(now);
             node.dirty = true;
@@ -295,10 +302,12 @@ impl Tree {
 
     /// Links `ino` into `parent` as `name` (the name is free).
     pub fn link(&mut self, parent: Ino, name: &str, ino: Ino, now: SystemTime) {
+        let is_dir = self.node(ino).is_dir();
         let dir = self.node_mut(parent);
         if let NodeKind::Dir(entries) = &mut dir.kind {
             entries.insert(name.to_string(), ino);
         }
+        dir.subdirs += u32::from(is_dir);
         dir.attr.touch(now);
         let node = self.node_mut(ino);
         node.links.push((parent, name.to_string()));
@@ -314,6 +323,9 @@ impl Tree {
         };
         dir.attr.touch(now);
         let ino = removed?;
+        if self.node(ino).is_dir() {
+            self.node_mut(parent).subdirs -= 1;
+        }
         let node = self.node_mut(ino);
         if let Some(i) = node
             .links
@@ -343,7 +355,9 @@ impl Tree {
         let mut stack = vec![top];
         while let Some(ino) = stack.pop() {
             gone.push(ino);
-            if let NodeKind::Dir(entries) = &mut self.node_mut(ino).kind {
+            let node = self.node_mut(ino);
+            node.subdirs = 0;
+            if let NodeKind::Dir(entries) = &mut node.kind {
                 let children: Vec<(String, Ino)> = std::mem::take(entries).into_iter().collect();
                 for (child_name, child) in children {
                     let node = self.node_mut(child);
@@ -491,10 +505,13 @@ impl Tree {
                     node.kind = NodeKind::Dir(BTreeMap::new());
                 }
                 node.links = vec![(out_dir, name.clone())];
+                node.subdirs = 0;
                 out.nodes.insert(ino, node);
-                if let NodeKind::Dir(entries) = &mut out.node_mut(out_dir).kind {
+                let parent = out.node_mut(out_dir);
+                if let NodeKind::Dir(entries) = &mut parent.kind {
                     entries.insert(name.clone(), ino);
                 }
+                parent.subdirs += u32::from(is_dir);
                 if is_dir {
                     queue.push((f_child, ino, old));
                 }
