@@ -54,22 +54,32 @@ def summarize(door, mode, samples, seconds, extra=None):
     return out
 
 
+def one_at_a_time(call, rounds):
+    """Sets the store up through `call`, then times each call of the rounds."""
+    for c in setup_cmds():
+        call(c)
+    samples = []
+    start = time.perf_counter()
+    for r in range(rounds):
+        for kind, c in round_cmds(r):
+            t = time.perf_counter()
+            call(c)
+            samples.append((kind, (time.perf_counter() - t) * 1e6))
+    return samples, time.perf_counter() - start
+
+
 def sdk(rounds):
     with tempfile.TemporaryDirectory() as d:
         tool = BetaLocalFilesystemMemoryTool(base_path=d)
-        for c in setup_cmds():
-            tool.call(c)
-        samples = []
-        start = time.perf_counter()
-        for r in range(rounds):
-            for kind, c in round_cmds(r):
-                t = time.perf_counter()
-                try:
-                    tool.call(c)
-                except ToolError as e:
-                    raise SystemExit(f"SDK {kind} failed: {e}")
-                samples.append((kind, (time.perf_counter() - t) * 1e6))
-        return summarize("sdk", "one at a time", samples, time.perf_counter() - start)
+
+        def call(c):
+            try:
+                tool.call(c)
+            except ToolError as e:
+                raise SystemExit(f"SDK failed {c}: {e}")
+
+        samples, seconds = one_at_a_time(call, rounds)
+        return summarize("sdk", "one at a time", samples, seconds)
 
 
 class Stdio:
@@ -94,16 +104,7 @@ class Stdio:
 def stdio_one(binary, rounds):
     with tempfile.TemporaryDirectory() as d:
         s = Stdio(binary, d)
-        for c in setup_cmds():
-            s.call(c)
-        samples = []
-        start = time.perf_counter()
-        for r in range(rounds):
-            for kind, c in round_cmds(r):
-                t = time.perf_counter()
-                s.call(c)
-                samples.append((kind, (time.perf_counter() - t) * 1e6))
-        seconds = time.perf_counter() - start
+        samples, seconds = one_at_a_time(s.call, rounds)
         return summarize("stdio", "one at a time", samples, seconds, {"stats": s.close()})
 
 
