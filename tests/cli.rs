@@ -296,3 +296,30 @@ fn no_message_names_a_host_path() {
         );
     }
 }
+
+#[test]
+fn deleting_a_directory_with_a_non_utf8_name_keeps_the_data_dir_usable() {
+    use std::os::unix::ffi::OsStrExt;
+    let dir = tempfile::tempdir().unwrap();
+    let old = dir.path().join("memories/old");
+    std::fs::create_dir_all(&old).unwrap();
+    // A file memfs never loads (its name is not UTF-8), inside a directory the agent deletes.
+    std::fs::write(
+        old.join(std::ffi::OsStr::from_bytes(b"caf\xe9.txt")),
+        "latin-1 name",
+    )
+    .unwrap();
+    std::fs::write(old.join("plain.md"), "x").unwrap();
+    let (code, v) = exec(dir.path(), r#"{"command":"delete","path":"/memories/old"}"#);
+    assert_eq!(code, 0, "{v}");
+    assert!(!old.exists(), "the whole directory is gone from the disk");
+    assert_eq!(
+        std::fs::read_dir(dir.path().join(".memfs/trash"))
+            .unwrap()
+            .count(),
+        0
+    );
+    // And the data dir opens again.
+    let (code, v) = exec(dir.path(), r#"{"command":"view","path":"/memories"}"#);
+    assert_eq!(code, 0, "{v}");
+}

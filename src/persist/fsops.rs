@@ -3,6 +3,7 @@
 //! Every step opens one name at a time with `O_NOFOLLOW`, so a symlink planted
 //! in the data dir is never followed out of it: the operation fails instead.
 
+use std::ffi::{OsStr, OsString};
 use std::io;
 use std::os::fd::{AsFd, OwnedFd};
 
@@ -195,11 +196,15 @@ pub fn rename_noreplace(
 }
 
 /// Removes `name` from `dir`, and everything below it if it is a directory.
-pub fn remove_tree(dir: &OwnedFd, name: &str) -> io::Result<()> {
+/// Works on raw names: a directory the agent deletes may hold names that are
+/// not UTF-8 (files memfs never loaded), and they must go with it.
+pub fn remove_tree(dir: &OwnedFd, name: impl AsRef<OsStr>) -> io::Result<()> {
+    let name = name.as_ref();
     let stat = rfs::statat(dir, name, AtFlags::SYMLINK_NOFOLLOW)?;
     if FileType::from_raw_mode(stat.st_mode) == FileType::Directory {
-        let sub = open_dir(dir, name)?;
-        for child in list_names(&sub)? {
+        let flags = OFlags::RDONLY | OFlags::DIRECTORY | OFlags::NOFOLLOW | OFlags::CLOEXEC;
+        let sub = rfs::openat(dir, name, flags, Mode::empty())?;
+        for child in raw_names(&sub)? {
             remove_tree(&sub, &child)?;
         }
         rfs::unlinkat(dir, name, AtFlags::REMOVEDIR)?;
@@ -209,12 +214,15 @@ pub fn remove_tree(dir: &OwnedFd, name: &str) -> io::Result<()> {
     Ok(())
 }
 
-/// The names in a directory, without `.` and `..`; names that are not UTF-8
-/// are returned lossily only for removal (see [`list_entries`] for loading).
-pub fn list_names(dir: &OwnedFd) -> io::Result<Vec<String>> {
+/// Every name in a directory, without `.` and `..`, as the bytes it is.
+fn raw_names(dir: &OwnedFd) -> io::Result<Vec<OsString>> {
+    use std::os::unix::ffi::OsStringExt;
     Ok(list_entries(dir)?
         .into_iter()
-        .filter_map(|(name, _)| name.ok())
+        .map(|(name, _)| match name {
+            Ok(text) => OsString::from(text),
+            Err(bytes) => OsString::from_vec(bytes),
+        })
         .collect())
 }
 
