@@ -24,6 +24,8 @@ pub enum Error {
     Root,
     #[error("cannot move a directory into itself")]
     IntoItself,
+    #[error("operation not permitted")]
+    NotPermitted,
     #[error("the file would be {size} bytes, over the limit of {limit} bytes per file")]
     FileTooLarge { size: u64, limit: u64 },
     #[error("the memory would hold {size} bytes, over the limit of {limit} bytes in all")]
@@ -46,6 +48,7 @@ impl Error {
             Error::IsSymlink => libc::ELOOP,
             Error::Root => libc::EBUSY,
             Error::IntoItself => libc::EINVAL,
+            Error::NotPermitted => libc::EPERM,
             Error::FileTooLarge { .. } => libc::EFBIG,
             Error::StoreFull { .. } => libc::ENOSPC,
             Error::Path(PathError::NameTooLong | PathError::PathTooLong) => libc::ENAMETOOLONG,

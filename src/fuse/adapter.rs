@@ -274,10 +274,10 @@ impl Filesystem for MemFs {
         reply: ReplyEntry,
     ) {
         let name = name_or_reply!(newname, reply);
-        match self.store.link(ino.0, newparent.0, name, origin(req)) {
-            Err(Error::Root) => reply.error(Errno::EPERM), // a hard link to a directory
-            other => self.entry(other, reply),
-        }
+        self.entry(
+            self.store.link(ino.0, newparent.0, name, origin(req)),
+            reply,
+        );
     }
 
     fn open(&self, _req: &Request, ino: INodeNo, _flags: OpenFlags, reply: ReplyOpen) {

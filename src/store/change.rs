@@ -136,10 +136,6 @@ impl Ticket {
         }
     }
 
-    pub fn is_settled(&self) -> bool {
-        self.parts.iter().all(|p| p.outcome.lock().is_some())
-    }
-
     pub fn wait(&self) -> Result<(), Error> {
         let mut result = Ok(());
         for part in &self.parts {

@@ -497,7 +497,7 @@ impl Store {
         dir_of(&tree, parent)?;
         let node = tree.get(ino).ok_or(Error::NotFound)?;
         if node.is_dir() {
-            return Err(Error::Root); // EBUSY is not right for this; see the errno mapping
+            return Err(Error::NotPermitted); // link(2) to a directory
         }
         if tree.child(parent, name)?.is_some() {
             return Err(Error::Exists);
@@ -528,40 +528,38 @@ impl Store {
     /// ticket is kept once they, and everything changed before, are on disk
     /// (`fsync`); without, a clean file costs nothing (`close`).
     pub fn persist_file(&self, ino: Ino, durable: bool, origin: Origin) -> Ticket {
-        let mut tree = self.tree.write();
-        let ops = if tree.get(ino).is_some() {
-            flush_ops(&mut tree, ino)
-        } else {
-            Vec::new()
-        };
-        if ops.is_empty() && !durable {
-            return Ticket::done();
-        }
-        self.commit(&tree, origin, ops, Vec::new())
+        self.persist(|_| vec![ino], durable, origin)
     }
 
     /// Hands the unsaved bytes of these files to the persister as one change
     /// (files closed through the mount, gathered by the flusher).
     pub fn persist_files(&self, inos: &[Ino], origin: Origin) -> Ticket {
+        self.persist(|_| inos.to_vec(), false, origin)
+    }
+
+    /// Hands every file's unsaved bytes to the persister (shutdown, unmount);
+    /// the ticket is kept once all of it is on disk.
+    pub fn persist_all_dirty(&self, origin: Origin) -> Ticket {
+        self.persist(Tree::dirty_files, true, origin)
+    }
+
+    /// One change with the unsaved bytes of the files `select` picks (under
+    /// the same lock). Without `durable`, nothing to write costs nothing.
+    fn persist(
+        &self,
+        select: impl FnOnce(&Tree) -> Vec<Ino>,
+        durable: bool,
+        origin: Origin,
+    ) -> Ticket {
         let mut tree = self.tree.write();
         let mut ops = Vec::new();
-        for &ino in inos {
+        for ino in select(&tree) {
             if tree.get(ino).is_some() {
                 ops.extend(flush_ops(&mut tree, ino));
             }
         }
-        if ops.is_empty() {
+        if ops.is_empty() && !durable {
             return Ticket::done();
-        }
-        self.commit(&tree, origin, ops, Vec::new())
-    }
-
-    /// Hands every file's unsaved bytes to the persister (shutdown, unmount).
-    pub fn persist_all_dirty(&self, origin: Origin) -> Ticket {
-        let mut tree = self.tree.write();
-        let mut ops = Vec::new();
-        for ino in tree.dirty_files() {
-            ops.extend(flush_ops(&mut tree, ino));
         }
         self.commit(&tree, origin, ops, Vec::new())
     }

@@ -19,14 +19,13 @@ use serde_json::Value;
 
 pub use format::human_size;
 pub use hide::{Hide, EDITOR_ARTIFACTS};
-pub use input::{Command, COMMANDS};
+pub use input::{clip as clip_text, Command, COMMANDS};
 pub use result::{Content, ToolResult};
 
 use crate::error::Error;
 use crate::path::MemPath;
 use crate::store::{Origin, Snapshot, Store, Ticket};
 use edit::EditError;
-use input::clip;
 
 /// Choices where the spec allows more than one behaviour.
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
@@ -238,7 +237,7 @@ fn written(text: String, ticket: Ticket) -> Pending {
 }
 
 fn parse_path(raw: &str) -> Result<MemPath, String> {
-    MemPath::parse(raw).map_err(|e| format!("Error: Invalid path `{}`: {e}", clip(raw)))
+    MemPath::parse(raw).map_err(|e| format!("Error: Invalid path `{}`: {e}", clip_text(raw)))
 }
 
 /// An error of an edit: a store error becomes "does not exist" (the spec's
@@ -278,9 +277,4 @@ fn utf8<'a>(bytes: &'a [u8], path: &MemPath) -> Result<&'a str, EditFailure> {
             "Error: {path} is not a UTF-8 text file; memfs does not edit its bytes"
         ))
     })
-}
-
-/// Shortens agent-supplied text before it is echoed in an error.
-pub fn clip_text(s: &str) -> String {
-    clip(s)
 }
