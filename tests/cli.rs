@@ -323,3 +323,50 @@ fn deleting_a_directory_with_a_non_utf8_name_keeps_the_data_dir_usable() {
     let (code, v) = exec(dir.path(), r#"{"command":"view","path":"/memories"}"#);
     assert_eq!(code, 0, "{v}");
 }
+
+#[test]
+fn listing_and_create_options_work_from_the_command_line() {
+    let dir = tempfile::tempdir().unwrap();
+    let run = |flags: &[&str], input: &str| {
+        // The data dir comes from MEMFS_DATA here, as a user may set it.
+        let out = memfs()
+            .env("MEMFS_DATA", dir.path())
+            .args(flags)
+            .arg("exec")
+            .arg(input)
+            .output()
+            .unwrap();
+        let v: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+        (out.status.code(), content(&v).to_string())
+    };
+    for name in ["notes.md", "notes.md~", "draft.tmp"] {
+        run(
+            &[],
+            &format!(r#"{{"command":"create","path":"/memories/{name}","file_text":"x"}}"#),
+        );
+    }
+    let view = r#"{"command":"view","path":"/memories"}"#;
+    let (_, default) = run(&[], view);
+    assert!(
+        default.contains("/memories/draft.tmp") && !default.contains("notes.md~"),
+        "{default}"
+    );
+    let (_, shown) = run(&["--show-editor-files", "--hide", "*.tmp"], view);
+    assert!(
+        shown.contains("/memories/notes.md~") && !shown.contains("draft.tmp"),
+        "{shown}"
+    );
+    let again = r#"{"command":"create","path":"/memories/notes.md","file_text":"new"}"#;
+    assert_eq!(
+        run(&[], again),
+        (
+            Some(1),
+            "Error: File /memories/notes.md already exists".to_string()
+        )
+    );
+    assert_eq!(run(&["--create-overwrites"], again).0, Some(0));
+    assert_eq!(
+        std::fs::read_to_string(dir.path().join("memories/notes.md")).unwrap(),
+        "new"
+    );
+}
