@@ -31,6 +31,15 @@ pub struct Common {
     /// Most bytes all files together may hold (bytes, or with K, M, G).
     #[arg(long, global = true, default_value = "256M", value_parser = parse_size)]
     pub max_store_size: u64,
+    /// Most levels of directories below /memories (a file at /memories/a is at level 1).
+    #[arg(long, global = true, default_value_t = Limits::default().max_depth, value_name = "LEVELS")]
+    pub max_depth: usize,
+    /// Most files and directories the whole memory may hold.
+    #[arg(long, global = true, default_value_t = Limits::default().max_entries, value_name = "COUNT")]
+    pub max_entries: usize,
+    /// Most entries any one directory may hold.
+    #[arg(long, global = true, default_value_t = Limits::default().max_dir_entries, value_name = "COUNT")]
+    pub max_dir_entries: usize,
     /// `create` on an existing file overwrites it (Claude's tool description
     /// says "creates or overwrites") instead of the reference error.
     #[arg(long, global = true)]
@@ -114,6 +123,9 @@ impl Common {
             limits: Limits {
                 max_file_size: self.max_file_size,
                 max_store_size: self.max_store_size,
+                max_depth: self.max_depth,
+                max_entries: self.max_entries,
+                max_dir_entries: self.max_dir_entries,
             },
             tool: ToolConfig {
                 create_overwrites: self.create_overwrites,

@@ -30,6 +30,12 @@ pub enum Error {
     FileTooLarge { size: u64, limit: u64 },
     #[error("the memory would hold {size} bytes, over the limit of {limit} bytes in all")]
     StoreFull { size: u64, limit: u64 },
+    #[error("the memory would be deeper than the limit of {limit} levels (--max-depth)")]
+    TooDeep { limit: usize },
+    #[error("the memory would hold more than the limit of {limit} files and directories (--max-entries)")]
+    TooManyEntries { limit: usize },
+    #[error("the directory would hold more than the limit of {limit} entries (--max-dir-entries)")]
+    DirFull { limit: usize },
     #[error("{0}")]
     Path(#[from] PathError),
     #[error("{0}")]
@@ -51,6 +57,8 @@ impl Error {
             Error::NotPermitted => libc::EPERM,
             Error::FileTooLarge { .. } => libc::EFBIG,
             Error::StoreFull { .. } => libc::ENOSPC,
+            Error::TooDeep { .. } => libc::ENAMETOOLONG,
+            Error::TooManyEntries { .. } | Error::DirFull { .. } => libc::ENOSPC,
             Error::Path(PathError::NameTooLong | PathError::PathTooLong) => libc::ENAMETOOLONG,
             Error::Path(_) => libc::EINVAL,
             Error::Disk(d) => d.errno,

@@ -37,12 +37,8 @@ fn main() -> ExitCode {
             return ExitCode::from(2);
         }
     };
-    let skipped = memory.skipped();
-    if skipped.non_utf8_names + skipped.special_files > 0 {
-        eprintln!(
-            "memfs: left out {} name(s) that are not UTF-8 and {} special file(s) found in the data dir",
-            skipped.non_utf8_names, skipped.special_files
-        );
+    for warning in memory.warnings() {
+        eprintln!("memfs: {warning}");
     }
     let max_line = memfs::serve::max_line_bytes(cli.common.max_file_size);
     match cli.command {

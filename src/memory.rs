@@ -21,6 +21,7 @@ pub struct Memory {
     tool: Tool,
     persister: Persister,
     skipped: load::Skipped,
+    warnings: Vec<String>,
 }
 
 impl Memory {
@@ -33,6 +34,7 @@ impl Memory {
             doing: "loading memories",
             err,
         })?;
+        let warnings = start_warnings(&skipped, &options.limits.exceeded(&tree));
         let shown = data_dir.shown().to_string();
         let persister = Persister::start(data_dir).map_err(|err| OpenError::Io {
             dir: shown,
@@ -45,6 +47,7 @@ impl Memory {
             tool: Tool::new(store, options.tool.clone()),
             persister,
             skipped,
+            warnings,
         })
     }
 
@@ -71,6 +74,12 @@ impl Memory {
         &self.skipped
     }
 
+    /// What the person starting memfs should hear about the data dir: names
+    /// left out, and limits it already exceeds (it loads all the same).
+    pub fn warnings(&self) -> &[String] {
+        &self.warnings
+    }
+
     pub fn persist_stats(&self) -> Stats {
         self.persister.stats()
     }
@@ -78,4 +87,25 @@ impl Memory {
     pub fn data_dir(&self) -> &DataDir {
         self.persister.data_dir()
     }
+}
+
+fn start_warnings(skipped: &load::Skipped, exceeded: &[String]) -> Vec<String> {
+    let mut out = Vec::new();
+    let left_out = [
+        (skipped.non_utf8_names, "name(s) that are not UTF-8"),
+        (
+            skipped.unaddressable_names,
+            "name(s) the memory tool cannot address (control characters, backslashes, encoded `.` or `/`)",
+        ),
+        (skipped.special_files, "special file(s)"),
+    ];
+    for (count, what) in left_out {
+        if count > 0 {
+            out.push(format!("left out {count} {what} found in the data dir"));
+        }
+    }
+    out.extend(exceeded.iter().map(|e| {
+        format!("{e}; it loads, and only changes that would grow it further are refused")
+    }));
+    out
 }

@@ -52,28 +52,14 @@ impl MemPath {
         if raw.len() > MAX_PATH_BYTES {
             return Err(PathError::PathTooLong);
         }
-        if raw.chars().any(|c| c.is_control()) {
-            return Err(PathError::ControlChar);
-        }
-        if raw.contains('\\') {
-            return Err(PathError::Backslash);
-        }
-        let lower = raw.to_ascii_lowercase();
-        if ["%2e", "%2f", "%5c"].iter().any(|e| lower.contains(e)) {
-            return Err(PathError::EncodedTraversal);
-        }
+        check_text(raw)?;
         let rest = match raw.strip_prefix(ROOT) {
             Some(rest) if rest.is_empty() || rest.starts_with('/') => rest,
             _ => return Err(PathError::OutsideRoot),
         };
         let mut names = Vec::new();
         for name in rest.split('/').filter(|n| !n.is_empty()) {
-            if name == "." || name == ".." {
-                return Err(PathError::DotSegment);
-            }
-            if name.len() > MAX_NAME_BYTES {
-                return Err(PathError::NameTooLong);
-            }
+            check_name(name)?;
             names.push(name.to_string());
         }
         Ok(MemPath { names })
@@ -115,6 +101,36 @@ impl MemPath {
     pub fn relative(&self) -> String {
         self.names.join("/")
     }
+}
+
+/// Checks one name (a directory entry) as [`MemPath::parse`] checks each name
+/// of a path: a name this refuses is one the agent could never address, so
+/// the mount refuses to make it and loading leaves it out.
+pub fn check_name(name: &str) -> Result<(), PathError> {
+    check_text(name)?;
+    if name == "." || name == ".." {
+        return Err(PathError::DotSegment);
+    }
+    if name.len() > MAX_NAME_BYTES {
+        return Err(PathError::NameTooLong);
+    }
+    Ok(())
+}
+
+/// What no part of a path may hold: control characters (a forged listing
+/// row, terminal escapes), backslashes, percent-encoded `.`, `/` or `\`.
+fn check_text(text: &str) -> Result<(), PathError> {
+    if text.chars().any(|c| c.is_control()) {
+        return Err(PathError::ControlChar);
+    }
+    if text.contains('\\') {
+        return Err(PathError::Backslash);
+    }
+    let lower = text.to_ascii_lowercase();
+    if ["%2e", "%2f", "%5c"].iter().any(|e| lower.contains(e)) {
+        return Err(PathError::EncodedTraversal);
+    }
+    Ok(())
 }
 
 impl fmt::Display for MemPath {
@@ -180,6 +196,26 @@ mod tests {
         // Exactly at the limits is fine.
         let name255 = format!("/memories/{}", "b".repeat(255));
         assert!(MemPath::parse(&name255).is_ok());
+    }
+
+    #[test]
+    fn a_name_is_checked_as_a_path_checks_it() {
+        for name in [
+            "ok.md",
+            "a\nb",
+            "x\u{1b}[31m",
+            "a\\b",
+            "%2E%2e",
+            "a%2Fb",
+            ".",
+            "..",
+            "...",
+            "100%25",
+        ] {
+            let as_path = MemPath::parse(&format!("/memories/{name}")).map(|_| ());
+            assert_eq!(check_name(name), as_path, "{name:?}");
+        }
+        assert_eq!(check_name(&"n".repeat(256)), Err(PathError::NameTooLong));
     }
 
     #[test]

@@ -123,8 +123,19 @@ impl Model {
             Cmd::View(p, range) => match self.entries.get(p) {
                 None => missing_view(p),
                 Some(Entry::Dir) => {
+                    let mut rows = Vec::new();
+                    self.list(p, &p[ROOT.len()..], 1, &mut rows);
+                    // view_range picks rows of a listing as it picks lines of a file.
+                    if let Some((s, e)) = *range {
+                        let n = rows.len() as i64;
+                        let end = if e == -1 { n } else { e };
+                        if !(1 <= s && s <= end && end <= n) {
+                            return (true, format!("Error: Invalid `view_range` parameter: [{s}, {e}]. The directory {p} lists {n} entries; for a directory, `view_range` takes [first_entry, last_entry] with 1 <= first_entry <= last_entry <= {n}, or last_entry = -1 for the end of the listing."));
+                        }
+                        rows = rows[s as usize - 1..end as usize].to_vec();
+                    }
                     let mut out = vec![format!("{}\t{p}", human_size(self.size(p)))];
-                    self.list(p, &p[ROOT.len()..], 1, &mut out);
+                    out.extend(rows);
                     (false, format!("Here're the files and directories up to 2 levels deep in {p}, excluding hidden items and node_modules:\n{}", out.join("\n")))
                 }
                 Some(Entry::File(t)) => {

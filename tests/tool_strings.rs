@@ -178,6 +178,7 @@ fn view_refuses_too_many_lines() {
         Limits {
             max_file_size: 4 << 20,
             max_store_size: 8 << 20,
+            ..Limits::default()
         },
         ToolConfig::default(),
     );
@@ -259,6 +260,7 @@ fn image_over_five_mib_is_refused() {
         Limits {
             max_file_size: 8 << 20,
             max_store_size: 16 << 20,
+            ..Limits::default()
         },
         ToolConfig::default(),
     );
@@ -560,6 +562,7 @@ fn limits_are_enforced_on_every_write() {
         Limits {
             max_file_size: 10,
             max_store_size: 15,
+            ..Limits::default()
         },
         ToolConfig::default(),
     );

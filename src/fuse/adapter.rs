@@ -59,13 +59,18 @@ fn origin(req: &Request) -> Origin {
     }
 }
 
-/// Names in the tree are UTF-8 (the tool's paths are) and at most 255 bytes
-/// (the kernel leaves NAME_MAX to FUSE file systems): others are refused.
+/// Names in the tree are ones the tool's paths can address: UTF-8, at most
+/// 255 bytes (the kernel leaves NAME_MAX to FUSE file systems), without
+/// control characters, backslashes or percent-encoded `.`, `/` or `\`.
+/// Others are refused, so a person cannot make a name that forges a row of
+/// the agent's listing or that the agent could never delete.
 fn utf8(name: &OsStr) -> Result<&str, Errno> {
     if name.len() > crate::path::MAX_NAME_BYTES {
         return Err(Errno::ENAMETOOLONG);
     }
-    name.to_str().ok_or(Errno::EINVAL)
+    let name = name.to_str().ok_or(Errno::EINVAL)?;
+    crate::path::check_name(name).map_err(|_| Errno::EINVAL)?;
+    Ok(name)
 }
 
 fn time(t: TimeOrNow) -> SystemTime {
@@ -222,7 +227,10 @@ impl Filesystem for MemFs {
         reply: ReplyEntry,
     ) {
         let name = name_or_reply!(link_name, reply);
-        let target = name_or_reply!(target.as_os_str(), reply).to_string();
+        // A target is any UTF-8 text (it is stored, never followed by memfs).
+        let Some(target) = target.to_str().map(str::to_string) else {
+            return reply.error(Errno::EINVAL);
+        };
         let owner = (req.uid(), req.gid());
         self.entry(
             self.store.make_node(

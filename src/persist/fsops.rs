@@ -9,6 +9,7 @@ use std::os::fd::{AsFd, OwnedFd};
 
 use rustix::fs::{self as rfs, AtFlags, FileType, Mode, OFlags, RenameFlags};
 
+use super::walk::DirStack;
 use crate::path::MemPath;
 use crate::store::Meta;
 
@@ -197,21 +198,57 @@ pub fn rename_noreplace(
 
 /// Removes `name` from `dir`, and everything below it if it is a directory.
 /// Works on raw names: a directory the agent deletes may hold names that are
-/// not UTF-8 (files memfs never loaded), and they must go with it.
+/// not UTF-8 (files memfs never loaded), and they must go with it. Walks
+/// without recursion and with a bounded number of descriptors, however deep.
 pub fn remove_tree(dir: &OwnedFd, name: impl AsRef<OsStr>) -> io::Result<()> {
+    /// A directory being emptied: its name in its parent, and what is left in it.
+    struct Emptying {
+        name: OsString,
+        left: Vec<OsString>,
+    }
     let name = name.as_ref();
-    let stat = rfs::statat(dir, name, AtFlags::SYMLINK_NOFOLLOW)?;
-    if FileType::from_raw_mode(stat.st_mode) == FileType::Directory {
-        let flags = OFlags::RDONLY | OFlags::DIRECTORY | OFlags::NOFOLLOW | OFlags::CLOEXEC;
-        let sub = rfs::openat(dir, name, flags, Mode::empty())?;
-        for child in raw_names(&sub)? {
-            remove_tree(&sub, &child)?;
+    if !is_dir(dir, name)? {
+        return Ok(rfs::unlinkat(dir, name, AtFlags::empty())?);
+    }
+    let top = open_raw_dir(dir, name)?;
+    let left = raw_names(&top)?;
+    let mut stack = DirStack::new(
+        top,
+        Emptying {
+            name: name.to_owned(),
+            left,
+        },
+    );
+    while let Some(level) = stack.top() {
+        match level.left.pop() {
+            Some(child) => match is_dir(stack.fd(), &child) {
+                Ok(true) => {
+                    let sub = open_raw_dir(stack.fd(), &child)?;
+                    let left = raw_names(&sub)?;
+                    stack.push(sub, Emptying { name: child, left });
+                }
+                Ok(false) => rfs::unlinkat(stack.fd(), &child, AtFlags::empty())?,
+                Err(e) if e.kind() == io::ErrorKind::NotFound => {}
+                Err(e) => return Err(e),
+            },
+            None => {
+                let done = stack.pop()?;
+                let parent = if stack.is_empty() { dir } else { stack.fd() };
+                rfs::unlinkat(parent, &done.name, AtFlags::REMOVEDIR)?;
+            }
         }
-        rfs::unlinkat(dir, name, AtFlags::REMOVEDIR)?;
-    } else {
-        rfs::unlinkat(dir, name, AtFlags::empty())?;
     }
     Ok(())
+}
+
+fn is_dir(dir: &OwnedFd, name: &OsStr) -> io::Result<bool> {
+    let stat = rfs::statat(dir, name, AtFlags::SYMLINK_NOFOLLOW)?;
+    Ok(FileType::from_raw_mode(stat.st_mode) == FileType::Directory)
+}
+
+fn open_raw_dir(dir: &OwnedFd, name: &OsStr) -> io::Result<OwnedFd> {
+    let flags = OFlags::RDONLY | OFlags::DIRECTORY | OFlags::NOFOLLOW | OFlags::CLOEXEC;
+    Ok(rfs::openat(dir, name, flags, Mode::empty())?)
 }
 
 /// Every name in a directory, without `.` and `..`, as the bytes it is.

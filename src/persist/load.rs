@@ -8,6 +8,8 @@ use std::time::{Duration, UNIX_EPOCH};
 use rustix::fs::{self as rfs, AtFlags, FileType, Mode, OFlags};
 
 use super::fsops;
+use super::walk::DirStack;
+use crate::path::check_name;
 use crate::store::{Attr, Ino, NodeKind, Tree, ROOT_INO};
 
 /// What loading passed over, for a warning at start-up.
@@ -15,26 +17,73 @@ use crate::store::{Attr, Ino, NodeKind, Tree, ROOT_INO};
 pub struct Skipped {
     /// Names that are not UTF-8, which the tool's paths cannot spell.
     pub non_utf8_names: usize,
+    /// UTF-8 names the tool could not address either (control characters,
+    /// backslashes, percent-encoded `.`, `/` or `\\`): listing one would
+    /// forge a row or carry terminal escapes to the agent.
+    pub unaddressable_names: usize,
     /// FIFOs, sockets and device nodes.
     pub special_files: usize,
 }
 
-/// Loads the tree under `root` (the open `memories/` directory).
+/// One directory of the walk: its node, its attributes as on disk (set
+/// again once its children are in, since adding them touched its times),
+/// and the subdirectories still to enter.
+struct Level {
+    ino: Ino,
+    attr: Attr,
+    subdirs: Vec<(String, Ino, Attr)>,
+}
+
+/// Loads the tree under `root` (the open `memories/` directory), depth
+/// first without recursion, holding a bounded number of descriptors (see `walk`).
 pub fn load(root: &OwnedFd) -> io::Result<(Tree, Skipped)> {
     let mut tree = Tree::new();
     let mut skipped = Skipped::default();
-    load_dir(&mut tree, &mut skipped, root, ROOT_INO)?;
-    tree.node_mut(ROOT_INO).attr = attr_of(&rfs::fstat(root)?);
+    let root_attr = attr_of(&rfs::fstat(root)?);
+    let subdirs = load_entries(&mut tree, &mut skipped, root, ROOT_INO)?;
+    let mut stack = DirStack::new(
+        root.try_clone()?,
+        Level {
+            ino: ROOT_INO,
+            attr: root_attr,
+            subdirs,
+        },
+    );
+    while let Some(level) = stack.top() {
+        match level.subdirs.pop() {
+            Some((name, ino, attr)) => {
+                let sub = fsops::open_dir(stack.fd(), &name)?;
+                let subdirs = load_entries(&mut tree, &mut skipped, &sub, ino)?;
+                stack.push(sub, Level { ino, attr, subdirs });
+            }
+            None => {
+                let done = stack.pop()?;
+                tree.node_mut(done.ino).attr = done.attr;
+            }
+        }
+    }
     // Loading is not a change: nothing starts out dirty.
     Ok((tree, skipped))
 }
 
-fn load_dir(tree: &mut Tree, skipped: &mut Skipped, dir: &OwnedFd, ino: Ino) -> io::Result<()> {
+/// Adds the entries of `dir` below `ino`: files and symlinks whole, and
+/// directories empty, returned to be entered next.
+fn load_entries(
+    tree: &mut Tree,
+    skipped: &mut Skipped,
+    dir: &OwnedFd,
+    ino: Ino,
+) -> io::Result<Vec<(String, Ino, Attr)>> {
+    let mut subdirs = Vec::new();
     for (name, _) in fsops::list_entries(dir)? {
         let Ok(name) = name else {
             skipped.non_utf8_names += 1;
             continue;
         };
+        if check_name(&name).is_err() {
+            skipped.unaddressable_names += 1;
+            continue;
+        }
         let stat = match rfs::statat(dir, name.as_str(), AtFlags::SYMLINK_NOFOLLOW) {
             Ok(stat) => stat,
             // Gone since the listing (another process tidying up): nothing to load.
@@ -57,13 +106,10 @@ fn load_dir(tree: &mut Tree, skipped: &mut Skipped, dir: &OwnedFd, ino: Ino) -> 
         };
         let child = tree.add(ino, &name, node, attr);
         if kind == FileType::Directory {
-            let sub = fsops::open_dir(dir, &name)?;
-            load_dir(tree, skipped, &sub, child)?;
-            // Adding children touched the directory's times; keep the ones on disk.
-            tree.node_mut(child).attr = attr;
+            subdirs.push((name, child, attr));
         }
     }
-    Ok(())
+    Ok(subdirs)
 }
 
 fn read_file(dir: &OwnedFd, name: &str) -> io::Result<Vec<u8>> {

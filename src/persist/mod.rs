@@ -5,6 +5,7 @@ mod committer;
 mod datadir;
 mod fsops;
 pub mod load;
+mod walk;
 
 pub use committer::{Persister, Stats};
 pub use datadir::{DataDir, OpenError};

@@ -8,7 +8,7 @@ use std::time::SystemTime;
 
 use super::change::{ChangeOp, Meta, Origin, Ticket};
 use super::tree::{Attr, Ino, NodeKind, Tree, ROOT_INO};
-use super::{flush_ops, write_ops, Store};
+use super::{flush_ops, write_ops, Growth, Store};
 use crate::error::Error;
 
 /// What `stat` shows of a node.
@@ -231,6 +231,14 @@ impl Store {
         if tree.child(parent, name)?.is_some() {
             return Err(Error::Exists);
         }
+        self.limits.check_growth(
+            &tree,
+            Growth {
+                dir: Some(parent),
+                entries: 1,
+                depth: tree.depth(parent) + 1,
+            },
+        )?;
         let now = SystemTime::now();
         let attr = Attr::owned(perm & 0o7777, owner.0, owner.1, now);
         let kind = match &what {
@@ -271,7 +279,7 @@ impl Store {
         };
         let offset = if append { old_len } else { offset };
         let end = offset.saturating_add(data.len() as u64);
-        self.check_size(&tree, old_len, end.max(old_len))?;
+        self.limits.check_size(&tree, old_len, end.max(old_len))?;
         tree.write_at(ino, offset as usize, data, SystemTime::now());
         Ok(data.len())
     }
@@ -285,7 +293,7 @@ impl Store {
         let old_len = bytes.len() as u64;
         let end = offset.saturating_add(len);
         if end > old_len {
-            self.check_size(&tree, old_len, end)?;
+            self.limits.check_size(&tree, old_len, end)?;
             tree.truncate(ino, end as usize, SystemTime::now());
         }
         Ok(())
@@ -305,7 +313,7 @@ impl Store {
                 });
             };
             let old_len = bytes.len() as u64;
-            self.check_size(&tree, old_len, size)?;
+            self.limits.check_size(&tree, old_len, size)?;
             tree.truncate(ino, size as usize, now);
         }
         let node = tree.node_mut(ino);
@@ -405,6 +413,24 @@ impl Store {
         if moved_is_dir && tree.is_within(new_parent, moved) {
             return Err(Error::IntoItself);
         }
+        // Each node lands one level below its new parent, its subtree with it;
+        // a plain move also gives the new parent one more name.
+        let placed = |node: Ino, at: Ino| tree.depth(at) + 1 + tree.height(node);
+        let depth = match (mode, target) {
+            (RenameMode::Exchange, Some(other)) => {
+                placed(moved, new_parent).max(placed(other, parent))
+            }
+            _ => placed(moved, new_parent),
+        };
+        let gains = target.is_none() && new_parent != parent;
+        self.limits.check_growth(
+            &tree,
+            Growth {
+                dir: gains.then_some(new_parent),
+                entries: 0,
+                depth,
+            },
+        )?;
         let from = tree.path_of(parent).map(|p| p.join(name));
         let to = tree.path_of(new_parent).map(|p| p.join(new_name));
         let now = SystemTime::now();
@@ -456,32 +482,35 @@ impl Store {
         Ok(())
     }
 
-    /// Ops that write a whole subtree anew (after it came back from an orphan).
+    /// Ops that write a whole subtree anew (after it came back from an
+    /// orphan), parents before children, without recursion.
     fn recreate_ops(&self, tree: &Tree, ino: Ino) -> Vec<ChangeOp> {
-        let Some(path) = tree.path_of(ino) else {
-            return Vec::new();
+        let mut ops = Vec::new();
+        let Some(top) = tree.path_of(ino) else {
+            return ops;
         };
-        let node = tree.node(ino);
-        let meta = Meta::from(&node.attr);
-        match &node.kind {
-            NodeKind::File(data) => vec![ChangeOp::Write {
-                path,
-                data: data.clone(),
-                meta,
-            }],
-            NodeKind::Symlink(target) => vec![ChangeOp::Symlink {
-                path,
-                target: target.clone(),
-            }],
-            NodeKind::Special { .. } => Vec::new(),
-            NodeKind::Dir(entries) => {
-                let mut ops = vec![ChangeOp::MakeDir { path, meta }];
-                for &child in entries.values() {
-                    ops.extend(self.recreate_ops(tree, child));
+        let mut stack = vec![(top, ino)];
+        while let Some((path, ino)) = stack.pop() {
+            let node = tree.node(ino);
+            let meta = Meta::from(&node.attr);
+            match &node.kind {
+                NodeKind::File(data) => ops.push(ChangeOp::Write {
+                    path,
+                    data: data.clone(),
+                    meta,
+                }),
+                NodeKind::Symlink(target) => ops.push(ChangeOp::Symlink {
+                    path,
+                    target: target.clone(),
+                }),
+                NodeKind::Special { .. } => {}
+                NodeKind::Dir(entries) => {
+                    stack.extend(entries.iter().rev().map(|(name, &c)| (path.join(name), c)));
+                    ops.push(ChangeOp::MakeDir { path, meta });
                 }
-                ops
             }
         }
+        ops
     }
 
     /// A hard link to `ino` named `name` in `parent`; pins it once. On disk the
@@ -502,6 +531,14 @@ impl Store {
         if tree.child(parent, name)?.is_some() {
             return Err(Error::Exists);
         }
+        self.limits.check_growth(
+            &tree,
+            Growth {
+                dir: Some(parent),
+                entries: 0,
+                depth: tree.depth(parent) + 1,
+            },
+        )?;
         tree.link(parent, name, ino, SystemTime::now());
         let ops = match (
             tree.path_of(parent).map(|p| p.join(name)),

@@ -11,6 +11,7 @@
 
 mod change;
 mod inode_ops;
+mod limits;
 mod tree;
 
 use std::collections::HashMap;
@@ -21,26 +22,11 @@ use parking_lot::{Mutex, RwLock, RwLockWriteGuard};
 
 pub use change::{Change, ChangeOp, ChangeSink, Meta, Origin, Ticket, Touched};
 pub use inode_ops::{DirEntry, InfoKind, NewNode, NodeInfo, RenameMode, SetAttr};
+pub use limits::{Growth, Limits};
 pub use tree::{Attr, Ino, Node, NodeKind, Tree, DIR_MODE, FILE_MODE, ROOT_INO};
 
 use crate::error::Error;
 use crate::path::MemPath;
-
-/// Size limits, enforced on every write.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub struct Limits {
-    pub max_file_size: u64,
-    pub max_store_size: u64,
-}
-
-impl Default for Limits {
-    fn default() -> Self {
-        Limits {
-            max_file_size: 1 << 20,
-            max_store_size: 256 << 20,
-        }
-    }
-}
 
 /// What a path holds, copied out of the tree in one lock acquisition.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -51,13 +37,25 @@ pub enum Snapshot {
     Other,
 }
 
-/// A directory's size and its visible entries down to some depth.
+/// A directory's size and a window of its visible entries down to some depth.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Listing {
     /// Bytes of all files below the directory.
     pub size: u64,
-    /// Depth first, each directory's entries in name order.
+    /// The entries in the window, depth first, each directory's in name order.
     pub entries: Vec<ListEntry>,
+    /// The position of the window's first entry among all (0-based).
+    pub skipped: usize,
+    /// How many entries there are in all.
+    pub total: usize,
+}
+
+/// Which entries of a listing to copy out: a listing's cost must not grow
+/// with the directory beyond one count of its entries.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Window {
+    pub skip: usize,
+    pub take: usize,
 }
 
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -126,22 +124,37 @@ impl Store {
         }
     }
 
-    /// What is at `path`: a file's bytes, or a directory's listing `depth` levels
-    /// deep that leaves out (and does not enter) the names `hide` picks.
+    /// What is at `path`: a file's bytes, or a window of a directory's
+    /// listing `depth` levels deep that leaves out (and does not enter) the
+    /// names `hide` picks.
     pub fn snapshot(
         &self,
         path: &MemPath,
         depth: usize,
+        window: Window,
         hide: &dyn Fn(&str) -> bool,
     ) -> Result<Snapshot, Error> {
         let tree = self.tree.read();
         let ino = tree.resolve(path)?;
         Ok(match &tree.node(ino).kind {
             NodeKind::File(data) => Snapshot::File(data.clone()),
-            NodeKind::Dir(_) => Snapshot::Dir(Listing {
-                size: tree.subtree_bytes(ino),
-                entries: list_entries(&tree, ino, depth, hide),
-            }),
+            NodeKind::Dir(_) => {
+                let mut listing = Listing {
+                    size: tree.subtree_bytes(ino),
+                    entries: Vec::new(),
+                    skipped: window.skip,
+                    total: 0,
+                };
+                let mut walk = ListWalk {
+                    tree: &tree,
+                    depth,
+                    window,
+                    hide,
+                    out: &mut listing,
+                };
+                walk.dir(ino, "", 1);
+                Snapshot::Dir(listing)
+            }
             NodeKind::Symlink(_) | NodeKind::Special { .. } => Snapshot::Other,
         })
     }
@@ -169,7 +182,18 @@ impl Store {
             Some(NodeKind::File(_)) if !overwrite => return Err(Error::Exists),
             Some(NodeKind::File(old)) => old.len() as u64,
         };
-        self.check_size(&tree, old_len, data.len() as u64)?;
+        self.limits.check_size(&tree, old_len, data.len() as u64)?;
+        if existing.is_none() {
+            let (base, missing) = existing_prefix(&tree, &parent_path);
+            self.limits.check_growth(
+                &tree,
+                Growth {
+                    dir: Some(base),
+                    entries: missing + 1,
+                    depth: path.names().len(),
+                },
+            )?;
+        }
         let now = SystemTime::now();
         let data = Arc::new(data);
         let mut touched = Vec::new();
@@ -215,7 +239,7 @@ impl Store {
         };
         let old_len = old.len() as u64;
         let (new, out) = edit(old)?;
-        self.check_size(&tree, old_len, new.len() as u64)?;
+        self.limits.check_size(&tree, old_len, new.len() as u64)?;
         let data = Arc::new(new);
         tree.set_data(ino, data.clone(), SystemTime::now());
         let ops = write_ops(&tree, ino, data);
@@ -263,6 +287,15 @@ impl Store {
         }
         let (to_parent_path, to_name) = split(to)?;
         tree.check_dir_path(&to_parent_path)?;
+        let (base, missing) = existing_prefix(&tree, &to_parent_path);
+        self.limits.check_growth(
+            &tree,
+            Growth {
+                dir: Some(base),
+                entries: missing,
+                depth: to.names().len() + tree.height(moved),
+            },
+        )?;
         let now = SystemTime::now();
         let mut touched = vec![
             Touched::Entry(from_parent, from_name.to_string()),
@@ -280,23 +313,6 @@ impl Store {
             replace: false,
         });
         Ok(self.commit(&tree, origin, ops, touched))
-    }
-
-    fn check_size(&self, tree: &Tree, old_len: u64, new_len: u64) -> Result<(), Error> {
-        if new_len > self.limits.max_file_size {
-            return Err(Error::FileTooLarge {
-                size: new_len,
-                limit: self.limits.max_file_size,
-            });
-        }
-        let total = tree.total_bytes() - old_len.min(tree.total_bytes()) + new_len;
-        if new_len > old_len && total > self.limits.max_store_size {
-            return Err(Error::StoreFull {
-                size: total,
-                limit: self.limits.max_store_size,
-            });
-        }
-        Ok(())
     }
 
     /// Unlinks `name` from `parent` and drops what the kernel does not hold.
@@ -341,6 +357,19 @@ fn split(path: &MemPath) -> Result<(MemPath, &str), Error> {
         (Some(parent), Some(name)) => Ok((parent, name)),
         _ => Err(Error::Root),
     }
+}
+
+/// The deepest existing directory on `path`, and how many of its names are missing
+/// below it.
+fn existing_prefix(tree: &Tree, path: &MemPath) -> (Ino, usize) {
+    let mut ino = ROOT_INO;
+    for (i, name) in path.names().iter().enumerate() {
+        match tree.child(ino, name).ok().flatten() {
+            Some(next) => ino = next,
+            None => return (ino, path.names().len() - i),
+        }
+    }
+    (ino, 0)
 }
 
 /// Makes missing directories of `path`, noting the entries that now exist.
@@ -388,60 +417,44 @@ fn flush_ops(tree: &mut Tree, ino: Ino) -> Vec<ChangeOp> {
     write_ops(tree, ino, data)
 }
 
-fn list_entries(
-    tree: &Tree,
-    dir: Ino,
+/// A depth-first walk that counts every visible entry and copies out those
+/// in the window.
+struct ListWalk<'a> {
+    tree: &'a Tree,
     depth: usize,
-    hide: &dyn Fn(&str) -> bool,
-) -> Vec<ListEntry> {
-    let mut out = Vec::new();
-    walk_listing(tree, dir, String::new(), 1, depth, hide, &mut out);
-    out
+    window: Window,
+    hide: &'a dyn Fn(&str) -> bool,
+    out: &'a mut Listing,
 }
 
-fn walk_listing(
-    tree: &Tree,
-    dir: Ino,
-    prefix: String,
-    level: usize,
-    depth: usize,
-    hide: &dyn Fn(&str) -> bool,
-    out: &mut Vec<ListEntry>,
-) {
-    let Some(entries) = tree.children(dir) else {
-        return;
-    };
-    for (name, &child) in entries {
-        if hide(name) {
-            continue;
-        }
-        let relative = format!("{prefix}{name}");
-        match &tree.node(child).kind {
-            NodeKind::File(data) => out.push(ListEntry {
-                relative,
-                size: data.len() as u64,
-                is_dir: false,
-            }),
-            NodeKind::Dir(_) => {
-                out.push(ListEntry {
-                    relative: relative.clone(),
-                    size: tree.subtree_bytes(child),
-                    is_dir: true,
-                });
-                if level < depth {
-                    walk_listing(
-                        tree,
-                        child,
-                        format!("{relative}/"),
-                        level + 1,
-                        depth,
-                        hide,
-                        out,
-                    );
-                }
+impl ListWalk<'_> {
+    fn dir(&mut self, dir: Ino, prefix: &str, level: usize) {
+        let Some(entries) = self.tree.children(dir) else {
+            return;
+        };
+        for (name, &child) in entries {
+            if (self.hide)(name) {
+                continue;
             }
-            // Symlinks are not followed, special nodes hold nothing: neither is listed.
-            NodeKind::Symlink(_) | NodeKind::Special { .. } => {}
+            let is_dir = match &self.tree.node(child).kind {
+                NodeKind::File(_) => false,
+                NodeKind::Dir(_) => true,
+                // Symlinks are not followed, special nodes hold nothing: neither is listed.
+                NodeKind::Symlink(_) | NodeKind::Special { .. } => continue,
+            };
+            let at = self.out.total;
+            self.out.total += 1;
+            let wanted = at >= self.window.skip && at - self.window.skip < self.window.take;
+            if wanted {
+                self.out.entries.push(ListEntry {
+                    relative: format!("{prefix}{name}"),
+                    size: self.tree.subtree_bytes(child),
+                    is_dir,
+                });
+            }
+            if is_dir && level < self.depth {
+                self.dir(child, &format!("{prefix}{name}/"), level + 1);
+            }
         }
     }
 }

@@ -165,6 +165,51 @@ impl Tree {
         self.nodes.len()
     }
 
+    /// Nodes besides the root (orphans the kernel holds included).
+    pub fn entry_count(&self) -> usize {
+        self.nodes.len() - 1
+    }
+
+    /// Levels between the root and `ino` (the root is 0, `/memories/a` 1).
+    pub fn depth(&self, mut ino: Ino) -> usize {
+        let mut depth = 0;
+        while let Some((parent, _)) = self.nodes.get(&ino).and_then(|n| n.links.first()) {
+            if ino == ROOT_INO {
+                break;
+            }
+            depth += 1;
+            ino = *parent;
+        }
+        depth
+    }
+
+    /// Levels below `ino`: 0 for a file or an empty directory.
+    pub fn height(&self, ino: Ino) -> usize {
+        let mut height = 0;
+        let mut stack = vec![(ino, 0)];
+        while let Some((at, level)) = stack.pop() {
+            height = height.max(level);
+            if let Some(entries) = self.children(at) {
+                stack.extend(entries.values().map(|&c| (c, level + 1)));
+            }
+        }
+        height
+    }
+
+    /// The deepest level and the most entries in one directory.
+    pub fn shape(&self) -> (usize, usize) {
+        let widest = self
+            .nodes
+            .values()
+            .filter_map(|n| match &n.kind {
+                NodeKind::Dir(entries) => Some(entries.len()),
+                _ => None,
+            })
+            .max()
+            .unwrap_or(0);
+        (self.height(ROOT_INO), widest)
+    }
+
     pub fn children(&self, dir: Ino) -> Option<&BTreeMap<String, Ino>> {
         match &self.node(dir).kind {
             NodeKind::Dir(entries) => Some(entries),

@@ -5,56 +5,92 @@ use super::format::{numbered, split_lines};
 /// Lines of context around a replacement in the success snippet.
 const SNIPPET_CONTEXT: usize = 4;
 
+/// Line numbers an ambiguous-match error lists at most; more are summarized.
+pub const MAX_LISTED_MATCHES: usize = 10;
+
 /// Why an edit was refused, before the path is put into the message.
 #[derive(Debug, PartialEq, Eq)]
 pub enum EditError {
     NotFound,
-    Multiple(Vec<usize>),
-    BadInsertLine { n_lines: usize },
+    /// The lines of the first occurrences (at most [`MAX_LISTED_MATCHES`]),
+    /// and whether there are more.
+    Multiple {
+        lines: Vec<usize>,
+        more: bool,
+    },
+    BadInsertLine {
+        n_lines: usize,
+    },
 }
 
 /// Replaces the one occurrence of `old` in `text` by `new`. Occurrences are
 /// counted overlapping, so `aa` is not unique in `aaa`. Returns the new text
 /// and the numbered snippet around the change.
+///
+/// Linear in the text: one substring search that stops after the few
+/// occurrences an error can list, and line numbers counted incrementally.
 pub fn replace(text: &str, old: &str, new: &str) -> Result<(String, String), EditError> {
-    let positions = occurrences(text, old);
+    let (positions, more) = occurrences(text, old, MAX_LISTED_MATCHES + 1);
     let &[at] = positions.as_slice() else {
         if positions.is_empty() {
             return Err(EditError::NotFound);
         }
-        let lines = positions.iter().map(|&p| line_of(text, p)).collect();
-        return Err(EditError::Multiple(lines));
+        let more = more || positions.len() > MAX_LISTED_MATCHES;
+        let mut lines = lines_of(text, &positions);
+        lines.truncate(MAX_LISTED_MATCHES);
+        return Err(EditError::Multiple { lines, more });
     };
     let mut out = String::with_capacity(text.len() - old.len() + new.len());
     out.push_str(&text[..at]);
     out.push_str(new);
     out.push_str(&text[at + old.len()..]);
     let first = line_of(&out, at);
-    let last = line_of(&out, at + new.len().saturating_sub(1)).max(first);
+    let last =
+        (first + count_newlines(&out.as_bytes()[at..at + new.len().saturating_sub(1)])).max(first);
     let snippet = snippet(&out, first, last);
     Ok((out, snippet))
 }
 
-/// Byte offsets of every (overlapping) occurrence of a non-empty `needle`.
-fn occurrences(text: &str, needle: &str) -> Vec<usize> {
+/// Byte offsets of the first `limit` (overlapping) occurrences of a
+/// non-empty `needle`, and whether the search stopped early.
+fn occurrences(text: &str, needle: &str, limit: usize) -> (Vec<usize>, bool) {
+    let finder = memchr::memmem::Finder::new(needle.as_bytes());
+    let bytes = text.as_bytes();
     let mut found = Vec::new();
     let mut from = 0;
-    while let Some(i) = text[from..].find(needle) {
+    while let Some(i) = finder.find(&bytes[from..]) {
+        if found.len() == limit {
+            return (found, true);
+        }
         let at = from + i;
         found.push(at);
         // Step one character, not one byte, to stay on a char boundary.
         from = at + text[at..].chars().next().map_or(1, char::len_utf8);
     }
-    found
+    (found, false)
+}
+
+fn count_newlines(bytes: &[u8]) -> usize {
+    memchr::memchr_iter(b'\n', bytes).count()
 }
 
 /// 1-based line number of byte offset `at`.
 fn line_of(text: &str, at: usize) -> usize {
-    text.as_bytes()[..at.min(text.len())]
+    count_newlines(&text.as_bytes()[..at.min(text.len())]) + 1
+}
+
+/// 1-based line numbers of ascending byte offsets, in one pass over the text.
+fn lines_of(text: &str, positions: &[usize]) -> Vec<usize> {
+    let mut line = 1;
+    let mut counted = 0;
+    positions
         .iter()
-        .filter(|&&b| b == b'\n')
-        .count()
-        + 1
+        .map(|&at| {
+            line += count_newlines(&text.as_bytes()[counted..at]);
+            counted = at;
+            line
+        })
+        .collect()
 }
 
 fn snippet(text: &str, first: usize, last: usize) -> String {
@@ -106,18 +142,20 @@ mod tests {
     #[test]
     fn reports_missing_and_multiple() {
         assert_eq!(replace("abc", "x", "y"), Err(EditError::NotFound));
+        let multiple = |lines: Vec<usize>, more| Err(EditError::Multiple { lines, more });
         assert_eq!(
             replace("x\ny\nx x\n", "x", "z"),
-            Err(EditError::Multiple(vec![1, 3, 3]))
+            multiple(vec![1, 3, 3], false)
         );
         // Overlapping occurrences are ambiguous too.
+        assert_eq!(replace("aaa", "aa", "b"), multiple(vec![1, 1], false));
+        assert_eq!(replace("ééé", "éé", "b"), multiple(vec![1, 1], false));
+        // Past ten, the first ten are listed and the rest summarized.
+        let many = "x\n".repeat(11);
+        assert_eq!(replace(&many, "x", "y"), multiple((1..=10).collect(), true));
         assert_eq!(
-            replace("aaa", "aa", "b"),
-            Err(EditError::Multiple(vec![1, 1]))
-        );
-        assert_eq!(
-            replace("ééé", "éé", "b"),
-            Err(EditError::Multiple(vec![1, 1]))
+            replace(&"x\n".repeat(10), "x", "y"),
+            multiple((1..=10).collect(), false)
         );
     }
 

@@ -120,7 +120,7 @@ impl Tool {
         let path = parse_path(raw)?;
         let snapshot = self
             .store
-            .snapshot(&path, view::LIST_DEPTH, &|name| {
+            .snapshot(&path, view::LIST_DEPTH, view::window(range), &|name| {
                 self.config.hide.hides(name)
             })
             .map_err(|e| match e {
@@ -128,7 +128,7 @@ impl Tool {
                 _ => format!("The path {path} does not exist. Please provide a valid path."),
             })?;
         Ok(Pending::ready(match &snapshot {
-            Snapshot::Dir(listing) => view::directory(&path, listing),
+            Snapshot::Dir(listing) => view::directory(&path, listing, range),
             Snapshot::File(bytes) => view::file(&path, bytes, range),
             Snapshot::Other => view::other(&path, &snapshot),
         }))
@@ -162,12 +162,16 @@ impl Tool {
             || format!("Error: The path {path} does not exist. Please provide a valid path.");
         let result = self.store.edit_file(&path, Origin::Agent, |bytes| {
             let text = utf8(bytes, &path)?;
-            let (out, snippet) = edit::replace(text, old, new).map_err(|e| match e {
-                    EditError::Multiple(lines) => format!(
-                        "No replacement was performed. Multiple occurrences of old_str `{old}` in lines: {}. Please ensure it is unique",
-                        lines.iter().map(usize::to_string).collect::<Vec<_>>().join(", ")
+            let (out, snippet) = edit::replace(text, old, new).map_err(|e| {
+                let old = clip_text(old);
+                match e {
+                    EditError::Multiple { lines, more } => format!(
+                        "No replacement was performed. Multiple occurrences of old_str `{old}` in lines: {}{}. Please ensure it is unique",
+                        lines.iter().map(usize::to_string).collect::<Vec<_>>().join(", "),
+                        if more { ", and more" } else { "" }
                     ),
-                _ => format!("No replacement was performed, old_str `{old}` did not appear verbatim in {path}."),
+                    _ => format!("No replacement was performed, old_str `{old}` did not appear verbatim in {path}."),
+                }
             })?;
             Ok::<_, EditFailure>((out.into_bytes(), snippet))
         });

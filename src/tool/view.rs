@@ -1,39 +1,102 @@
 //! `view`: a directory listing, a file's numbered lines, or an image.
 
-use super::format::{numbered, split_lines, write_human_size, MAX_LINES};
+use super::format::{numbered, split_lines, write_human_size, MAX_LINES, VIEW_CHAR_CAP};
 use super::image;
 use super::input::clip;
 use super::result::{Content, ToolResult};
 use crate::path::MemPath;
-use crate::store::{Listing, Snapshot};
+use crate::store::{Listing, Snapshot, Window};
 
 /// How deep a directory view lists.
 pub const LIST_DEPTH: usize = 2;
 
-pub fn directory(path: &MemPath, listing: &Listing) -> ToolResult {
+/// Most entries a directory view copies out of the store: more than fit in
+/// [`VIEW_CHAR_CAP`] characters (a row is at least 8 characters long).
+const MAX_ROWS: usize = VIEW_CHAR_CAP / 8;
+
+/// The entries a directory view asks for: `view_range` picks rows of the
+/// listing as it picks lines of a file.
+pub fn window(range: Option<(i64, i64)>) -> Window {
+    let Some((start, end)) = range else {
+        return Window {
+            skip: 0,
+            take: MAX_ROWS,
+        };
+    };
+    let skip = usize::try_from(start.saturating_sub(1)).unwrap_or(0);
+    let take = match end {
+        -1 => MAX_ROWS,
+        end => usize::try_from(end.saturating_sub(start).saturating_add(1)).unwrap_or(0),
+    };
+    Window {
+        skip,
+        take: take.min(MAX_ROWS),
+    }
+}
+
+/// A directory's listing, capped at [`VIEW_CHAR_CAP`] characters at whole
+/// rows, with a last line that says how to see the rest.
+pub fn directory(path: &MemPath, listing: &Listing, range: Option<(i64, i64)>) -> ToolResult {
     use std::fmt::Write;
     let path = path.to_string();
-    let rows: usize = listing
-        .entries
-        .iter()
-        .map(|e| e.relative.len() + path.len() + 10)
-        .sum();
-    let mut out = String::with_capacity(160 + rows);
+    if let Some((start, end)) = range {
+        if check_range(start, end, listing.total).is_none() {
+            return ToolResult::error(format!(
+                "Error: Invalid `view_range` parameter: [{start}, {end}]. The directory {path} lists {n} entries; \
+                 for a directory, `view_range` takes [first_entry, last_entry] with 1 <= first_entry <= last_entry <= {n}, \
+                 or last_entry = -1 for the end of the listing.",
+                n = listing.total
+            ));
+        }
+    }
+    let mut out = String::with_capacity(VIEW_CHAR_CAP + 256);
     let _ = writeln!(
         out,
         "Here're the files and directories up to 2 levels deep in {path}, excluding hidden items and node_modules:"
     );
     write_human_size(&mut out, listing.size);
     let _ = write!(out, "\t{path}");
-    for entry in &listing.entries {
-        out.push('\n');
-        write_human_size(&mut out, entry.size);
-        let _ = write!(out, "\t{path}/{}", entry.relative);
+    let mut used = out.chars().count();
+    let mut row = String::new();
+    for (i, entry) in listing.entries.iter().enumerate() {
+        row.clear();
+        row.push('\n');
+        write_human_size(&mut row, entry.size);
+        let _ = write!(row, "\t{path}/{}", entry.relative);
         if entry.is_dir {
-            out.push('/');
+            row.push('/');
         }
+        let cost = if row.is_ascii() {
+            row.len()
+        } else {
+            row.chars().count()
+        };
+        if used + cost > VIEW_CHAR_CAP {
+            return ToolResult::ok(with_rest_note(out, listing, i));
+        }
+        out.push_str(&row);
+        used += cost;
+    }
+    let shown_end = listing.skipped + listing.entries.len();
+    if range.is_none() && shown_end < listing.total {
+        return ToolResult::ok(with_rest_note(out, listing, listing.entries.len()));
     }
     ToolResult::ok(out)
+}
+
+/// Ends a capped listing whose first `shown` rows of the window fit.
+fn with_rest_note(mut out: String, listing: &Listing, shown: usize) -> String {
+    use std::fmt::Write;
+    let first = listing.skipped + 1;
+    let last = listing.skipped + shown;
+    let _ = write!(
+        out,
+        "\n[showing entries {first}-{last} of {total}: a view is capped at {VIEW_CHAR_CAP} characters. \
+         Use view_range [{next}, -1] to see the rest, or view a subdirectory.]",
+        total = listing.total,
+        next = last + 1
+    );
+    out
 }
 
 pub fn file(path: &MemPath, bytes: &[u8], range: Option<(i64, i64)>) -> ToolResult {
