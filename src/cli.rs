@@ -40,6 +40,10 @@ pub struct Common {
     /// Most entries any one directory may hold.
     #[arg(long, global = true, default_value_t = Limits::default().max_dir_entries, value_name = "COUNT")]
     pub max_dir_entries: usize,
+    /// Seconds a socket client may take to send a whole line once it has
+    /// started one (idle time between lines is not limited).
+    #[arg(long, global = true, default_value_t = 30, value_name = "SECONDS")]
+    pub client_timeout: u64,
     /// `create` on an existing file overwrites it (Claude's tool description
     /// says "creates or overwrites") instead of the reference error.
     #[arg(long, global = true)]
@@ -60,7 +64,9 @@ pub enum Cmd {
     /// stdin) and prints {"content": ..., "is_error": ...}. Exits 1 when the
     /// result is an error.
     Exec {
-        /// The tool input, e.g. '{"command":"view","path":"/memories"}'.
+        /// The tool input, e.g. '{"command":"view","path":"/memories"}', or `-`
+        /// to read it from stdin. Use `-` for anything private: a command's
+        /// arguments are visible to every local user (ps, /proc/PID/cmdline).
         input: String,
     },
     /// Serves tool calls as JSON lines on stdin/stdout (and, with --mount,

@@ -30,6 +30,7 @@
 
 pub mod error;
 pub mod fuse;
+pub mod json;
 pub mod memory;
 pub mod path;
 pub mod persist;

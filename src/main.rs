@@ -1,21 +1,20 @@
 //! The `memfs` binary: wiring only; every behaviour lives in the library.
 
 mod cli;
+mod serving;
 
 use std::io::{self, Read};
 use std::path::Path;
 use std::process::ExitCode;
-use std::sync::Arc;
 use std::time::Duration;
 
 use clap::Parser;
-use parking_lot::Mutex;
 
 use cli::{Cli, Cmd};
-use memfs::fuse::{MountOptions, Mounted};
 use memfs::persist::OpenError;
-use memfs::serve::socket::{self, SocketServer};
+use memfs::serve::socket;
 use memfs::Memory;
+use serving::Doors;
 
 fn main() -> ExitCode {
     if let Some(code) = mount_helper() {
@@ -40,7 +39,11 @@ fn main() -> ExitCode {
     for warning in memory.warnings() {
         eprintln!("memfs: {warning}");
     }
-    let max_line = memfs::serve::max_line_bytes(cli.common.max_file_size);
+    let doors = Doors {
+        max_line: memfs::serve::max_line_bytes(cli.common.max_file_size),
+        client_timeout: Duration::from_secs(cli.common.client_timeout),
+    };
+    let max_line = doors.max_line;
     match cli.command {
         Cmd::Exec { input } => match read_input(&input) {
             Ok(text) => print_result(&run_line(&memory, &text)),
@@ -52,12 +55,13 @@ fn main() -> ExitCode {
             mount,
             mount_options,
         } => {
-            let code = serve_stdin(
+            let code = serving::run(
                 &memory,
-                mount.as_deref(),
-                mount_options.options(),
-                max_line,
-                |tool| memfs::serve::lines::serve(tool, io::stdin().lock(), io::stdout(), max_line),
+                mount.as_deref().map(|at| (at, mount_options.options())),
+                doors,
+                Some(Box::new(move |tool| {
+                    memfs::serve::lines::serve(&tool, io::stdin().lock(), io::stdout(), max_line)
+                })),
             );
             if stats {
                 let s = memory.persist_stats();
@@ -71,32 +75,23 @@ fn main() -> ExitCode {
         Cmd::Mcp {
             mount,
             mount_options,
-        } => serve_stdin(
+        } => serving::run(
             &memory,
-            mount.as_deref(),
-            mount_options.options(),
-            max_line,
-            |tool| memfs::serve::mcp::serve(tool, io::stdin().lock(), io::stdout(), max_line),
+            mount.as_deref().map(|at| (at, mount_options.options())),
+            doors,
+            Some(Box::new(move |tool| {
+                memfs::serve::mcp::serve(&tool, io::stdin().lock(), io::stdout(), max_line)
+            })),
         ),
         Cmd::Mount {
             mountpoint,
             mount_options,
-        } => {
-            let mounted = match start_mount(&memory, &mountpoint, mount_options.options(), max_line)
-            {
-                Ok(m) => m,
-                Err(code) => return code,
-            };
-            // Until a signal (handled in start_mount) or an outside `umount`.
-            while mounted
-                .lock()
-                .as_ref()
-                .is_some_and(|(m, _)| !m.is_finished())
-            {
-                std::thread::sleep(Duration::from_millis(100));
-            }
-            stop_mount(&mounted)
-        }
+        } => serving::run(
+            &memory,
+            Some((&mountpoint, mount_options.options())),
+            doors,
+            None,
+        ),
     }
 }
 
@@ -122,97 +117,6 @@ fn mount_helper() -> Option<ExitCode> {
     }
 }
 
-/// Serves a protocol on stdin/stdout until stdin ends, with the memory
-/// mounted meanwhile when asked; then unmounts and writes everything out.
-fn serve_stdin(
-    memory: &Memory,
-    mount: Option<&Path>,
-    options: MountOptions,
-    max_line: usize,
-    serve: impl FnOnce(&memfs::tool::Tool) -> io::Result<()>,
-) -> ExitCode {
-    let mounted = match mount {
-        Some(at) => match start_mount(memory, at, options, max_line) {
-            Ok(m) => Some(m),
-            Err(code) => return code,
-        },
-        None => None,
-    };
-    let served = serve(memory.tool());
-    let unmounted = mounted.map(|m| stop_mount(&m));
-    match (served, unmounted) {
-        (Err(e), _) if e.kind() != io::ErrorKind::BrokenPipe => {
-            eprintln!("memfs: serving stdio failed: {e}");
-            ExitCode::FAILURE
-        }
-        (_, Some(code)) => code,
-        _ => ExitCode::SUCCESS,
-    }
-}
-
-/// A live mount and the socket served beside it.
-type Running = Arc<Mutex<Option<(Mounted, SocketServer)>>>;
-
-/// Mounts, serves the socket, and has SIGINT/SIGTERM unmount cleanly and exit.
-fn start_mount(
-    memory: &Memory,
-    at: &Path,
-    options: MountOptions,
-    max_line: usize,
-) -> Result<Running, ExitCode> {
-    let sock = memory.data_dir().state_dir.join("sock");
-    let server = SocketServer::start(memory.tool().clone(), &sock, max_line).map_err(|e| {
-        eprintln!("memfs: cannot serve the socket in the data dir: {e}");
-        ExitCode::from(2)
-    })?;
-    let mounted = memfs::fuse::mount(memory.store().clone(), at, options).map_err(|e| {
-        eprintln!("memfs: {e}");
-        ExitCode::from(2)
-    })?;
-    eprintln!(
-        "memfs: mounted {} at {}; Ctrl-C or `umount {}` to stop",
-        memory.data_dir().shown(),
-        at.display(),
-        at.display()
-    );
-    let running: Running = Arc::new(Mutex::new(Some((mounted, server))));
-    let on_signal = running.clone();
-    let mut signals = signal_hook::iterator::Signals::new([
-        signal_hook::consts::SIGINT,
-        signal_hook::consts::SIGTERM,
-    ])
-    .map_err(|e| {
-        eprintln!("memfs: cannot handle signals: {e}");
-        ExitCode::from(2)
-    })?;
-    std::thread::spawn(move || {
-        if signals.forever().next().is_some() {
-            let code = stop_mount(&on_signal);
-            std::process::exit(if code == ExitCode::SUCCESS { 0 } else { 1 });
-        }
-    });
-    Ok(running)
-}
-
-/// Unmounts, writes everything out, stops the socket. Safe to call twice.
-fn stop_mount(running: &Running) -> ExitCode {
-    let Some((mounted, mut server)) = running.lock().take() else {
-        return ExitCode::SUCCESS;
-    };
-    let at = mounted.mountpoint().display().to_string();
-    server.stop();
-    match mounted.unmount() {
-        Ok(()) => {
-            eprintln!("memfs: unmounted {at}; everything is written out");
-            ExitCode::SUCCESS
-        }
-        Err(e) => {
-            eprintln!("memfs: unmounted {at}, but writing out failed: {e}");
-            ExitCode::FAILURE
-        }
-    }
-}
-
 /// The command text: the argument, or stdin for `-`.
 fn read_input(input: &str) -> Result<String, ExitCode> {
     if input != "-" {
@@ -227,7 +131,7 @@ fn read_input(input: &str) -> Result<String, ExitCode> {
 }
 
 fn run_line(memory: &Memory, text: &str) -> memfs::ToolResult {
-    match serde_json::from_str(text) {
+    match memfs::json::parse(text.as_bytes()) {
         Ok(value) => memory.call(&value),
         Err(e) => memfs::ToolResult::error(format!("Error: the command is not valid JSON: {e}")),
     }
@@ -248,7 +152,7 @@ fn exec_via_socket(data: &Path, input: &str, dir: &str, pid: Option<u32>) -> Exi
         Err(code) => return code,
     };
     // The socket speaks lines: a command spread over several lines is folded.
-    let line = match serde_json::from_str::<serde_json::Value>(&text) {
+    let line = match memfs::json::parse(text.as_bytes()) {
         Ok(v) => v.to_string(),
         Err(e) => {
             return print_result(&memfs::ToolResult::error(format!(
@@ -256,7 +160,7 @@ fn exec_via_socket(data: &Path, input: &str, dir: &str, pid: Option<u32>) -> Exi
             )))
         }
     };
-    match socket::request(&data.join(".memfs/sock"), &line) {
+    match socket::request(&data.join(".memfs"), &line) {
         Ok(answer) => {
             println!("{answer}");
             let is_error = serde_json::from_str::<serde_json::Value>(&answer)

@@ -13,7 +13,7 @@ use std::io;
 use std::os::fd::OwnedFd;
 use std::path::{Path, PathBuf};
 
-use rustix::fs::{self as rfs, FlockOperation, Mode, OFlags};
+use rustix::fs::{self as rfs, AtFlags, FlockOperation, Mode, OFlags};
 
 use super::fsops;
 
@@ -38,14 +38,18 @@ pub struct DataDir {
     pub tmp: OwnedFd,
     /// `DIR/.memfs/trash`.
     pub trash: OwnedFd,
-    /// `DIR/.memfs`, where the socket and other state live.
+    /// `DIR/.memfs` (checked: a directory, not a symlink, mode 0700), where
+    /// the socket and other state live. Flocked exclusively for as long as
+    /// the data dir is open.
+    pub state: OwnedFd,
+    /// `DIR/.memfs` as a path, for clients to find the socket.
     pub state_dir: PathBuf,
-    /// `DIR/.memfs`, flocked exclusively for as long as the data dir is open.
-    _lock: OwnedFd,
 }
 
 impl DataDir {
-    /// Opens (creating as needed) and locks the data dir at `dir`.
+    /// Opens (creating as needed) and locks the data dir at `dir`. Every
+    /// name below `dir` is opened relative to a checked descriptor of its
+    /// directory, never through a symlink.
     pub fn open(dir: &Path) -> Result<DataDir, OpenError> {
         let shown = dir.display().to_string();
         let fail = |doing: &'static str| {
@@ -57,15 +61,14 @@ impl DataDir {
             }
         };
         make_private_dir(dir).map_err(fail("creating it"))?;
-        let state_dir = dir.join(".memfs");
-        make_private_dir(&state_dir).map_err(fail("creating .memfs"))?;
-        let lock = take_lock(&state_dir, &shown)?;
-        make_private_dir(&dir.join("memories")).map_err(fail("creating memories"))?;
         let top = open_top(dir).map_err(fail("opening it"))?;
-        let memories = fsops::open_dir(&top, "memories").map_err(fail(
+        let state = private_subdir(&top, STATE_DIR).map_err(fail(
+            "opening .memfs (it must be a directory, not a symlink)",
+        ))?;
+        take_lock(&state, &shown)?;
+        let memories = private_subdir(&top, "memories").map_err(fail(
             "opening memories (it must be a directory, not a symlink)",
         ))?;
-        let state = fsops::open_dir(&top, ".memfs").map_err(fail("opening .memfs"))?;
         let tmp = fresh_dir(&state, "tmp").map_err(fail("clearing .memfs/tmp"))?;
         let trash = fresh_dir(&state, "trash").map_err(fail("clearing .memfs/trash"))?;
         Ok(DataDir {
@@ -73,8 +76,8 @@ impl DataDir {
             memories,
             tmp,
             trash,
-            state_dir,
-            _lock: lock,
+            state,
+            state_dir: dir.join(STATE_DIR),
         })
     }
 
@@ -82,6 +85,15 @@ impl DataDir {
     pub fn shown(&self) -> &str {
         &self.shown
     }
+}
+
+/// memfs' own directory in the data dir.
+const STATE_DIR: &str = ".memfs";
+
+/// Opens the state dir at `path` (`DIR/.memfs`) without following a symlink there.
+pub fn open_state_dir(path: &Path) -> io::Result<OwnedFd> {
+    let flags = OFlags::RDONLY | OFlags::DIRECTORY | OFlags::NOFOLLOW | OFlags::CLOEXEC;
+    Ok(rfs::open(path, flags, Mode::empty())?)
 }
 
 fn make_private_dir(path: &Path) -> io::Result<()> {
@@ -95,6 +107,20 @@ fn make_private_dir(path: &Path) -> io::Result<()> {
         Err(e) if e.kind() == io::ErrorKind::AlreadyExists && path.is_dir() => Ok(()),
         Err(e) => Err(e),
     }
+}
+
+/// Makes (or finds) directory `name` in `top` and opens it, refusing a
+/// symlink; a directory others could enter is tightened to 0700.
+fn private_subdir(top: &OwnedFd, name: &str) -> io::Result<OwnedFd> {
+    match rfs::mkdirat(top, name, Mode::from_raw_mode(fsops::DIR_MODE)) {
+        Ok(()) | Err(rustix::io::Errno::EXIST) => {}
+        Err(e) => return Err(e.into()),
+    }
+    let dir = fsops::open_dir(top, name)?;
+    if rfs::fstat(&dir)?.st_mode & 0o077 != 0 {
+        rfs::fchmod(&dir, Mode::from_raw_mode(fsops::DIR_MODE))?;
+    }
+    Ok(dir)
 }
 
 fn open_top(dir: &Path) -> io::Result<OwnedFd> {
@@ -114,28 +140,47 @@ fn fresh_dir(state: &OwnedFd, name: &str) -> io::Result<OwnedFd> {
 }
 
 /// Locks the state dir itself (a read-only descriptor, so that the disk can
-/// still be remounted read-only under a running memfs), then records our pid.
-fn take_lock(state_dir: &Path, shown: &str) -> Result<OwnedFd, OpenError> {
+/// still be remounted read-only under a running memfs), then records our pid
+/// in a new file (a symlink planted at `pid` is removed, never written through).
+fn take_lock(state: &OwnedFd, shown: &str) -> Result<(), OpenError> {
     let io_err = |err: io::Error| OpenError::Io {
         dir: shown.to_string(),
         doing: "taking its lock",
         err,
     };
-    let fd = open_top(state_dir).map_err(io_err)?;
-    let pid_file = state_dir.join("pid");
-    match rfs::flock(&fd, FlockOperation::NonBlockingLockExclusive) {
+    match rfs::flock(state, FlockOperation::NonBlockingLockExclusive) {
         Ok(()) => {}
         Err(rustix::io::Errno::WOULDBLOCK) => {
-            let pid = std::fs::read_to_string(&pid_file)
-                .ok()
-                .and_then(|t| t.trim().parse().ok());
             return Err(OpenError::Busy {
                 dir: shown.to_string(),
-                pid,
+                pid: read_pid(state),
             });
         }
         Err(e) => return Err(io_err(e.into())),
     }
-    std::fs::write(&pid_file, std::process::id().to_string()).map_err(io_err)?;
-    Ok(fd)
+    match rfs::unlinkat(state, PID_FILE, AtFlags::empty()) {
+        Ok(()) | Err(rustix::io::Errno::NOENT) => {}
+        Err(e) => return Err(io_err(e.into())),
+    }
+    let flags = OFlags::WRONLY | OFlags::CREATE | OFlags::EXCL | OFlags::NOFOLLOW | OFlags::CLOEXEC;
+    let pid = rfs::openat(
+        state,
+        PID_FILE,
+        flags,
+        Mode::from_raw_mode(fsops::FILE_MODE),
+    )
+    .map_err(|e| io_err(e.into()))?;
+    rustix::io::write(&pid, std::process::id().to_string().as_bytes())
+        .map_err(|e| io_err(e.into()))?;
+    Ok(())
+}
+
+const PID_FILE: &str = "pid";
+
+fn read_pid(state: &OwnedFd) -> Option<u32> {
+    let flags = OFlags::RDONLY | OFlags::NOFOLLOW | OFlags::CLOEXEC | OFlags::NONBLOCK;
+    let fd = rfs::openat(state, PID_FILE, flags, Mode::empty()).ok()?;
+    let mut buf = [0u8; 16];
+    let n = rustix::io::read(&fd, &mut buf).ok()?;
+    std::str::from_utf8(&buf[..n]).ok()?.trim().parse().ok()
 }

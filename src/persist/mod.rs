@@ -8,4 +8,4 @@ pub mod load;
 mod walk;
 
 pub use committer::{Persister, Stats};
-pub use datadir::{DataDir, OpenError};
+pub use datadir::{open_state_dir, DataDir, OpenError};

@@ -30,6 +30,15 @@ impl Reply {
         }
     }
 
+    /// About how many bytes the answer holds until it is written.
+    pub fn weight(&self) -> usize {
+        match (&self.pending, &self.ready) {
+            (Some(pending), _) => pending.weight(),
+            (None, Some(result)) => result.weight(),
+            (None, None) => 0,
+        }
+    }
+
     /// Waits for durability and renders the answer line (without newline).
     pub fn finish(self) -> String {
         let result = match (self.pending, self.ready) {
@@ -62,9 +71,18 @@ pub fn too_long(limit: usize) -> Reply {
     Reply::now(ToolResult::error(text), Framing::Plain)
 }
 
+/// The last answer to a peer that did not finish its line in time.
+pub fn timed_out(after: std::time::Duration) -> Reply {
+    let text = format!(
+        "Error: the line was not finished within {} seconds; closing the connection",
+        after.as_secs()
+    );
+    Reply::now(ToolResult::error(text), Framing::Plain)
+}
+
 /// Parses and applies one line.
 pub fn handle(tool: &Tool, line: &[u8]) -> Reply {
-    let value: Value = match serde_json::from_slice(line) {
+    let value: Value = match crate::json::parse(line) {
         Ok(v) => v,
         Err(e) => {
             return Reply::now(

@@ -3,8 +3,10 @@
 
 use std::io::{self, BufRead, Write};
 
+use std::time::Duration;
+
 use super::line::{self, Reply};
-use super::pipeline::{self, Protocol};
+use super::pipeline::{self, Activity, Bounds, Protocol, Unobserved};
 use crate::tool::Tool;
 
 struct ToolLines<'a>(&'a Tool);
@@ -20,6 +22,14 @@ impl Protocol for ToolLines<'_> {
         line::too_long(limit)
     }
 
+    fn timed_out(&self, after: Duration) -> Reply {
+        line::timed_out(after)
+    }
+
+    fn weight(answer: &Reply) -> usize {
+        answer.weight()
+    }
+
     fn finish(answer: Reply) -> String {
         answer.finish()
     }
@@ -32,12 +42,27 @@ pub fn refuse(mut output: impl Write, text: &str) -> io::Result<()> {
     output.write_all(b"\n")
 }
 
-/// Serves `input` until it ends, answering on `output`.
+/// Serves `input` until it ends, answering on `output` (stdio: one trusted peer).
 pub fn serve(
     tool: &Tool,
     input: impl BufRead,
     output: impl Write + Send,
     max_line: usize,
 ) -> io::Result<()> {
-    pipeline::serve(&ToolLines(tool), input, output, max_line)
+    let bounds = Bounds {
+        max_line,
+        line_timeout: None,
+    };
+    pipeline::serve(&ToolLines(tool), input, output, bounds, &Unobserved)
+}
+
+/// Serves one socket client within `bounds`, telling `activity` what it does.
+pub fn serve_client(
+    tool: &Tool,
+    input: impl BufRead,
+    output: impl Write + Send,
+    bounds: Bounds,
+    activity: &dyn Activity,
+) -> io::Result<()> {
+    pipeline::serve(&ToolLines(tool), input, output, bounds, activity)
 }

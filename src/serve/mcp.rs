@@ -115,7 +115,7 @@ pub fn call_result(result: &ToolResult) -> Value {
 
 /// Handles one message; `None` for notifications and stray responses.
 fn handle(tool: &Tool, line: &[u8]) -> Option<Answer> {
-    let message: Value = match serde_json::from_slice(line) {
+    let message: Value = match crate::json::parse(line) {
         Ok(v) => v,
         Err(e) => return Some(error(Value::Null, PARSE_ERROR, format!("Parse error: {e}"))),
     };
@@ -234,6 +234,24 @@ impl Protocol for Mcp<'_> {
         )
     }
 
+    fn timed_out(&self, after: std::time::Duration) -> Answer {
+        error(
+            Value::Null,
+            INVALID_REQUEST,
+            format!(
+                "Invalid Request: the message was not finished within {} seconds",
+                after.as_secs()
+            ),
+        )
+    }
+
+    fn weight(answer: &Answer) -> usize {
+        match answer {
+            Answer::Now(_) => 256,
+            Answer::Call { pending, .. } => pending.weight(),
+        }
+    }
+
     fn finish(answer: Answer) -> String {
         answer.finish().to_string()
     }
@@ -246,5 +264,9 @@ pub fn serve(
     output: impl Write + Send,
     max_line: usize,
 ) -> io::Result<()> {
-    pipeline::serve(&Mcp(tool), input, output, max_line)
+    let bounds = pipeline::Bounds {
+        max_line,
+        line_timeout: None,
+    };
+    pipeline::serve(&Mcp(tool), input, output, bounds, &pipeline::Unobserved)
 }

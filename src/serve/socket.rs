@@ -1,55 +1,94 @@
 //! The Unix socket at `DIR/.memfs/sock`: the same JSON-lines protocol as
-//! stdio, for any number of clients at once (each on its own thread; the
-//! store's lock orders them, and their writes share group commits).
+//! stdio, for many clients at once (each on its own thread; the store's lock
+//! orders them, and their writes share group commits).
+//!
+//! Bounded against clients that misbehave: a client idle between whole calls
+//! is legitimate (an adapter holds its connection for a whole agent session),
+//! so hundreds are served, and when all slots are taken the longest-idle one
+//! is closed to make room. A client that starts a line must finish it within
+//! the line timeout; one that stops reading its answers stops being read
+//! (see `pipeline`), and is closed if a write to it stalls for that long.
 
+use std::collections::HashMap;
 use std::io::{self, BufReader};
-use std::os::unix::fs::PermissionsExt;
+use std::os::fd::{AsRawFd, OwnedFd};
 use std::os::unix::net::{UnixListener, UnixStream};
-use std::path::{Path, PathBuf};
-use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
+use std::path::Path;
+use std::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering};
 use std::sync::Arc;
 use std::thread::JoinHandle;
+use std::time::{Duration, Instant};
+
+use parking_lot::Mutex;
+use rustix::fs::{self as rfs, AtFlags, Mode};
 
 use super::lines;
+use super::pipeline::{Activity, Bounds};
 use crate::tool::Tool;
 
-/// Clients served at once; one more gets an error line and is closed.
-pub const MAX_CLIENTS: usize = 64;
+/// Clients served at once; past that, the longest-idle one makes room.
+pub const MAX_CLIENTS: usize = 256;
+/// The socket's name in the state dir.
+pub const SOCKET_NAME: &str = "sock";
+/// How often waiting threads look at their clocks and stop flags.
+const POLL: Duration = Duration::from_millis(250);
 
 pub struct SocketServer {
-    path: PathBuf,
+    state: OwnedFd,
     stop: Arc<AtomicBool>,
     thread: Option<JoinHandle<()>>,
 }
 
 impl SocketServer {
-    /// Listens at `path` (replacing a stale socket: the caller holds the
-    /// data-dir lock, so no live memfs owns it), mode 0600.
-    pub fn start(tool: Tool, path: &Path, max_line: usize) -> io::Result<SocketServer> {
-        let _ = std::fs::remove_file(path);
-        let listener = UnixListener::bind(path)?;
-        std::fs::set_permissions(path, std::fs::Permissions::from_mode(0o600))?;
+    /// Listens at `sock` in the state dir `state` (replacing a stale socket:
+    /// the caller holds the data-dir lock, so no live memfs owns it). The
+    /// socket is made through the checked directory descriptor, inside a
+    /// directory only this user can enter, and is 0600 before anyone can
+    /// reach it; `line_timeout` bounds how long a started line may take.
+    pub fn start(
+        tool: Tool,
+        state: &OwnedFd,
+        line_timeout: Duration,
+        max_line: usize,
+    ) -> io::Result<SocketServer> {
+        let state = state.try_clone()?;
+        match rfs::unlinkat(&state, SOCKET_NAME, AtFlags::empty()) {
+            Ok(()) | Err(rustix::io::Errno::NOENT) => {}
+            Err(e) => return Err(e.into()),
+        }
+        let listener = UnixListener::bind(through_fd(&state))?;
+        rfs::chmodat(
+            &state,
+            SOCKET_NAME,
+            Mode::from_raw_mode(0o600),
+            AtFlags::empty(),
+        )?;
+        listener.set_nonblocking(true)?;
         let stop = Arc::new(AtomicBool::new(false));
         let flag = stop.clone();
+        let bounds = Bounds {
+            max_line,
+            line_timeout: Some(line_timeout),
+        };
         let thread = std::thread::Builder::new()
             .name("memfs-socket".into())
-            .spawn(move || accept_loop(&listener, &tool, &flag, max_line))?;
+            .spawn(move || accept_loop(&listener, &tool, &flag, bounds))?;
         Ok(SocketServer {
-            path: path.to_path_buf(),
+            state,
             stop,
             thread: Some(thread),
         })
     }
 
-    /// Stops accepting and removes the socket file. Clients already connected
-    /// finish the lines they sent.
+    /// Stops accepting and removes the socket file; never waits on a client
+    /// or on the socket file (which may have been removed). Clients already
+    /// connected finish the lines they sent.
     pub fn stop(&mut self) {
         self.stop.store(true, Ordering::SeqCst);
-        let _ = UnixStream::connect(&self.path); // wakes the accept loop
         if let Some(thread) = self.thread.take() {
             let _ = thread.join();
         }
-        let _ = std::fs::remove_file(&self.path);
+        let _ = rfs::unlinkat(&self.state, SOCKET_NAME, AtFlags::empty());
     }
 }
 
@@ -59,40 +98,161 @@ impl Drop for SocketServer {
     }
 }
 
-fn accept_loop(listener: &UnixListener, tool: &Tool, stop: &AtomicBool, max_line: usize) {
-    let clients = Arc::new(AtomicUsize::new(0));
-    for conn in listener.incoming() {
-        if stop.load(Ordering::SeqCst) {
-            return;
+/// `DIR/.memfs/sock` spelled through the open state dir: no symlink swapped
+/// in on the way is followed, and the length of DIR does not matter (a
+/// socket path is limited to 108 bytes).
+fn through_fd(state: &OwnedFd) -> String {
+    format!("/proc/self/fd/{}/{SOCKET_NAME}", state.as_raw_fd())
+}
+
+/// One connected client, as the accept loop sees it.
+struct Client {
+    /// A handle on the connection, to close it when it must make room.
+    conn: UnixStream,
+    mid_line: AtomicBool,
+    in_flight: AtomicUsize,
+    /// Milliseconds since the server started, at its last read or write.
+    last_active: AtomicU64,
+    epoch: Instant,
+}
+
+impl Client {
+    fn touch(&self) {
+        let now = self.epoch.elapsed().as_millis() as u64;
+        self.last_active.store(now, Ordering::Relaxed);
+    }
+
+    /// Between whole calls: nothing half-sent, nothing unanswered.
+    fn is_idle(&self) -> bool {
+        !self.mid_line.load(Ordering::SeqCst) && self.in_flight.load(Ordering::SeqCst) == 0
+    }
+}
+
+impl Activity for Client {
+    fn line_started(&self) {
+        self.mid_line.store(true, Ordering::SeqCst);
+        self.touch();
+    }
+
+    fn line_read(&self, answered: bool) {
+        if answered {
+            self.in_flight.fetch_add(1, Ordering::SeqCst);
         }
-        let Ok(conn) = conn else { continue };
-        if clients.fetch_add(1, Ordering::SeqCst) >= MAX_CLIENTS {
-            clients.fetch_sub(1, Ordering::SeqCst);
-            let _ = lines::refuse(
-                conn,
-                &format!("Error: memfs is serving {MAX_CLIENTS} clients already; try again later"),
-            );
+        self.mid_line.store(false, Ordering::SeqCst);
+        self.touch();
+    }
+
+    fn answer_written(&self) {
+        self.in_flight.fetch_sub(1, Ordering::SeqCst);
+        self.touch();
+    }
+}
+
+type Clients = Arc<Mutex<HashMap<u64, Arc<Client>>>>;
+
+fn accept_loop(listener: &UnixListener, tool: &Tool, stop: &AtomicBool, bounds: Bounds) {
+    let clients: Clients = Arc::default();
+    let epoch = Instant::now();
+    let mut next_id = 0u64;
+    while !stop.load(Ordering::SeqCst) {
+        let conn = match listener.accept() {
+            Ok((conn, _)) => conn,
+            Err(e) if e.kind() == io::ErrorKind::WouldBlock => {
+                let mut ready = [rustix::event::PollFd::new(
+                    listener,
+                    rustix::event::PollFlags::IN,
+                )];
+                let timeout = rustix::event::Timespec::try_from(POLL).ok();
+                let _ = rustix::event::poll(&mut ready, timeout.as_ref());
+                continue;
+            }
+            Err(_) => continue,
+        };
+        if let Err(text) = make_room(&clients) {
+            let _ = conn.set_nonblocking(true);
+            let _ = lines::refuse(&conn, &text);
             continue;
         }
-        let (tool, clients) = (tool.clone(), clients.clone());
+        let client = match prepare(conn, epoch, bounds) {
+            Ok(client) => Arc::new(client),
+            Err(_) => continue,
+        };
+        next_id += 1;
+        let id = next_id;
+        clients.lock().insert(id, client.clone());
+        let (tool, registry) = (tool.clone(), clients.clone());
         let spawned = std::thread::Builder::new()
             .name("memfs-client".into())
             .spawn(move || {
-                if let Ok(output) = conn.try_clone() {
-                    let _ = lines::serve(&tool, BufReader::new(conn), output, max_line);
-                }
-                clients.fetch_sub(1, Ordering::SeqCst);
+                serve_client(&tool, &client, bounds);
+                registry.lock().remove(&id);
             });
         if spawned.is_err() {
             eprintln!("memfs: cannot start a thread for a socket client");
+            clients.lock().remove(&id);
         }
     }
 }
 
+/// Makes a slot free by closing the longest-idle client when all are taken;
+/// the error text when every client is in the middle of a call.
+fn make_room(clients: &Clients) -> Result<(), String> {
+    let mut clients = clients.lock();
+    if clients.len() < MAX_CLIENTS {
+        return Ok(());
+    }
+    let victim = clients
+        .iter()
+        .filter(|(_, c)| c.is_idle())
+        .min_by_key(|(_, c)| c.last_active.load(Ordering::Relaxed))
+        .map(|(&id, _)| id);
+    let Some(id) = victim else {
+        return Err(format!(
+            "Error: memfs is serving {MAX_CLIENTS} socket clients, each in the middle of a call; try again shortly"
+        ));
+    };
+    if let Some(client) = clients.remove(&id) {
+        // Its reader sees the end of input; it had nothing in flight.
+        let _ = client.conn.shutdown(std::net::Shutdown::Both);
+    }
+    Ok(())
+}
+
+fn prepare(conn: UnixStream, epoch: Instant, bounds: Bounds) -> io::Result<Client> {
+    conn.set_nonblocking(false)?;
+    // Reads wake up to look at the clock; a write that stalls this long ends the client.
+    conn.set_read_timeout(Some(POLL.min(bounds.line_timeout.unwrap_or(POLL))))?;
+    conn.set_write_timeout(bounds.line_timeout)?;
+    let client = Client {
+        conn,
+        mid_line: AtomicBool::new(false),
+        in_flight: AtomicUsize::new(0),
+        last_active: AtomicU64::new(0),
+        epoch,
+    };
+    client.touch();
+    Ok(client)
+}
+
+fn serve_client(tool: &Tool, client: &Client, bounds: Bounds) {
+    let (Ok(input), Ok(output)) = (client.conn.try_clone(), client.conn.try_clone()) else {
+        return;
+    };
+    let _ = lines::serve_client(tool, BufReader::new(input), output, bounds, client);
+    let _ = client.conn.shutdown(std::net::Shutdown::Both);
+}
+
+/// Connects to the socket in the state dir `state_dir` (a path), through an
+/// open descriptor of that directory (see [`through_fd`]).
+pub fn connect(state_dir: &Path) -> io::Result<UnixStream> {
+    let dir = crate::persist::open_state_dir(state_dir)?;
+    UnixStream::connect(through_fd(&dir))
+}
+
 /// Sends one line to a running memfs and returns its answer line.
-pub fn request(path: &Path, line: &str) -> io::Result<String> {
+pub fn request(state_dir: &Path, line: &str) -> io::Result<String> {
     use std::io::{BufRead, Write};
-    let mut conn = UnixStream::connect(path)?;
+    let mut conn = connect(state_dir)?;
     conn.write_all(line.trim_end().as_bytes())?;
     conn.write_all(b"\n")?;
     conn.shutdown(std::net::Shutdown::Write)?;

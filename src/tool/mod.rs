@@ -51,6 +51,11 @@ impl Pending {
         }
     }
 
+    /// About how many bytes the result holds until it is written.
+    pub fn weight(&self) -> usize {
+        self.result.weight()
+    }
+
     /// Waits until the change is on disk; a disk that refused it turns the
     /// result into an error (and the store already agrees with the disk).
     pub fn finish(self) -> ToolResult {

@@ -33,6 +33,14 @@ impl ToolResult {
         }
     }
 
+    /// Bytes of content (text, or an image's base64): what holding it costs.
+    pub fn weight(&self) -> usize {
+        match &self.content {
+            Content::Text(text) => text.len(),
+            Content::Image { base64, .. } => base64.len(),
+        }
+    }
+
     /// The text of a text result (an image has none).
     pub fn text(&self) -> Option<&str> {
         match &self.content {
