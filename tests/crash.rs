@@ -6,7 +6,7 @@ use std::collections::BTreeMap;
 use std::io::Write;
 use std::path::Path;
 
-use common::{can_mount, content, exec, Server, Tmpfs};
+use common::{can_mount, content, exec, skip, Server, Tmpfs};
 
 fn expected(i: usize) -> String {
     // Large enough that a torn write would show: 8 KiB of a pattern unique to i.
@@ -113,7 +113,10 @@ fn kill_9_during_pipelined_creates_loses_nothing_acknowledged() {
 #[test]
 fn a_full_disk_fails_the_command_and_memory_still_matches_disk() {
     if !can_mount() {
-        eprintln!("SKIPPED a_full_disk_fails_the_command_and_memory_still_matches_disk: needs root to mount a tmpfs");
+        skip(
+            "a_full_disk_fails_the_command_and_memory_still_matches_disk",
+            "needs root to mount a tmpfs",
+        );
         return;
     }
     let fs = Tmpfs::mount("256k");
@@ -170,7 +173,10 @@ fn a_full_disk_fails_the_command_and_memory_still_matches_disk() {
 #[test]
 fn a_read_only_disk_fails_writes_clearly_and_reads_go_on() {
     if !can_mount() {
-        eprintln!("SKIPPED a_read_only_disk_fails_writes_clearly_and_reads_go_on: needs root to mount a tmpfs");
+        skip(
+            "a_read_only_disk_fails_writes_clearly_and_reads_go_on",
+            "needs root to mount a tmpfs",
+        );
         return;
     }
     let fs = Tmpfs::mount("4m");

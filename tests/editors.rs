@@ -10,7 +10,7 @@ use std::path::Path;
 use std::process::Command;
 use std::time::{Duration, Instant};
 
-use common::{skip_without_fuse, Mounted};
+use common::{skip, skip_without_fuse, Mounted};
 
 const ORIGINAL: &str = "# Notes\nThe customer prefers email.\nSecond line.\n";
 const EDITED: &str = "# Notes\nThe customer prefers phone.\nSecond line.\n";
@@ -27,7 +27,10 @@ fn setup(test: &str, program: &str) -> Option<Mounted> {
         .map(|o| !o.status.success())
         .unwrap_or(true)
     {
-        eprintln!("SKIPPED {test}: {program} is not installed (CI installs it)");
+        skip(
+            test,
+            &format!("{program} is not installed (CI installs it)"),
+        );
         return None;
     }
     let m = Mounted::start(&[]);
@@ -116,7 +119,10 @@ fn nano_through_tmux() {
         return;
     };
     if Command::new("tmux").arg("-V").output().is_err() {
-        eprintln!("SKIPPED nano_through_tmux: tmux is not installed (CI installs it)");
+        skip(
+            "nano_through_tmux",
+            "tmux is not installed (CI installs it)",
+        );
         return;
     }
     let session = format!("memfs-nano-{}", std::process::id());

@@ -8,7 +8,7 @@ use std::fs;
 use std::io::{Read, Seek, SeekFrom, Write};
 use std::os::unix::fs::MetadataExt;
 
-use common::{memfs, skip_without_fuse, Mounted};
+use common::{memfs, skip, skip_without_fuse, Mounted};
 
 #[test]
 fn tool_changes_are_seen_at_once_through_the_mount() {
@@ -407,7 +407,10 @@ fn a_user_without_fusermount3_is_told_what_to_install() {
     if skip_without_fuse("a_user_without_fusermount3_is_told_what_to_install")
         || !rustix::process::geteuid().is_root()
     {
-        eprintln!("SKIPPED a_user_without_fusermount3_is_told_what_to_install: needs root to run as nobody");
+        skip(
+            "a_user_without_fusermount3_is_told_what_to_install",
+            "needs root to run as nobody",
+        );
         return;
     }
     let dir = tempfile::tempdir().unwrap();
