@@ -40,6 +40,11 @@ pub enum Error {
     Path(#[from] PathError),
     #[error("{0}")]
     Disk(#[from] DiskError),
+    /// The change is in memory (others see it) but the disk has not taken it
+    /// yet: it could not be undone, or every step was written and only the
+    /// flush failed. memfs writes it again with the next change and at exit.
+    #[error("the change is in memory, but not yet safely on disk ({0}); memfs writes it again with the next change and at shutdown")]
+    Unsaved(DiskError),
 }
 
 impl Error {
@@ -62,6 +67,7 @@ impl Error {
             Error::Path(PathError::NameTooLong | PathError::PathTooLong) => libc::ENAMETOOLONG,
             Error::Path(_) => libc::EINVAL,
             Error::Disk(d) => d.errno,
+            Error::Unsaved(_) => libc::EIO,
         }
     }
 }

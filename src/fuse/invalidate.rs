@@ -80,7 +80,7 @@ impl Invalidator {
 impl ChangeSink for Invalidator {
     fn submit(&self, change: &Change) -> Ticket {
         // The kernel made (and saw) every change that came through the mount.
-        if change.origin != Origin::Agent || change.touched.is_empty() {
+        if matches!(change.origin, Origin::Person { .. }) || change.touched.is_empty() {
             return Ticket::done();
         }
         let ticket = Ticket::pending();

@@ -11,9 +11,12 @@
 //!    barrier (`syncfs`) makes everything durable; then every ticket of the
 //!    batch is settled. One barrier per batch, however many changes it holds.
 //!
-//! When the disk refuses a step, that change and every change queued after it
-//! fail, and the store is reloaded from the disk under its write lock, so
-//! memory and disk agree again.
+//! When the disk refuses a step, that change and the rest of its batch are
+//! handed to the store, which decides what memory becomes (see
+//! `Store::recover`): an agent's change is taken back (its error says it did
+//! not take effect), anything else stays in memory and is written again with
+//! the next change. When only the barrier fails, the batch's changes are
+//! kept and written again. Nothing is ever reloaded from disk.
 
 use std::collections::VecDeque;
 use std::io;
@@ -24,7 +27,7 @@ use std::thread::JoinHandle;
 use parking_lot::{Condvar, Mutex};
 
 use super::datadir::DataDir;
-use super::{fsops, load};
+use super::fsops;
 use crate::error::{DiskError, Error};
 use crate::path::MemPath;
 use crate::store::{Change, ChangeOp, ChangeSink, Store, Ticket};
@@ -85,7 +88,7 @@ impl Persister {
         self.shared.clone()
     }
 
-    /// Lets the persister reload `store` after a refused write.
+    /// Lets the persister hand refused changes to `store` for recovery.
     pub fn attach(&self, store: &Arc<Store>) {
         let _ = self.shared.store.set(Arc::downgrade(store));
     }
@@ -188,19 +191,35 @@ impl Shared {
         self.discard(&staged[applied..]);
         let durable = if applied > 0 { self.barrier() } else { Ok(()) };
 
-        // Memory must agree with the disk again before anyone hears of a failure.
-        if let Some(err) = &failure {
-            self.resync(err);
-        }
+        // The store decides what memory becomes before anyone hears of a
+        // failure: refused changes are taken back where they can be, and
+        // everything else is written again later. Nothing is reloaded.
+        let changes: Vec<Change> = batch.iter().map(|(c, _)| c.clone()).collect();
+        let (done, refused) = changes.split_at(applied);
+        let unconfirmed = if durable.is_err() { done } else { &[] };
+        let undone = match (&failure, unconfirmed.is_empty()) {
+            (None, true) => Vec::new(),
+            _ => match self.store.get().and_then(Weak::upgrade) {
+                Some(store) => store.recover(refused, unconfirmed),
+                None => vec![false; refused.len()],
+            },
+        };
         for (i, (_, ticket)) in batch.iter().enumerate() {
-            let outcome = if i < applied {
-                durable.clone()
-            } else {
-                Err(failure
-                    .clone()
-                    .expect("a change was left out only after a failure"))
+            let outcome = match (i.checked_sub(applied), &durable) {
+                (None, Ok(())) => Ok(()),
+                (None, Err(e)) => Err(Error::Unsaved(e.clone())),
+                (Some(j), _) => {
+                    let e = failure
+                        .clone()
+                        .expect("a change was left out only after a failure");
+                    Err(if undone[j] {
+                        Error::Disk(e)
+                    } else {
+                        Error::Unsaved(e)
+                    })
+                }
             };
-            ticket.settle(outcome.map_err(Error::Disk));
+            ticket.settle(outcome);
         }
         for name in trash {
             let _ = fsops::remove_tree(&self.dir.trash, &name);
@@ -272,8 +291,11 @@ impl Shared {
                         fsops::rename_noreplace(&parent, leaf(path), &self.dir.trash, &name)
                     }) {
                         Ok(()) => trash.push(name),
-                        // Already gone from the disk: the removal holds.
-                        Err(e) if e.kind() == io::ErrorKind::NotFound => {}
+                        // Already gone from the disk (or a file stands where a
+                        // directory on its path would be): the removal holds.
+                        Err(e)
+                            if e.kind() == io::ErrorKind::NotFound
+                                || e.raw_os_error() == Some(libc::ENOTDIR) => {}
                         Err(e) => return Err(DiskError::new("removing", e)),
                     }
                 }
@@ -282,21 +304,41 @@ impl Shared {
                         fsops::open_parent(root, from, false).map_err(disk("renaming"))?;
                     let to_dir =
                         fsops::open_parent(root, to, true).map_err(disk("making a directory"))?;
-                    if *replace {
-                        // The replaced node may be a directory with content: move it
-                        // aside first, so the rename never fails on a non-empty target.
-                        let name = format!("{}-{i}", change.seq);
-                        if fsops::rename_noreplace(&to_dir, leaf(to), &self.dir.trash, &name)
-                            .is_ok()
-                        {
-                            trash.push(name);
-                        }
-                    }
-                    match fsops::rename_noreplace(&from_dir, leaf(from), &to_dir, leaf(to)) {
+                    let aside = format!("{}-{i}", change.seq);
+                    let moved = if *replace {
+                        // One atomic step: a crash leaves the old or the new node at
+                        // `to`, never none.
+                        fsops::replace(
+                            &from_dir,
+                            leaf(from),
+                            &to_dir,
+                            leaf(to),
+                            &self.dir.trash,
+                            &aside,
+                        )
+                    } else {
+                        fsops::rename_noreplace(&from_dir, leaf(from), &to_dir, leaf(to))
+                            .map(|()| false)
+                    };
+                    match moved {
+                        Ok(true) => trash.push(aside),
+                        Ok(false) => {}
                         // The source lives in memory only (a FIFO, socket or device
-                        // node): the target is gone from the disk, which is all.
-                        Err(e) if e.kind() == io::ErrorKind::NotFound => {}
-                        other => other.map_err(disk("renaming"))?,
+                        // node): the target must be gone from the disk, which is all.
+                        Err(e) if e.kind() == io::ErrorKind::NotFound => {
+                            if *replace
+                                && fsops::rename_noreplace(
+                                    &to_dir,
+                                    leaf(to),
+                                    &self.dir.trash,
+                                    &aside,
+                                )
+                                .is_ok()
+                            {
+                                trash.push(aside);
+                            }
+                        }
+                        Err(e) => return Err(DiskError::new("renaming", e)),
                     }
                 }
                 ChangeOp::Exchange { a, b } => {
@@ -336,31 +378,6 @@ impl Shared {
             }
         }
         Ok(())
-    }
-
-    /// Fails everything still queued and reloads the store from the disk.
-    fn resync(&self, err: &DiskError) {
-        let Some(store) = self.store.get().and_then(Weak::upgrade) else {
-            return;
-        };
-        eprintln!(
-            "memfs: the disk refused a change ({err}); reloading the memory from the data dir"
-        );
-        store.replace_tree(|| {
-            // Under the store's write lock: nothing new can be queued meanwhile.
-            for (_, ticket) in self.queue.lock().items.drain(..) {
-                ticket.settle(Err(Error::Disk(err.clone())));
-            }
-            match load::load(&self.dir.memories) {
-                Ok((tree, _)) => Some(tree),
-                Err(e) => {
-                    eprintln!(
-                        "memfs: cannot reload the data dir ({e}); keeping the memory as it is"
-                    );
-                    None
-                }
-            }
-        });
     }
 }
 

@@ -180,6 +180,31 @@ pub fn rename(
     Ok(rfs::renameat(from_dir, from_name, to_dir, to_name)?)
 }
 
+/// Moves `from_name` of `from_dir` over `to_name` of `to_dir` in one atomic
+/// step. A file or an empty directory at the target is replaced by
+/// `rename(2)`; a directory that still holds something on disk (names memfs
+/// does not load) is swapped out with `RENAME_EXCHANGE` and then moved to
+/// `trash` as `aside`. Returns whether something was put in the trash.
+pub fn replace(
+    from_dir: &OwnedFd,
+    from_name: &str,
+    to_dir: &OwnedFd,
+    to_name: &str,
+    trash: &OwnedFd,
+    aside: &str,
+) -> io::Result<bool> {
+    match rfs::renameat(from_dir, from_name, to_dir, to_name) {
+        Ok(()) => Ok(false),
+        Err(rustix::io::Errno::NOTEMPTY | rustix::io::Errno::EXIST) => {
+            exchange(from_dir, from_name, to_dir, to_name)?;
+            // The new node is in place; the old one waits at the source's name.
+            rename_noreplace(from_dir, from_name, trash, aside)?;
+            Ok(true)
+        }
+        Err(e) => Err(e.into()),
+    }
+}
+
 /// Like [`rename`], but fails with `EEXIST` instead of replacing anything.
 pub fn rename_noreplace(
     from_dir: impl AsFd,

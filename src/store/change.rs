@@ -8,6 +8,7 @@ use std::time::SystemTime;
 use parking_lot::{Condvar, Mutex};
 
 use super::tree::{Attr, Ino};
+use super::undo::Undo;
 use crate::error::Error;
 use crate::path::MemPath;
 
@@ -18,6 +19,8 @@ pub enum Origin {
     Agent,
     /// A request through the mount, from this user and process.
     Person { uid: u32, pid: u32 },
+    /// memfs itself: a recovery after the disk refused a change.
+    Memfs,
 }
 
 /// The attributes a persister keeps on disk with a file or directory.
@@ -87,6 +90,24 @@ pub struct Change {
     pub origin: Origin,
     pub ops: Vec<ChangeOp>,
     pub touched: Vec<Touched>,
+    /// How to take the change back if the disk refuses it (agent changes,
+    /// which nobody has been told of yet).
+    pub undo: Option<Arc<Undo>>,
+}
+
+impl ChangeOp {
+    /// Every path on disk the op changes.
+    pub fn paths(&self) -> Vec<&MemPath> {
+        match self {
+            ChangeOp::Write { path, .. }
+            | ChangeOp::MakeDir { path, .. }
+            | ChangeOp::Remove { path }
+            | ChangeOp::Symlink { path, .. }
+            | ChangeOp::SetMeta { path, .. } => vec![path],
+            ChangeOp::Rename { from, to, .. } => vec![from, to],
+            ChangeOp::Exchange { a, b } => vec![a, b],
+        }
+    }
 }
 
 /// Where the store hands its changes, under its lock, in the order it applied them.

@@ -8,7 +8,7 @@ use std::time::SystemTime;
 
 use super::change::{ChangeOp, Meta, Origin, Ticket};
 use super::tree::{Attr, Ino, NodeKind, Tree, ROOT_INO};
-use super::{flush_ops, write_ops, Growth, Store};
+use super::{flush_ops, subtree_ops, write_ops, Growth, Store};
 use crate::error::Error;
 
 /// What `stat` shows of a node.
@@ -472,7 +472,7 @@ impl Store {
                         replace: existing.is_some(),
                     }),
                     // Moved out of a removed directory: it is new on disk.
-                    (None, Some(_)) => ops.extend(self.recreate_ops(&tree, moved)),
+                    (None, Some(_)) => ops.extend(subtree_ops(&tree, moved)),
                     (Some(from), None) => ops.push(ChangeOp::Remove { path: from }),
                     (None, None) => {}
                 }
@@ -480,37 +480,6 @@ impl Store {
         }
         let _ = self.commit(&tree, origin, ops, Vec::new());
         Ok(())
-    }
-
-    /// Ops that write a whole subtree anew (after it came back from an
-    /// orphan), parents before children, without recursion.
-    fn recreate_ops(&self, tree: &Tree, ino: Ino) -> Vec<ChangeOp> {
-        let mut ops = Vec::new();
-        let Some(top) = tree.path_of(ino) else {
-            return ops;
-        };
-        let mut stack = vec![(top, ino)];
-        while let Some((path, ino)) = stack.pop() {
-            let node = tree.node(ino);
-            let meta = Meta::from(&node.attr);
-            match &node.kind {
-                NodeKind::File(data) => ops.push(ChangeOp::Write {
-                    path,
-                    data: data.clone(),
-                    meta,
-                }),
-                NodeKind::Symlink(target) => ops.push(ChangeOp::Symlink {
-                    path,
-                    target: target.clone(),
-                }),
-                NodeKind::Special { .. } => {}
-                NodeKind::Dir(entries) => {
-                    stack.extend(entries.iter().rev().map(|(name, &c)| (path.join(name), c)));
-                    ops.push(ChangeOp::MakeDir { path, meta });
-                }
-            }
-        }
-        ops
     }
 
     /// A hard link to `ino` named `name` in `parent`; pins it once. On disk the

@@ -13,8 +13,9 @@ mod change;
 mod inode_ops;
 mod limits;
 mod tree;
+mod undo;
 
-use std::collections::HashMap;
+use std::collections::{BTreeSet, HashMap};
 use std::sync::Arc;
 use std::time::SystemTime;
 
@@ -27,6 +28,7 @@ pub use tree::{Attr, Ino, Node, NodeKind, Tree, DIR_MODE, FILE_MODE, ROOT_INO};
 
 use crate::error::Error;
 use crate::path::MemPath;
+use undo::Undo;
 
 /// What a path holds, copied out of the tree in one lock acquisition.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -77,6 +79,11 @@ pub struct Store {
     pins: Mutex<HashMap<Ino, u64>>,
     limits: Limits,
     seq: std::sync::atomic::AtomicU64,
+    /// Paths whose state in memory the disk has not taken yet (a refused
+    /// change that could not be undone, or a failed flush): written again,
+    /// from what memory holds then, with the next change. Taken after the
+    /// tree lock, never before it.
+    unsaved: Mutex<BTreeSet<MemPath>>,
 }
 
 impl Store {
@@ -89,6 +96,7 @@ impl Store {
             pins: Mutex::default(),
             limits,
             seq: Default::default(),
+            unsaved: Mutex::default(),
         }
     }
 
@@ -109,19 +117,6 @@ impl Store {
     /// Runs `f` on the tree under the read lock (snapshots, tests, statistics).
     pub fn with_tree<R>(&self, f: impl FnOnce(&Tree) -> R) -> R {
         f(&self.tree.read())
-    }
-
-    /// Swaps in a tree built by `load`, under the write lock, so no change can
-    /// slip in between. The persister uses it to make memory agree with the
-    /// disk again after the disk refused a change. Inode numbers of unchanged
-    /// paths, and orphans the kernel holds, are kept (see [`Tree::adopt`]).
-    /// When `load` gives nothing, the tree stays as it is.
-    pub fn replace_tree(&self, load: impl FnOnce() -> Option<Tree>) {
-        let mut tree = self.tree.write();
-        if let Some(fresh) = load() {
-            let pins = self.pins.lock();
-            *tree = tree.adopt(fresh, &|ino| pins.contains_key(&ino));
-        }
     }
 
     /// What is at `path`: a file's bytes, or a window of a directory's
@@ -197,13 +192,20 @@ impl Store {
         let now = SystemTime::now();
         let data = Arc::new(data);
         let mut touched = Vec::new();
-        let ino = match existing {
+        let (ino, undo) = match existing {
             Some(ino) => {
+                let (old, attr) = file_state(&tree, ino);
                 tree.set_data(ino, data.clone(), now);
-                ino
+                let undo = Undo::Restore {
+                    ino,
+                    old,
+                    attr,
+                    new: data.clone(),
+                };
+                (ino, undo)
             }
             None => {
-                let (dir, _) = make_dirs_touching(&mut tree, &parent_path, now, &mut touched);
+                let (dir, dirs) = make_dirs_touching(&mut tree, &parent_path, now, &mut touched);
                 let ino = tree.add(
                     dir,
                     name,
@@ -212,12 +214,19 @@ impl Store {
                 );
                 touched.push(Touched::Entry(dir, name.to_string()));
                 touched.push(Touched::Inode(dir));
-                ino
+                let undo = Undo::Unmake {
+                    parent: dir,
+                    name: name.to_string(),
+                    ino,
+                    new: data.clone(),
+                    dirs,
+                };
+                (ino, undo)
             }
         };
         touched.push(Touched::Inode(ino));
         let ops = write_ops(&tree, ino, data);
-        Ok(self.commit(&tree, origin, ops, touched))
+        Ok(self.commit_undoable(&tree, origin, ops, touched, Some(undo)))
     }
 
     /// Read-modify-write of a file under one lock: `edit` gets the bytes and
@@ -241,11 +250,19 @@ impl Store {
         let (new, out) = edit(old)?;
         self.limits.check_size(&tree, old_len, new.len() as u64)?;
         let data = Arc::new(new);
+        let (old, attr) = file_state(&tree, ino);
         tree.set_data(ino, data.clone(), SystemTime::now());
-        let ops = write_ops(&tree, ino, data);
+        let ops = write_ops(&tree, ino, data.clone());
+        let undo = Undo::Restore {
+            ino,
+            old,
+            attr,
+            new: data,
+        };
+        let touched = vec![Touched::Inode(ino)];
         Ok((
             out,
-            self.commit(&tree, origin, ops, vec![Touched::Inode(ino)]),
+            self.commit_undoable(&tree, origin, ops, touched, Some(undo)),
         ))
     }
 
@@ -254,16 +271,21 @@ impl Store {
         let (parent_path, name) = split(path)?;
         let mut tree = self.tree.write();
         let parent = tree.resolve(&parent_path)?;
-        if tree.child(parent, name)?.is_none() {
+        let Some(gone) = tree.child(parent, name)? else {
             return Err(Error::NotFound);
-        }
+        };
+        let undo = Undo::Relink {
+            parent,
+            name: name.to_string(),
+            copy: undo::copy_subtree(&tree, gone),
+        };
         self.remove_entry(&mut tree, parent, name);
         let touched = vec![
             Touched::Entry(parent, name.to_string()),
             Touched::Inode(parent),
         ];
         let ops = vec![ChangeOp::Remove { path: path.clone() }];
-        Ok(self.commit(&tree, origin, ops, touched))
+        Ok(self.commit_undoable(&tree, origin, ops, touched, Some(undo)))
     }
 
     /// Moves a file or directory to a path that does not exist yet, making the
@@ -302,7 +324,7 @@ impl Store {
             Touched::Inode(from_parent),
             Touched::Inode(moved),
         ];
-        let (to_parent, _) = make_dirs_touching(&mut tree, &to_parent_path, now, &mut touched);
+        let (to_parent, dirs) = make_dirs_touching(&mut tree, &to_parent_path, now, &mut touched);
         tree.rename(from_parent, from_name, to_parent, to_name, now);
         touched.push(Touched::Entry(to_parent, to_name.to_string()));
         touched.push(Touched::Inode(to_parent));
@@ -312,7 +334,13 @@ impl Store {
             to: to.clone(),
             replace: false,
         });
-        Ok(self.commit(&tree, origin, ops, touched))
+        let undo = Undo::MoveBack {
+            ino: moved,
+            from: (from_parent, from_name.to_string()),
+            to: (to_parent, to_name.to_string()),
+            dirs,
+        };
+        Ok(self.commit_undoable(&tree, origin, ops, touched, Some(undo)))
     }
 
     /// Unlinks `name` from `parent` and drops what the kernel does not hold.
@@ -328,17 +356,37 @@ impl Store {
     /// the tree took them.
     fn commit(
         &self,
-        _held: &RwLockWriteGuard<'_, Tree>,
+        held: &RwLockWriteGuard<'_, Tree>,
         origin: Origin,
         ops: Vec<ChangeOp>,
         touched: Vec<Touched>,
     ) -> Ticket {
+        self.commit_undoable(held, origin, ops, touched, None)
+    }
+
+    /// [`Store::commit`] for a change that can be taken back if the disk
+    /// refuses it. Paths the disk has not taken yet go first, as they are now.
+    fn commit_undoable(
+        &self,
+        held: &RwLockWriteGuard<'_, Tree>,
+        origin: Origin,
+        mut ops: Vec<ChangeOp>,
+        touched: Vec<Touched>,
+        undo: Option<Undo>,
+    ) -> Ticket {
+        let unsaved = std::mem::take(&mut *self.unsaved.lock());
+        if !unsaved.is_empty() {
+            let mut again = reconcile_ops(held, &unsaved);
+            again.append(&mut ops);
+            ops = again;
+        }
         let seq = self.seq.fetch_add(1, std::sync::atomic::Ordering::Relaxed) + 1;
         let change = Change {
             seq,
             origin,
             ops,
             touched,
+            undo: undo.map(Arc::new),
         };
         let mut ticket = match &self.persist {
             Some(sink) => sink.submit(&change),
@@ -349,6 +397,121 @@ impl Store {
         }
         ticket
     }
+}
+
+impl Store {
+    /// The disk refused `refused` (in the order they were applied), and did
+    /// not confirm `unconfirmed` (written, but the flush failed). Decides what
+    /// memory becomes, before anyone is told: each refused change that can be
+    /// taken back is (latest first), and everything else stays in memory with
+    /// its paths written again later. Kernel caches are invalidated for what
+    /// was taken back. Returns, for each refused change, whether it was.
+    pub fn recover(&self, refused: &[Change], unconfirmed: &[Change]) -> Vec<bool> {
+        let mut tree = self.tree.write();
+        let mut touched = Vec::new();
+        let mut undone = vec![false; refused.len()];
+        let unlink = |tree: &mut Tree, parent: Ino, name: &str| {
+            self.remove_entry(tree, parent, name);
+        };
+        for (i, change) in refused.iter().enumerate().rev() {
+            if let Some(undo) = &change.undo {
+                undone[i] = undo.apply(&mut tree, &mut touched, &unlink);
+            }
+        }
+        // Every path either change touched goes to disk again as memory has it
+        // (for one taken back: whatever it left there is cleared).
+        let mut unsaved = self.unsaved.lock();
+        for change in refused.iter().chain(unconfirmed) {
+            for op in &change.ops {
+                unsaved.extend(op.paths().into_iter().cloned());
+            }
+        }
+        drop(unsaved);
+        let invalidated = if touched.is_empty() {
+            Ticket::done()
+        } else {
+            let change = Change {
+                seq: 0,
+                origin: Origin::Memfs,
+                ops: Vec::new(),
+                touched,
+                undo: None,
+            };
+            let observers = self.observers.read();
+            observers
+                .iter()
+                .fold(Ticket::done(), |t, o| t.and(o.submit(&change)))
+        };
+        drop(tree);
+        // Outside the lock: the kernel may call back into the mount meanwhile.
+        let _ = invalidated.wait();
+        undone
+    }
+
+    /// How many paths the disk has not taken yet.
+    pub fn unsaved_paths(&self) -> usize {
+        self.unsaved.lock().len()
+    }
+}
+
+/// A file's bytes and attributes, to put back.
+fn file_state(tree: &Tree, ino: Ino) -> (Arc<Vec<u8>>, Attr) {
+    let node = tree.node(ino);
+    match &node.kind {
+        NodeKind::File(data) => (data.clone(), node.attr),
+        _ => (Arc::default(), node.attr),
+    }
+}
+
+/// Ops that make each of `paths` on disk what memory holds there now:
+/// everything that exists first (parents before children), then removals.
+fn reconcile_ops(tree: &Tree, paths: &BTreeSet<MemPath>) -> Vec<ChangeOp> {
+    let mut ops = Vec::new();
+    let mut removals = Vec::new();
+    for path in paths {
+        match tree.resolve(path) {
+            Ok(ino) => ops.extend(subtree_ops(tree, ino)),
+            Err(_) => removals.push(ChangeOp::Remove { path: path.clone() }),
+        }
+    }
+    removals.reverse(); // deeper paths sort after their parents
+    ops.extend(removals);
+    ops
+}
+
+/// Ops that write the subtree at `ino` anew, parents before children,
+/// without recursion (after it came back from an orphan, or to retry it).
+fn subtree_ops(tree: &Tree, ino: Ino) -> Vec<ChangeOp> {
+    let mut ops = Vec::new();
+    let Some(top) = tree.path_of(ino) else {
+        return ops;
+    };
+    if top.is_root() {
+        // The root: its attributes; its entries are paths of their own.
+        return ops;
+    }
+    let mut stack = vec![(top, ino)];
+    while let Some((path, ino)) = stack.pop() {
+        let node = tree.node(ino);
+        let meta = Meta::from(&node.attr);
+        match &node.kind {
+            NodeKind::File(data) => ops.push(ChangeOp::Write {
+                path,
+                data: data.clone(),
+                meta,
+            }),
+            NodeKind::Symlink(target) => ops.push(ChangeOp::Symlink {
+                path,
+                target: target.clone(),
+            }),
+            NodeKind::Special { .. } => {}
+            NodeKind::Dir(entries) => {
+                stack.extend(entries.iter().rev().map(|(name, &c)| (path.join(name), c)));
+                ops.push(ChangeOp::MakeDir { path, meta });
+            }
+        }
+    }
+    ops
 }
 
 /// Splits a non-root path into its parent and last name.

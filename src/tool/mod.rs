@@ -60,6 +60,8 @@ impl Pending {
     /// result into an error (and the store already agrees with the disk).
     pub fn finish(self) -> ToolResult {
         match self.ticket.map(|t| t.wait()) {
+            // Kept in memory: it did take effect, and memfs says so.
+            Some(Err(err @ Error::Unsaved(_))) => ToolResult::error(format!("Error: {err}.")),
             Some(Err(err)) => {
                 ToolResult::error(format!("Error: {err}. The command did not take effect."))
             }

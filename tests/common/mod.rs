@@ -205,9 +205,32 @@ impl Mounted {
         m
     }
 
+    /// A fresh data dir and mount point, with nothing running yet.
+    pub fn unstarted() -> Mounted {
+        Mounted {
+            data: tempfile::tempdir().unwrap(),
+            mnt: tempfile::tempdir().unwrap(),
+            child: None,
+        }
+    }
+
     /// (Re)starts memfs on this data dir and mount point; waits until mounted.
     pub fn spawn(&mut self, flags: &[&str]) {
-        let child = memfs()
+        self.spawn_wrapped(&[], flags)
+    }
+
+    /// Like [`Mounted::spawn`], with memfs run by `wrapper` (e.g. strace and
+    /// its options; the memfs command line follows them).
+    pub fn spawn_wrapped(&mut self, wrapper: &[&str], flags: &[&str]) {
+        let mut command = match wrapper.split_first() {
+            Some((program, args)) => {
+                let mut c = Command::new(program);
+                c.args(args).arg(env!("CARGO_BIN_EXE_memfs"));
+                c
+            }
+            None => memfs(),
+        };
+        let child = command
             .arg("--data")
             .arg(self.data.path())
             .arg("mount")

@@ -1,0 +1,284 @@
+//! Failure paths of the real binary, forced rather than hoped for: kill -9
+//! at each step of the persister (strace's signal injection), disk calls that
+//! fail (strace's error injection), signals during a slow unmount.
+//! Each asks: is every acknowledged change on disk, is every file at an
+//! acknowledged state, and does memfs say the truth about what happened?
+
+mod common;
+
+use std::fs;
+use std::io::Write;
+use std::path::Path;
+use std::process::{Command, Stdio};
+use std::time::{Duration, Instant};
+
+use serde_json::Value;
+
+use common::{content, exec, skip, skip_without_fuse, Mounted};
+
+fn have_strace(test: &str) -> bool {
+    let found = Command::new("strace")
+        .arg("-V")
+        .stdout(Stdio::null())
+        .status()
+        .is_ok_and(|s| s.success());
+    found || !skip(test, "strace is not installed (CI installs it)")
+}
+
+/// Waits for a child to exit by itself, up to `limit`.
+fn wait_exit(child: &mut std::process::Child, limit: Duration) -> Option<std::process::ExitStatus> {
+    let deadline = Instant::now() + limit;
+    while Instant::now() < deadline {
+        if let Some(status) = child.try_wait().unwrap() {
+            return Some(status);
+        }
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    None
+}
+
+/// The memfs process of a mount started under strace (strace's child).
+fn memfs_pid(m: &Mounted) -> rustix::process::Pid {
+    let tracer = m.child.as_ref().unwrap().id();
+    let children = fs::read_to_string(format!("/proc/{tracer}/task/{tracer}/children")).unwrap();
+    let pid: i32 = children.split_whitespace().next().unwrap().parse().unwrap();
+    rustix::process::Pid::from_raw(pid).unwrap()
+}
+
+/// SIGTERM to memfs itself (not to strace), then its exit status (strace's
+/// is memfs's) and stderr.
+fn terminate(m: &mut Mounted) -> (std::process::ExitStatus, String) {
+    rustix::process::kill_process(memfs_pid(m), rustix::process::Signal::TERM).unwrap();
+    let mut child = m.child.take().unwrap();
+    let status = wait_exit(&mut child, Duration::from_secs(30)).expect("memfs stops within 30 s");
+    let mut err = String::new();
+    let _ = std::io::Read::read_to_string(child.stderr.as_mut().unwrap(), &mut err);
+    (status, err)
+}
+
+/// Ends a mount whose memfs was killed, as the next start would.
+fn clear(m: &mut Mounted) {
+    if let Some(mut child) = m.child.take() {
+        let _ = child.kill();
+        let _ = child.wait();
+    }
+    if memfs::fuse::mountpoint::is_mount_point(m.mnt.path()) {
+        memfs::fuse::mountpoint::lazy_unmount(m.mnt.path());
+    }
+}
+
+fn view_file(data: &Path, path: &str) -> Value {
+    let (_, v) = exec(data, &format!(r#"{{"command":"view","path":"{path}"}}"#));
+    v
+}
+
+/// An editor's save: the new text to a swap file, then a rename over the
+/// original, then fsync. Before, the replacing rename was two renames on
+/// disk (the target to the trash, then the source onto it), and a crash
+/// between them left no file at the name. kill -9 at each rename in turn.
+#[test]
+fn a_crash_at_any_rename_of_a_save_by_rename_leaves_the_old_or_the_new_file() {
+    let test = "a_crash_at_any_rename_of_a_save_by_rename_leaves_the_old_or_the_new_file";
+    if skip_without_fuse(test) || !have_strace(test) {
+        return;
+    }
+    for k in 1..=5 {
+        let mut m = Mounted::unstarted();
+        fs::create_dir(m.data.path().join("memories")).unwrap();
+        fs::write(m.data.path().join("memories/a.txt"), "old\n").unwrap();
+        let inject = format!("inject=renameat,renameat2:signal=KILL:when={k}");
+        m.spawn_wrapped(
+            &[
+                "strace",
+                "-f",
+                "-qq",
+                "-o",
+                "/dev/null",
+                "-e",
+                "trace=renameat,renameat2",
+                "-e",
+                &inject,
+            ],
+            &[],
+        );
+        // Each step may fail once memfs is dead (ENOTCONN): the crash is the point.
+        let _ = fs::write(m.at(".a.txt.swp"), "new\n");
+        let _ = fs::rename(m.at(".a.txt.swp"), m.at("a.txt"));
+        let _ = fs::File::open(m.at("a.txt")).and_then(|f| f.sync_all());
+        let killed = wait_exit(m.child.as_mut().unwrap(), Duration::from_secs(2)).is_some();
+        clear(&mut m);
+        let v = view_file(m.data.path(), "/memories/a.txt");
+        let text = content(&v);
+        assert!(
+            text.ends_with("1\told") || text.ends_with("1\tnew"),
+            "killed at rename {k} (killed: {killed}): {v}"
+        );
+    }
+}
+
+/// `syncfs` failing once after every step of a batch succeeded: the change
+/// is in memory and written, only not confirmed durable. Before, the agent
+/// was told it "did not take effect", and its retry said "already exists".
+#[test]
+fn a_failed_barrier_is_not_reported_as_a_change_that_did_not_happen() {
+    let test = "a_failed_barrier_is_not_reported_as_a_change_that_did_not_happen";
+    if !have_strace(test) {
+        return;
+    }
+    let dir = tempfile::tempdir().unwrap();
+    let mut child = Command::new("strace")
+        .args([
+            "-f",
+            "-qq",
+            "-o",
+            "/dev/null",
+            "-e",
+            "trace=syncfs",
+            "-e",
+            "inject=syncfs:error=EIO:when=1",
+        ])
+        .arg(env!("CARGO_BIN_EXE_memfs"))
+        .arg("--data")
+        .arg(dir.path())
+        .args(["serve", "--stdio"])
+        .stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .spawn()
+        .unwrap();
+    let mut stdin = child.stdin.take().unwrap();
+    let mut stdout = std::io::BufReader::new(child.stdout.take().unwrap());
+    let mut call = |line: &str| -> Value {
+        use std::io::BufRead;
+        writeln!(stdin, "{line}").unwrap();
+        let mut answer = String::new();
+        stdout.read_line(&mut answer).unwrap();
+        serde_json::from_str(&answer).unwrap()
+    };
+    let made = call(r#"{"command":"create","path":"/memories/a.md","file_text":"hello\n"}"#);
+    assert_eq!(made["is_error"], true, "{made}");
+    let text = content(&made);
+    assert!(!text.contains("did not take effect"), "{text}");
+    assert!(text.contains("is in memory"), "{text}");
+    // The next barrier succeeds and covers it; memory, disk and the message agree.
+    let again = call(r#"{"command":"view","path":"/memories/a.md"}"#);
+    assert!(content(&again).ends_with("1\thello"), "{again}");
+    let next = call(r#"{"command":"create","path":"/memories/b.md","file_text":"b\n"}"#);
+    assert_eq!(next["is_error"], false, "{next}");
+    drop(stdin);
+    assert!(child.wait().unwrap().success());
+    assert_eq!(
+        fs::read_to_string(dir.path().join("memories/a.md")).unwrap(),
+        "hello\n"
+    );
+}
+
+/// SIGTERM while the unmount is slow (strace delays umount2 by half a second)
+/// and while the socket file has vanished: memfs still writes out everything,
+/// including a file still open, and exits 0 only after. Before, the signal
+/// thread unmounted while `main` returned and the process exited first.
+#[test]
+fn a_signal_during_a_slow_unmount_still_writes_everything_out() {
+    let test = "a_signal_during_a_slow_unmount_still_writes_everything_out";
+    if skip_without_fuse(test) || !have_strace(test) {
+        return;
+    }
+    let mut m = Mounted::unstarted();
+    m.spawn_wrapped(
+        &[
+            "strace",
+            "-f",
+            "-qq",
+            "-o",
+            "/dev/null",
+            "-e",
+            "trace=umount2",
+            "-e",
+            "inject=umount2:delay_enter=500000",
+        ],
+        &[],
+    );
+    fs::write(m.at("closed.md"), "closed\n").unwrap();
+    let mut open = fs::File::create(m.at("open.md")).unwrap();
+    open.write_all(b"still open\n").unwrap();
+    fs::remove_file(m.data.path().join(".memfs/sock")).unwrap();
+    let (status, err) = terminate(&mut m);
+    drop(open);
+    assert!(status.success(), "{status}: {err}");
+    clear(&mut m);
+    assert_eq!(
+        fs::read_to_string(m.on_disk("closed.md")).unwrap(),
+        "closed\n"
+    );
+    assert_eq!(
+        fs::read_to_string(m.on_disk("open.md")).unwrap(),
+        "still open\n"
+    );
+}
+
+/// A tool change the disk refuses is undone in memory, and the mount's view
+/// of it with it; the person's own unsaved bytes in another file are not
+/// reloaded away, and a later fsync writes them.
+#[test]
+fn a_refused_write_undoes_the_agents_change_and_keeps_the_persons() {
+    let test = "a_refused_write_undoes_the_agents_change_and_keeps_the_persons";
+    if skip_without_fuse(test) || !have_strace(test) {
+        return;
+    }
+    let mut m = Mounted::unstarted();
+    fs::create_dir(m.data.path().join("memories")).unwrap();
+    fs::write(m.data.path().join("memories/agent.md"), "cat\n").unwrap();
+    // Every rename fails with ENOSPC from the 2nd on: the person's create
+    // goes through; the agent's edit after it does not, nor any save after.
+    m.spawn_wrapped(
+        &[
+            "strace",
+            "-f",
+            "-qq",
+            "-o",
+            "/dev/null",
+            "-e",
+            "trace=renameat,renameat2",
+            "-e",
+            "inject=renameat,renameat2:error=ENOSPC:when=2+",
+        ],
+        &[],
+    );
+    let mut person = fs::OpenOptions::new()
+        .create(true)
+        .truncate(true)
+        .write(true)
+        .open(m.at("person.md"))
+        .unwrap();
+    person.write_all(b"typed text\n").unwrap();
+    // The agent's edit: refused by the disk, so it did not happen.
+    let edit = m.tool(
+        r#"{"command":"str_replace","path":"/memories/agent.md","old_str":"cat","new_str":"dog"}"#,
+    );
+    assert_eq!(edit["is_error"], true, "{edit}");
+    assert!(content(&edit).contains("did not take effect"), "{edit}");
+    assert_eq!(
+        fs::read_to_string(m.at("agent.md")).unwrap(),
+        "cat\n",
+        "the mount shows what the agent was told"
+    );
+    assert!(m.view("/memories/agent.md").ends_with("1\tcat"));
+    // The person's bytes are still there, and fsync says the truth.
+    assert_eq!(
+        fs::read_to_string(m.at("person.md")).unwrap(),
+        "typed text\n"
+    );
+    let synced = person.sync_all();
+    assert!(
+        synced.is_err(),
+        "fsync cannot succeed while the disk refuses"
+    );
+    drop(person);
+    assert_eq!(
+        fs::read_to_string(m.at("person.md")).unwrap(),
+        "typed text\n"
+    );
+    let (status, err) = terminate(&mut m);
+    assert!(!status.success(), "not everything could be written: {err}");
+    assert!(err.contains("writing out failed"), "{err}");
+    clear(&mut m);
+}
