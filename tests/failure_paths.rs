@@ -282,3 +282,54 @@ fn a_refused_write_undoes_the_agents_change_and_keeps_the_persons() {
     assert!(err.contains("writing out failed"), "{err}");
     clear(&mut m);
 }
+
+/// A directory read in progress when the agent changes a file: the listing's
+/// later chunks must not hand the kernel the file's old attributes. Before,
+/// READDIRPLUS replied from the snapshot taken at offset 0, so after the
+/// tool's invalidation the kernel cached the old size again: `stat` showed
+/// it, and `read` cut the new bytes to it.
+#[test]
+fn a_listing_in_progress_does_not_recache_stale_attributes() {
+    let test = "a_listing_in_progress_does_not_recache_stale_attributes";
+    if skip_without_fuse(test) {
+        return;
+    }
+    let m = Mounted::start(&[]);
+    const FILES: usize = 3_000;
+    let mut lines = String::new();
+    for i in 0..FILES {
+        lines.push_str(&format!(
+            "{{\"command\":\"create\",\"path\":\"/memories/d/file-with-a-longish-name-{i:05}\",\"file_text\":\"cat\"}}\n"
+        ));
+    }
+    let mut conn = std::os::unix::net::UnixStream::connect(m.data.path().join(".memfs/sock")).unwrap();
+    conn.write_all(lines.as_bytes()).unwrap();
+    conn.shutdown(std::net::Shutdown::Write).unwrap();
+    let mut answers = String::new();
+    std::io::Read::read_to_string(&mut conn, &mut answers).unwrap();
+    assert_eq!(answers.lines().count(), FILES);
+    let last = format!("file-with-a-longish-name-{:05}", FILES - 1);
+    // The first chunk of the listing (the snapshot is taken here), each
+    // entry stat'ed as `ls -l` does (so the kernel keeps asking for
+    // attributes with the names) ...
+    let mut listing = fs::read_dir(m.at("d")).unwrap();
+    listing.next().unwrap().unwrap().metadata().unwrap();
+    // ... then the agent grows the last file ...
+    let v = m.tool(&format!(
+        r#"{{"command":"str_replace","path":"/memories/d/{last}","old_str":"cat","new_str":"a dog"}}"#
+    ));
+    assert_eq!(v["is_error"], false, "{v}");
+    // ... then the rest of the listing, with attributes.
+    let mut seen = Vec::new();
+    for entry in listing {
+        let entry = entry.unwrap();
+        let len = entry.metadata().unwrap().len();
+        if entry.file_name().to_str() == Some(last.as_str()) {
+            seen.push(len);
+        }
+    }
+    assert_eq!(seen, [5], "the listing's stat of the changed file");
+    let path = m.at(&format!("d/{last}"));
+    assert_eq!(fs::metadata(&path).unwrap().len(), 5, "stat shows the new size");
+    assert_eq!(fs::read_to_string(&path).unwrap(), "a dog");
+}

@@ -417,13 +417,19 @@ impl Filesystem for MemFs {
         let Some(entries) = self.listing(ino, fh, offset) else {
             return reply.error(Errno::EBADF);
         };
-        for (i, e) in (offset..).zip(&entries) {
+        // The names come from the listing's snapshot, but attributes are read
+        // now: the snapshot may predate a tool change whose invalidation the
+        // kernel already saw, and attributes handed out now would be cached
+        // past it.
+        let fresh = self.store.infos(entries.iter().map(|e| e.info.ino));
+        for ((i, e), fresh) in (offset..).zip(&entries).zip(fresh) {
+            let info = fresh.unwrap_or_else(|| e.info.clone());
             if reply.add(
-                INodeNo(e.info.ino),
+                INodeNo(info.ino),
                 i + 1,
                 &e.name,
                 &TTL,
-                &file_attr(&e.info),
+                &file_attr(&info),
                 Generation(0),
             ) {
                 break;

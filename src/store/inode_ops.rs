@@ -141,6 +141,13 @@ impl Store {
         info(&self.tree.read(), ino)
     }
 
+    /// The current attributes of each node (`None` for one that is gone),
+    /// under one lock acquisition.
+    pub fn infos(&self, inos: impl Iterator<Item = Ino>) -> Vec<Option<NodeInfo>> {
+        let tree = self.tree.read();
+        inos.map(|ino| info(&tree, ino).ok()).collect()
+    }
+
     /// Finds `name` in `parent` and pins the result once.
     pub fn lookup(&self, parent: Ino, name: &str) -> Result<NodeInfo, Error> {
         let tree = self.tree.read();
