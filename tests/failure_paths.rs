@@ -82,11 +82,15 @@ fn a_crash_at_any_rename_of_a_save_by_rename_leaves_the_old_or_the_new_file() {
     if skip_without_fuse(test) || !have_strace(test) {
         return;
     }
-    for k in 1..=5 {
+    // strace counts each syscall separately: kill at the k-th of each.
+    let points = ["renameat", "renameat2"]
+        .into_iter()
+        .flat_map(|call| (1..=4).map(move |k| (call, k)));
+    for (call, k) in points {
         let mut m = Mounted::unstarted();
         fs::create_dir(m.data.path().join("memories")).unwrap();
         fs::write(m.data.path().join("memories/a.txt"), "old\n").unwrap();
-        let inject = format!("inject=renameat,renameat2:signal=KILL:when={k}");
+        let inject = format!("inject={call}:signal=KILL:when={k}");
         m.spawn_wrapped(
             &[
                 "strace",
@@ -111,7 +115,7 @@ fn a_crash_at_any_rename_of_a_save_by_rename_leaves_the_old_or_the_new_file() {
         let text = content(&v);
         assert!(
             text.ends_with("1\told") || text.ends_with("1\tnew"),
-            "killed at rename {k} (killed: {killed}): {v}"
+            "killed at {call} {k} (killed: {killed}): {v}"
         );
     }
 }
@@ -302,7 +306,8 @@ fn a_listing_in_progress_does_not_recache_stale_attributes() {
             "{{\"command\":\"create\",\"path\":\"/memories/d/file-with-a-longish-name-{i:05}\",\"file_text\":\"cat\"}}\n"
         ));
     }
-    let mut conn = std::os::unix::net::UnixStream::connect(m.data.path().join(".memfs/sock")).unwrap();
+    let mut conn =
+        std::os::unix::net::UnixStream::connect(m.data.path().join(".memfs/sock")).unwrap();
     conn.write_all(lines.as_bytes()).unwrap();
     conn.shutdown(std::net::Shutdown::Write).unwrap();
     let mut answers = String::new();
@@ -330,6 +335,89 @@ fn a_listing_in_progress_does_not_recache_stale_attributes() {
     }
     assert_eq!(seen, [5], "the listing's stat of the changed file");
     let path = m.at(&format!("d/{last}"));
-    assert_eq!(fs::metadata(&path).unwrap().len(), 5, "stat shows the new size");
+    assert_eq!(
+        fs::metadata(&path).unwrap().len(),
+        5,
+        "stat shows the new size"
+    );
     assert_eq!(fs::read_to_string(&path).unwrap(), "a dog");
+}
+
+/// What a person sets through the mount survives a restart: the root's mode
+/// and times, setuid and setgid bits with a changed owner, a symlink's own
+/// owner. Before, the root's were never written, `fchmod` ran before the
+/// `fchown` that clears setuid, and symlinks were stored as root's.
+#[test]
+fn metadata_set_through_the_mount_survives_a_restart() {
+    use std::os::unix::fs::{MetadataExt, PermissionsExt};
+    let test = "metadata_set_through_the_mount_survives_a_restart";
+    if skip_without_fuse(test) {
+        return;
+    }
+    if !rustix::process::geteuid().is_root() {
+        skip(test, "needs root to give files away");
+        return;
+    }
+    let mut m = Mounted::start(&[]);
+    let root = m.mnt.path().to_path_buf();
+    fs::set_permissions(&root, fs::Permissions::from_mode(0o750)).unwrap();
+    fs::write(m.at("tool"), "#!/bin/sh\n").unwrap();
+    std::os::unix::fs::chown(m.at("tool"), Some(1000), Some(1000)).unwrap();
+    fs::set_permissions(m.at("tool"), fs::Permissions::from_mode(0o6755)).unwrap();
+    std::os::unix::fs::symlink("tool", m.at("link")).unwrap();
+    std::os::unix::fs::lchown(m.at("link"), Some(1001), Some(1001)).unwrap();
+    // Last, as making entries in a directory moves its mtime.
+    let then = std::time::UNIX_EPOCH + Duration::from_secs(1_000_000_000);
+    fs::File::open(&root).unwrap().set_modified(then).unwrap();
+    let (status, err) = m.stop();
+    assert!(status.success(), "{err}");
+    m.spawn(&[]);
+    let root = fs::metadata(m.mnt.path()).unwrap();
+    assert_eq!(root.mode() & 0o7777, 0o750);
+    assert_eq!(root.modified().unwrap(), then);
+    let tool = fs::metadata(m.at("tool")).unwrap();
+    assert_eq!(
+        (tool.uid(), tool.gid(), tool.mode() & 0o7777),
+        (1000, 1000, 0o6755)
+    );
+    let link = fs::symlink_metadata(m.at("link")).unwrap();
+    assert_eq!((link.uid(), link.gid()), (1001, 1001));
+}
+
+/// Each hard link is a file of its own in the data dir, so each counts
+/// against --max-store-size. Before, 100 links to a 512 KiB file made 50 MiB
+/// on disk under a 2 MiB limit.
+#[test]
+fn hard_links_count_against_the_store_limit_per_copy() {
+    let test = "hard_links_count_against_the_store_limit_per_copy";
+    if skip_without_fuse(test) {
+        return;
+    }
+    let m = Mounted::start(&["--max-store-size", "2M"]);
+    fs::write(m.at("big"), vec![b'x'; 512 << 10]).unwrap();
+    let mut made = 0;
+    let mut refused = None;
+    for i in 0..100 {
+        match fs::hard_link(m.at("big"), m.at(&format!("link{i}"))) {
+            Ok(()) => made += 1,
+            Err(e) => {
+                refused = e.raw_os_error();
+                break;
+            }
+        }
+    }
+    assert_eq!(made, 3, "the file and 3 links fill 2 MiB");
+    assert_eq!(refused, Some(libc::ENOSPC));
+    // Writing to one name grows every copy, and is refused past the limit too.
+    let grow = fs::OpenOptions::new()
+        .append(true)
+        .open(m.at("big"))
+        .unwrap();
+    let err = (&grow).write_all(b"one more byte").unwrap_err();
+    assert_eq!(err.raw_os_error(), Some(libc::ENOSPC));
+    let on_disk: u64 = fs::read_dir(m.data.path().join("memories"))
+        .unwrap()
+        .map(|e| e.unwrap().metadata().unwrap().len())
+        .sum();
+    assert!(on_disk <= 2 << 20, "{on_disk} bytes on disk");
 }

@@ -18,7 +18,7 @@
 //! the next change. When only the barrier fails, the batch's changes are
 //! kept and written again. Nothing is ever reloaded from disk.
 
-use std::collections::VecDeque;
+use std::collections::{BTreeMap, VecDeque};
 use std::io;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, OnceLock, Weak};
@@ -30,7 +30,7 @@ use super::datadir::DataDir;
 use super::fsops;
 use crate::error::{DiskError, Error};
 use crate::path::MemPath;
-use crate::store::{Change, ChangeOp, ChangeSink, Store, Ticket};
+use crate::store::{Change, ChangeOp, ChangeSink, Meta, Store, Ticket};
 
 /// Counters of the persister's work, for benchmarks and `--stats`.
 #[derive(Debug, Default, Clone, Copy, PartialEq, Eq)]
@@ -181,14 +181,20 @@ impl Shared {
         // Phase 2: put everything in place, in order, then one barrier.
         let mut applied = 0;
         let mut trash = Vec::new();
+        let mut times = BTreeMap::new();
         for ((change, _), names) in batch.iter().zip(&staged) {
-            if let Err(e) = self.apply(change, names, &mut trash) {
+            if let Err(e) = self.apply(change, names, &mut trash, &mut times) {
                 failure = Some(e);
                 break;
             }
             applied += 1;
         }
         self.discard(&staged[applied..]);
+        // Directory times last, once each: every entry op before them moved them.
+        for (path, meta) in times {
+            let _ = fsops::open_parent(&self.dir.memories, path, false)
+                .and_then(|parent| fsops::set_times(&self.dir.memories, &parent, path, meta));
+        }
         let durable = if applied > 0 { self.barrier() } else { Ok(()) };
 
         // The store decides what memory becomes before anyone hears of a
@@ -263,11 +269,12 @@ impl Shared {
     }
 
     /// Puts one change's steps in place under `memories/`.
-    fn apply(
+    fn apply<'a>(
         &self,
-        change: &Change,
+        change: &'a Change,
         staged: &Staged,
         trash: &mut Vec<String>,
+        times: &mut BTreeMap<&'a MemPath, &'a Meta>,
     ) -> Result<(), DiskError> {
         let root = &self.dir.memories;
         for (i, (op, tmp)) in change.ops.iter().zip(staged).enumerate() {
@@ -359,11 +366,17 @@ impl Shared {
                         other => other.map_err(disk("renaming"))?,
                     }
                 }
-                ChangeOp::Symlink { path, target } => {
+                ChangeOp::Symlink { path, target, meta } => {
                     let parent =
                         fsops::open_parent(root, path, true).map_err(disk("making a directory"))?;
-                    fsops::symlink(&parent, leaf(path), target)
+                    fsops::symlink(&parent, leaf(path), target, meta)
                         .map_err(disk("making a symbolic link"))?;
+                }
+                ChangeOp::SetTimes { path, meta } => {
+                    times.insert(path, meta);
+                }
+                ChangeOp::SetMeta { path, meta } if path.is_root() => {
+                    fsops::set_dir_meta(root, meta).map_err(disk("setting attributes"))?;
                 }
                 ChangeOp::SetMeta { path, meta } => {
                     let parent = fsops::open_parent(root, path, false)

@@ -62,11 +62,12 @@ impl DataDir {
         };
         make_private_dir(dir).map_err(fail("creating it"))?;
         let top = open_top(dir).map_err(fail("opening it"))?;
-        let state = private_subdir(&top, STATE_DIR).map_err(fail(
+        let state = subdir(&top, STATE_DIR, true).map_err(fail(
             "opening .memfs (it must be a directory, not a symlink)",
         ))?;
         take_lock(&state, &shown)?;
-        let memories = private_subdir(&top, "memories").map_err(fail(
+        // Its mode is the person's to choose (`chmod` of the mount root).
+        let memories = subdir(&top, "memories", false).map_err(fail(
             "opening memories (it must be a directory, not a symlink)",
         ))?;
         let tmp = fresh_dir(&state, "tmp").map_err(fail("clearing .memfs/tmp"))?;
@@ -109,15 +110,15 @@ fn make_private_dir(path: &Path) -> io::Result<()> {
     }
 }
 
-/// Makes (or finds) directory `name` in `top` and opens it, refusing a
-/// symlink; a directory others could enter is tightened to 0700.
-fn private_subdir(top: &OwnedFd, name: &str) -> io::Result<OwnedFd> {
+/// Makes (or finds, 0700) directory `name` in `top` and opens it, refusing
+/// a symlink; with `private`, one that others could enter is tightened to 0700.
+fn subdir(top: &OwnedFd, name: &str, private: bool) -> io::Result<OwnedFd> {
     match rfs::mkdirat(top, name, Mode::from_raw_mode(fsops::DIR_MODE)) {
         Ok(()) | Err(rustix::io::Errno::EXIST) => {}
         Err(e) => return Err(e.into()),
     }
     let dir = fsops::open_dir(top, name)?;
-    if rfs::fstat(&dir)?.st_mode & 0o077 != 0 {
+    if private && rfs::fstat(&dir)?.st_mode & 0o077 != 0 {
         rfs::fchmod(&dir, Mode::from_raw_mode(fsops::DIR_MODE))?;
     }
     Ok(dir)

@@ -51,11 +51,12 @@ pub fn write_new_file(dir: impl AsFd, name: &str, data: &[u8], meta: &Meta) -> i
     let flags = OFlags::WRONLY | OFlags::CREATE | OFlags::EXCL | OFlags::NOFOLLOW | OFlags::CLOEXEC;
     let fd = rfs::openat(dir, name, flags, Mode::from_raw_mode(FILE_MODE))?;
     write_all(&fd, data)?;
-    rfs::fchmod(&fd, Mode::from_raw_mode(meta.perm))?;
-    rfs::futimens(&fd, &timestamps(meta))?;
+    // The owner first: chown clears the setuid and setgid bits, chmod sets them.
     if let Some((uid, gid)) = owner_change(meta) {
         rfs::fchown(&fd, Some(uid), Some(gid))?;
     }
+    rfs::fchmod(&fd, Mode::from_raw_mode(meta.perm))?;
+    rfs::futimens(&fd, &timestamps(meta))?;
     write_back(&fd)
 }
 
@@ -103,18 +104,43 @@ fn write_all(fd: &OwnedFd, data: &[u8]) -> io::Result<()> {
     Ok(())
 }
 
-/// Gives `name` in `dir` (a file or directory, never a symlink) the mode,
-/// owner and times of `meta`.
+/// Gives `name` in `dir` the owner, mode and times of `meta` (a symlink:
+/// its own owner and times, never its target's; it has no mode of its own).
 pub fn set_meta(dir: &OwnedFd, name: &str, meta: &Meta) -> io::Result<()> {
     let stat = rfs::statat(dir, name, AtFlags::SYMLINK_NOFOLLOW)?;
-    if FileType::from_raw_mode(stat.st_mode) == FileType::Symlink {
-        return Err(io::Error::from_raw_os_error(libc::ELOOP));
-    }
+    let is_link = FileType::from_raw_mode(stat.st_mode) == FileType::Symlink;
+    // The owner first: chown clears the setuid and setgid bits, chmod sets them.
     if let Some((uid, gid)) = owner_change(meta) {
         rfs::chownat(dir, name, Some(uid), Some(gid), AtFlags::SYMLINK_NOFOLLOW)?;
     }
-    rfs::chmodat(dir, name, Mode::from_raw_mode(meta.perm), AtFlags::empty())?;
+    if !is_link {
+        rfs::chmodat(dir, name, Mode::from_raw_mode(meta.perm), AtFlags::empty())?;
+    }
     rfs::utimensat(dir, name, &timestamps(meta), AtFlags::SYMLINK_NOFOLLOW)?;
+    Ok(())
+}
+
+/// Sets the times of directory `path` (`parent` holds it; the root is
+/// `root` itself), not following a symlink.
+pub fn set_times(root: &OwnedFd, parent: &OwnedFd, path: &MemPath, meta: &Meta) -> io::Result<()> {
+    match path.file_name() {
+        None => Ok(rfs::futimens(root, &timestamps(meta))?),
+        Some(name) => Ok(rfs::utimensat(
+            parent,
+            name,
+            &timestamps(meta),
+            AtFlags::SYMLINK_NOFOLLOW,
+        )?),
+    }
+}
+
+/// Gives an open directory (the memory root) the owner, mode and times of `meta`.
+pub fn set_dir_meta(dir: &OwnedFd, meta: &Meta) -> io::Result<()> {
+    if let Some((uid, gid)) = owner_change(meta) {
+        rfs::fchown(dir, Some(uid), Some(gid))?;
+    }
+    rfs::fchmod(dir, Mode::from_raw_mode(meta.perm))?;
+    rfs::futimens(dir, &timestamps(meta))?;
     Ok(())
 }
 
@@ -127,15 +153,17 @@ pub fn make_dir(dir: &OwnedFd, name: &str, meta: &Meta) -> io::Result<()> {
     set_meta(dir, name, meta)
 }
 
-/// Makes a symbolic link `name` in `dir` pointing at `target`, replacing a file there.
-pub fn symlink(dir: &OwnedFd, name: &str, target: &str) -> io::Result<()> {
+/// Makes a symbolic link `name` in `dir` pointing at `target` (replacing a
+/// file there), owned and timed as `meta` says.
+pub fn symlink(dir: &OwnedFd, name: &str, target: &str, meta: &Meta) -> io::Result<()> {
     match rfs::symlinkat(target, dir, name) {
         Err(rustix::io::Errno::EXIST) => {
             rfs::unlinkat(dir, name, AtFlags::empty())?;
-            Ok(rfs::symlinkat(target, dir, name)?)
+            rfs::symlinkat(target, dir, name)?;
         }
-        other => Ok(other?),
+        other => other?,
     }
+    set_meta(dir, name, meta)
 }
 
 /// Swaps `a_name` of `a_dir` and `b_name` of `b_dir`.

@@ -68,9 +68,16 @@ pub enum ChangeOp {
     /// `a` and `b` swapped places.
     Exchange { a: MemPath, b: MemPath },
     /// A symbolic link to `target` now exists at `path`.
-    Symlink { path: MemPath, target: String },
+    Symlink {
+        path: MemPath,
+        target: String,
+        meta: Meta,
+    },
     /// The node's mode, owner or times changed.
     SetMeta { path: MemPath, meta: Meta },
+    /// The directory's times are these (memory's): on disk, any entry made
+    /// or removed in it moved them.
+    SetTimes { path: MemPath, meta: Meta },
 }
 
 /// Something the kernel may hold in its caches that a change made stale.
@@ -103,7 +110,8 @@ impl ChangeOp {
             | ChangeOp::MakeDir { path, .. }
             | ChangeOp::Remove { path }
             | ChangeOp::Symlink { path, .. }
-            | ChangeOp::SetMeta { path, .. } => vec![path],
+            | ChangeOp::SetMeta { path, .. }
+            | ChangeOp::SetTimes { path, .. } => vec![path],
             ChangeOp::Rename { from, to, .. } => vec![from, to],
             ChangeOp::Exchange { a, b } => vec![a, b],
         }

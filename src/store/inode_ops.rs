@@ -265,7 +265,11 @@ impl Store {
                 path,
                 meta: Meta::from(&attr),
             }],
-            (NewNode::Symlink(target), Some(path)) => vec![ChangeOp::Symlink { path, target }],
+            (NewNode::Symlink(target), Some(path)) => vec![ChangeOp::Symlink {
+                path,
+                target,
+                meta: Meta::from(&attr),
+            }],
         };
         let made = info(&tree, ino)?;
         self.pin(ino, 1);
@@ -286,7 +290,9 @@ impl Store {
         };
         let offset = if append { old_len } else { offset };
         let end = offset.saturating_add(data.len() as u64);
-        self.limits.check_size(&tree, old_len, end.max(old_len))?;
+        let copies = tree.node(ino).copies();
+        self.limits
+            .check_size(&tree, old_len, end.max(old_len), copies)?;
         tree.write_at(ino, offset as usize, data, SystemTime::now());
         Ok(data.len())
     }
@@ -300,7 +306,8 @@ impl Store {
         let old_len = bytes.len() as u64;
         let end = offset.saturating_add(len);
         if end > old_len {
-            self.limits.check_size(&tree, old_len, end)?;
+            let copies = tree.node(ino).copies();
+            self.limits.check_size(&tree, old_len, end, copies)?;
             tree.truncate(ino, end as usize, SystemTime::now());
         }
         Ok(())
@@ -320,7 +327,8 @@ impl Store {
                 });
             };
             let old_len = bytes.len() as u64;
-            self.limits.check_size(&tree, old_len, size)?;
+            self.limits
+                .check_size(&tree, old_len, size, node.copies())?;
             tree.truncate(ino, size as usize, now);
         }
         let node = tree.node_mut(ino);
@@ -347,11 +355,14 @@ impl Store {
             || set.gid.is_some()
             || set.atime.is_some()
             || set.mtime.is_some();
-        let ops = if meta_changed
-            && !node.dirty
-            && !matches!(node.kind, NodeKind::Special { .. } | NodeKind::Symlink(_))
-        {
-            tree.paths_of(ino)
+        let ops = if meta_changed && !node.dirty && !matches!(node.kind, NodeKind::Special { .. }) {
+            // The root has no link, but its attributes live on `memories/` itself.
+            let paths = if ino == ROOT_INO {
+                vec![crate::path::MemPath::root()]
+            } else {
+                tree.paths_of(ino)
+            };
+            paths
                 .into_iter()
                 .map(|path| ChangeOp::SetMeta { path, meta })
                 .collect()
@@ -515,6 +526,10 @@ impl Store {
                 depth: tree.depth(parent) + 1,
             },
         )?;
+        if !tree.node(ino).links.is_empty() {
+            // On disk the new name is a copy, and counts as one.
+            self.limits.check_copy(&tree, tree.node(ino).file_len())?;
+        }
         tree.link(parent, name, ino, SystemTime::now());
         let ops = match (
             tree.path_of(parent).map(|p| p.join(name)),
@@ -528,6 +543,7 @@ impl Store {
             (Some(path), NodeKind::Symlink(target)) => vec![ChangeOp::Symlink {
                 path,
                 target: target.clone(),
+                meta: Meta::from(&tree.node(ino).attr),
             }],
             _ => Vec::new(),
         };

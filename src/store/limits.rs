@@ -48,16 +48,37 @@ pub struct Growth {
 
 impl Limits {
     /// Refuses a write that would leave a file of `new_len` bytes (it held
-    /// `old_len`), or the memory over its total. Shrinking is always allowed.
-    pub fn check_size(&self, tree: &Tree, old_len: u64, new_len: u64) -> Result<(), Error> {
+    /// `old_len`, in `copies` names on disk), or the memory over its total.
+    /// Shrinking is always allowed.
+    pub fn check_size(
+        &self,
+        tree: &Tree,
+        old_len: u64,
+        new_len: u64,
+        copies: u64,
+    ) -> Result<(), Error> {
         if new_len > self.max_file_size {
             return Err(Error::FileTooLarge {
                 size: new_len,
                 limit: self.max_file_size,
             });
         }
-        let total = tree.total_bytes() - old_len.min(tree.total_bytes()) + new_len;
+        let held = (old_len * copies).min(tree.total_bytes());
+        let total = tree.total_bytes() - held + new_len * copies;
         if new_len > old_len && total > self.max_store_size {
+            return Err(Error::StoreFull {
+                size: total,
+                limit: self.max_store_size,
+            });
+        }
+        Ok(())
+    }
+
+    /// Refuses one more copy of `len` bytes (a hard link, which the data dir
+    /// holds as a file of its own) past the memory's total.
+    pub fn check_copy(&self, tree: &Tree, len: u64) -> Result<(), Error> {
+        let total = tree.total_bytes() + len;
+        if len > 0 && total > self.max_store_size {
             return Err(Error::StoreFull {
                 size: total,
                 limit: self.max_store_size,

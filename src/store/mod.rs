@@ -177,7 +177,9 @@ impl Store {
             Some(NodeKind::File(_)) if !overwrite => return Err(Error::Exists),
             Some(NodeKind::File(old)) => old.len() as u64,
         };
-        self.limits.check_size(&tree, old_len, data.len() as u64)?;
+        let copies = existing.map_or(1, |ino| tree.node(ino).copies());
+        self.limits
+            .check_size(&tree, old_len, data.len() as u64, copies)?;
         if existing.is_none() {
             let (base, missing) = existing_prefix(&tree, &parent_path);
             self.limits.check_growth(
@@ -248,7 +250,9 @@ impl Store {
         };
         let old_len = old.len() as u64;
         let (new, out) = edit(old)?;
-        self.limits.check_size(&tree, old_len, new.len() as u64)?;
+        let copies = tree.node(ino).copies();
+        self.limits
+            .check_size(&tree, old_len, new.len() as u64, copies)?;
         let data = Arc::new(new);
         let (old, attr) = file_state(&tree, ino);
         tree.set_data(ino, data.clone(), SystemTime::now());
@@ -380,6 +384,7 @@ impl Store {
             again.append(&mut ops);
             ops = again;
         }
+        ops.extend(parent_times(held, &ops));
         let seq = self.seq.fetch_add(1, std::sync::atomic::Ordering::Relaxed) + 1;
         let change = Change {
             seq,
@@ -422,7 +427,12 @@ impl Store {
         // (for one taken back: whatever it left there is cleared).
         let mut unsaved = self.unsaved.lock();
         for change in refused.iter().chain(unconfirmed) {
-            for op in &change.ops {
+            // (A directory's times go with the next change in it.)
+            for op in change
+                .ops
+                .iter()
+                .filter(|op| !matches!(op, ChangeOp::SetTimes { .. }))
+            {
                 unsaved.extend(op.paths().into_iter().cloned());
             }
         }
@@ -452,6 +462,27 @@ impl Store {
     pub fn unsaved_paths(&self) -> usize {
         self.unsaved.lock().len()
     }
+}
+
+/// The times memory holds for every directory the ops change entries in.
+fn parent_times(tree: &Tree, ops: &[ChangeOp]) -> Vec<ChangeOp> {
+    let mut dirs = BTreeSet::new();
+    for op in ops {
+        if matches!(op, ChangeOp::SetMeta { .. } | ChangeOp::SetTimes { .. }) {
+            continue;
+        }
+        dirs.extend(op.paths().into_iter().filter_map(MemPath::parent));
+    }
+    dirs.into_iter()
+        .filter_map(|path| {
+            let ino = tree.resolve(&path).ok()?;
+            let node = tree.node(ino);
+            node.is_dir().then(|| ChangeOp::SetTimes {
+                path,
+                meta: Meta::from(&node.attr),
+            })
+        })
+        .collect()
 }
 
 /// A file's bytes and attributes, to put back.
@@ -503,6 +534,7 @@ fn subtree_ops(tree: &Tree, ino: Ino) -> Vec<ChangeOp> {
             NodeKind::Symlink(target) => ops.push(ChangeOp::Symlink {
                 path,
                 target: target.clone(),
+                meta,
             }),
             NodeKind::Special { .. } => {}
             NodeKind::Dir(entries) => {

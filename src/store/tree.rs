@@ -105,6 +105,20 @@ impl Node {
         }
     }
 
+    /// Bytes of a file (0 for anything else).
+    pub fn file_len(&self) -> u64 {
+        match &self.kind {
+            NodeKind::File(data) => data.len() as u64,
+            _ => 0,
+        }
+    }
+
+    /// How many copies of the node the data dir holds: one per name (each
+    /// hard link is a file of its own on disk), one for an orphan.
+    pub fn copies(&self) -> u64 {
+        self.links.len().max(1) as u64
+    }
+
     /// Link count as `stat` reports it: a directory counts `.` and its subdirectories' `..`.
     pub fn nlink(&self) -> u32 {
         match &self.kind {
@@ -118,7 +132,8 @@ impl Node {
 pub struct Tree {
     nodes: HashMap<Ino, Node>,
     next_ino: Ino,
-    /// Bytes of all files, for the store-size limit.
+    /// Bytes of all files as the data dir holds them (a hard-linked file
+    /// once per name), for the store-size limit.
     bytes: u64,
 }
 
@@ -300,8 +315,9 @@ impl Tree {
     /// Replaces a file's bytes.
     pub fn set_data(&mut self, ino: Ino, data: Arc<Vec<u8>>, now: SystemTime) {
         let node = self.nodes.get_mut(&ino).expect("inode of the tree");
+        let copies = node.copies();
         if let NodeKind::File(old) = &mut node.kind {
-            self.bytes = self.bytes - old.len() as u64 + data.len() as u64;
+            self.bytes = self.bytes - old.len() as u64 * copies + data.len() as u64 * copies;
             *old = data;
             node.attr.touch(now);
             node.dirty = false;
@@ -312,6 +328,7 @@ impl Tree {
     /// unless the bytes are shared with a pending change.
     pub fn write_at(&mut self, ino: Ino, offset: usize, data: &[u8], now: SystemTime) {
         let node = self.nodes.get_mut(&ino).expect("inode of the tree");
+        let copies = node.copies();
         if let NodeKind::File(bytes) = &mut node.kind {
             let old_len = bytes.len();
             let bytes = Arc::make_mut(bytes);
@@ -325,7 +342,7 @@ impl Tree {
                 bytes[offset..overlap].copy_from_slice(&data[..overlap - offset]);
                 bytes.extend_from_slice(&data[overlap - offset..]);
             }
-            self.bytes = self.bytes - old_len as u64 + bytes.len() as u64;
+            self.bytes = self.bytes - old_len as u64 * copies + bytes.len() as u64 * copies;
             node.attr.touch(now);
             node.dirty = true;
         }
@@ -334,11 +351,12 @@ impl Tree {
     /// Sets a file's length, zero-filling when it grows.
     pub fn truncate(&mut self, ino: Ino, len: usize, now: SystemTime) {
         let node = self.nodes.get_mut(&ino).expect("inode of the tree");
+        let copies = node.copies();
         if let NodeKind::File(bytes) = &mut node.kind {
             if bytes.len() != len {
                 let old_len = bytes.len();
                 Arc::make_mut(bytes).resize(len, 0);
-                self.bytes = self.bytes - old_len as u64 + len as u64;
+                self.bytes = self.bytes - old_len as u64 * copies + len as u64 * copies;
                 node.dirty = true;
             }
             node.attr.touch(now);
@@ -355,8 +373,12 @@ impl Tree {
         dir.subdirs += u32::from(is_dir);
         dir.attr.touch(now);
         let node = self.node_mut(ino);
+        let extra_copy = !node.links.is_empty();
         node.links.push((parent, name.to_string()));
         node.attr.ctime = now;
+        if extra_copy {
+            self.bytes += self.node(ino).file_len();
+        }
     }
 
     /// Takes `name` out of `parent`; the node stays in the tree (maybe as an orphan).
@@ -378,8 +400,11 @@ impl Tree {
             .position(|(p, n)| *p == parent && n == name)
         {
             node.links.swap_remove(i);
+            if !node.links.is_empty() {
+                self.bytes -= self.node(ino).file_len(); // one copy fewer
+            }
         }
-        node.attr.ctime = now;
+        self.node_mut(ino).attr.ctime = now;
         Some(ino)
     }
 
@@ -407,6 +432,10 @@ impl Tree {
                 for (child_name, child) in children {
                     let node = self.node_mut(child);
                     node.links.retain(|(p, n)| !(*p == ino && *n == child_name));
+                    if !node.links.is_empty() {
+                        // A hard link elsewhere keeps it: one copy fewer.
+                        self.bytes -= self.node(child).file_len();
+                    }
                     stack.push(child);
                 }
             }
