@@ -13,6 +13,7 @@ use clap::Parser;
 use cli::{Cli, Cmd};
 use memfs::persist::OpenError;
 use memfs::serve::socket;
+use memfs::store::{Door, Origin};
 use memfs::Memory;
 use serving::Doors;
 
@@ -60,6 +61,7 @@ fn main() -> ExitCode {
                 mount.as_deref().map(|at| (at, mount_options.options())),
                 doors,
                 Some(Box::new(move |tool| {
+                    let tool = tool.with_origin(Origin::agent(Door::Stdio));
                     memfs::serve::lines::serve(&tool, io::stdin().lock(), io::stdout(), max_line)
                 })),
             );
@@ -132,7 +134,10 @@ fn read_input(input: &str) -> Result<String, ExitCode> {
 
 fn run_line(memory: &Memory, text: &str) -> memfs::ToolResult {
     match memfs::json::parse(text.as_bytes()) {
-        Ok(value) => memory.call(&value),
+        Ok(value) => memory
+            .tool()
+            .with_origin(Origin::agent(Door::Exec))
+            .call(&value),
         Err(e) => memfs::ToolResult::error(format!("Error: the command is not valid JSON: {e}")),
     }
 }

@@ -21,7 +21,7 @@ use parking_lot::Mutex;
 use super::attr::{errno, file_attr, file_type, BLOCK_SIZE, TTL};
 use super::flusher::Flusher;
 use crate::error::Error;
-use crate::store::{DirEntry, NewNode, NodeInfo, Origin, RenameMode, SetAttr, Store};
+use crate::store::{DirEntry, NewNode, NodeInfo, Origin, Process, RenameMode, SetAttr, Store};
 
 /// Largest write the kernel sends in one request.
 const MAX_WRITE: u32 = 1 << 20;
@@ -56,7 +56,29 @@ fn origin(req: &Request) -> Origin {
     Origin::Person {
         uid: req.uid(),
         pid: req.pid(),
+        process: process_name(req.pid()),
     }
+}
+
+/// The name of process `pid` (its `comm`), from a small cache: a burst of
+/// writes from one editor reads `/proc` once.
+fn process_name(pid: u32) -> Process {
+    use std::collections::HashMap;
+    use std::sync::OnceLock;
+    static NAMES: OnceLock<Mutex<HashMap<u32, Process>>> = OnceLock::new();
+    let names = NAMES.get_or_init(Mutex::default);
+    if let Some(name) = names.lock().get(&pid) {
+        return *name;
+    }
+    let name = std::fs::read_to_string(format!("/proc/{pid}/comm"))
+        .map(|n| Process::new(n.trim_end()))
+        .unwrap_or_default();
+    let mut names = names.lock();
+    if names.len() >= 1024 {
+        names.clear(); // pids are reused; a bounded cache stays fresh enough
+    }
+    names.insert(pid, name);
+    name
 }
 
 /// Names in the tree are ones the tool's paths can address: UTF-8, at most
@@ -317,7 +339,7 @@ impl Filesystem for MemFs {
 
     fn write(
         &self,
-        _req: &Request,
+        req: &Request,
         ino: INodeNo,
         _fh: FileHandle,
         offset: u64,
@@ -328,7 +350,7 @@ impl Filesystem for MemFs {
         reply: ReplyWrite,
     ) {
         let append = flags.0 & libc::O_APPEND != 0;
-        match self.store.write(ino.0, offset, data, append) {
+        match self.store.write(ino.0, offset, data, append, origin(req)) {
             Ok(n) => reply.written(n as u32),
             Err(e) => reply.error(errno(&e)),
         }
@@ -336,20 +358,20 @@ impl Filesystem for MemFs {
 
     fn flush(
         &self,
-        req: &Request,
+        _req: &Request,
         ino: INodeNo,
         _fh: FileHandle,
         _lock: LockOwner,
         reply: ReplyEmpty,
     ) {
         // Written out soon after close: queued now, durable at the next barrier.
-        self.flusher.soon(ino.0, origin(req));
+        self.flusher.soon(ino.0);
         reply.ok();
     }
 
     fn release(
         &self,
-        req: &Request,
+        _req: &Request,
         ino: INodeNo,
         _fh: FileHandle,
         _flags: OpenFlags,
@@ -357,7 +379,7 @@ impl Filesystem for MemFs {
         _flush: bool,
         reply: ReplyEmpty,
     ) {
-        self.flusher.soon(ino.0, origin(req));
+        self.flusher.soon(ino.0);
         self.store.unpin(ino.0, 1);
         reply.ok();
     }
@@ -524,7 +546,7 @@ impl Filesystem for MemFs {
 
     fn fallocate(
         &self,
-        _req: &Request,
+        req: &Request,
         ino: INodeNo,
         _fh: FileHandle,
         offset: u64,
@@ -535,7 +557,10 @@ impl Filesystem for MemFs {
         if mode != 0 {
             return reply.error(Errno::EOPNOTSUPP);
         }
-        empty(self.store.allocate(ino.0, offset, length), reply);
+        empty(
+            self.store.allocate(ino.0, offset, length, origin(req)),
+            reply,
+        );
     }
 
     fn lseek(

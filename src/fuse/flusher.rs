@@ -3,14 +3,14 @@
 //! together, so a burst of small files (an untar, a `cp -a`) costs one disk
 //! barrier, not one per file. `fsync` does not come here: it waits.
 
-use std::collections::HashMap;
+use std::collections::HashSet;
 use std::sync::Arc;
 use std::thread::JoinHandle;
 use std::time::Duration;
 
 use parking_lot::{Condvar, Mutex};
 
-use crate::store::{Ino, Origin, Store};
+use crate::store::{Ino, Store};
 
 /// How long a closed file waits at most before it is handed to the persister.
 pub const DELAY: Duration = Duration::from_millis(50);
@@ -25,7 +25,7 @@ pub struct Flusher {
 
 #[derive(Default)]
 struct State {
-    pending: HashMap<Ino, Origin>,
+    pending: HashSet<Ino>,
     stop: bool,
 }
 
@@ -43,10 +43,11 @@ impl Flusher {
         Ok((this, thread))
     }
 
-    /// A file was closed: write it out soon.
-    pub fn soon(&self, ino: Ino, origin: Origin) {
+    /// A file was closed: write it out soon (credited to whoever wrote it,
+    /// not to whoever closed it: see `Store::persist_files`).
+    pub fn soon(&self, ino: Ino) {
         let mut state = self.state.lock();
-        state.pending.insert(ino, origin);
+        state.pending.insert(ino);
         if state.pending.len() >= BATCH {
             self.wake.notify_one();
         }
@@ -67,13 +68,9 @@ impl Flusher {
                 }
                 (std::mem::take(&mut state.pending), state.stop)
             };
-            // One change per person, so each change keeps its origin.
-            let mut by_origin: HashMap<Origin, Vec<Ino>> = HashMap::new();
-            for (ino, origin) in batch {
-                by_origin.entry(origin).or_default().push(ino);
-            }
-            for (origin, inos) in by_origin {
-                let _ = self.store.persist_files(&inos, origin);
+            if !batch.is_empty() {
+                let inos: Vec<Ino> = batch.into_iter().collect();
+                let _ = self.store.persist_files(&inos);
             }
             if stop {
                 return;

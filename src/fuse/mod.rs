@@ -136,10 +136,8 @@ impl Mounted {
         if let Some(thread) = self.flusher_thread.take() {
             let _ = thread.join();
         }
-        let me = Origin::Person {
-            uid: rustix::process::geteuid().as_raw(),
-            pid: std::process::id(),
-        };
+        // What is still unsaved is credited to whoever wrote it (see Store::persist).
+        let me = Origin::Memfs;
         let written = self.store.persist_all_dirty(me).wait();
         self.store.unpin_all();
         written

@@ -14,6 +14,9 @@ use std::io::{self, BufRead, Write};
 use serde_json::{json, Map, Value};
 
 use super::pipeline::{self, Protocol};
+use std::sync::Arc;
+
+use crate::store::{Door, Origin};
 use crate::tool::{Content, Pending, Tool, ToolResult, COMMANDS};
 
 /// The revisions this server speaks, oldest first.
@@ -114,7 +117,7 @@ pub fn call_result(result: &ToolResult) -> Value {
 }
 
 /// Handles one message; `None` for notifications and stray responses.
-fn handle(tool: &Tool, line: &[u8]) -> Option<Answer> {
+fn handle(session: &Session, line: &[u8]) -> Option<Answer> {
     let message: Value = match crate::json::parse(line) {
         Ok(v) => v,
         Err(e) => return Some(error(Value::Null, PARSE_ERROR, format!("Parse error: {e}"))),
@@ -163,10 +166,13 @@ fn handle(tool: &Tool, line: &[u8]) -> Option<Answer> {
         .cloned()
         .unwrap_or(Value::Object(Map::new()));
     Some(match method {
-        "initialize" => Answer::Now(response(id, initialize(&params))),
+        "initialize" => {
+            session.name_from(&params);
+            Answer::Now(response(id, initialize(&params)))
+        }
         "ping" => Answer::Now(response(id, json!({}))),
         "tools/list" => Answer::Now(response(id, json!({"tools": [tool_definition()]}))),
-        "tools/call" => return Some(call(tool, id, &params)),
+        "tools/call" => return Some(call(&session.tool(), id, &params)),
         other => error(
             id,
             METHOD_NOT_FOUND,
@@ -217,13 +223,43 @@ fn call(tool: &Tool, id: Value, params: &Value) -> Answer {
     }
 }
 
-struct Mcp<'a>(&'a Tool);
+/// One MCP client: the tool, its changes credited to the MCP door and to the
+/// session the client named in `initialize` (`clientInfo.name`).
+struct Session {
+    tool: parking_lot::Mutex<Tool>,
+}
 
-impl Protocol for Mcp<'_> {
+impl Session {
+    fn new(tool: &Tool) -> Session {
+        Session {
+            tool: parking_lot::Mutex::new(tool.with_origin(Origin::agent(Door::Mcp))),
+        }
+    }
+
+    fn name_from(&self, params: &Value) {
+        let name = params
+            .pointer("/clientInfo/name")
+            .and_then(Value::as_str)
+            .map(|n| Arc::from(crate::tool::clip_text(n).as_str()));
+        let mut tool = self.tool.lock();
+        *tool = tool.with_origin(Origin::Agent {
+            door: Door::Mcp,
+            session: name,
+        });
+    }
+
+    fn tool(&self) -> Tool {
+        self.tool.lock().clone()
+    }
+}
+
+struct Mcp(Session);
+
+impl Protocol for Mcp {
     type Answer = Answer;
 
     fn handle(&self, line: &[u8]) -> Option<Answer> {
-        handle(self.0, line)
+        handle(&self.0, line)
     }
 
     fn too_long(&self, limit: usize) -> Answer {
@@ -268,5 +304,11 @@ pub fn serve(
         max_line,
         line_timeout: None,
     };
-    pipeline::serve(&Mcp(tool), input, output, bounds, &pipeline::Unobserved)
+    pipeline::serve(
+        &Mcp(Session::new(tool)),
+        input,
+        output,
+        bounds,
+        &pipeline::Unobserved,
+    )
 }

@@ -24,6 +24,7 @@ use rustix::fs::{self as rfs, AtFlags, Mode};
 
 use super::lines;
 use super::pipeline::{Activity, Bounds};
+use crate::store::{Door, Origin};
 use crate::tool::Tool;
 
 /// Clients served at once; past that, the longest-idle one makes room.
@@ -238,7 +239,8 @@ fn serve_client(tool: &Tool, client: &Client, bounds: Bounds) {
     let (Ok(input), Ok(output)) = (client.conn.try_clone(), client.conn.try_clone()) else {
         return;
     };
-    let _ = lines::serve_client(tool, BufReader::new(input), output, bounds, client);
+    let tool = tool.with_origin(Origin::agent(Door::Socket));
+    let _ = lines::serve_client(&tool, BufReader::new(input), output, bounds, client);
     let _ = client.conn.shutdown(std::net::Shutdown::Both);
 }
 

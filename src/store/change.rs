@@ -12,15 +12,79 @@ use super::undo::Undo;
 use crate::error::Error;
 use crate::path::MemPath;
 
-/// Who made a change. History and audit features key on this.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+/// Who made a change, recorded when it is made. History and audit key on this.
+#[derive(Debug, Clone, PartialEq, Eq, Hash)]
 pub enum Origin {
-    /// A memory-tool call.
-    Agent,
+    /// A memory-tool call, through `door`, from the session that named itself
+    /// `session` (an MCP client's `clientInfo`, an adapter's argument).
+    Agent {
+        door: Door,
+        session: Option<Arc<str>>,
+    },
     /// A request through the mount, from this user and process.
-    Person { uid: u32, pid: u32 },
+    Person {
+        uid: u32,
+        pid: u32,
+        process: Process,
+    },
     /// memfs itself: a recovery after the disk refused a change.
     Memfs,
+}
+
+impl Origin {
+    /// An agent's call through `door`, from a session with no name.
+    pub fn agent(door: Door) -> Origin {
+        Origin::Agent {
+            door,
+            session: None,
+        }
+    }
+
+    pub fn is_agent(&self) -> bool {
+        matches!(self, Origin::Agent { .. })
+    }
+}
+
+/// How an agent's call reached memfs.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub enum Door {
+    /// The Rust library (`Memory::call`).
+    Library,
+    /// `memfs exec`.
+    Exec,
+    /// `memfs serve --stdio`.
+    Stdio,
+    /// The socket `DIR/.memfs/sock`.
+    Socket,
+    /// `memfs mcp`.
+    Mcp,
+}
+
+/// A process's name as the kernel keeps it (`comm`: at most 15 bytes).
+#[derive(Clone, Copy, Default, PartialEq, Eq, Hash)]
+pub struct Process([u8; 16]);
+
+impl Process {
+    pub fn new(name: &str) -> Process {
+        let mut bytes = [0u8; 16];
+        let mut end = name.len().min(15);
+        while !name.is_char_boundary(end) {
+            end -= 1;
+        }
+        bytes[..end].copy_from_slice(&name.as_bytes()[..end]);
+        Process(bytes)
+    }
+
+    pub fn as_str(&self) -> &str {
+        let len = self.0.iter().position(|&b| b == 0).unwrap_or(16);
+        std::str::from_utf8(&self.0[..len]).unwrap_or("?")
+    }
+}
+
+impl std::fmt::Debug for Process {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(f, "{:?}", self.as_str())
+    }
 }
 
 /// The attributes a persister keeps on disk with a file or directory.

@@ -281,7 +281,14 @@ impl Store {
     /// (`O_APPEND`: decided here, under the lock, so an append never lands on
     /// a stale end the kernel remembered while the agent changed the file).
     /// The bytes reach the disk on the next [`Store::persist_file`].
-    pub fn write(&self, ino: Ino, offset: u64, data: &[u8], append: bool) -> Result<usize, Error> {
+    pub fn write(
+        &self,
+        ino: Ino,
+        offset: u64,
+        data: &[u8],
+        append: bool,
+        origin: Origin,
+    ) -> Result<usize, Error> {
         let mut tree = self.tree.write();
         let old_len = match &tree.get(ino).ok_or(Error::NotFound)?.kind {
             NodeKind::File(bytes) => bytes.len() as u64,
@@ -294,11 +301,12 @@ impl Store {
         self.limits
             .check_size(&tree, old_len, end.max(old_len), copies)?;
         tree.write_at(ino, offset as usize, data, SystemTime::now());
+        tree.node_mut(ino).writer = Some(origin);
         Ok(data.len())
     }
 
     /// Grows a file to at least `offset + len` bytes (`fallocate` mode 0).
-    pub fn allocate(&self, ino: Ino, offset: u64, len: u64) -> Result<(), Error> {
+    pub fn allocate(&self, ino: Ino, offset: u64, len: u64, origin: Origin) -> Result<(), Error> {
         let mut tree = self.tree.write();
         let NodeKind::File(bytes) = &tree.get(ino).ok_or(Error::NotFound)?.kind else {
             return Err(Error::IsDir);
@@ -309,6 +317,7 @@ impl Store {
             let copies = tree.node(ino).copies();
             self.limits.check_size(&tree, old_len, end, copies)?;
             tree.truncate(ino, end as usize, SystemTime::now());
+            tree.node_mut(ino).writer = Some(origin);
         }
         Ok(())
     }
@@ -330,6 +339,7 @@ impl Store {
             self.limits
                 .check_size(&tree, old_len, size, node.copies())?;
             tree.truncate(ino, size as usize, now);
+            tree.node_mut(ino).writer = Some(origin.clone());
         }
         let node = tree.node_mut(ino);
         let a = &mut node.attr;
@@ -481,7 +491,7 @@ impl Store {
                     }
                     self.remove_entry(&mut tree, new_parent, new_name);
                 }
-                ops.extend(flush_ops(&mut tree, moved));
+                let _ = self.flush_dirty(&mut tree, moved);
                 tree.rename(parent, name, new_parent, new_name, now);
                 match (from, to) {
                     (Some(from), Some(to)) => ops.push(ChangeOp::Rename {
@@ -562,8 +572,8 @@ impl Store {
 
     /// Hands the unsaved bytes of these files to the persister as one change
     /// (files closed through the mount, gathered by the flusher).
-    pub fn persist_files(&self, inos: &[Ino], origin: Origin) -> Ticket {
-        self.persist(|_| inos.to_vec(), false, origin)
+    pub fn persist_files(&self, inos: &[Ino]) -> Ticket {
+        self.persist(|_| inos.to_vec(), false, Origin::Memfs)
     }
 
     /// Hands every file's unsaved bytes to the persister (shutdown, unmount);
@@ -581,15 +591,31 @@ impl Store {
         origin: Origin,
     ) -> Ticket {
         let mut tree = self.tree.write();
-        let mut ops = Vec::new();
+        // One change per writer: each keeps the origin of the bytes it saves.
+        let mut by_writer: Vec<(Origin, Vec<ChangeOp>)> = Vec::new();
         for ino in select(&tree) {
-            if tree.get(ino).is_some() {
-                ops.extend(flush_ops(&mut tree, ino));
+            if tree.get(ino).is_none() {
+                continue;
+            }
+            let Some((writer, ops)) = flush_ops(&mut tree, ino) else {
+                continue;
+            };
+            match by_writer.iter_mut().find(|(w, _)| *w == writer) {
+                Some((_, all)) => all.extend(ops),
+                None => by_writer.push((writer, ops)),
             }
         }
-        if ops.is_empty() && !durable {
-            return Ticket::done();
+        if by_writer.is_empty() {
+            if !durable {
+                return Ticket::done();
+            }
+            // Nothing of its own to write: a barrier after everything before.
+            return self.commit(&tree, origin, Vec::new(), Vec::new());
         }
-        self.commit(&tree, origin, ops, Vec::new())
+        by_writer
+            .into_iter()
+            .fold(Ticket::done(), |ticket, (writer, ops)| {
+                ticket.and(self.commit(&tree, writer, ops, Vec::new()))
+            })
     }
 }

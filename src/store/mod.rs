@@ -21,7 +21,7 @@ use std::time::SystemTime;
 
 use parking_lot::{Mutex, RwLock, RwLockWriteGuard};
 
-pub use change::{Change, ChangeOp, ChangeSink, Meta, Origin, Ticket, Touched};
+pub use change::{Change, ChangeOp, ChangeSink, Door, Meta, Origin, Process, Ticket, Touched};
 pub use inode_ops::{DirEntry, InfoKind, NewNode, NodeInfo, RenameMode, SetAttr};
 pub use limits::{Growth, Limits};
 pub use tree::{Attr, Ino, Node, NodeKind, Tree, DIR_MODE, FILE_MODE, ROOT_INO};
@@ -332,19 +332,19 @@ impl Store {
         tree.rename(from_parent, from_name, to_parent, to_name, now);
         touched.push(Touched::Entry(to_parent, to_name.to_string()));
         touched.push(Touched::Inode(to_parent));
-        let mut ops = flush_ops(&mut tree, moved);
-        ops.push(ChangeOp::Rename {
+        let flushed = self.flush_dirty(&mut tree, moved);
+        let ops = vec![ChangeOp::Rename {
             from: from.clone(),
             to: to.clone(),
             replace: false,
-        });
+        }];
         let undo = Undo::MoveBack {
             ino: moved,
             from: (from_parent, from_name.to_string()),
             to: (to_parent, to_name.to_string()),
             dirs,
         };
-        Ok(self.commit_undoable(&tree, origin, ops, touched, Some(undo)))
+        Ok(flushed.and(self.commit_undoable(&tree, origin, ops, touched, Some(undo))))
     }
 
     /// Unlinks `name` from `parent` and drops what the kernel does not hold.
@@ -598,18 +598,30 @@ fn write_ops(tree: &Tree, ino: Ino, data: Arc<Vec<u8>>) -> Vec<ChangeOp> {
 }
 
 /// For a dirty file, the ops that persist its bytes now (and mark it clean),
-/// so that a later rename never moves stale bytes into place on disk.
-fn flush_ops(tree: &mut Tree, ino: Ino) -> Vec<ChangeOp> {
+/// with whoever wrote them.
+fn flush_ops(tree: &mut Tree, ino: Ino) -> Option<(Origin, Vec<ChangeOp>)> {
     let node = tree.node_mut(ino);
     let NodeKind::File(data) = &node.kind else {
-        return Vec::new();
+        return None;
     };
     if !node.dirty {
-        return Vec::new();
+        return None;
     }
     let data = data.clone();
     node.dirty = false;
-    write_ops(tree, ino, data)
+    let writer = node.writer.take().unwrap_or(Origin::Memfs);
+    Some((writer, write_ops(tree, ino, data)))
+}
+
+impl Store {
+    /// Commits a dirty file's unsaved bytes as a change of their writer's, so
+    /// that a rename after it never moves stale bytes into place on disk.
+    fn flush_dirty(&self, tree: &mut RwLockWriteGuard<'_, Tree>, ino: Ino) -> Ticket {
+        match flush_ops(tree, ino) {
+            Some((writer, ops)) => self.commit(tree, writer, ops, Vec::new()),
+            None => Ticket::done(),
+        }
+    }
 }
 
 /// A depth-first walk that counts every visible entry and copies out those

@@ -13,6 +13,7 @@ use std::collections::{BTreeMap, HashMap};
 use std::sync::Arc;
 use std::time::SystemTime;
 
+use super::change::Origin;
 use crate::error::Error;
 use crate::path::MemPath;
 
@@ -86,6 +87,9 @@ pub struct Node {
     pub links: Vec<(Ino, String)>,
     /// File bytes changed through the mount and not yet handed to the persister.
     pub dirty: bool,
+    /// Who wrote those bytes (the last writer), recorded at the write: the
+    /// change that persists them is theirs, whoever closes the file.
+    pub writer: Option<Origin>,
     /// For a directory: how many of its entries are directories (kept up to
     /// date by link and unlink, so that `stat` need not count them).
     pub subdirs: u32,
@@ -151,6 +155,7 @@ impl Tree {
             attr: Attr::new(DIR_MODE, SystemTime::now()),
             links: Vec::new(),
             dirty: false,
+            writer: None,
             subdirs: 0,
         };
         Tree {
@@ -305,6 +310,7 @@ impl Tree {
                 attr,
                 links: Vec::new(),
                 dirty: false,
+                writer: None,
                 subdirs: 0,
             },
         );

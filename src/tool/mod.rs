@@ -24,7 +24,7 @@ pub use result::{Content, ToolResult};
 
 use crate::error::Error;
 use crate::path::MemPath;
-use crate::store::{Origin, Snapshot, Store, Ticket};
+use crate::store::{Door, Origin, Snapshot, Store, Ticket};
 use edit::EditError;
 
 /// Choices where the spec allows more than one behaviour.
@@ -75,11 +75,26 @@ impl Pending {
 pub struct Tool {
     store: Arc<Store>,
     config: ToolConfig,
+    /// Who its changes are credited to.
+    origin: Origin,
 }
 
 impl Tool {
+    /// The tool, its changes credited to the library door.
     pub fn new(store: Arc<Store>, config: ToolConfig) -> Self {
-        Tool { store, config }
+        Tool {
+            store,
+            config,
+            origin: Origin::agent(Door::Library),
+        }
+    }
+
+    /// The same tool, its changes credited to `origin` (a door, a session).
+    pub fn with_origin(&self, origin: Origin) -> Tool {
+        Tool {
+            origin,
+            ..self.clone()
+        }
     }
 
     pub fn store(&self) -> &Arc<Store> {
@@ -145,7 +160,7 @@ impl Tool {
         let path = parse_path(raw)?;
         let ticket = self
             .store
-            .create_file(&path, text.into_bytes(), self.config.create_overwrites, Origin::Agent)
+            .create_file(&path, text.into_bytes(), self.config.create_overwrites, self.origin.clone())
             .map_err(|e| match e {
                 Error::Exists => format!("Error: File {path} already exists"),
                 Error::IsDir | Error::Root => format!("Error: {path} is a directory; create writes files only"),
@@ -167,7 +182,7 @@ impl Tool {
         }
         let missing =
             || format!("Error: The path {path} does not exist. Please provide a valid path.");
-        let result = self.store.edit_file(&path, Origin::Agent, |bytes| {
+        let result = self.store.edit_file(&path, self.origin.clone(), |bytes| {
             let text = utf8(bytes, &path)?;
             let (out, snippet) = edit::replace(text, old, new).map_err(|e| {
                 let old = clip_text(old);
@@ -190,7 +205,7 @@ impl Tool {
     fn insert(&self, raw: &str, line: i64, text: &str) -> Outcome {
         let path = parse_path(raw)?;
         let missing = || format!("Error: The path {path} does not exist");
-        let result = self.store.edit_file(&path, Origin::Agent, |bytes| {
+        let result = self.store.edit_file(&path, self.origin.clone(), |bytes| {
             let old = utf8(bytes, &path)?;
             let new = edit::insert(old, line, text).map_err(|e| match e {
                 EditError::BadInsertLine { n_lines } => format!(
@@ -208,7 +223,7 @@ impl Tool {
         let path = parse_path(raw)?;
         let ticket = self
             .store
-            .remove(&path, Origin::Agent)
+            .remove(&path, self.origin.clone())
             .map_err(|e| match e {
                 Error::Root => "Error: Cannot delete the /memories directory itself".to_string(),
                 Error::NotFound | Error::NotDir | Error::IsSymlink => {
@@ -222,7 +237,7 @@ impl Tool {
     fn rename(&self, raw_old: &str, raw_new: &str) -> Outcome {
         let old = parse_path(raw_old)?;
         let new = parse_path(raw_new)?;
-        let ticket = self.store.rename(&old, &new, Origin::Agent).map_err(|e| match e {
+        let ticket = self.store.rename(&old, &new, self.origin.clone()).map_err(|e| match e {
             Error::Root => "Error: Cannot rename the /memories directory itself".to_string(),
             Error::NotFound => format!("Error: The path {old} does not exist"),
             Error::Exists => format!("Error: The destination {new} already exists"),
