@@ -10,7 +10,12 @@ set -euo pipefail
 cd "$(dirname "$0")/.."
 cargo fmt --all -- --check
 cargo clippy --all-targets --quiet -- -D warnings
+cargo clippy --all-targets --quiet --features failpoints -- -D warnings
 cargo test --quiet
+# Every disk step failing, once and repeatedly, with a fake kernel checking
+# the caches (bounded here; MEMFS_FAILPOINT_CASES=N and MEMFS_FUZZ_CASES=N
+# run the property tests longer).
+cargo test --quiet --features failpoints --test failpoints
 scripts/conformance.sh
 scripts/integrations.sh
 if [ "$(id -u)" = 0 ] && [ -e /dev/fuse ]; then

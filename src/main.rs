@@ -21,6 +21,9 @@ fn main() -> ExitCode {
     if let Some(code) = mount_helper() {
         return code;
     }
+    // FAILPOINTS=... in the environment, in builds for fault-injection tests.
+    #[cfg(feature = "failpoints")]
+    let _failpoints = fail::FailScenario::setup();
     let cli = Cli::parse();
     let memory = match Memory::open(&cli.common.data, cli.common.options()) {
         Ok(memory) => memory,

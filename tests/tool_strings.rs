@@ -202,7 +202,12 @@ fn view_images_and_binary_files() {
     let put = |path: &str, bytes: Vec<u8>| {
         let p = memfs::path::MemPath::parse(path).unwrap();
         store
-            .create_file(&p, bytes, true, memfs::store::Origin::agent(memfs::store::Door::Library))
+            .create_file(
+                &p,
+                bytes,
+                true,
+                memfs::store::Origin::agent(memfs::store::Door::Library),
+            )
             .unwrap()
             .wait()
             .unwrap();
@@ -268,7 +273,12 @@ fn image_over_five_mib_is_refused() {
     png.resize((5 << 20) + 1, 0);
     let p = memfs::path::MemPath::parse("/memories/huge.png").unwrap();
     t.store()
-        .create_file(&p, png, false, memfs::store::Origin::agent(memfs::store::Door::Library))
+        .create_file(
+            &p,
+            png,
+            false,
+            memfs::store::Origin::agent(memfs::store::Door::Library),
+        )
         .unwrap();
     assert_eq!(
         err(&t, json!({"command": "view", "path": "/memories/huge.png"})),

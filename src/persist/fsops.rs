@@ -13,6 +13,27 @@ use super::walk::DirStack;
 use crate::path::MemPath;
 use crate::store::Meta;
 
+/// A disk step a test can make fail: with the `failpoints` feature,
+/// `fail::cfg(NAME, "return(ENOSPC)")` (or `pause`, `sleep(ms)`, `1*return`)
+/// acts here; without it, this is nothing.
+macro_rules! step {
+    ($name:literal) => {
+        fail::fail_point!($name, |errno: Option<String>| Err(injected(errno)))
+    };
+}
+
+/// The error a failpoint injects: the errno it names (default EIO).
+#[cfg_attr(not(feature = "failpoints"), allow(dead_code))]
+fn injected(errno: Option<String>) -> io::Error {
+    let code = match errno.as_deref() {
+        Some("ENOSPC") => libc::ENOSPC,
+        Some("EROFS") => libc::EROFS,
+        Some("EDQUOT") => libc::EDQUOT,
+        _ => libc::EIO,
+    };
+    io::Error::from_raw_os_error(code)
+}
+
 pub const DIR_MODE: u32 = 0o700;
 pub const FILE_MODE: u32 = 0o600;
 
@@ -35,6 +56,7 @@ pub fn open_parent(root: &OwnedFd, path: &MemPath, create: bool) -> io::Result<O
 fn open_or_make_dir(parent: &OwnedFd, name: &str, create: bool) -> io::Result<OwnedFd> {
     match open_dir(parent, name) {
         Err(e) if create && e.kind() == io::ErrorKind::NotFound => {
+            step!("persist::mkdir");
             match rfs::mkdirat(parent, name, Mode::from_raw_mode(DIR_MODE)) {
                 Ok(()) | Err(rustix::io::Errno::EXIST) => {}
                 Err(e) => return Err(e.into()),
@@ -48,6 +70,7 @@ fn open_or_make_dir(parent: &OwnedFd, name: &str, create: bool) -> io::Result<Ow
 /// Writes `data` to a new file `name` in `dir` (which must not exist), with
 /// the mode, owner and times of `meta`.
 pub fn write_new_file(dir: impl AsFd, name: &str, data: &[u8], meta: &Meta) -> io::Result<()> {
+    step!("persist::write");
     let flags = OFlags::WRONLY | OFlags::CREATE | OFlags::EXCL | OFlags::NOFOLLOW | OFlags::CLOEXEC;
     let fd = rfs::openat(dir, name, flags, Mode::from_raw_mode(FILE_MODE))?;
     write_all(&fd, data)?;
@@ -107,6 +130,7 @@ fn write_all(fd: &OwnedFd, data: &[u8]) -> io::Result<()> {
 /// Gives `name` in `dir` the owner, mode and times of `meta` (a symlink:
 /// its own owner and times, never its target's; it has no mode of its own).
 pub fn set_meta(dir: &OwnedFd, name: &str, meta: &Meta) -> io::Result<()> {
+    step!("persist::meta");
     let stat = rfs::statat(dir, name, AtFlags::SYMLINK_NOFOLLOW)?;
     let is_link = FileType::from_raw_mode(stat.st_mode) == FileType::Symlink;
     // The owner first: chown clears the setuid and setgid bits, chmod sets them.
@@ -136,6 +160,7 @@ pub fn set_times(root: &OwnedFd, parent: &OwnedFd, path: &MemPath, meta: &Meta) 
 
 /// Gives an open directory (the memory root) the owner, mode and times of `meta`.
 pub fn set_dir_meta(dir: &OwnedFd, meta: &Meta) -> io::Result<()> {
+    step!("persist::meta");
     if let Some((uid, gid)) = owner_change(meta) {
         rfs::fchown(dir, Some(uid), Some(gid))?;
     }
@@ -146,6 +171,7 @@ pub fn set_dir_meta(dir: &OwnedFd, meta: &Meta) -> io::Result<()> {
 
 /// Makes directory `name` in `dir` (or finds it there) with `meta`.
 pub fn make_dir(dir: &OwnedFd, name: &str, meta: &Meta) -> io::Result<()> {
+    step!("persist::mkdir");
     match rfs::mkdirat(dir, name, Mode::from_raw_mode(DIR_MODE)) {
         Ok(()) | Err(rustix::io::Errno::EXIST) => {}
         Err(e) => return Err(e.into()),
@@ -156,6 +182,7 @@ pub fn make_dir(dir: &OwnedFd, name: &str, meta: &Meta) -> io::Result<()> {
 /// Makes a symbolic link `name` in `dir` pointing at `target` (replacing a
 /// file there), owned and timed as `meta` says.
 pub fn symlink(dir: &OwnedFd, name: &str, target: &str, meta: &Meta) -> io::Result<()> {
+    step!("persist::symlink");
     match rfs::symlinkat(target, dir, name) {
         Err(rustix::io::Errno::EXIST) => {
             rfs::unlinkat(dir, name, AtFlags::empty())?;
@@ -168,6 +195,7 @@ pub fn symlink(dir: &OwnedFd, name: &str, target: &str, meta: &Meta) -> io::Resu
 
 /// Swaps `a_name` of `a_dir` and `b_name` of `b_dir`.
 pub fn exchange(a_dir: impl AsFd, a_name: &str, b_dir: impl AsFd, b_name: &str) -> io::Result<()> {
+    step!("persist::rename");
     Ok(rfs::renameat_with(
         a_dir,
         a_name,
@@ -205,6 +233,7 @@ pub fn rename(
     to_dir: impl AsFd,
     to_name: &str,
 ) -> io::Result<()> {
+    step!("persist::rename");
     Ok(rfs::renameat(from_dir, from_name, to_dir, to_name)?)
 }
 
@@ -221,6 +250,7 @@ pub fn replace(
     trash: &OwnedFd,
     aside: &str,
 ) -> io::Result<bool> {
+    step!("persist::rename");
     match rfs::renameat(from_dir, from_name, to_dir, to_name) {
         Ok(()) => Ok(false),
         Err(rustix::io::Errno::NOTEMPTY | rustix::io::Errno::EXIST) => {
@@ -240,6 +270,7 @@ pub fn rename_noreplace(
     to_dir: impl AsFd,
     to_name: &str,
 ) -> io::Result<()> {
+    step!("persist::rename");
     Ok(rfs::renameat_with(
         from_dir,
         from_name,
@@ -334,5 +365,6 @@ pub fn list_entries(dir: &OwnedFd) -> io::Result<Vec<(Result<String, Vec<u8>>, F
 
 /// Flushes everything written on the data dir's filesystem: the group barrier.
 pub fn sync_filesystem(any_fd: impl AsFd) -> io::Result<()> {
+    step!("persist::barrier");
     Ok(rfs::syncfs(any_fd)?)
 }

@@ -496,18 +496,33 @@ fn file_state(tree: &Tree, ino: Ino) -> (Arc<Vec<u8>>, Attr) {
 
 /// Ops that make each of `paths` on disk what memory holds there now:
 /// everything that exists first (parents before children), then removals.
+/// A path memory does not hold is removed from its highest missing
+/// directory down, so directories a refused change made on disk go too.
 fn reconcile_ops(tree: &Tree, paths: &BTreeSet<MemPath>) -> Vec<ChangeOp> {
     let mut ops = Vec::new();
-    let mut removals = Vec::new();
+    let mut removals = BTreeSet::new();
     for path in paths {
         match tree.resolve(path) {
             Ok(ino) => ops.extend(subtree_ops(tree, ino)),
-            Err(_) => removals.push(ChangeOp::Remove { path: path.clone() }),
+            Err(_) => {
+                removals.insert(highest_missing(tree, path));
+            }
         }
     }
-    removals.reverse(); // deeper paths sort after their parents
-    ops.extend(removals);
+    ops.extend(removals.into_iter().map(|path| ChangeOp::Remove { path }));
     ops
+}
+
+/// The shortest prefix of `path` that memory does not hold.
+fn highest_missing(tree: &Tree, path: &MemPath) -> MemPath {
+    let mut at = MemPath::root();
+    for name in path.names() {
+        at = at.join(name);
+        if tree.resolve(&at).is_err() {
+            break;
+        }
+    }
+    at
 }
 
 /// Ops that write the subtree at `ino` anew, parents before children,
