@@ -421,3 +421,133 @@ fn hard_links_count_against_the_store_limit_per_copy() {
         .sum();
     assert!(on_disk <= 2 << 20, "{on_disk} bytes on disk");
 }
+
+/// kill -9 at the k-th call of each disk syscall the persister makes, while
+/// an agent works through `serve --stdio` one command at a time. After a
+/// restart, the memory is the state after the last acknowledged command, or
+/// (when the crash came after the disk had it but before the answer) after
+/// the one in flight: never anything else, never a torn file.
+#[test]
+fn a_crash_at_any_disk_step_keeps_every_acknowledged_change() {
+    let test = "a_crash_at_any_disk_step_keeps_every_acknowledged_change";
+    if !have_strace(test) {
+        return;
+    }
+    use serde_json::json;
+    let script = [
+        json!({"command": "create", "path": "/memories/a.md", "file_text": "first\n"}),
+        json!({"command": "create", "path": "/memories/b/c.md", "file_text": "nested\n"}),
+        json!({"command": "str_replace", "path": "/memories/a.md", "old_str": "first", "new_str": "second"}),
+        json!({"command": "rename", "old_path": "/memories/b", "new_path": "/memories/d"}),
+        json!({"command": "insert", "path": "/memories/d/c.md", "insert_line": 0, "insert_text": "top\n"}),
+        json!({"command": "delete", "path": "/memories/a.md"}),
+    ];
+    // The state after each prefix of the script, from a run without faults.
+    let states: Vec<Vec<(String, String)>> = {
+        let dir = tempfile::tempdir().unwrap();
+        let memory = memfs::Memory::open(dir.path(), memfs::Options::default()).unwrap();
+        let mut states = vec![disk_state(dir.path())];
+        for command in &script {
+            assert!(!memory.call(command).is_error);
+            states.push(disk_state(dir.path()));
+        }
+        states
+    };
+    let mut crashes = 0;
+    let mut failures = Vec::new();
+    for call in [
+        "openat",
+        "write",
+        "renameat",
+        "renameat2",
+        "mkdirat",
+        "syncfs",
+        "unlinkat",
+    ] {
+        for k in 1..=3 {
+            let dir = tempfile::tempdir().unwrap();
+            let inject = format!("inject={call}:signal=KILL:when={k}");
+            let mut child = Command::new("strace")
+                .args([
+                    "-f",
+                    "-qq",
+                    "-o",
+                    "/dev/null",
+                    "-e",
+                    &format!("trace={call}"),
+                    "-e",
+                    &inject,
+                ])
+                .arg(env!("CARGO_BIN_EXE_memfs"))
+                .arg("--data")
+                .arg(dir.path())
+                .args(["serve", "--stdio"])
+                .stdin(Stdio::piped())
+                .stdout(Stdio::piped())
+                .stderr(Stdio::null())
+                .spawn()
+                .unwrap();
+            let mut stdin = child.stdin.take().unwrap();
+            let mut stdout = std::io::BufReader::new(child.stdout.take().unwrap());
+            let mut acked = 0;
+            for command in &script {
+                use std::io::BufRead;
+                if writeln!(stdin, "{command}").is_err() {
+                    break;
+                }
+                let mut answer = String::new();
+                if stdout.read_line(&mut answer).unwrap_or(0) == 0 {
+                    break; // killed
+                }
+                assert!(
+                    answer.contains("\"is_error\":false"),
+                    "{call} {k}: {answer}"
+                );
+                acked += 1;
+            }
+            drop(stdin);
+            let status = child.wait().unwrap();
+            if !status.success() {
+                crashes += 1;
+            }
+            // The next start clears what the crash left in .memfs.
+            let (code, v) = exec(dir.path(), r#"{"command":"view","path":"/memories"}"#);
+            assert_eq!(code, 0, "{call} {k}: {v}");
+            let found = disk_state(dir.path());
+            let allowed = &states[acked..(acked + 2).min(states.len())];
+            if !allowed.contains(&found) {
+                failures.push(format!(
+                    "killed at {call} #{k} after {acked} acknowledged: {found:?} is none of {allowed:?}"
+                ));
+            }
+        }
+    }
+    assert!(failures.is_empty(), "{}", failures.join("\n"));
+    assert!(crashes >= 12, "only {crashes} runs crashed");
+}
+
+/// Every file under `dir/memories` with its text, and every directory.
+fn disk_state(dir: &Path) -> Vec<(String, String)> {
+    fn walk(root: &Path, at: &Path, out: &mut Vec<(String, String)>) {
+        let mut entries: Vec<_> = fs::read_dir(at)
+            .unwrap()
+            .map(|e| e.unwrap().path())
+            .collect();
+        entries.sort();
+        for path in entries {
+            let rel = path.strip_prefix(root).unwrap().display().to_string();
+            if path.is_dir() {
+                out.push((rel, "<dir>".into()));
+                walk(root, &path, out);
+            } else {
+                out.push((rel, fs::read_to_string(&path).unwrap()));
+            }
+        }
+    }
+    let root = dir.join("memories");
+    let mut out = Vec::new();
+    if root.exists() {
+        walk(&root, &root, &mut out);
+    }
+    out
+}

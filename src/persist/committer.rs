@@ -280,10 +280,8 @@ impl Shared {
         for (i, (op, tmp)) in change.ops.iter().zip(staged).enumerate() {
             match op {
                 ChangeOp::Write { path, .. } => {
-                    let parent =
-                        fsops::open_parent(root, path, true).map_err(disk("making a directory"))?;
                     let tmp = tmp.as_deref().expect("a write is staged");
-                    fsops::rename(&self.dir.tmp, tmp, &parent, leaf(path))
+                    fsops::place(root, &self.dir.tmp, tmp, path)
                         .map_err(disk("renaming a file into place"))?;
                 }
                 ChangeOp::MakeDir { path, meta } => {

@@ -67,6 +67,41 @@ fn open_or_make_dir(parent: &OwnedFd, name: &str, create: bool) -> io::Result<Ow
     }
 }
 
+/// Puts the staged file `staged` (in `tmp`) at `path` below `root` in one
+/// atomic step. Missing directories on the way are made around the file in
+/// `tmp` first, and the topmost of them is renamed into place with it, so a
+/// crash leaves either nothing new or the whole path, never empty directories.
+pub fn place(root: &OwnedFd, tmp: &OwnedFd, staged: &str, path: &MemPath) -> io::Result<()> {
+    let names = path.names();
+    let (leaf, dirs) = names.split_last().expect("changes never name the root");
+    let mut parent = root.try_clone()?;
+    let mut existing = 0;
+    for name in dirs {
+        match open_dir(&parent, name) {
+            Ok(dir) => {
+                parent = dir;
+                existing += 1;
+            }
+            Err(e) if e.kind() == io::ErrorKind::NotFound => break,
+            Err(e) => return Err(e),
+        }
+    }
+    if existing == dirs.len() {
+        return rename(tmp, staged, &parent, leaf);
+    }
+    let top = format!("{staged}.dirs");
+    step!("persist::mkdir");
+    rfs::mkdirat(tmp, top.as_str(), Mode::from_raw_mode(DIR_MODE))?;
+    let mut inner = open_dir(tmp, &top)?;
+    for name in &dirs[existing + 1..] {
+        step!("persist::mkdir");
+        rfs::mkdirat(&inner, name.as_str(), Mode::from_raw_mode(DIR_MODE))?;
+        inner = open_dir(&inner, name)?;
+    }
+    rename(tmp, staged, &inner, leaf)?;
+    rename_noreplace(tmp, &top, &parent, &dirs[existing])
+}
+
 /// Writes `data` to a new file `name` in `dir` (which must not exist), with
 /// the mode, owner and times of `meta`.
 pub fn write_new_file(dir: impl AsFd, name: &str, data: &[u8], meta: &Meta) -> io::Result<()> {
