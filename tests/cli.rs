@@ -3,7 +3,7 @@
 
 mod common;
 
-use common::{content, exec, exec_with, memfs, Server};
+use common::{content, exec, exec_stdin, exec_with, memfs, Server};
 use serde_json::json;
 
 #[test]
@@ -25,26 +25,14 @@ fn exec_runs_one_command_and_sets_the_exit_code() {
 
 #[test]
 fn exec_reads_the_command_from_stdin() {
-    use std::io::Write;
     let dir = tempfile::tempdir().unwrap();
-    let mut child = memfs()
-        .arg("--data")
-        .arg(dir.path())
-        .args(["exec", "-"])
-        .stdin(std::process::Stdio::piped())
-        .stdout(std::process::Stdio::piped())
-        .spawn()
-        .unwrap();
-    child
-        .stdin
-        .take()
-        .unwrap()
-        .write_all(br#"{"command":"create","path":"/memories/from-stdin.md","file_text":"hi\n"}"#)
-        .unwrap();
-    let out = child.wait_with_output().unwrap();
-    assert!(out.status.success());
-    assert!(String::from_utf8_lossy(&out.stdout)
-        .contains("File created successfully at: /memories/from-stdin.md"));
+    let (code, v, _) = exec_stdin(
+        dir.path(),
+        &[],
+        &json!({"command":"create","path":"/memories/from-stdin.md","file_text":"hi\n"}),
+    );
+    assert_eq!(code, 0);
+    assert!(content(&v).contains("File created successfully at: /memories/from-stdin.md"));
     assert_eq!(
         std::fs::read_to_string(dir.path().join("memories/from-stdin.md")).unwrap(),
         "hi\n"

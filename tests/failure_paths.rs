@@ -25,6 +25,32 @@ fn have_strace(test: &str) -> bool {
     found || !skip(test, "strace is not installed (CI installs it)")
 }
 
+/// The command line that runs memfs under strace, tracing `trace` and
+/// injecting `inject` (strace's `-e trace=... -e inject=...`).
+fn strace(trace: &str, inject: &str) -> Vec<String> {
+    [
+        "strace",
+        "-f",
+        "-qq",
+        "-o",
+        "/dev/null",
+        "-e",
+        trace,
+        "-e",
+        inject,
+    ]
+    .map(String::from)
+    .to_vec()
+}
+
+/// memfs run under strace (see [`strace`]); its arguments follow.
+fn strace_command(trace: &str, inject: &str) -> Command {
+    let line = strace(trace, inject);
+    let mut command = Command::new(&line[0]);
+    command.args(&line[1..]).arg(env!("CARGO_BIN_EXE_memfs"));
+    command
+}
+
 /// Waits for a child to exit by itself, up to `limit`.
 fn wait_exit(child: &mut std::process::Child, limit: Duration) -> Option<std::process::ExitStatus> {
     let deadline = Instant::now() + limit;
@@ -91,20 +117,7 @@ fn a_crash_at_any_rename_of_a_save_by_rename_leaves_the_old_or_the_new_file() {
         fs::create_dir(m.data.path().join("memories")).unwrap();
         fs::write(m.data.path().join("memories/a.txt"), "old\n").unwrap();
         let inject = format!("inject={call}:signal=KILL:when={k}");
-        m.spawn_wrapped(
-            &[
-                "strace",
-                "-f",
-                "-qq",
-                "-o",
-                "/dev/null",
-                "-e",
-                "trace=renameat,renameat2",
-                "-e",
-                &inject,
-            ],
-            &[],
-        );
+        m.spawn_wrapped(&strace("trace=renameat,renameat2", &inject), &[]);
         // Each step may fail once memfs is dead (ENOTCONN): the crash is the point.
         let _ = fs::write(m.at(".a.txt.swp"), "new\n");
         let _ = fs::rename(m.at(".a.txt.swp"), m.at("a.txt"));
@@ -130,18 +143,7 @@ fn a_failed_barrier_is_not_reported_as_a_change_that_did_not_happen() {
         return;
     }
     let dir = tempfile::tempdir().unwrap();
-    let mut child = Command::new("strace")
-        .args([
-            "-f",
-            "-qq",
-            "-o",
-            "/dev/null",
-            "-e",
-            "trace=syncfs",
-            "-e",
-            "inject=syncfs:error=EIO:when=1",
-        ])
-        .arg(env!("CARGO_BIN_EXE_memfs"))
+    let mut child = strace_command("trace=syncfs", "inject=syncfs:error=EIO:when=1")
         .arg("--data")
         .arg(dir.path())
         .args(["serve", "--stdio"])
@@ -188,17 +190,7 @@ fn a_signal_during_a_slow_unmount_still_writes_everything_out() {
     }
     let mut m = Mounted::unstarted();
     m.spawn_wrapped(
-        &[
-            "strace",
-            "-f",
-            "-qq",
-            "-o",
-            "/dev/null",
-            "-e",
-            "trace=umount2",
-            "-e",
-            "inject=umount2:delay_enter=500000",
-        ],
+        &strace("trace=umount2", "inject=umount2:delay_enter=500000"),
         &[],
     );
     fs::write(m.at("closed.md"), "closed\n").unwrap();
@@ -234,17 +226,10 @@ fn a_refused_write_undoes_the_agents_change_and_keeps_the_persons() {
     // Every rename fails with ENOSPC from the 2nd on: the person's create
     // goes through; the agent's edit after it does not, nor any save after.
     m.spawn_wrapped(
-        &[
-            "strace",
-            "-f",
-            "-qq",
-            "-o",
-            "/dev/null",
-            "-e",
+        &strace(
             "trace=renameat,renameat2",
-            "-e",
             "inject=renameat,renameat2:error=ENOSPC:when=2+",
-        ],
+        ),
         &[],
     );
     let mut person = fs::OpenOptions::new()
@@ -467,18 +452,7 @@ fn a_crash_at_any_disk_step_keeps_every_acknowledged_change() {
         for k in 1..=3 {
             let dir = tempfile::tempdir().unwrap();
             let inject = format!("inject={call}:signal=KILL:when={k}");
-            let mut child = Command::new("strace")
-                .args([
-                    "-f",
-                    "-qq",
-                    "-o",
-                    "/dev/null",
-                    "-e",
-                    &format!("trace={call}"),
-                    "-e",
-                    &inject,
-                ])
-                .arg(env!("CARGO_BIN_EXE_memfs"))
+            let mut child = strace_command(&format!("trace={call}"), &inject)
                 .arg("--data")
                 .arg(dir.path())
                 .args(["serve", "--stdio"])

@@ -15,34 +15,7 @@ use std::time::Duration;
 
 use serde_json::{json, Value};
 
-use common::{content, exec, memfs, skip_without_fuse, Mounted, Server};
-
-/// `memfs --data DIR FLAGS exec -` with the command on stdin.
-fn exec_stdin(dir: &Path, flags: &[&str], input: &Value) -> (i32, Value, String) {
-    let mut child = memfs()
-        .arg("--data")
-        .arg(dir)
-        .args(flags)
-        .args(["exec", "-"])
-        .stdin(Stdio::piped())
-        .stdout(Stdio::piped())
-        .stderr(Stdio::piped())
-        .spawn()
-        .unwrap();
-    child
-        .stdin
-        .take()
-        .unwrap()
-        .write_all(input.to_string().as_bytes())
-        .unwrap();
-    let out = child.wait_with_output().unwrap();
-    let value = serde_json::from_slice(&out.stdout).unwrap_or(Value::Null);
-    (
-        out.status.code().unwrap_or(-1),
-        value,
-        String::from_utf8_lossy(&out.stderr).into_owned(),
-    )
-}
+use common::{content, exec, exec_stdin, memfs, skip_without_fuse, Mounted, Server};
 
 fn ok(v: &Value) -> bool {
     v["is_error"] == false

@@ -27,6 +27,33 @@ pub fn exec_with(dir: &Path, flags: &[&str], input: &str) -> (i32, Value, String
     (out.status.code().unwrap_or(-1), value, stderr)
 }
 
+/// `memfs --data DIR FLAGS exec -` with the command on stdin.
+pub fn exec_stdin(dir: &Path, flags: &[&str], input: &Value) -> (i32, Value, String) {
+    let mut child = memfs()
+        .arg("--data")
+        .arg(dir)
+        .args(flags)
+        .args(["exec", "-"])
+        .stdin(std::process::Stdio::piped())
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::piped())
+        .spawn()
+        .unwrap();
+    child
+        .stdin
+        .take()
+        .unwrap()
+        .write_all(input.to_string().as_bytes())
+        .unwrap();
+    let out = child.wait_with_output().unwrap();
+    let value = serde_json::from_slice(&out.stdout).unwrap_or(Value::Null);
+    (
+        out.status.code().unwrap_or(-1),
+        value,
+        String::from_utf8_lossy(&out.stderr).into_owned(),
+    )
+}
+
 pub fn exec(dir: &Path, input: &str) -> (i32, Value) {
     let (code, value, _) = exec_with(dir, &[], input);
     (code, value)
@@ -216,15 +243,15 @@ impl Mounted {
 
     /// (Re)starts memfs on this data dir and mount point; waits until mounted.
     pub fn spawn(&mut self, flags: &[&str]) {
-        self.spawn_wrapped(&[], flags)
+        self.spawn_wrapped(&[] as &[String], flags)
     }
 
     /// Like [`Mounted::spawn`], with memfs run by `wrapper` (e.g. strace and
     /// its options; the memfs command line follows them).
-    pub fn spawn_wrapped(&mut self, wrapper: &[&str], flags: &[&str]) {
+    pub fn spawn_wrapped(&mut self, wrapper: &[impl AsRef<std::ffi::OsStr>], flags: &[&str]) {
         let mut command = match wrapper.split_first() {
             Some((program, args)) => {
-                let mut c = Command::new(program);
+                let mut c = Command::new(program.as_ref());
                 c.args(args).arg(env!("CARGO_BIN_EXE_memfs"));
                 c
             }
