@@ -40,6 +40,9 @@ pub struct Common {
     /// Most entries any one directory may hold.
     #[arg(long, global = true, default_value_t = Limits::default().max_dir_entries, value_name = "COUNT")]
     pub max_dir_entries: usize,
+    /// The session's name, recorded with each of its changes (who did what).
+    #[arg(long = "as", global = true, value_name = "NAME")]
+    pub session: Option<String>,
     /// Seconds a socket client may take to send a whole line once it has
     /// started one (idle time between lines is not limited).
     #[arg(long, global = true, default_value_t = 30, value_name = "SECONDS")]

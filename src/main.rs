@@ -6,13 +6,15 @@ mod serving;
 use std::io::{self, Read};
 use std::path::Path;
 use std::process::ExitCode;
+use std::sync::Arc;
 use std::time::Duration;
 
 use clap::Parser;
 
 use cli::{Cli, Cmd};
 use memfs::persist::OpenError;
-use memfs::serve::socket;
+use memfs::serve::attach::{Attach, Backend};
+use memfs::serve::line;
 use memfs::store::{Door, Origin};
 use memfs::Memory;
 use serving::Doors;
@@ -25,16 +27,14 @@ fn main() -> ExitCode {
     #[cfg(feature = "failpoints")]
     let _failpoints = fail::FailScenario::setup();
     let cli = Cli::parse();
+    let doors = Doors {
+        max_line: memfs::serve::max_line_bytes(cli.common.max_file_size),
+        client_timeout: Duration::from_secs(cli.common.client_timeout),
+    };
     let memory = match Memory::open(&cli.common.data, cli.common.options()) {
         Ok(memory) => memory,
-        Err(OpenError::Busy { dir, pid }) => {
-            // A running memfs owns the data dir: `exec` goes through its socket.
-            if let Cmd::Exec { input } = &cli.command {
-                return exec_via_socket(&cli.common.data, input, &dir, pid);
-            }
-            eprintln!("memfs: {}", OpenError::Busy { dir, pid });
-            return ExitCode::from(2);
-        }
+        // A running memfs owns the data dir: attach to it.
+        Err(OpenError::Busy { dir, pid }) => return attached(&cli, doors, &dir, pid),
         Err(e) => {
             eprintln!("memfs: {e}");
             return ExitCode::from(2);
@@ -43,14 +43,17 @@ fn main() -> ExitCode {
     for warning in memory.warnings() {
         eprintln!("memfs: {warning}");
     }
-    let doors = Doors {
-        max_line: memfs::serve::max_line_bytes(cli.common.max_file_size),
-        client_timeout: Duration::from_secs(cli.common.client_timeout),
-    };
     let max_line = doors.max_line;
+    let origin = |door| Origin::Agent {
+        door,
+        session: cli.common.session.as_deref().map(Arc::from),
+    };
     match cli.command {
-        Cmd::Exec { input } => match read_input(&input) {
-            Ok(text) => print_result(&run_line(&memory, &text)),
+        Cmd::Exec { input } => match exec_line(&input) {
+            Ok(line) => {
+                let tool = memory.tool().with_origin(origin(Door::Exec));
+                print_answer(&line::handle(&tool, line.as_bytes()).finish())
+            }
             Err(code) => code,
         },
         Cmd::Serve {
@@ -59,12 +62,13 @@ fn main() -> ExitCode {
             mount,
             mount_options,
         } => {
+            let origin = origin(Door::Stdio);
             let code = serving::run(
                 &memory,
                 mount.as_deref().map(|at| (at, mount_options.options())),
                 doors,
                 Some(Box::new(move |tool| {
-                    let tool = tool.with_origin(Origin::agent(Door::Stdio));
+                    let tool = tool.with_origin(origin);
                     memfs::serve::lines::serve(&tool, io::stdin().lock(), io::stdout(), max_line)
                 })),
             );
@@ -97,6 +101,103 @@ fn main() -> ExitCode {
             doors,
             None,
         ),
+    }
+}
+
+/// Another memfs owns the data dir: `exec`, `serve --stdio` and `mcp`
+/// attach to it through its socket (and take the data dir over if it goes
+/// away); a mount needs the data dir itself.
+fn attached(cli: &Cli, doors: Doors, dir: &str, pid: Option<u32>) -> ExitCode {
+    let door = match &cli.command {
+        Cmd::Exec { .. } => Door::Exec,
+        Cmd::Serve { mount: None, .. } => Door::Stdio,
+        Cmd::Mcp { mount: None, .. } => Door::Mcp,
+        _ => {
+            let busy = OpenError::Busy {
+                dir: dir.to_string(),
+                pid,
+            };
+            eprintln!("memfs: {busy}; a mount needs the data dir to itself");
+            return ExitCode::from(2);
+        }
+    };
+    let attach = Attach {
+        data: cli.common.data.clone(),
+        options: cli.common.options(),
+        door,
+        session: cli.common.session.clone(),
+        client_timeout: doors.client_timeout,
+        max_line: doors.max_line,
+    };
+    let mut backend = match attach.open() {
+        Ok(backend) => backend,
+        Err(e) => {
+            eprintln!("memfs: {e}");
+            return ExitCode::from(2);
+        }
+    };
+    let code = match &cli.command {
+        Cmd::Exec { input } => match exec_line(input) {
+            Ok(line) => print_answer(&backend.call(&attach, line.as_bytes())),
+            Err(code) => code,
+        },
+        Cmd::Mcp { .. } => {
+            let served = memfs::serve::mcp::serve_attached(
+                backend,
+                attach,
+                io::stdin().lock(),
+                io::stdout(),
+                doors.max_line,
+            );
+            return match served {
+                Ok(backend) => {
+                    if backend.close() {
+                        ExitCode::SUCCESS
+                    } else {
+                        ExitCode::FAILURE
+                    }
+                }
+                Err(e) if e.kind() == io::ErrorKind::BrokenPipe => ExitCode::SUCCESS,
+                Err(e) => {
+                    eprintln!("memfs: serving stdio failed: {e}");
+                    ExitCode::FAILURE
+                }
+            };
+        }
+        _ => serve_lines_attached(&mut backend, &attach),
+    };
+    if backend.close() {
+        code
+    } else {
+        eprintln!("memfs: some changes could not be written to disk");
+        ExitCode::FAILURE
+    }
+}
+
+/// `serve --stdio` attached to the owner: each line forwarded in turn.
+fn serve_lines_attached(backend: &mut Backend, attach: &Attach) -> ExitCode {
+    use memfs::serve::reader::{LineReader, Next};
+    use std::io::Write;
+    let quiet = memfs::serve::pipeline::Unobserved;
+    let mut lines = LineReader::new(io::stdin().lock(), attach.max_line, None, &quiet);
+    let mut out = io::stdout().lock();
+    loop {
+        let answer = match lines.next_line() {
+            Ok(Next::Line(bytes)) if bytes.iter().all(u8::is_ascii_whitespace) => continue,
+            Ok(Next::Line(bytes)) => backend.call(attach, bytes),
+            Ok(Next::TooLong) => line::too_long(attach.max_line).finish(),
+            Ok(Next::TimedOut(_)) | Ok(Next::End) => return ExitCode::SUCCESS,
+            Err(e) => {
+                eprintln!("memfs: reading stdin failed: {e}");
+                return ExitCode::FAILURE;
+            }
+        };
+        if writeln!(out, "{answer}")
+            .and_then(|()| out.flush())
+            .is_err()
+        {
+            return ExitCode::SUCCESS; // the reader went away
+        }
     }
 }
 
@@ -135,60 +236,28 @@ fn read_input(input: &str) -> Result<String, ExitCode> {
     Ok(text)
 }
 
-fn run_line(memory: &Memory, text: &str) -> memfs::ToolResult {
+/// `exec`'s command as one line (a command spread over several lines is
+/// folded), or the exit after saying why there is none.
+fn exec_line(input: &str) -> Result<String, ExitCode> {
+    let text = read_input(input)?;
     match memfs::json::parse(text.as_bytes()) {
-        Ok(value) => memory
-            .tool()
-            .with_origin(Origin::agent(Door::Exec))
-            .call(&value),
-        Err(e) => memfs::ToolResult::error(format!("Error: the command is not valid JSON: {e}")),
+        Ok(value) => Ok(value.to_string()),
+        Err(e) => Err(print_answer(&line::render(
+            &memfs::ToolResult::error(format!("Error: the command is not valid JSON: {e}")),
+            &line::Framing::Plain,
+        ))),
     }
 }
 
-fn print_result(result: &memfs::ToolResult) -> ExitCode {
-    println!("{}", result.to_json());
-    if result.is_error {
-        ExitCode::FAILURE
-    } else {
+/// Prints an answer line; exits 1 when it is an error.
+fn print_answer(answer: &str) -> ExitCode {
+    println!("{answer}");
+    let is_error = serde_json::from_str::<serde_json::Value>(answer)
+        .ok()
+        .and_then(|v| v["is_error"].as_bool());
+    if is_error == Some(false) {
         ExitCode::SUCCESS
-    }
-}
-
-fn exec_via_socket(data: &Path, input: &str, dir: &str, pid: Option<u32>) -> ExitCode {
-    let text = match read_input(input) {
-        Ok(t) => t,
-        Err(code) => return code,
-    };
-    // The socket speaks lines: a command spread over several lines is folded.
-    let line = match memfs::json::parse(text.as_bytes()) {
-        Ok(v) => v.to_string(),
-        Err(e) => {
-            return print_result(&memfs::ToolResult::error(format!(
-                "Error: the command is not valid JSON: {e}"
-            )))
-        }
-    };
-    match socket::request(&data.join(".memfs"), &line) {
-        Ok(answer) => {
-            println!("{answer}");
-            let is_error = serde_json::from_str::<serde_json::Value>(&answer)
-                .ok()
-                .and_then(|v| v["is_error"].as_bool());
-            if is_error == Some(false) {
-                ExitCode::SUCCESS
-            } else {
-                ExitCode::FAILURE
-            }
-        }
-        Err(_) => {
-            eprintln!(
-                "memfs: {}",
-                OpenError::Busy {
-                    dir: dir.to_string(),
-                    pid
-                }
-            );
-            ExitCode::from(2)
-        }
+    } else {
+        ExitCode::FAILURE
     }
 }

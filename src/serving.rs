@@ -52,9 +52,23 @@ pub fn run(
             return ExitCode::from(2);
         }
     };
-    let mut doors_open = match mount {
-        Some((at, options)) => match open_doors(memory, at, options, doors) {
-            Ok(open) => Some(open),
+    // The owner of a data dir always serves its socket: every later door
+    // on the same data dir attaches to it there.
+    let mut server = match SocketServer::start(
+        memory.tool().clone(),
+        &memory.data_dir().state,
+        doors.client_timeout,
+        doors.max_line,
+    ) {
+        Ok(server) => server,
+        Err(e) => {
+            eprintln!("memfs: cannot serve the socket in the data dir: {e}");
+            return ExitCode::from(2);
+        }
+    };
+    let mut mounted = match mount {
+        Some((at, options)) => match open_mount(memory, at, options) {
+            Ok(mounted) => Some(mounted),
             Err(code) => return code,
         },
         None => None,
@@ -76,7 +90,7 @@ pub fn run(
         match told.recv_timeout(Duration::from_millis(100)) {
             Ok(stop) => break stop,
             Err(mpsc::RecvTimeoutError::Timeout) => {
-                if doors_open.as_ref().is_some_and(|(m, _)| m.is_finished()) {
+                if mounted.as_ref().is_some_and(Mounted::is_finished) {
                     break Stop::Unmounted;
                 }
             }
@@ -91,8 +105,9 @@ pub fn run(
             code = ExitCode::FAILURE;
         }
     }
-    if let Some((mounted, server)) = doors_open.take() {
-        if close_doors(mounted, server) != ExitCode::SUCCESS {
+    server.stop();
+    if let Some(mounted) = mounted.take() {
+        if unmount(mounted) != ExitCode::SUCCESS {
             code = ExitCode::FAILURE;
         }
     }
@@ -116,23 +131,8 @@ fn watch_signals(tell: mpsc::Sender<Stop>) -> io::Result<signal_hook::iterator::
     Ok(handle)
 }
 
-/// Serves the socket, then mounts.
-fn open_doors(
-    memory: &Memory,
-    at: &Path,
-    options: MountOptions,
-    doors: Doors,
-) -> Result<(Mounted, SocketServer), ExitCode> {
-    let server = SocketServer::start(
-        memory.tool().clone(),
-        &memory.data_dir().state,
-        doors.client_timeout,
-        doors.max_line,
-    )
-    .map_err(|e| {
-        eprintln!("memfs: cannot serve the socket in the data dir: {e}");
-        ExitCode::from(2)
-    })?;
+/// Mounts the memory at `at`.
+fn open_mount(memory: &Memory, at: &Path, options: MountOptions) -> Result<Mounted, ExitCode> {
     let mounted = memfs::fuse::mount(memory.store().clone(), at, options).map_err(|e| {
         eprintln!("memfs: {e}");
         ExitCode::from(2)
@@ -143,13 +143,12 @@ fn open_doors(
         at.display(),
         at.display()
     );
-    Ok((mounted, server))
+    Ok(mounted)
 }
 
-/// Stops the socket, unmounts, and writes everything out.
-fn close_doors(mounted: Mounted, mut server: SocketServer) -> ExitCode {
+/// Unmounts and writes everything out.
+fn unmount(mounted: Mounted) -> ExitCode {
     let at = mounted.mountpoint().display().to_string();
-    server.stop();
     match mounted.unmount() {
         Ok(()) => {
             eprintln!("memfs: unmounted {at}; everything is written out");

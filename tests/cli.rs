@@ -82,12 +82,24 @@ fn an_existing_sdk_memory_dir_works_as_is() {
 }
 
 #[test]
-fn a_second_process_is_told_the_data_dir_is_busy() {
+fn a_mount_is_told_the_data_dir_is_busy_and_exec_attaches() {
     let dir = tempfile::tempdir().unwrap();
+    let mnt = tempfile::tempdir().unwrap();
     let mut server = Server::start(dir.path(), &[]);
     server.call(r#"{"command":"view","path":"/memories"}"#);
-    let (code, _, stderr) = exec_with(dir.path(), &[], r#"{"command":"view","path":"/memories"}"#);
-    assert_eq!(code, 2);
+    // exec attaches to the running memfs.
+    let (code, v, _) = exec_with(dir.path(), &[], r#"{"command":"view","path":"/memories"}"#);
+    assert_eq!(code, 0, "{v}");
+    // A mount needs the data dir to itself.
+    let out = memfs()
+        .arg("--data")
+        .arg(dir.path())
+        .arg("mount")
+        .arg(mnt.path())
+        .output()
+        .unwrap();
+    assert_eq!(out.status.code(), Some(2));
+    let stderr = String::from_utf8_lossy(&out.stderr);
     let pid = server.child.id();
     assert!(
         stderr.contains(&format!("is in use by another memfs process (pid {pid})")),

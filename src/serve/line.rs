@@ -12,6 +12,8 @@ pub enum Framing {
     Plain,
     /// A `tool_result` block for the `tool_use` block with this id.
     ToolResult { tool_use_id: String },
+    /// Already rendered: sent as it is.
+    Rendered(String),
 }
 
 /// The answer to one line, ready once its change is durable.
@@ -39,12 +41,21 @@ impl Reply {
         }
     }
 
+    /// An answer already rendered (a control line's).
+    pub fn text(answer: String) -> Self {
+        Reply {
+            pending: None,
+            ready: None,
+            framing: Framing::Rendered(answer),
+        }
+    }
+
     /// Waits for durability and renders the answer line (without newline).
     pub fn finish(self) -> String {
         let result = match (self.pending, self.ready) {
             (Some(pending), _) => pending.finish(),
             (None, Some(result)) => result,
-            (None, None) => ToolResult::error("Error: no result"),
+            (None, None) => ToolResult::error(""),
         };
         render(&result, &self.framing)
     }
@@ -52,6 +63,7 @@ impl Reply {
 
 pub fn render(result: &ToolResult, framing: &Framing) -> String {
     let value = match framing {
+        Framing::Rendered(text) => return text.clone(),
         Framing::Plain => result.to_json(),
         Framing::ToolResult { tool_use_id } => json!({
             "type": "tool_result",

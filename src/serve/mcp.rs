@@ -16,6 +16,7 @@ use serde_json::{json, Map, Value};
 use super::pipeline::{self, Protocol};
 use std::sync::Arc;
 
+use super::attach::{self, Attach, Backend};
 use crate::store::{Door, Origin};
 use crate::tool::{Content, Pending, Tool, ToolResult, COMMANDS};
 
@@ -172,7 +173,7 @@ fn handle(session: &Session, line: &[u8]) -> Option<Answer> {
         }
         "ping" => Answer::Now(response(id, json!({}))),
         "tools/list" => Answer::Now(response(id, json!({"tools": [tool_definition()]}))),
-        "tools/call" => return Some(call(&session.tool(), id, &params)),
+        "tools/call" => return Some(call(session, id, &params)),
         other => error(
             id,
             METHOD_NOT_FOUND,
@@ -198,7 +199,7 @@ fn initialize(params: &Value) -> Value {
     })
 }
 
-fn call(tool: &Tool, id: Value, params: &Value) -> Answer {
+fn call(session: &Session, id: Value, params: &Value) -> Answer {
     match params.get("name").and_then(Value::as_str) {
         Some("memory") => {}
         Some(other) => {
@@ -211,9 +212,15 @@ fn call(tool: &Tool, id: Value, params: &Value) -> Answer {
         None => return error(id, INVALID_PARAMS, "tools/call needs params.name"),
     }
     match params.get("arguments") {
-        Some(arguments @ Value::Object(_)) => Answer::Call {
-            id,
-            pending: tool.start(arguments),
+        Some(arguments @ Value::Object(_)) => match &mut *session.target.lock() {
+            Target::Local(tool) => Answer::Call {
+                id,
+                pending: tool.start(arguments),
+            },
+            Target::Attached { backend, attach } => {
+                let answer = backend.call(attach, arguments.to_string().as_bytes());
+                Answer::Now(response(id, call_result(&attach::result_of(&answer))))
+            }
         },
         _ => error(
             id,
@@ -226,30 +233,43 @@ fn call(tool: &Tool, id: Value, params: &Value) -> Answer {
 /// One MCP client: the tool, its changes credited to the MCP door and to the
 /// session the client named in `initialize` (`clientInfo.name`).
 struct Session {
-    tool: parking_lot::Mutex<Tool>,
+    target: parking_lot::Mutex<Target>,
+}
+
+/// Where an MCP session's tool calls go.
+enum Target {
+    /// This process owns the data dir.
+    Local(Tool),
+    /// Through the owner's socket (see `attach`), or this process's own
+    /// store once it has taken the data dir over.
+    Attached {
+        backend: Box<Backend>,
+        attach: Box<Attach>,
+    },
 }
 
 impl Session {
     fn new(tool: &Tool) -> Session {
+        let tool = tool.with_origin(Origin::agent(Door::Mcp));
         Session {
-            tool: parking_lot::Mutex::new(tool.with_origin(Origin::agent(Door::Mcp))),
+            target: parking_lot::Mutex::new(Target::Local(tool)),
         }
     }
 
     fn name_from(&self, params: &Value) {
-        let name = params
-            .pointer("/clientInfo/name")
-            .and_then(Value::as_str)
-            .map(|n| Arc::from(crate::tool::clip_text(n).as_str()));
-        let mut tool = self.tool.lock();
-        *tool = tool.with_origin(Origin::Agent {
-            door: Door::Mcp,
-            session: name,
-        });
-    }
-
-    fn tool(&self) -> Tool {
-        self.tool.lock().clone()
+        let Some(name) = params.pointer("/clientInfo/name").and_then(Value::as_str) else {
+            return;
+        };
+        let name = crate::tool::clip_text(name);
+        match &mut *self.target.lock() {
+            Target::Local(tool) => {
+                *tool = tool.with_origin(Origin::Agent {
+                    door: Door::Mcp,
+                    session: Some(Arc::from(name.as_str())),
+                });
+            }
+            Target::Attached { backend, attach } => backend.name_session(attach, &name),
+        }
     }
 }
 
@@ -300,15 +320,43 @@ pub fn serve(
     output: impl Write + Send,
     max_line: usize,
 ) -> io::Result<()> {
+    serve_session(Session::new(tool), input, output, max_line).map(|_| ())
+}
+
+/// Serves MCP for a process that attached to the data dir's owner (or owns
+/// it through `backend`): tool calls go one at a time through `backend`.
+pub fn serve_attached(
+    backend: Backend,
+    attach: Attach,
+    input: impl BufRead,
+    output: impl Write + Send,
+    max_line: usize,
+) -> io::Result<Backend> {
+    let session = Session {
+        target: parking_lot::Mutex::new(Target::Attached {
+            backend: Box::new(backend),
+            attach: Box::new(attach),
+        }),
+    };
+    let served = serve_session(session, input, output, max_line);
+    // (The session is gone; the caller closes the backend.)
+    served.map(|session| match session.target.into_inner() {
+        Target::Attached { backend, .. } => *backend,
+        Target::Local(_) => unreachable!("an attached session stays attached"),
+    })
+}
+
+fn serve_session(
+    session: Session,
+    input: impl BufRead,
+    output: impl Write + Send,
+    max_line: usize,
+) -> io::Result<Session> {
     let bounds = pipeline::Bounds {
         max_line,
         line_timeout: None,
     };
-    pipeline::serve(
-        &Mcp(Session::new(tool)),
-        input,
-        output,
-        bounds,
-        &pipeline::Unobserved,
-    )
+    let mcp = Mcp(session);
+    pipeline::serve(&mcp, input, output, bounds, &pipeline::Unobserved)?;
+    Ok(mcp.0)
 }

@@ -1,10 +1,11 @@
 //! Transports for tool calls. They frame lines; the commands live in `tool/`.
 
+pub mod attach;
 pub mod line;
 pub mod lines;
 pub mod mcp;
-mod pipeline;
-mod reader;
+pub mod pipeline;
+pub mod reader;
 pub mod socket;
 
 /// The longest request line a transport reads, for a given file-size limit:

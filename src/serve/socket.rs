@@ -38,7 +38,11 @@ pub struct SocketServer {
     state: OwnedFd,
     stop: Arc<AtomicBool>,
     thread: Option<JoinHandle<()>>,
+    clients: Clients,
 }
+
+/// How long stopping waits for clients' calls in flight to be answered.
+const FINISH_CALLS: Duration = Duration::from_secs(10);
 
 impl SocketServer {
     /// Listens at `sock` in the state dir `state` (replacing a stale socket:
@@ -71,25 +75,46 @@ impl SocketServer {
             max_line,
             line_timeout: Some(line_timeout),
         };
+        let clients = Clients::default();
+        let registry = clients.clone();
         let thread = std::thread::Builder::new()
             .name("memfs-socket".into())
-            .spawn(move || accept_loop(&listener, &tool, &flag, bounds))?;
+            .spawn(move || accept_loop(&listener, &tool, &flag, bounds, &registry))?;
         Ok(SocketServer {
             state,
             stop,
             thread: Some(thread),
+            clients,
         })
     }
 
-    /// Stops accepting and removes the socket file; never waits on a client
-    /// or on the socket file (which may have been removed). Clients already
-    /// connected finish the lines they sent.
+    /// Stops accepting and removes the socket file, then lets connected
+    /// clients go: each is closed once it has no call in flight (an attached
+    /// memfs then takes the data dir over before its next call), and none is
+    /// waited for longer than [`FINISH_CALLS`]. Never waits on the socket
+    /// file (which may have been removed).
     pub fn stop(&mut self) {
         self.stop.store(true, Ordering::SeqCst);
         if let Some(thread) = self.thread.take() {
             let _ = thread.join();
         }
         let _ = rfs::unlinkat(&self.state, SOCKET_NAME, AtFlags::empty());
+        let deadline = Instant::now() + FINISH_CALLS;
+        loop {
+            let mut clients = self.clients.lock();
+            clients.retain(|_, client| {
+                let done = client.is_idle() || Instant::now() >= deadline;
+                if done {
+                    let _ = client.conn.shutdown(std::net::Shutdown::Both);
+                }
+                !done
+            });
+            if clients.is_empty() {
+                return;
+            }
+            drop(clients);
+            std::thread::sleep(Duration::from_millis(10));
+        }
     }
 }
 
@@ -151,8 +176,13 @@ impl Activity for Client {
 
 type Clients = Arc<Mutex<HashMap<u64, Arc<Client>>>>;
 
-fn accept_loop(listener: &UnixListener, tool: &Tool, stop: &AtomicBool, bounds: Bounds) {
-    let clients: Clients = Arc::default();
+fn accept_loop(
+    listener: &UnixListener,
+    tool: &Tool,
+    stop: &AtomicBool,
+    bounds: Bounds,
+    clients: &Clients,
+) {
     let epoch = Instant::now();
     let mut next_id = 0u64;
     while !stop.load(Ordering::SeqCst) {
@@ -169,7 +199,7 @@ fn accept_loop(listener: &UnixListener, tool: &Tool, stop: &AtomicBool, bounds: 
             }
             Err(_) => continue,
         };
-        if let Err(text) = make_room(&clients) {
+        if let Err(text) = make_room(clients) {
             let _ = conn.set_nonblocking(true);
             let _ = lines::refuse(&conn, &text);
             continue;
@@ -249,22 +279,4 @@ fn serve_client(tool: &Tool, client: &Client, bounds: Bounds) {
 pub fn connect(state_dir: &Path) -> io::Result<UnixStream> {
     let dir = crate::persist::open_state_dir(state_dir)?;
     UnixStream::connect(through_fd(&dir))
-}
-
-/// Sends one line to a running memfs and returns its answer line.
-pub fn request(state_dir: &Path, line: &str) -> io::Result<String> {
-    use std::io::{BufRead, Write};
-    let mut conn = connect(state_dir)?;
-    conn.write_all(line.trim_end().as_bytes())?;
-    conn.write_all(b"\n")?;
-    conn.shutdown(std::net::Shutdown::Write)?;
-    let mut answer = String::new();
-    BufReader::new(conn).read_line(&mut answer)?;
-    if answer.is_empty() {
-        return Err(io::Error::new(
-            io::ErrorKind::UnexpectedEof,
-            "memfs closed the socket without answering",
-        ));
-    }
-    Ok(answer.trim_end().to_string())
 }

@@ -101,6 +101,14 @@ impl Tool {
         &self.store
     }
 
+    pub fn config(&self) -> &ToolConfig {
+        &self.config
+    }
+
+    pub fn origin(&self) -> &Origin {
+        &self.origin
+    }
+
     /// Runs one tool input to its final, durable result.
     pub fn call(&self, input: &Value) -> ToolResult {
         self.start(input).finish()

@@ -1,0 +1,318 @@
+//! Many sessions, one memory: the first memfs to open a data dir owns it
+//! (the tree, the persister, the lock and the socket); every later door on
+//! the same data dir attaches to the owner through its socket and forwards
+//! its calls. When the owner goes away, an attached process takes the data
+//! dir over (or, if another was quicker, attaches to the new owner) before
+//! its next call. A call in flight when the owner went away gets an error
+//! that says its outcome is unknown: it is never sent twice.
+
+use std::io::{self, BufRead, BufReader, Write};
+use std::os::unix::net::UnixStream;
+use std::path::PathBuf;
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use serde_json::{json, Value};
+
+use super::line::{self, Framing};
+use super::socket::{self, SocketServer};
+use crate::memory::{Memory, Options};
+use crate::persist::OpenError;
+use crate::store::{Door, Origin};
+use crate::tool::{Content, Tool, ToolResult};
+
+/// The control line a client sends first on a connection: it names the
+/// session (for attribution) and asks for the owner's settings.
+pub const HELLO: &str = "memfs_hello";
+
+/// How long a process keeps trying to become or reach the owner.
+const RETRY_FOR: Duration = Duration::from_secs(10);
+
+/// Where and as whom to open a data dir.
+#[derive(Clone)]
+pub struct Attach {
+    pub data: PathBuf,
+    pub options: Options,
+    pub door: Door,
+    pub session: Option<String>,
+    pub client_timeout: Duration,
+    pub max_line: usize,
+}
+
+/// This process's way to the memory.
+pub enum Backend {
+    /// This process owns the data dir (and serves its socket).
+    Owner {
+        memory: Box<Memory>,
+        server: SocketServer,
+        tool: Tool,
+    },
+    /// Another process does; calls go through its socket.
+    Client(Link),
+}
+
+impl Attach {
+    fn origin(&self) -> Origin {
+        Origin::Agent {
+            door: self.door,
+            session: self.session.as_deref().map(Arc::from),
+        }
+    }
+
+    /// Becomes the owner if the data dir is free, else attaches to its
+    /// owner; retries the race (an owner starting or stopping) for a while.
+    pub fn open(&self) -> Result<Backend, OpenError> {
+        let deadline = Instant::now() + RETRY_FOR;
+        loop {
+            match Memory::open(&self.data, self.options.clone()) {
+                Ok(memory) => return self.own(memory),
+                Err(OpenError::Busy { dir, pid }) => {
+                    match Link::connect(&self.data.join(".memfs"), self.session.as_deref()) {
+                        Ok(link) => {
+                            warn_on_different_options(&self.options, &link.owner);
+                            return Ok(Backend::Client(link));
+                        }
+                        Err(_) if Instant::now() < deadline => {
+                            std::thread::sleep(Duration::from_millis(20));
+                        }
+                        Err(_) => return Err(OpenError::Busy { dir, pid }),
+                    }
+                }
+                Err(e) => return Err(e),
+            }
+        }
+    }
+
+    /// Serves the socket for a memory this process just opened.
+    pub fn own(&self, memory: Memory) -> Result<Backend, OpenError> {
+        let server = SocketServer::start(
+            memory.tool().clone(),
+            &memory.data_dir().state,
+            self.client_timeout,
+            self.max_line,
+        )
+        .map_err(|err| OpenError::Io {
+            dir: memory.data_dir().shown().to_string(),
+            doing: "serving its socket",
+            err,
+        })?;
+        let tool = memory.tool().with_origin(self.origin());
+        Ok(Backend::Owner {
+            memory: Box::new(memory),
+            server,
+            tool,
+        })
+    }
+}
+
+impl Backend {
+    /// Answers one line of the tool's line protocol (a tool input or a
+    /// `tool_use` block), as the owner would.
+    pub fn call(&mut self, attach: &Attach, line: &[u8]) -> String {
+        if let Backend::Client(link) = self {
+            if link.is_closed() {
+                // The owner went away between calls: nothing was lost.
+                self.reopen(attach);
+            }
+        }
+        match self {
+            Backend::Owner { tool, .. } => line::handle(tool, line).finish(),
+            Backend::Client(link) => match link.call(line) {
+                Ok(answer) => answer,
+                Err(_) => {
+                    let answer = lost(line);
+                    self.reopen(attach);
+                    answer
+                }
+            },
+        }
+    }
+
+    /// Names the session from now on (an MCP client's `clientInfo`).
+    pub fn name_session(&mut self, attach: &mut Attach, name: &str) {
+        attach.session = Some(name.to_string());
+        match self {
+            Backend::Owner { tool, .. } => *tool = tool.with_origin(attach.origin()),
+            Backend::Client(link) => {
+                let _ = link.hello(Some(name));
+            }
+        }
+    }
+
+    fn reopen(&mut self, attach: &Attach) {
+        match attach.open() {
+            Ok(backend) => *self = backend,
+            Err(e) => eprintln!("memfs: lost the owner of the data dir and cannot take over: {e}"),
+        }
+    }
+
+    /// Stops serving the socket (when this process owns the data dir) and
+    /// writes everything out; says whether all of it is on disk.
+    pub fn close(self) -> bool {
+        match self {
+            Backend::Owner {
+                memory, mut server, ..
+            } => {
+                server.stop();
+                let ok = memory.store().unsaved_paths() == 0;
+                drop(memory);
+                ok
+            }
+            Backend::Client(_) => true,
+        }
+    }
+}
+
+/// The answer to a line whose call was in flight when the owner went away.
+fn lost(line: &[u8]) -> String {
+    let text = "Error: the memfs that owned the data dir stopped during this call, so whether it took effect is unknown; view the memory to check before trying again";
+    let framing = crate::json::parse(line)
+        .ok()
+        .filter(|v| v.get("type").and_then(Value::as_str) == Some("tool_use"))
+        .and_then(|v| v.get("id").and_then(Value::as_str).map(str::to_string))
+        .map_or(Framing::Plain, |tool_use_id| Framing::ToolResult {
+            tool_use_id,
+        });
+    line::render(&ToolResult::error(text), &framing)
+}
+
+/// Says on stderr which of the client's settings the owner does not share.
+fn warn_on_different_options(mine: &Options, owner: &Value) {
+    let settings = &owner["memfs"]["settings"];
+    for (name, want) in settings_of(&mine.limits, mine.tool.create_overwrites) {
+        let has = &settings[name];
+        if !has.is_null() && has != &want {
+            eprintln!(
+                "memfs: the memfs that owns this data dir (pid {}) runs with {name} = {has}, not {want}; its settings apply",
+                owner["memfs"]["pid"]
+            );
+        }
+    }
+}
+
+/// The settings that shape a store, as the owner reports them.
+pub fn settings_of(
+    l: &crate::store::Limits,
+    create_overwrites: bool,
+) -> Vec<(&'static str, Value)> {
+    vec![
+        ("max_file_size", json!(l.max_file_size)),
+        ("max_store_size", json!(l.max_store_size)),
+        ("max_depth", json!(l.max_depth)),
+        ("max_entries", json!(l.max_entries)),
+        ("max_dir_entries", json!(l.max_dir_entries)),
+        ("create_overwrites", json!(create_overwrites)),
+    ]
+}
+
+/// One connection to the owner's socket, one call at a time.
+pub struct Link {
+    conn: UnixStream,
+    reader: BufReader<UnixStream>,
+    /// The owner's answer to the hello: its pid and settings.
+    owner: Value,
+}
+
+/// The owner went away before answering.
+#[derive(Debug)]
+pub struct Lost;
+
+impl Link {
+    /// Connects and says hello (naming the session, if any).
+    pub fn connect(state_dir: &std::path::Path, session: Option<&str>) -> io::Result<Link> {
+        let conn = socket::connect(state_dir)?;
+        let reader = BufReader::new(conn.try_clone()?);
+        let mut link = Link {
+            conn,
+            reader,
+            owner: Value::Null,
+        };
+        link.owner = link.hello(session)?;
+        Ok(link)
+    }
+
+    fn hello(&mut self, session: Option<&str>) -> io::Result<Value> {
+        let hello = json!({"type": HELLO, "session": session});
+        let answer = self
+            .call(hello.to_string().as_bytes())
+            .map_err(|_| io::Error::from(io::ErrorKind::UnexpectedEof))?;
+        let answer: Value = serde_json::from_str(&answer).map_err(io::Error::other)?;
+        if answer["is_error"] != false {
+            return Err(io::Error::other(
+                answer["content"].as_str().unwrap_or("refused").to_string(),
+            ));
+        }
+        Ok(answer)
+    }
+
+    /// Sends one line and waits for its answer.
+    pub fn call(&mut self, line: &[u8]) -> Result<String, Lost> {
+        let mut sent = line.to_vec();
+        sent.retain(|&b| b != b'\n');
+        sent.push(b'\n');
+        self.conn.write_all(&sent).map_err(|_| Lost)?;
+        let mut answer = String::new();
+        match self.reader.read_line(&mut answer) {
+            Ok(0) | Err(_) => Err(Lost),
+            Ok(_) => Ok(answer.trim_end().to_string()),
+        }
+    }
+
+    /// True when the owner has closed the connection (checked without waiting).
+    fn is_closed(&self) -> bool {
+        let mut byte = [0u8; 1];
+        matches!(
+            rustix::net::recv(
+                &self.conn,
+                &mut byte,
+                rustix::net::RecvFlags::PEEK | rustix::net::RecvFlags::DONTWAIT
+            ),
+            Ok((0, _)) | Err(rustix::io::Errno::CONNRESET | rustix::io::Errno::PIPE)
+        )
+    }
+}
+
+/// The owner's answer to a hello on one of its connections: who it is and
+/// the settings that shape its store. The session the hello names is the
+/// connection's from then on.
+pub fn hello_answer(tool: &Tool) -> String {
+    let settings: serde_json::Map<String, Value> =
+        settings_of(&tool.store().limits(), tool.config().create_overwrites)
+            .into_iter()
+            .map(|(k, v)| (k.to_string(), v))
+            .collect();
+    json!({
+        "content": format!("memfs {}, pid {}", env!("CARGO_PKG_VERSION"), std::process::id()),
+        "is_error": false,
+        "memfs": {"pid": std::process::id(), "settings": settings},
+    })
+    .to_string()
+}
+
+/// A tool result from an answer line `{"content": ..., "is_error": ...}`.
+pub fn result_of(answer: &str) -> ToolResult {
+    let Ok(v) = serde_json::from_str::<Value>(answer) else {
+        return ToolResult::error(
+            "Error: the owner of the data dir sent an answer that is not JSON",
+        );
+    };
+    let is_error = v["is_error"].as_bool().unwrap_or(true);
+    let content = match &v["content"] {
+        Value::String(text) => Content::Text(text.clone()),
+        Value::Array(blocks) => {
+            let source = &blocks[0]["source"];
+            let media_type = match source["media_type"].as_str() {
+                Some("image/png") => "image/png",
+                Some("image/jpeg") => "image/jpeg",
+                Some("image/gif") => "image/gif",
+                _ => "image/webp",
+            };
+            Content::Image {
+                media_type,
+                base64: source["data"].as_str().unwrap_or_default().to_string(),
+            }
+        }
+        other => Content::Text(other.to_string()),
+    };
+    ToolResult { content, is_error }
+}

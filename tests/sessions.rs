@@ -1,0 +1,252 @@
+//! One memory, many sessions: every door works beside a running memfs. The
+//! first memfs on a data dir owns it; later ones attach through its socket;
+//! when the owner goes, an attached one takes over. Driven through the real
+//! binary: `mcp`, `serve --stdio` and `exec` side by side, with and without
+//! a mount, with the owner killed under them.
+
+mod common;
+
+use std::io::{BufRead, BufReader, Write};
+use std::path::Path;
+use std::process::{Child, ChildStdin, ChildStdout, Stdio};
+use std::time::Duration;
+
+use serde_json::{json, Value};
+
+use common::{content, exec, memfs, skip_without_fuse, Mounted, Server};
+
+/// A `memfs mcp` with its handshake done.
+struct Mcp {
+    child: Child,
+    stdin: ChildStdin,
+    stdout: BufReader<ChildStdout>,
+    next_id: u64,
+}
+
+impl Mcp {
+    fn start(dir: &Path, name: &str) -> Mcp {
+        let mut child = memfs()
+            .arg("--data")
+            .arg(dir)
+            .arg("mcp")
+            .stdin(Stdio::piped())
+            .stdout(Stdio::piped())
+            .stderr(Stdio::null())
+            .spawn()
+            .unwrap();
+        let mut mcp = Mcp {
+            stdin: child.stdin.take().unwrap(),
+            stdout: BufReader::new(child.stdout.take().unwrap()),
+            child,
+            next_id: 0,
+        };
+        let init = mcp.request(
+            "initialize",
+            json!({"protocolVersion": "2025-06-18", "capabilities": {},
+                   "clientInfo": {"name": name, "version": "1"}}),
+        );
+        assert!(init["result"]["serverInfo"].is_object(), "{init}");
+        writeln!(
+            mcp.stdin,
+            r#"{{"jsonrpc":"2.0","method":"notifications/initialized"}}"#
+        )
+        .unwrap();
+        mcp
+    }
+
+    fn request(&mut self, method: &str, params: Value) -> Value {
+        self.next_id += 1;
+        let message =
+            json!({"jsonrpc": "2.0", "id": self.next_id, "method": method, "params": params});
+        writeln!(self.stdin, "{message}").unwrap();
+        let mut line = String::new();
+        self.stdout.read_line(&mut line).unwrap();
+        serde_json::from_str(&line).unwrap_or_else(|e| panic!("{e}: {line:?}"))
+    }
+
+    /// A memory-tool call: its text and whether it is an error.
+    fn tool(&mut self, arguments: Value) -> (String, bool) {
+        let answer = self.request(
+            "tools/call",
+            json!({"name": "memory", "arguments": arguments}),
+        );
+        let result = &answer["result"];
+        (
+            result["content"][0]["text"]
+                .as_str()
+                .unwrap_or_default()
+                .to_string(),
+            result["isError"].as_bool().unwrap(),
+        )
+    }
+
+    fn finish(self) -> std::process::ExitStatus {
+        let Mcp {
+            mut child, stdin, ..
+        } = self;
+        drop(stdin);
+        child.wait().unwrap()
+    }
+}
+
+#[test]
+fn two_mcp_servers_share_one_memory_and_lose_no_increment() {
+    let dir = tempfile::tempdir().unwrap();
+    // Before: the second exited 2 before answering `initialize`.
+    let mut a = Mcp::start(dir.path(), "session-a");
+    let mut b = Mcp::start(dir.path(), "session-b");
+    let (_, err) =
+        a.tool(json!({"command": "create", "path": "/memories/counter", "file_text": "0"}));
+    assert!(!err);
+    // Each sees the other's writes: 40 increments, alternating servers.
+    for i in 0..40 {
+        let server = if i % 2 == 0 { &mut a } else { &mut b };
+        let (text, err) = server.tool(json!({"command": "view", "path": "/memories/counter"}));
+        assert!(!err, "{text}");
+        let n: u64 = text.rsplit('\t').next().unwrap().trim().parse().unwrap();
+        assert_eq!(n, i, "increment {i} saw {n}");
+        let (text, err) = server.tool(
+            json!({"command": "str_replace", "path": "/memories/counter",
+            "old_str": n.to_string(), "new_str": (n + 1).to_string()}),
+        );
+        assert!(!err, "{text}");
+    }
+    let (text, _) = b.tool(json!({"command": "view", "path": "/memories/counter"}));
+    assert!(text.ends_with("1\t40"), "{text}");
+    assert!(a.finish().success());
+    assert!(b.finish().success());
+    assert_eq!(
+        std::fs::read_to_string(dir.path().join("memories/counter")).unwrap(),
+        "40"
+    );
+}
+
+#[test]
+fn exec_answers_the_same_with_or_without_an_owner_and_keeps_its_session() {
+    let dir = tempfile::tempdir().unwrap();
+    let block = r#"{"type":"tool_use","id":"toolu_1","name":"memory","input":{"command":"view","path":"/memories"}}"#;
+    let (code, alone) = exec(dir.path(), block);
+    assert_eq!(code, 0, "{alone}");
+    assert_eq!(alone["type"], "tool_result", "{alone}");
+    let mut owner = Server::start(dir.path(), &[]);
+    let ready = owner.call(r#"{"command":"view","path":"/memories"}"#);
+    assert_eq!(ready["is_error"], false, "the owner is up");
+    let (code, attached) = exec(dir.path(), block);
+    assert_eq!(code, 0);
+    assert_eq!(attached, alone, "the same tool_result with an owner");
+    // A client's different settings are not silently ignored.
+    let (code, _, err) = common::exec_with(
+        dir.path(),
+        &["--create-overwrites", "--as", "cli-session"],
+        r#"{"command":"create","path":"/memories/x.md","file_text":"x"}"#,
+    );
+    assert_eq!(code, 0);
+    assert!(
+        err.contains("runs with create_overwrites = false, not true; its settings apply"),
+        "{err}"
+    );
+    let seen = owner.call(r#"{"command":"view","path":"/memories/x.md"}"#);
+    assert!(content(&seen).ends_with("1\tx"));
+    assert!(owner.finish().success());
+}
+
+#[test]
+fn killing_the_owner_loses_no_acknowledged_change_and_the_clients_go_on() {
+    let dir = tempfile::tempdir().unwrap();
+    let mut owner = Server::start(dir.path(), &[]);
+    assert!(
+        !owner.call(r#"{"command":"view","path":"/memories"}"#)["is_error"]
+            .as_bool()
+            .unwrap()
+    );
+    let mut clients = [
+        Server::start(dir.path(), &[]),
+        Server::start(dir.path(), &[]),
+    ];
+    let mut acknowledged = Vec::new();
+    let mut unknown = 0;
+    for round in 0..30 {
+        if round == 10 {
+            owner.child.kill().unwrap();
+            owner.child.wait().unwrap();
+        }
+        for (c, client) in clients.iter_mut().enumerate() {
+            let path = format!("/memories/c{c}-{round}.md");
+            let answer = client.call(
+                &json!({"command": "create", "path": path, "file_text": format!("{round}\n")})
+                    .to_string(),
+            );
+            match answer["is_error"].as_bool() {
+                Some(false) => acknowledged.push(path),
+                _ => {
+                    assert!(
+                        content(&answer).contains("whether it took effect is unknown"),
+                        "{answer}"
+                    );
+                    unknown += 1;
+                }
+            }
+        }
+    }
+    assert!(unknown <= 2, "{unknown} calls had an unknown outcome");
+    assert!(
+        acknowledged.len() >= 58,
+        "{} acknowledged",
+        acknowledged.len()
+    );
+    // Both clients go on, and see every acknowledged change.
+    for client in &mut clients {
+        let view = client.call(r#"{"command":"view","path":"/memories"}"#);
+        for path in &acknowledged {
+            assert!(
+                content(&view).contains(path.as_str()),
+                "{path} missing from {view}"
+            );
+        }
+    }
+    for client in clients {
+        assert!(client.finish().success());
+    }
+    for path in &acknowledged {
+        let on_disk = dir
+            .path()
+            .join("memories")
+            .join(path.trim_start_matches("/memories/"));
+        assert!(on_disk.exists(), "{path} is not on disk");
+    }
+}
+
+#[test]
+fn every_door_works_while_a_mount_runs() {
+    if skip_without_fuse("every_door_works_while_a_mount_runs") {
+        return;
+    }
+    let m = Mounted::start(&[]);
+    // serve --stdio, attached.
+    let mut server = Server::start(m.data.path(), &[]);
+    let made = server
+        .call(r#"{"command":"create","path":"/memories/from-stdio.md","file_text":"stdio\n"}"#);
+    assert_eq!(made["is_error"], false, "{made}");
+    assert!(server.finish().success());
+    // mcp, attached.
+    let mut mcp = Mcp::start(m.data.path(), "mounted-session");
+    let (text, err) = mcp
+        .tool(json!({"command": "create", "path": "/memories/from-mcp.md", "file_text": "mcp\n"}));
+    assert!(!err, "{text}");
+    assert!(mcp.finish().success());
+    // exec, attached.
+    let (code, v) = exec(
+        m.data.path(),
+        r#"{"command":"create","path":"/memories/from-exec.md","file_text":"exec\n"}"#,
+    );
+    assert_eq!(code, 0, "{v}");
+    // Each is seen through the mount at once.
+    for (name, text) in [
+        ("from-stdio.md", "stdio\n"),
+        ("from-mcp.md", "mcp\n"),
+        ("from-exec.md", "exec\n"),
+    ] {
+        assert_eq!(std::fs::read_to_string(m.at(name)).unwrap(), text);
+    }
+    std::thread::sleep(Duration::from_millis(10));
+}
