@@ -159,3 +159,15 @@ def test_tool_runner_with_a_spawned_memfs(memfs_bin, tmp_path):
         requests, final = run_conversation(tool)
     check_requests(requests, final)
     assert (data / "memories" / "customers" / "acme.md").read_text() == ACME
+
+
+def test_tool_runner_with_a_spawned_memfs_beside_a_mount(mounted, memfs_bin):
+    """spawn= while `memfs mount` owns the data dir: the spawned memfs
+    attaches to it, and the person sees the agent's writes in the mount."""
+    if mounted is None:
+        pytest.skip("needs root and /dev/fuse")
+    data, mnt = mounted
+    with MemfsMemoryTool(spawn=[memfs_bin, "--data", str(data)]) as tool:
+        requests, final = run_conversation(tool)
+    check_requests(requests, final)
+    assert (mnt / "customers" / "acme.md").read_text() == ACME

@@ -1,7 +1,9 @@
 // The SDK's tool runner with memfsMemoryTool against a scripted mock of the
-// Messages API on loopback: parallel tool calls in one turn and an error case.
+// Messages API on loopback: parallel tool calls in one turn and an error case,
+// alone and beside a running memfs mount.
 import assert from 'node:assert/strict';
-import { readFileSync, mkdtempSync } from 'node:fs';
+import { spawn } from 'node:child_process';
+import { existsSync, mkdirSync, mkdtempSync, readFileSync } from 'node:fs';
 import http from 'node:http';
 import type { AddressInfo } from 'node:net';
 import os from 'node:os';
@@ -24,7 +26,8 @@ const SCRIPT: any[][] = [
   [{ type: 'text', text: 'Noted.' }],
 ];
 
-test('tool runner drives memfs through the adapter', async () => {
+/** Runs the scripted conversation with the adapter spawning memfs on `data`. */
+async function converse(data: string): Promise<any[]> {
   const requests: any[] = [];
   const server = http.createServer((req, res) => {
     let body = '';
@@ -42,7 +45,6 @@ test('tool runner drives memfs through the adapter', async () => {
   });
   await new Promise<void>((r) => server.listen(0, '127.0.0.1', r));
   const port = (server.address() as AddressInfo).port;
-  const data = path.join(mkdtempSync(path.join(os.tmpdir(), 'memfs-ts-')), 'data');
   const memory = memfsMemoryTool({ spawn: [process.env.MEMFS_BIN!, '--data', data] });
   try {
     const client = new Anthropic({ baseURL: `http://127.0.0.1:${port}`, apiKey: 'test-key', maxRetries: 0 });
@@ -56,6 +58,14 @@ test('tool runner drives memfs through the adapter', async () => {
     memory.close();
     server.close();
   }
+  return requests;
+}
+
+const ACME = '# Acme\n- prefers email follow-ups\n';
+
+test('tool runner drives memfs through the adapter', async () => {
+  const data = path.join(mkdtempSync(path.join(os.tmpdir(), 'memfs-ts-')), 'data');
+  const requests = await converse(data);
   assert.equal(requests.length, 3);
   const results = (i: number) => Object.fromEntries(requests[i].messages.at(-1).content.map((b: any) => [b.tool_use_id, b]));
   const first = results(1);
@@ -65,5 +75,32 @@ test('tool runner drives memfs through the adapter', async () => {
   assert.match(second.toolu_03.content, /^The memory file has been edited\./);
   assert.equal(second.toolu_04.is_error, true);
   assert.match(JSON.stringify(second.toolu_04.content), /The path \/memories\/missing.md does not exist/);
-  assert.equal(readFileSync(path.join(data, 'memories', 'acme.md'), 'utf8'), '# Acme\n- prefers email follow-ups\n');
+  assert.equal(readFileSync(path.join(data, 'memories', 'acme.md'), 'utf8'), ACME);
+});
+
+test('the adapter works beside a running memfs mount', async (t) => {
+  if (!existsSync('/dev/fuse') || process.getuid?.() !== 0) {
+    // Under CI=true nothing passes by skipping.
+    assert.notEqual(process.env.CI, 'true', 'this test must run under CI=true: needs root and /dev/fuse');
+    t.skip('needs root and /dev/fuse');
+    return;
+  }
+  const top = mkdtempSync(path.join(os.tmpdir(), 'memfs-ts-'));
+  const data = path.join(top, 'data');
+  const mnt = path.join(top, 'mnt');
+  mkdirSync(mnt);
+  const mount = spawn(process.env.MEMFS_BIN!, ['--data', data, 'mount', mnt], { stdio: 'ignore' });
+  try {
+    for (let i = 0; i < 200 && !existsSync(path.join(data, '.memfs', 'sock')); i++) {
+      await new Promise((r) => setTimeout(r, 50));
+    }
+    await new Promise((r) => setTimeout(r, 200));
+    // The adapter's memfs attaches to the mount's; the person sees the writes.
+    await converse(data);
+    assert.equal(readFileSync(path.join(mnt, 'acme.md'), 'utf8'), ACME);
+  } finally {
+    const exited = new Promise((r) => mount.on('exit', r));
+    mount.kill('SIGTERM');
+    await exited;
+  }
 });
