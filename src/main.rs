@@ -108,6 +108,20 @@ fn main() -> ExitCode {
 /// attach to it through its socket (and take the data dir over if it goes
 /// away); a mount needs the data dir itself.
 fn attached(cli: &Cli, doors: Doors, dir: &str, pid: Option<u32>) -> ExitCode {
+    if let Cmd::Mount {
+        mountpoint,
+        mount_options,
+    } = &cli.command
+    {
+        let options = cli.common.options();
+        return serving::mount_beside_owner(
+            || Memory::open(&cli.common.data, options.clone()),
+            &cli.common.data.join(".memfs"),
+            mountpoint,
+            mount_options.options(),
+            doors,
+        );
+    }
     let door = match &cli.command {
         Cmd::Exec { .. } => Door::Exec,
         Cmd::Serve { mount: None, .. } => Door::Stdio,
@@ -117,7 +131,7 @@ fn attached(cli: &Cli, doors: Doors, dir: &str, pid: Option<u32>) -> ExitCode {
                 dir: dir.to_string(),
                 pid,
             };
-            eprintln!("memfs: {busy}; a mount needs the data dir to itself");
+            eprintln!("memfs: {busy}; `--mount` with it needs the data dir to itself (run `memfs mount` beside it instead)");
             return ExitCode::from(2);
         }
     };

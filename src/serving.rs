@@ -10,13 +10,17 @@
 use std::io;
 use std::path::Path;
 use std::process::ExitCode;
-use std::sync::mpsc;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::{mpsc, Arc};
 use std::time::Duration;
 
-use memfs::fuse::{MountOptions, Mounted};
+use memfs::fuse::{Hosted, MountOptions, Mounted};
+use memfs::persist::OpenError;
+use memfs::serve::attach::{self, Link};
 use memfs::serve::socket::SocketServer;
 use memfs::tool::Tool;
 use memfs::Memory;
+use serde_json::json;
 
 /// What bounds the doors: the longest request line, and how long a socket
 /// client may take to finish a line it started.
@@ -54,11 +58,14 @@ pub fn run(
     };
     // The owner of a data dir always serves its socket: every later door
     // on the same data dir attaches to it there.
+    // ... and serves the mounts they ask for.
+    let hosted = Arc::new(Hosted::default());
     let mut server = match SocketServer::start(
         memory.tool().clone(),
         &memory.data_dir().state,
         doors.client_timeout,
         doors.max_line,
+        Some(hosted.clone()),
     ) {
         Ok(server) => server,
         Err(e) => {
@@ -90,6 +97,7 @@ pub fn run(
         match told.recv_timeout(Duration::from_millis(100)) {
             Ok(stop) => break stop,
             Err(mpsc::RecvTimeoutError::Timeout) => {
+                hosted.reap();
                 if mounted.as_ref().is_some_and(Mounted::is_finished) {
                     break Stop::Unmounted;
                 }
@@ -106,6 +114,10 @@ pub fn run(
         }
     }
     server.stop();
+    if !hosted.unmount_all() {
+        eprintln!("memfs: writing out a mount served for another memfs failed");
+        code = ExitCode::FAILURE;
+    }
     if let Some(mounted) = mounted.take() {
         if unmount(mounted) != ExitCode::SUCCESS {
             code = ExitCode::FAILURE;
@@ -157,6 +169,114 @@ fn unmount(mounted: Mounted) -> ExitCode {
         Err(e) => {
             eprintln!("memfs: unmounted {at}, but writing out failed: {e}");
             ExitCode::FAILURE
+        }
+    }
+}
+
+/// `memfs mount` while another memfs owns the data dir: the owner serves the
+/// mount (asked over its socket) until this process is told to stop, or the
+/// mount is unmounted from outside. If the owner goes away first, this
+/// process takes the data dir over and serves the mount itself, so for the
+/// person `memfs mount` behaves as it does alone.
+pub fn mount_beside_owner(
+    open: impl Fn() -> Result<Memory, OpenError>,
+    state_dir: &Path,
+    at: &Path,
+    options: MountOptions,
+    doors: Doors,
+) -> ExitCode {
+    let stop = Arc::new(AtomicBool::new(false));
+    for signal in [signal_hook::consts::SIGINT, signal_hook::consts::SIGTERM] {
+        if let Err(e) = signal_hook::flag::register(signal, stop.clone()) {
+            eprintln!("memfs: cannot handle signals: {e}");
+            return ExitCode::from(2);
+        }
+    }
+    let at = match std::path::absolute(at) {
+        Ok(at) => at,
+        Err(e) => {
+            eprintln!("memfs: cannot use the mount point {}: {e}", at.display());
+            return ExitCode::from(2);
+        }
+    };
+    let deadline = std::time::Instant::now() + Duration::from_secs(10);
+    loop {
+        match open() {
+            Ok(memory) => return run(&memory, Some((&at, options)), doors, None),
+            Err(OpenError::Busy { .. }) => {}
+            Err(e) => {
+                eprintln!("memfs: {e}");
+                return ExitCode::from(2);
+            }
+        }
+        let mut link = match Link::connect(state_dir, None) {
+            Ok(link) => link,
+            // The owner is starting or stopping: try again.
+            Err(_) if std::time::Instant::now() < deadline => {
+                std::thread::sleep(Duration::from_millis(20));
+                continue;
+            }
+            Err(e) => {
+                eprintln!("memfs: the data dir is in use, and its owner does not answer: {e}");
+                return ExitCode::from(2);
+            }
+        };
+        let request = json!({
+            "type": attach::MOUNT, "path": at, "read_only": options.read_only,
+            "allow_other": options.allow_other,
+        });
+        let answer = match link.call(request.to_string().as_bytes()) {
+            Ok(answer) => attach::result_of(&answer),
+            Err(_) => continue, // the owner went away: take over
+        };
+        if answer.is_error {
+            let text = answer.text().unwrap_or_default();
+            eprintln!("memfs: {}", text.trim_start_matches("Error: "));
+            return ExitCode::from(2);
+        }
+        eprintln!(
+            "memfs: mounted at {} by the memfs that owns the data dir (pid {}); Ctrl-C or `umount {}` to stop",
+            at.display(),
+            link.owner_pid().unwrap_or_default(),
+            at.display()
+        );
+        loop {
+            std::thread::sleep(Duration::from_millis(100));
+            if stop.load(Ordering::SeqCst) {
+                let request = json!({"type": attach::UNMOUNT, "path": at});
+                return match link
+                    .call(request.to_string().as_bytes())
+                    .map(|a| attach::result_of(&a))
+                {
+                    Ok(done) if !done.is_error => {
+                        eprintln!(
+                            "memfs: unmounted {}; everything is written out",
+                            at.display()
+                        );
+                        ExitCode::SUCCESS
+                    }
+                    Ok(failed) => {
+                        eprintln!("memfs: {}", failed.text().unwrap_or_default());
+                        ExitCode::FAILURE
+                    }
+                    Err(_) => {
+                        eprintln!("memfs: the owner of the data dir stopped while unmounting; it writes out at its exit");
+                        ExitCode::FAILURE
+                    }
+                };
+            }
+            if link.is_closed() {
+                break; // the owner went away: take over and mount here ourselves
+            }
+            if !memfs::fuse::mountpoint::is_mount_point(&at) {
+                // An owner that stops closes its clients before it unmounts.
+                std::thread::sleep(Duration::from_millis(50));
+                if link.is_closed() {
+                    break;
+                }
+                // Unmounted from outside: the owner writes it out.
+                return ExitCode::SUCCESS;
+            }
         }
     }
 }

@@ -82,7 +82,7 @@ fn an_existing_sdk_memory_dir_works_as_is() {
 }
 
 #[test]
-fn a_mount_is_told_the_data_dir_is_busy_and_exec_attaches() {
+fn serve_with_a_mount_is_told_the_data_dir_is_busy_and_exec_attaches() {
     let dir = tempfile::tempdir().unwrap();
     let mnt = tempfile::tempdir().unwrap();
     let mut server = Server::start(dir.path(), &[]);
@@ -90,12 +90,14 @@ fn a_mount_is_told_the_data_dir_is_busy_and_exec_attaches() {
     // exec attaches to the running memfs.
     let (code, v, _) = exec_with(dir.path(), &[], r#"{"command":"view","path":"/memories"}"#);
     assert_eq!(code, 0, "{v}");
-    // A mount needs the data dir to itself.
+    // `--mount` on a serving memfs needs the data dir to itself (a plain
+    // `memfs mount` is served by the owner: see tests/sessions.rs).
     let out = memfs()
         .arg("--data")
         .arg(dir.path())
-        .arg("mount")
+        .args(["serve", "--stdio", "--mount"])
         .arg(mnt.path())
+        .stdin(std::process::Stdio::null())
         .output()
         .unwrap();
     assert_eq!(out.status.code(), Some(2));

@@ -250,3 +250,55 @@ fn every_door_works_while_a_mount_runs() {
     }
     std::thread::sleep(Duration::from_millis(10));
 }
+
+#[test]
+fn a_mount_beside_an_owner_behaves_as_alone_and_outlives_it() {
+    if skip_without_fuse("a_mount_beside_an_owner_behaves_as_alone_and_outlives_it") {
+        return;
+    }
+    let mut m = Mounted::unstarted();
+    let mut owner = Server::start(m.data.path(), &[]);
+    let ready =
+        owner.call(r#"{"command":"create","path":"/memories/agent.md","file_text":"agent\n"}"#);
+    assert_eq!(ready["is_error"], false, "{ready}");
+    // Before: "the data dir is in use by another memfs process", exit 2.
+    m.spawn(&[]);
+    assert_eq!(
+        std::fs::read_to_string(m.at("agent.md")).unwrap(),
+        "agent\n"
+    );
+    std::fs::write(m.at("person.md"), "person\n").unwrap();
+    let seen = owner.call(r#"{"command":"view","path":"/memories/person.md"}"#);
+    assert!(content(&seen).ends_with("1\tperson"), "{seen}");
+    // The owner's session ends: the mount goes on, now served by `memfs mount`
+    // itself (it takes the data dir over; the mount is away for that moment).
+    let owner_pid = owner.child.id().to_string();
+    assert!(owner.finish().success());
+    let deadline = std::time::Instant::now() + Duration::from_secs(20);
+    let pid_file = m.data.path().join(".memfs/pid");
+    while std::fs::read_to_string(&pid_file).unwrap_or_default() == owner_pid
+        || !memfs::fuse::mountpoint::is_mount_point(m.mnt.path())
+        || std::fs::read_to_string(m.at("agent.md")).is_err()
+    {
+        assert!(
+            std::time::Instant::now() < deadline,
+            "the mount did not come back"
+        );
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    std::fs::write(m.at("after.md"), "after\n").unwrap();
+    assert_eq!(
+        std::fs::read_to_string(m.at("person.md")).unwrap(),
+        "person\n"
+    );
+    let (status, err) = m.stop();
+    assert!(status.success(), "{err}");
+    assert!(err.contains("everything is written out"), "{err}");
+    for (name, text) in [
+        ("agent.md", "agent\n"),
+        ("person.md", "person\n"),
+        ("after.md", "after\n"),
+    ] {
+        assert_eq!(std::fs::read_to_string(m.on_disk(name)).unwrap(), text);
+    }
+}

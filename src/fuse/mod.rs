@@ -151,3 +151,54 @@ impl Drop for Mounted {
         }
     }
 }
+
+/// Mounts this process serves for other memfs processes: a `memfs mount`
+/// started while this one owns the data dir asks it (over the socket) to
+/// mount the memory at its mount point, and to unmount it when it stops.
+#[derive(Default)]
+pub struct Hosted {
+    mounts: parking_lot::Mutex<Vec<Mounted>>,
+}
+
+impl Hosted {
+    /// Mounts `store` at `at` for another process; the error is its text.
+    pub fn mount(&self, store: Arc<Store>, at: &Path, options: MountOptions) -> Result<(), String> {
+        let mounted = mount(store, at, options).map_err(|e| e.to_string())?;
+        self.mounts.lock().push(mounted);
+        Ok(())
+    }
+
+    /// Unmounts the mount at `at` and writes out what it changed.
+    pub fn unmount(&self, at: &Path) -> Result<(), String> {
+        let mut mounts = self.mounts.lock();
+        let Some(i) = mounts.iter().position(|m| m.mountpoint() == at) else {
+            return Err(format!("no mount at {} is served here", at.display()));
+        };
+        let mounted = mounts.swap_remove(i);
+        drop(mounts);
+        mounted
+            .unmount()
+            .map_err(|e| format!("writing out failed: {e}"))
+    }
+
+    /// Drops mounts unmounted from outside (writing out what they changed).
+    pub fn reap(&self) {
+        let finished: Vec<Mounted> = {
+            let mut mounts = self.mounts.lock();
+            let (gone, live) = std::mem::take(&mut *mounts)
+                .into_iter()
+                .partition(Mounted::is_finished);
+            *mounts = live;
+            gone
+        };
+        for mounted in finished {
+            let _ = mounted.unmount();
+        }
+    }
+
+    /// Unmounts everything (shutdown); says whether all was written out.
+    pub fn unmount_all(&self) -> bool {
+        let mounts = std::mem::take(&mut *self.mounts.lock());
+        mounts.into_iter().all(|m| m.unmount().is_ok())
+    }
+}

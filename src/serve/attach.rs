@@ -25,6 +25,11 @@ use crate::tool::{Content, Tool, ToolResult};
 /// session (for attribution) and asks for the owner's settings.
 pub const HELLO: &str = "memfs_hello";
 
+/// The control lines a `memfs mount` sends to an owner: mount the memory at
+/// `path` (with `read_only`, `allow_other`), and unmount it again.
+pub const MOUNT: &str = "memfs_mount";
+pub const UNMOUNT: &str = "memfs_unmount";
+
 /// How long a process keeps trying to become or reach the owner.
 const RETRY_FOR: Duration = Duration::from_secs(10);
 
@@ -90,6 +95,7 @@ impl Attach {
             &memory.data_dir().state,
             self.client_timeout,
             self.max_line,
+            None,
         )
         .map_err(|err| OpenError::Io {
             dir: memory.data_dir().shown().to_string(),
@@ -258,8 +264,13 @@ impl Link {
         }
     }
 
+    /// The owner's pid, as its hello said.
+    pub fn owner_pid(&self) -> Option<u64> {
+        self.owner["memfs"]["pid"].as_u64()
+    }
+
     /// True when the owner has closed the connection (checked without waiting).
-    fn is_closed(&self) -> bool {
+    pub fn is_closed(&self) -> bool {
         let mut byte = [0u8; 1];
         matches!(
             rustix::net::recv(

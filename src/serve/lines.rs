@@ -12,19 +12,27 @@ use serde_json::Value;
 use super::attach;
 use super::line::{self, Reply};
 use super::pipeline::{self, Activity, Bounds, Protocol, Unobserved};
+use crate::fuse::Hosted;
 use crate::store::{Door, Origin};
 use crate::tool::Tool;
 
 /// One peer's session: the tool, its changes credited to the peer's door
 /// and to the session a hello line names.
-struct ToolLines(parking_lot::Mutex<Tool>);
+struct ToolLines {
+    tool: parking_lot::Mutex<Tool>,
+    /// Where mounts asked for over the socket are served (none on stdio).
+    hosted: Option<Arc<Hosted>>,
+}
 
 impl Protocol for ToolLines {
     type Answer = Reply;
 
     fn handle(&self, line: &[u8]) -> Option<Reply> {
+        if let Some(answer) = self.control(line) {
+            return Some(Reply::text(answer));
+        }
         if let Some(session) = hello(line) {
-            let mut tool = self.0.lock();
+            let mut tool = self.tool.lock();
             let door = match tool.origin() {
                 Origin::Agent { door, .. } => *door,
                 _ => Door::Socket,
@@ -35,7 +43,7 @@ impl Protocol for ToolLines {
             });
             return Some(Reply::text(attach::hello_answer(&tool)));
         }
-        let tool = self.0.lock().clone();
+        let tool = self.tool.lock().clone();
         Some(line::handle(&tool, line))
     }
 
@@ -74,30 +82,66 @@ pub fn serve(
         max_line,
         line_timeout: None,
     };
-    pipeline::serve(
-        &ToolLines(tool.clone().into()),
-        input,
-        output,
-        bounds,
-        &Unobserved,
-    )
+    let lines = ToolLines {
+        tool: tool.clone().into(),
+        hosted: None,
+    };
+    pipeline::serve(&lines, input, output, bounds, &Unobserved)
 }
 
-/// Serves one socket client within `bounds`, telling `activity` what it does.
+/// Serves one socket client within `bounds`, telling `activity` what it
+/// does; its mount requests are served by `hosted`.
 pub fn serve_client(
     tool: &Tool,
     input: impl BufRead,
     output: impl Write + Send,
     bounds: Bounds,
     activity: &dyn Activity,
+    hosted: Option<Arc<Hosted>>,
 ) -> io::Result<()> {
-    pipeline::serve(
-        &ToolLines(tool.clone().into()),
-        input,
-        output,
-        bounds,
-        activity,
-    )
+    let lines = ToolLines {
+        tool: tool.clone().into(),
+        hosted,
+    };
+    pipeline::serve(&lines, input, output, bounds, activity)
+}
+
+impl ToolLines {
+    /// A mount or unmount request from a `memfs mount` that found this
+    /// process owning the data dir: the answer line.
+    fn control(&self, line: &[u8]) -> Option<String> {
+        let marker = b"memfs_";
+        if !line.windows(marker.len()).any(|w| w == marker) {
+            return None;
+        }
+        let v = crate::json::parse(line).ok()?;
+        let kind = v.get("type")?.as_str()?;
+        if kind != attach::MOUNT && kind != attach::UNMOUNT {
+            return None;
+        }
+        let at = v
+            .get("path")
+            .and_then(Value::as_str)
+            .map(std::path::Path::new)
+            .filter(|at| at.is_absolute());
+        let result = match (&self.hosted, at) {
+            (None, _) => Err("this memfs does not serve mounts for others".to_string()),
+            (_, None) => Err("a mount request needs an absolute `path`".to_string()),
+            (Some(hosted), Some(at)) if kind == attach::MOUNT => {
+                let options = crate::fuse::MountOptions {
+                    allow_other: v["allow_other"].as_bool().unwrap_or(false),
+                    read_only: v["read_only"].as_bool().unwrap_or(false),
+                };
+                hosted.mount(self.tool.lock().store().clone(), at, options)
+            }
+            (Some(hosted), Some(at)) => hosted.unmount(at),
+        };
+        let result = match result {
+            Ok(()) => crate::tool::ToolResult::ok(format!("{kind}: done")),
+            Err(e) => crate::tool::ToolResult::error(format!("Error: {e}")),
+        };
+        Some(line::render(&result, &line::Framing::Plain))
+    }
 }
 
 /// The session a hello line names (`Some(None)`: a hello without a name).

@@ -24,6 +24,7 @@ use rustix::fs::{self as rfs, AtFlags, Mode};
 
 use super::lines;
 use super::pipeline::{Activity, Bounds};
+use crate::fuse::Hosted;
 use crate::store::{Door, Origin};
 use crate::tool::Tool;
 
@@ -55,6 +56,7 @@ impl SocketServer {
         state: &OwnedFd,
         line_timeout: Duration,
         max_line: usize,
+        hosted: Option<Arc<Hosted>>,
     ) -> io::Result<SocketServer> {
         let state = state.try_clone()?;
         match rfs::unlinkat(&state, SOCKET_NAME, AtFlags::empty()) {
@@ -79,7 +81,7 @@ impl SocketServer {
         let registry = clients.clone();
         let thread = std::thread::Builder::new()
             .name("memfs-socket".into())
-            .spawn(move || accept_loop(&listener, &tool, &flag, bounds, &registry))?;
+            .spawn(move || accept_loop(&listener, &tool, &flag, bounds, &registry, hosted))?;
         Ok(SocketServer {
             state,
             stop,
@@ -182,6 +184,7 @@ fn accept_loop(
     stop: &AtomicBool,
     bounds: Bounds,
     clients: &Clients,
+    hosted: Option<Arc<Hosted>>,
 ) {
     let epoch = Instant::now();
     let mut next_id = 0u64;
@@ -211,11 +214,11 @@ fn accept_loop(
         next_id += 1;
         let id = next_id;
         clients.lock().insert(id, client.clone());
-        let (tool, registry) = (tool.clone(), clients.clone());
+        let (tool, registry, hosted) = (tool.clone(), clients.clone(), hosted.clone());
         let spawned = std::thread::Builder::new()
             .name("memfs-client".into())
             .spawn(move || {
-                serve_client(&tool, &client, bounds);
+                serve_client(&tool, &client, bounds, hosted);
                 registry.lock().remove(&id);
             });
         if spawned.is_err() {
@@ -265,12 +268,12 @@ fn prepare(conn: UnixStream, epoch: Instant, bounds: Bounds) -> io::Result<Clien
     Ok(client)
 }
 
-fn serve_client(tool: &Tool, client: &Client, bounds: Bounds) {
+fn serve_client(tool: &Tool, client: &Client, bounds: Bounds, hosted: Option<Arc<Hosted>>) {
     let (Ok(input), Ok(output)) = (client.conn.try_clone(), client.conn.try_clone()) else {
         return;
     };
     let tool = tool.with_origin(Origin::agent(Door::Socket));
-    let _ = lines::serve_client(&tool, BufReader::new(input), output, bounds, client);
+    let _ = lines::serve_client(&tool, BufReader::new(input), output, bounds, client, hosted);
     let _ = client.conn.shutdown(std::net::Shutdown::Both);
 }
 
