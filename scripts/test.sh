@@ -24,4 +24,7 @@ if [ "$(id -u)" = 0 ] && [ -e /dev/fuse ]; then
 else
   echo "SKIPPED the bench smoke run: it mounts, so it needs root and /dev/fuse"
 fi
+# Many memories on one machine, in its seconds-long smoke size.
+"$(scripts/pyenv.sh)" scripts/bench_memories.py target/release/memfs "$(scripts/pyenv.sh)" --memories 10 --runs 2 > target/bench-memories-smoke.md
+echo "bench memories smoke run: ok (target/bench-memories-smoke.md)"
 scripts/posix.sh

@@ -72,12 +72,19 @@ pub enum Cmd {
         /// arguments are visible to every local user (ps, /proc/PID/cmdline).
         input: String,
     },
-    /// Serves tool calls as JSON lines on stdin/stdout (and, with --mount,
-    /// mounts the memory too and serves the socket DIR/.memfs/sock).
+    /// Serves tool calls as JSON lines on the socket DIR/.memfs/sock, and
+    /// with --stdio on stdin/stdout too (with --mount, mounts the memory too).
+    /// Without --stdio it runs until a signal, or until it has been idle for
+    /// --idle-exit seconds.
     Serve {
         /// Read commands from stdin, one JSON object per line; answer on stdout.
-        #[arg(long, required = true)]
+        #[arg(long)]
         stdio: bool,
+        /// Without --stdio: exit (writing everything out, releasing the data
+        /// dir) after this many seconds with no socket client, no mount and
+        /// no call; 0 never. The next door on the data dir starts a new owner.
+        #[arg(long, default_value_t = 600, value_name = "SECONDS")]
+        idle_exit: u64,
         /// On exit, print to stderr how many changes and disk barriers there were.
         #[arg(long)]
         stats: bool,

@@ -30,6 +30,7 @@ fn main() -> ExitCode {
     let doors = Doors {
         max_line: memfs::serve::max_line_bytes(cli.common.max_file_size),
         client_timeout: Duration::from_secs(cli.common.client_timeout),
+        idle_exit: None,
     };
     let memory = match Memory::open(&cli.common.data, cli.common.options()) {
         Ok(memory) => memory,
@@ -57,20 +58,29 @@ fn main() -> ExitCode {
             Err(code) => code,
         },
         Cmd::Serve {
-            stdio: _,
+            stdio,
+            idle_exit,
             stats,
             mount,
             mount_options,
         } => {
             let origin = origin(Door::Stdio);
+            let stdio: Option<serving::StdioServer> = stdio.then(|| -> serving::StdioServer {
+                Box::new(move |tool| {
+                    let tool = tool.with_origin(origin);
+                    memfs::serve::lines::serve(&tool, io::stdin().lock(), io::stdout(), max_line)
+                })
+            });
+            let doors = Doors {
+                idle_exit: (stdio.is_none() && idle_exit > 0)
+                    .then(|| Duration::from_secs(idle_exit)),
+                ..doors
+            };
             let code = serving::run(
                 &memory,
                 mount.as_deref().map(|at| (at, mount_options.options())),
                 doors,
-                Some(Box::new(move |tool| {
-                    let tool = tool.with_origin(origin);
-                    memfs::serve::lines::serve(&tool, io::stdin().lock(), io::stdout(), max_line)
-                })),
+                stdio,
             );
             if stats {
                 let s = memory.persist_stats();
@@ -124,14 +134,18 @@ fn attached(cli: &Cli, doors: Doors, dir: &str, pid: Option<u32>) -> ExitCode {
     }
     let door = match &cli.command {
         Cmd::Exec { .. } => Door::Exec,
-        Cmd::Serve { mount: None, .. } => Door::Stdio,
+        Cmd::Serve {
+            mount: None,
+            stdio: true,
+            ..
+        } => Door::Stdio,
         Cmd::Mcp { mount: None, .. } => Door::Mcp,
         _ => {
             let busy = OpenError::Busy {
                 dir: dir.to_string(),
                 pid,
             };
-            eprintln!("memfs: {busy}; `--mount` with it needs the data dir to itself (run `memfs mount` beside it instead)");
+            eprintln!("memfs: {busy}; `serve` without --stdio, and `--mount`, need the data dir to themselves (run `memfs mount` beside it instead)");
             return ExitCode::from(2);
         }
     };

@@ -28,6 +28,9 @@ use serde_json::json;
 pub struct Doors {
     pub max_line: usize,
     pub client_timeout: Duration,
+    /// A socket-only owner exits after this long with no client, no mount
+    /// and no call.
+    pub idle_exit: Option<Duration>,
 }
 
 /// Why a server stops.
@@ -35,6 +38,7 @@ enum Stop {
     Signal,
     InputEnded(io::Result<()>),
     Unmounted,
+    Idle,
 }
 
 /// A protocol served on stdin/stdout, on its own thread.
@@ -100,6 +104,14 @@ pub fn run(
                 hosted.reap();
                 if mounted.as_ref().is_some_and(Mounted::is_finished) {
                     break Stop::Unmounted;
+                }
+                let idle = server
+                    .idle_for()
+                    .filter(|_| hosted.is_empty() && mounted.is_none());
+                if let (Some(idle), Some(limit)) = (idle, doors.idle_exit) {
+                    if idle >= limit {
+                        break Stop::Idle;
+                    }
                 }
             }
             Err(mpsc::RecvTimeoutError::Disconnected) => break Stop::Signal,

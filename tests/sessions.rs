@@ -302,3 +302,39 @@ fn a_mount_beside_an_owner_behaves_as_alone_and_outlives_it() {
         assert_eq!(std::fs::read_to_string(m.on_disk(name)).unwrap(), text);
     }
 }
+
+#[test]
+fn a_socket_only_owner_serves_until_idle_then_lets_go() {
+    let dir = tempfile::tempdir().unwrap();
+    let mut daemon = memfs()
+        .arg("--data")
+        .arg(dir.path())
+        .args(["serve", "--idle-exit", "1"])
+        .stdin(Stdio::null())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    let sock = dir.path().join(".memfs/sock");
+    let deadline = std::time::Instant::now() + Duration::from_secs(10);
+    while std::os::unix::net::UnixStream::connect(&sock).is_err() {
+        assert!(
+            std::time::Instant::now() < deadline,
+            "the daemon did not start"
+        );
+        std::thread::sleep(Duration::from_millis(10));
+    }
+    for i in 0..3 {
+        let (code, v) = exec(
+            dir.path(),
+            &format!(r#"{{"command":"create","path":"/memories/{i}.md","file_text":"{i}"}}"#),
+        );
+        assert_eq!(code, 0, "{v}");
+    }
+    // Idle for a second: it writes out, lets go of the data dir and exits 0.
+    let status = daemon.wait().unwrap();
+    assert!(status.success(), "{status}");
+    assert!(!sock.exists());
+    // The next door starts a new owner.
+    let (code, v) = exec(dir.path(), r#"{"command":"view","path":"/memories/2.md"}"#);
+    assert_eq!(code, 0, "{v}");
+}

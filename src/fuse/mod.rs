@@ -181,6 +181,10 @@ impl Hosted {
             .map_err(|e| format!("writing out failed: {e}"))
     }
 
+    pub fn is_empty(&self) -> bool {
+        self.mounts.lock().is_empty()
+    }
+
     /// Drops mounts unmounted from outside (writing out what they changed).
     pub fn reap(&self) {
         let finished: Vec<Mounted> = {

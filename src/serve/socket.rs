@@ -40,6 +40,8 @@ pub struct SocketServer {
     stop: Arc<AtomicBool>,
     thread: Option<JoinHandle<()>>,
     clients: Clients,
+    /// When a client last came or went (or the server started).
+    last_client: Arc<Mutex<Instant>>,
 }
 
 /// How long stopping waits for clients' calls in flight to be answered.
@@ -79,15 +81,34 @@ impl SocketServer {
         };
         let clients = Clients::default();
         let registry = clients.clone();
+        let last_client = Arc::new(Mutex::new(Instant::now()));
+        let seen = last_client.clone();
         let thread = std::thread::Builder::new()
             .name("memfs-socket".into())
-            .spawn(move || accept_loop(&listener, &tool, &flag, bounds, &registry, hosted))?;
+            .spawn(move || {
+                let clients = Registry {
+                    clients: registry,
+                    last_client: seen,
+                };
+                accept_loop(&listener, &tool, &flag, bounds, &clients, hosted)
+            })?;
         Ok(SocketServer {
             state,
             stop,
             thread: Some(thread),
             clients,
+            last_client,
         })
+    }
+
+    /// How long no client has been connected and none has made a call;
+    /// `None` while one is connected.
+    pub fn idle_for(&self) -> Option<Duration> {
+        let clients = self.clients.lock();
+        if !clients.is_empty() {
+            return None;
+        }
+        Some(self.last_client.lock().elapsed())
     }
 
     /// Stops accepting and removes the socket file, then lets connected
@@ -178,14 +199,21 @@ impl Activity for Client {
 
 type Clients = Arc<Mutex<HashMap<u64, Arc<Client>>>>;
 
+/// The connected clients, and when one last came or went.
+struct Registry {
+    clients: Clients,
+    last_client: Arc<Mutex<Instant>>,
+}
+
 fn accept_loop(
     listener: &UnixListener,
     tool: &Tool,
     stop: &AtomicBool,
     bounds: Bounds,
-    clients: &Clients,
+    registry: &Registry,
     hosted: Option<Arc<Hosted>>,
 ) {
+    let clients = &registry.clients;
     let epoch = Instant::now();
     let mut next_id = 0u64;
     while !stop.load(Ordering::SeqCst) {
@@ -214,12 +242,19 @@ fn accept_loop(
         next_id += 1;
         let id = next_id;
         clients.lock().insert(id, client.clone());
-        let (tool, registry, hosted) = (tool.clone(), clients.clone(), hosted.clone());
+        *registry.last_client.lock() = Instant::now();
+        let (tool, mine, last_client, hosted) = (
+            tool.clone(),
+            clients.clone(),
+            registry.last_client.clone(),
+            hosted.clone(),
+        );
         let spawned = std::thread::Builder::new()
             .name("memfs-client".into())
             .spawn(move || {
                 serve_client(&tool, &client, bounds, hosted);
-                registry.lock().remove(&id);
+                mine.lock().remove(&id);
+                *last_client.lock() = Instant::now();
             });
         if spawned.is_err() {
             eprintln!("memfs: cannot start a thread for a socket client");
