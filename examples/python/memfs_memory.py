@@ -67,8 +67,9 @@ def _socket_channel(path: str) -> _Channel:
     return _Channel(sock.sendall, reader.readline, lambda: (reader.close(), sock.close()))
 
 
-def _child_channel(argv: Sequence[str]) -> _Channel:
-    proc = subprocess.Popen([*argv, "serve", "--stdio"], stdin=subprocess.PIPE, stdout=subprocess.PIPE)
+def _child_channel(argv: Sequence[str], session: Optional[str]) -> _Channel:
+    named = ["--as", session] if session is not None else []
+    proc = subprocess.Popen([*argv, *named, "serve", "--stdio"], stdin=subprocess.PIPE, stdout=subprocess.PIPE)
 
     def write(data: bytes) -> None:
         proc.stdin.write(data)
@@ -84,11 +85,26 @@ def _child_channel(argv: Sequence[str]) -> _Channel:
 class MemfsMemoryTool(BetaAbstractMemoryTool):
     """The memory tool, backed by memfs (over its Unix socket, or a child process)."""
 
-    def __init__(self, *, socket: Optional[str] = None, spawn: Optional[Sequence[str]] = None, **kwargs: Any) -> None:
+    def __init__(
+        self,
+        *,
+        socket: Optional[str] = None,
+        spawn: Optional[Sequence[str]] = None,
+        session: Optional[str] = None,
+        **kwargs: Any,
+    ) -> None:
+        """`session` names this agent session; memfs records the name with each change."""
         super().__init__(**kwargs)
         if (socket is None) == (spawn is None):
             raise ValueError("give exactly one of socket= (a running memfs) or spawn= (the memfs command to start)")
-        self._channel = _socket_channel(socket) if socket is not None else _child_channel(spawn)
+        if socket is not None:
+            self._channel = _socket_channel(socket)
+            if session is not None:
+                hello = self._channel.call({"type": "memfs_hello", "session": session})
+                if hello.get("is_error") is not False:
+                    raise MemfsError(f"memfs refused the session name: {hello!r}")
+        else:
+            self._channel = _child_channel(spawn, session)
 
     def _run(self, command: Any) -> Any:
         payload = command.model_dump(exclude_none=True) if hasattr(command, "model_dump") else dict(command)

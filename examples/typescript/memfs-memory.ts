@@ -52,16 +52,22 @@ class LineChannel {
   }
 }
 
-export type MemfsOptions = { socket: string } | { spawn: string[] };
+/** `session` names this agent session; memfs records the name with each change. */
+export type MemfsOptions = ({ socket: string } | { spawn: string[] }) & { session?: string };
 
 export function memfsMemoryTool(options: MemfsOptions) {
   let channel: LineChannel;
   if ('socket' in options) {
     const conn = net.createConnection(options.socket);
     channel = new LineChannel(conn, conn, () => conn.end());
+    if (options.session !== undefined) {
+      // Answered before any call, in order; a refusal fails the first call's await.
+      void channel.call({ type: 'memfs_hello', session: options.session });
+    }
   } else {
     const [command, ...args] = options.spawn;
-    const child = spawn(command!, [...args, 'serve', '--stdio'], { stdio: ['pipe', 'pipe', 'inherit'] });
+    const named = options.session !== undefined ? ['--as', options.session] : [];
+    const child = spawn(command!, [...args, ...named, 'serve', '--stdio'], { stdio: ['pipe', 'pipe', 'inherit'] });
     channel = new LineChannel(child.stdin, child.stdout, () => child.stdin.end());
   }
   const run = async (command: object) => {

@@ -145,7 +145,7 @@ def test_tool_runner_through_the_socket_of_a_mount(mounted):
     if mounted is None:
         pytest.skip("needs root and /dev/fuse")
     data, mnt = mounted
-    with MemfsMemoryTool(socket=str(data / ".memfs" / "sock")) as tool:
+    with MemfsMemoryTool(socket=str(data / ".memfs" / "sock"), session="python-socket-session") as tool:
         requests, final = run_conversation(tool)
     check_requests(requests, final)
     # The person sees it in the mount; the disk has it too.
@@ -167,7 +167,7 @@ def test_tool_runner_with_a_spawned_memfs_beside_a_mount(mounted, memfs_bin):
     if mounted is None:
         pytest.skip("needs root and /dev/fuse")
     data, mnt = mounted
-    with MemfsMemoryTool(spawn=[memfs_bin, "--data", str(data)]) as tool:
+    with MemfsMemoryTool(spawn=[memfs_bin, "--data", str(data)], session="python-spawn-session") as tool:
         requests, final = run_conversation(tool)
     check_requests(requests, final)
     assert (mnt / "customers" / "acme.md").read_text() == ACME

@@ -27,7 +27,7 @@ const SCRIPT: any[][] = [
 ];
 
 /** Runs the scripted conversation with the adapter spawning memfs on `data`. */
-async function converse(data: string): Promise<any[]> {
+async function converse(data: string, session?: string): Promise<any[]> {
   const requests: any[] = [];
   const server = http.createServer((req, res) => {
     let body = '';
@@ -45,7 +45,7 @@ async function converse(data: string): Promise<any[]> {
   });
   await new Promise<void>((r) => server.listen(0, '127.0.0.1', r));
   const port = (server.address() as AddressInfo).port;
-  const memory = memfsMemoryTool({ spawn: [process.env.MEMFS_BIN!, '--data', data] });
+  const memory = memfsMemoryTool({ spawn: [process.env.MEMFS_BIN!, '--data', data], session });
   try {
     const client = new Anthropic({ baseURL: `http://127.0.0.1:${port}`, apiKey: 'test-key', maxRetries: 0 });
     const runner = client.beta.messages.toolRunner({
@@ -96,7 +96,7 @@ test('the adapter works beside a running memfs mount', async (t) => {
     }
     await new Promise((r) => setTimeout(r, 200));
     // The adapter's memfs attaches to the mount's; the person sees the writes.
-    await converse(data);
+    await converse(data, 'ts-session');
     assert.equal(readFileSync(path.join(mnt, 'acme.md'), 'utf8'), ACME);
   } finally {
     const exited = new Promise((r) => mount.on('exit', r));
