@@ -19,7 +19,7 @@ use crate::tool::Tool;
 /// One peer's session: the tool, its changes credited to the peer's door
 /// and to the session a hello line names.
 struct ToolLines {
-    tool: parking_lot::Mutex<Tool>,
+    tool: parking_lot::Mutex<Arc<Tool>>,
     /// Where mounts asked for over the socket are served (none on stdio).
     hosted: Option<Arc<Hosted>>,
 }
@@ -30,18 +30,6 @@ impl Protocol for ToolLines {
     fn handle(&self, line: &[u8]) -> Option<Reply> {
         if let Some(answer) = self.control(line) {
             return Some(Reply::text(answer));
-        }
-        if let Some(session) = hello(line) {
-            let mut tool = self.tool.lock();
-            let door = match tool.origin() {
-                Origin::Agent { door, .. } => *door,
-                _ => Door::Socket,
-            };
-            *tool = tool.with_origin(Origin::Agent {
-                door,
-                session: session.map(|s| Arc::from(crate::tool::clip_text(&s).as_str())),
-            });
-            return Some(Reply::text(attach::hello_answer(&tool)));
         }
         let tool = self.tool.lock().clone();
         Some(line::handle(&tool, line))
@@ -82,10 +70,7 @@ pub fn serve(
         max_line,
         line_timeout: None,
     };
-    let lines = ToolLines {
-        tool: tool.clone().into(),
-        hosted: None,
-    };
+    let lines = ToolLines::new(tool, None);
     pipeline::serve(&lines, input, output, bounds, &Unobserved)
 }
 
@@ -99,26 +84,48 @@ pub fn serve_client(
     activity: &dyn Activity,
     hosted: Option<Arc<Hosted>>,
 ) -> io::Result<()> {
-    let lines = ToolLines {
-        tool: tool.clone().into(),
-        hosted,
-    };
+    let lines = ToolLines::new(tool, hosted);
     pipeline::serve(&lines, input, output, bounds, activity)
 }
 
 impl ToolLines {
-    /// A mount or unmount request from a `memfs mount` that found this
-    /// process owning the data dir: the answer line.
+    fn new(tool: &Tool, hosted: Option<Arc<Hosted>>) -> Self {
+        ToolLines {
+            tool: parking_lot::Mutex::new(Arc::new(tool.clone())),
+            hosted,
+        }
+    }
+
+    /// A control line of memfs' own (`{"type": "memfs_..."}`): a hello that
+    /// names the session, or a `memfs mount` beside this owner asking it to
+    /// mount or unmount. The answer line; `None` for anything else.
     fn control(&self, line: &[u8]) -> Option<String> {
         let marker = b"memfs_";
         if !line.windows(marker.len()).any(|w| w == marker) {
-            return None;
+            return None; // most lines: a tool call, not even parsed here
         }
         let v = crate::json::parse(line).ok()?;
-        let kind = v.get("type")?.as_str()?;
-        if kind != attach::MOUNT && kind != attach::UNMOUNT {
-            return None;
+        match v.get("type")?.as_str()? {
+            attach::HELLO => Some(self.hello(v.get("session").and_then(Value::as_str))),
+            kind @ (attach::MOUNT | attach::UNMOUNT) => Some(self.mount(kind, &v)),
+            _ => None,
         }
+    }
+
+    fn hello(&self, session: Option<&str>) -> String {
+        let mut tool = self.tool.lock();
+        let door = match tool.origin() {
+            Origin::Agent { door, .. } => *door,
+            _ => Door::Socket,
+        };
+        *tool = Arc::new(tool.with_origin(Origin::Agent {
+            door,
+            session: session.map(|s| Arc::from(crate::tool::clip_text(s).as_str())),
+        }));
+        attach::hello_answer(&tool)
+    }
+
+    fn mount(&self, kind: &str, v: &Value) -> String {
         let at = v
             .get("path")
             .and_then(Value::as_str)
@@ -140,20 +147,6 @@ impl ToolLines {
             Ok(()) => crate::tool::ToolResult::ok(format!("{kind}: done")),
             Err(e) => crate::tool::ToolResult::error(format!("Error: {e}")),
         };
-        Some(line::render(&result, &line::Framing::Plain))
+        line::render(&result, &line::Framing::Plain)
     }
-}
-
-/// The session a hello line names (`Some(None)`: a hello without a name).
-fn hello(line: &[u8]) -> Option<Option<String>> {
-    // Cheap test first: most lines are tool calls.
-    if !line
-        .windows(attach::HELLO.len())
-        .any(|w| w == attach::HELLO.as_bytes())
-    {
-        return None;
-    }
-    let v = crate::json::parse(line).ok()?;
-    (v.get("type")? == attach::HELLO)
-        .then(|| v.get("session").and_then(Value::as_str).map(str::to_string))
 }
