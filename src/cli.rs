@@ -40,6 +40,10 @@ pub struct Common {
     /// Most entries any one directory may hold.
     #[arg(long, global = true, default_value_t = Limits::default().max_dir_entries, value_name = "COUNT")]
     pub max_dir_entries: usize,
+    /// What to do with a credential (an API key, a token, a private key, a
+    /// password) in an agent's write: refuse the write, redact it, or allow it.
+    #[arg(long, global = true, value_enum, default_value = "refuse")]
+    pub secrets: Secrets,
     /// The session's name, recorded with each of its changes (who did what).
     #[arg(long = "as", global = true, value_name = "NAME")]
     pub session: Option<String>,
@@ -103,6 +107,17 @@ pub enum Cmd {
         #[command(flatten)]
         mount_options: MountArgs,
     },
+    /// Lists every file that holds what looks like a credential, with its
+    /// kind and line (read from the data dir on disk, whether or not a memfs
+    /// runs). Exits 1 when it finds any, 0 when none.
+    Scan {
+        /// A file or directory under /memories (default: all of it).
+        #[arg(default_value = "/memories")]
+        path: String,
+        /// One JSON object per line: {"path", "line", "kind"}.
+        #[arg(long)]
+        json: bool,
+    },
     /// Mounts the memory root at MOUNTPOINT for people and their editors, and
     /// serves tool calls on the socket DIR/.memfs/sock. Runs until Ctrl-C,
     /// SIGTERM or `umount MOUNTPOINT`, then writes everything out and exits 0.
@@ -112,6 +127,14 @@ pub enum Cmd {
         #[command(flatten)]
         mount_options: MountArgs,
     },
+}
+
+/// `--secrets`.
+#[derive(clap::ValueEnum, Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Secrets {
+    Refuse,
+    Redact,
+    Allow,
 }
 
 #[derive(Args, Debug, Clone, Copy)]
@@ -145,6 +168,11 @@ impl Common {
             },
             tool: ToolConfig {
                 create_overwrites: self.create_overwrites,
+                secrets: match self.secrets {
+                    Secrets::Refuse => memfs::guard::SecretsPolicy::Refuse,
+                    Secrets::Redact => memfs::guard::SecretsPolicy::Redact,
+                    Secrets::Allow => memfs::guard::SecretsPolicy::Allow,
+                },
                 hide: memfs::tool::Hide::new(
                     memfs::tool::EDITOR_ARTIFACTS
                         .iter()

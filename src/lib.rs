@@ -30,6 +30,7 @@
 
 pub mod error;
 pub mod fuse;
+pub mod guard;
 pub mod json;
 pub mod memory;
 pub mod path;

@@ -27,6 +27,9 @@ fn main() -> ExitCode {
     #[cfg(feature = "failpoints")]
     let _failpoints = fail::FailScenario::setup();
     let cli = Cli::parse();
+    if let Cmd::Scan { path, json } = &cli.command {
+        return scan(&cli.common.data, path, *json);
+    }
     let doors = Doors {
         max_line: memfs::serve::max_line_bytes(cli.common.max_file_size),
         client_timeout: Duration::from_secs(cli.common.client_timeout),
@@ -111,6 +114,7 @@ fn main() -> ExitCode {
             doors,
             None,
         ),
+        Cmd::Scan { path, json } => scan(&cli.common.data, &path, json),
     }
 }
 
@@ -284,6 +288,40 @@ fn print_answer(answer: &str) -> ExitCode {
         .ok()
         .and_then(|v| v["is_error"].as_bool());
     if is_error == Some(false) {
+        ExitCode::SUCCESS
+    } else {
+        ExitCode::FAILURE
+    }
+}
+
+/// `memfs scan`: the credentials in the memory on disk.
+fn scan(data: &Path, at: &str, json: bool) -> ExitCode {
+    let at = match memfs::path::MemPath::parse(at) {
+        Ok(at) => at,
+        Err(e) => {
+            eprintln!("memfs: invalid path `{}`: {e}", memfs::tool::clip_text(at));
+            return ExitCode::from(2);
+        }
+    };
+    let tree = match memfs::persist::load::read_only(data) {
+        Ok(tree) => tree,
+        Err(e) => {
+            eprintln!("memfs: cannot read the data dir {}: {e}", data.display());
+            return ExitCode::from(2);
+        }
+    };
+    let found = memfs::guard::scan_tree(&tree, &at);
+    for (path, f) in &found {
+        if json {
+            println!(
+                "{}",
+                serde_json::json!({"path": path.to_string(), "line": f.line, "kind": f.kind})
+            );
+        } else {
+            println!("{path}:{}: {}", f.line, f.kind);
+        }
+    }
+    if found.is_empty() {
         ExitCode::SUCCESS
     } else {
         ExitCode::FAILURE

@@ -135,3 +135,13 @@ fn attr_of(stat: &rfs::Stat) -> Attr {
         ctime: time(stat.st_ctime, stat.st_ctime_nsec as i64),
     }
 }
+
+/// Reads the memory of the data dir at `dir` as it is on disk, without
+/// taking its lock (for reports such as `memfs scan`: memfs writes every file
+/// atomically, so each is whole, whether or not a memfs runs).
+pub fn read_only(dir: &std::path::Path) -> io::Result<Tree> {
+    let flags = OFlags::RDONLY | OFlags::DIRECTORY | OFlags::CLOEXEC;
+    let top = rfs::open(dir, flags, Mode::empty())?;
+    let memories = fsops::open_dir(&top, "memories")?;
+    Ok(load(&memories)?.0)
+}

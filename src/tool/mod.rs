@@ -34,6 +34,8 @@ pub struct ToolConfig {
     pub create_overwrites: bool,
     /// What directory listings leave out.
     pub hide: Hide,
+    /// What to do with a credential in an agent's write (`--secrets`).
+    pub secrets: crate::guard::SecretsPolicy,
 }
 
 /// A result that is ready once its change is durable.
@@ -166,6 +168,7 @@ impl Tool {
 
     fn create(&self, raw: &str, text: String) -> Outcome {
         let path = parse_path(raw)?;
+        let (text, redacted) = self.screen(&path, "", text)?;
         let ticket = self
             .store
             .create_file(&path, text.into_bytes(), self.config.create_overwrites, self.origin.clone())
@@ -176,9 +179,42 @@ impl Tool {
                 other => format!("Error: Cannot create {path}: {other}"),
             })?;
         Ok(written(
-            format!("File created successfully at: {path}"),
+            with_note(format!("File created successfully at: {path}"), redacted),
             ticket,
         ))
+    }
+
+    /// Credential screening of an agent's write (`--secrets`): the content
+    /// to store and a note of what was redacted, or the error text. Only
+    /// credentials `new` brings that `old` did not have count.
+    fn screen(
+        &self,
+        path: &MemPath,
+        old: &str,
+        new: String,
+    ) -> Result<(String, Option<String>), String> {
+        use crate::guard::secrets::{self, Policy};
+        if self.config.secrets == Policy::Allow {
+            return Ok((new, None));
+        }
+        let found = secrets::introduced(old, &new);
+        if found.is_empty() {
+            return Ok((new, None));
+        }
+        let what = secrets::describe(&found);
+        match self.config.secrets {
+            Policy::Refuse => Err(format!(
+                "Error: {path} would hold what looks like a credential ({what}); memfs does not store credentials, and nothing was changed. \
+                 Store a reference to where it lives instead, such as the name of the environment variable or secret-manager entry that holds it."
+            )),
+            _ => Ok((
+                secrets::redact(&new, &found),
+                Some(format!(
+                    "memfs redacted {} credential(s) before storing: {what}. Each is now [REDACTED:<kind>]; store a reference to where it lives instead.",
+                    found.len()
+                )),
+            )),
+        }
     }
 
     fn str_replace(&self, raw: &str, old: &str, new: &str) -> Outcome {
@@ -192,7 +228,7 @@ impl Tool {
             || format!("Error: The path {path} does not exist. Please provide a valid path.");
         let result = self.store.edit_file(&path, self.origin.clone(), |bytes| {
             let text = utf8(bytes, &path)?;
-            let (out, snippet) = edit::replace(text, old, new).map_err(|e| {
+            let (out, mut snippet) = edit::replace(text, old, new).map_err(|e| {
                 let old = clip_text(old);
                 match e {
                     EditError::Multiple { lines, more } => format!(
@@ -203,6 +239,11 @@ impl Tool {
                     _ => format!("No replacement was performed, old_str `{old}` did not appear verbatim in {path}."),
                 }
             })?;
+            let (out, redacted) = self.screen(&path, text, out)?;
+            if let Some(note) = redacted {
+                // The snippet would show the credential: say what happened instead.
+                snippet = format!("[not shown: {note} View the file to see the result.]");
+            }
             Ok::<_, EditFailure>((out.into_bytes(), snippet))
         });
         let (snippet, ticket) = result.map_err(|e| store_text(e, missing))?;
@@ -221,10 +262,14 @@ impl Tool {
                 ),
                 _ => unreachable!("insert refuses only a bad line"),
             })?;
-            Ok::<_, EditFailure>((new.into_bytes(), ()))
+            let (new, redacted) = self.screen(&path, old, new)?;
+            Ok::<_, EditFailure>((new.into_bytes(), redacted))
         });
-        let ((), ticket) = result.map_err(|e| store_text(e, missing))?;
-        Ok(written(format!("The file {path} has been edited."), ticket))
+        let (redacted, ticket) = result.map_err(|e| store_text(e, missing))?;
+        Ok(written(
+            with_note(format!("The file {path} has been edited."), redacted),
+            ticket,
+        ))
     }
 
     fn delete(&self, raw: &str) -> Outcome {
@@ -257,6 +302,14 @@ impl Tool {
             format!("Successfully renamed {old} to {new}"),
             ticket,
         ))
+    }
+}
+
+/// A result text, with a note after it when there is one.
+fn with_note(text: String, note: Option<String>) -> String {
+    match note {
+        Some(note) => format!("{text}\n{note}"),
+        None => text,
     }
 }
 

@@ -1,0 +1,279 @@
+//! Credential screening (`--secrets`): generated credentials of every kind
+//! are caught; prose and code that merely talk about passwords, tokens and
+//! keys are not; and through the real binary, a refused write stores
+//! nothing, a redacted one stores no credential anywhere under the data dir.
+
+mod common;
+
+use proptest::prelude::*;
+use proptest::strategy::ValueTree;
+use serde_json::json;
+
+use common::{content, exec_stdin, memfs, Server};
+use memfs::guard::secrets;
+
+/// Each kind with a generator written from its published format, in the
+/// context it usually appears in.
+const FORMATS: &[(&str, &str)] = &[
+    ("aws_access_key_id", "AKIA[0-9A-Z]{16}"),
+    ("aws_secret_access_key", "aws_secret_access_key = [A-Za-z0-9/+]{40}"),
+    ("gcp_api_key", "AIza[0-9A-Za-z_\\-]{35}"),
+    ("gcp_service_account_key", "\"private_key_id\": \"[0-9a-f]{40}\""),
+    ("google_oauth_client_secret", "GOCSPX-[A-Za-z0-9_\\-]{28}"),
+    ("azure_storage_connection_string", "DefaultEndpointsProtocol=https;AccountName=[a-z0-9]{8};AccountKey=[A-Za-z0-9+/]{86}==;EndpointSuffix=core\\.windows\\.net"),
+    ("anthropic_api_key", "sk-ant-api03-[A-Za-z0-9_\\-]{93}AA"),
+    ("openai_api_key", "sk-proj-[A-Za-z0-9_\\-]{20}T3BlbkFJ[A-Za-z0-9_\\-]{20}"),
+    ("github_token", "ghp_[A-Za-z0-9]{36}"),
+    ("github_token", "github_pat_[A-Za-z0-9_]{82}"),
+    ("gitlab_token", "glpat-[A-Za-z0-9_\\-]{20}"),
+    ("slack_token", "xoxb-[0-9]{11}-[0-9]{13}-[A-Za-z0-9]{24}"),
+    ("stripe_key", "sk_live_[A-Za-z0-9]{24}"),
+    ("huggingface_token", "hf_[A-Za-z0-9]{34}"),
+    ("npm_token", "npm_[A-Za-z0-9]{36}"),
+    ("pypi_token", "pypi-AgEIcHlwaS5vcmc[A-Za-z0-9_\\-]{60}"),
+    ("sendgrid_api_key", "SG\\.[A-Za-z0-9_\\-]{22}\\.[A-Za-z0-9_\\-]{43}"),
+    ("private_key", "-----BEGIN RSA PRIVATE KEY-----\n[A-Za-z0-9+/]{64}\n[A-Za-z0-9+/]{64}\n-----END RSA PRIVATE KEY-----"),
+    ("jwt", "eyJ[A-Za-z0-9_\\-]{20}\\.eyJ[A-Za-z0-9_\\-]{30}\\.[A-Za-z0-9_\\-]{43}"),
+    ("database_url_password", "postgres://app:[A-Za-z0-9]{12}@db\\.example\\.com:5432/app"),
+    ("password_assignment", "password=[a-z]{4}[0-9]{2}[A-Z!#%]{2}"),
+    ("secret_assignment", "api_key = [A-Za-z]{16}[0-9]{4}[A-Za-z0-9]{12}"),
+];
+
+proptest! {
+    #![proptest_config(ProptestConfig {
+        cases: std::env::var("MEMFS_SECRET_CASES").ok().and_then(|n| n.parse().ok()).unwrap_or(512),
+        failure_persistence: None,
+        ..ProptestConfig::default()
+    })]
+
+    #[test]
+    fn every_generated_credential_is_caught(
+        (which, credential) in (0..FORMATS.len()).prop_flat_map(|i| {
+            (Just(i), proptest::string::string_regex(FORMATS[i].1).unwrap())
+        }),
+        before in "[a-z ]{0,20}",
+    ) {
+        let kind = FORMATS[which].0;
+        let text = format!("notes\n{before} {credential} and more\n");
+        let found = secrets::scan(&text);
+        prop_assert!(found.iter().any(|f| f.kind == kind), "{kind} not caught in {text:?}: {found:?}");
+        prop_assert!(found.iter().all(|f| f.line == 2), "{found:?}");
+    }
+}
+
+#[test]
+fn the_formats_cover_every_kind() {
+    let covered: std::collections::BTreeSet<&str> = FORMATS.iter().map(|(k, _)| *k).collect();
+    let known: std::collections::BTreeSet<&str> = secrets::kinds().into_iter().collect();
+    assert_eq!(covered, known);
+    assert!(known.len() >= 15, "{} kinds", known.len());
+}
+
+#[test]
+fn prose_and_code_about_secrets_pass() {
+    let prose = [
+        "Password policy: at least 12 characters, rotated every 90 days.",
+        "The token bucket refills at 10 tokens per second; a request takes one token.",
+        "Never commit your API key. Set it in the environment: export ANTHROPIC_API_KEY=...",
+        "password: ********",
+        "password = os.environ['DB_PASSWORD']",
+        "token = get_token(user)",
+        "let password = read_password()?;",
+        "api_key: ${API_KEY}",
+        "secret = <your secret here>",
+        "postgres://user:password@localhost/db",
+        "mysql://root:${MYSQL_ROOT_PASSWORD}@db/app",
+        "The user's password is hashed with argon2; the secret key is in Vault.",
+        "fn check(password: &str, token: Option<Token>) -> bool",
+        "pub const MAX_TOKEN_LEN: usize = 4096;",
+        "Use a JWT (a header, a payload and a signature: eyJ...) for sessions.",
+        "-----BEGIN PRIVATE KEY----- is how a PEM key starts.",
+        "AWS keys start with AKIA; GitHub tokens with ghp_.",
+    ];
+    for text in prose {
+        assert_eq!(secrets::scan(text), vec![], "{text}");
+    }
+}
+
+#[test]
+fn the_crates_this_project_builds_from_hold_no_false_alarm() {
+    // Their READMEs and docs: real prose about keys and tokens. (Their Rust
+    // sources too, 136 MB, in docs/SECRETS.md: too slow for a debug build.)
+    let Some(home) = std::env::var_os("CARGO_HOME")
+        .map(std::path::PathBuf::from)
+        .or_else(|| std::env::var_os("HOME").map(|h| std::path::PathBuf::from(h).join(".cargo")))
+    else {
+        panic!("no CARGO_HOME or HOME");
+    };
+    let mut stack = vec![home.join("registry/src")];
+    let (mut files, mut alarms) = (0, Vec::new());
+    while let Some(path) = stack.pop() {
+        let Ok(meta) = std::fs::symlink_metadata(&path) else {
+            continue;
+        };
+        if meta.is_dir() {
+            stack.extend(
+                std::fs::read_dir(&path)
+                    .unwrap()
+                    .flatten()
+                    .map(|e| e.path()),
+            );
+        } else if path.extension().is_some_and(|e| e == "md") {
+            let Ok(text) = std::fs::read_to_string(&path) else {
+                continue;
+            };
+            files += 1;
+            for f in secrets::scan(&text) {
+                alarms.push(format!("{}:{}: {}", path.display(), f.line, f.kind));
+            }
+        }
+    }
+    assert!(files > 300, "only {files} files: the corpus is missing");
+    assert!(
+        alarms.is_empty(),
+        "{} false alarms:\n{}",
+        alarms.len(),
+        alarms.join("\n")
+    );
+}
+
+const GITHUB: &str = "ghp_a1B2c3D4e5F6g7H8i9J0k1L2m3N4o5P6q7R8";
+
+#[test]
+fn refused_writes_store_nothing_through_the_real_binary() {
+    let dir = tempfile::tempdir().unwrap();
+    let mut server = Server::start(dir.path(), &[]);
+    let made = server.call(&json!({"command": "create", "path": "/memories/deploy.md", "file_text": "deploy with the token below\nTOKEN_PLACE\n"}).to_string());
+    assert_eq!(made["is_error"], false);
+    // A str_replace that brings a GitHub token in: refused, file unchanged.
+    let edit = server.call(
+        &json!({"command": "str_replace", "path": "/memories/deploy.md",
+        "old_str": "TOKEN_PLACE", "new_str": GITHUB})
+        .to_string(),
+    );
+    assert_eq!(edit["is_error"], true);
+    assert_eq!(
+        content(&edit),
+        "Error: /memories/deploy.md would hold what looks like a credential (github_token on line 2); memfs does not store credentials, and nothing was changed. Store a reference to where it lives instead, such as the name of the environment variable or secret-manager entry that holds it."
+    );
+    // Assembled by two edits: the second completes it and is refused.
+    let (half, rest) = GITHUB.split_at(20);
+    let first = server.call(
+        &json!({"command": "str_replace", "path": "/memories/deploy.md",
+        "old_str": "TOKEN_PLACE", "new_str": half})
+        .to_string(),
+    );
+    assert_eq!(first["is_error"], false, "{first}");
+    let second = server.call(
+        &json!({"command": "insert", "path": "/memories/deploy.md",
+        "insert_line": 2, "insert_text": rest})
+        .to_string(),
+    );
+    assert_eq!(second["is_error"], false, "{second}");
+    let joined = server.call(
+        &json!({"command": "str_replace", "path": "/memories/deploy.md",
+        "old_str": format!("{half}\n{rest}"), "new_str": GITHUB})
+        .to_string(),
+    );
+    assert_eq!(joined["is_error"], true, "{joined}");
+    // Each kind in a create: refused, and nothing stored.
+    for (i, (kind, format)) in FORMATS.iter().enumerate() {
+        let mut runner = proptest::test_runner::TestRunner::deterministic();
+        let credential = proptest::string::string_regex(format)
+            .unwrap()
+            .new_tree(&mut runner)
+            .unwrap()
+            .current();
+        let path = format!("/memories/kind-{i}.md");
+        let refused = server.call(&json!({"command": "create", "path": path, "file_text": format!("key: {credential}\n")}).to_string());
+        assert_eq!(refused["is_error"], true, "{kind}: {refused}");
+        assert!(content(&refused).contains(kind), "{refused}");
+        assert!(
+            !content(&refused).contains(credential.as_str()),
+            "the error never echoes it"
+        );
+        assert!(!dir.path().join(format!("memories/kind-{i}.md")).exists());
+    }
+    // Prose about password policies and token buckets is accepted.
+    let prose = server.call(
+        &json!({"command": "create", "path": "/memories/policy.md",
+        "file_text": "Password policy: 12+ characters.\nThe token bucket holds 10 tokens.\n"})
+        .to_string(),
+    );
+    assert_eq!(prose["is_error"], false, "{prose}");
+    assert!(server.finish().success());
+}
+
+#[test]
+fn redacted_credentials_are_nowhere_under_the_data_dir() {
+    let dir = tempfile::tempdir().unwrap();
+    let key = "sk-ant-api03-0123456789abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789abcdefghijklmnopqrstuvwxyzAA";
+    let (code, v, _) = exec_stdin(
+        dir.path(),
+        &["--secrets", "redact"],
+        &json!({"command": "create", "path": "/memories/setup.md", "file_text": format!("the key is {key}\n")}),
+    );
+    assert_eq!(code, 0, "{v}");
+    assert!(
+        content(&v)
+            .contains("memfs redacted 1 credential(s) before storing: anthropic_api_key on line 1"),
+        "{v}"
+    );
+    let (code, v, _) = exec_stdin(
+        dir.path(),
+        &["--secrets", "redact"],
+        &json!({"command": "str_replace", "path": "/memories/setup.md", "old_str": "the key", "new_str": format!("the key {GITHUB}")}),
+    );
+    assert_eq!(code, 0, "{v}");
+    assert!(
+        !content(&v).contains(GITHUB),
+        "the snippet never shows it: {v}"
+    );
+    assert_eq!(
+        std::fs::read_to_string(dir.path().join("memories/setup.md")).unwrap(),
+        "the key [REDACTED:github_token] is [REDACTED:anthropic_api_key]\n"
+    );
+    let out = std::process::Command::new("grep")
+        .args(["-r", "-l", "-e", key, "-e", GITHUB])
+        .arg(dir.path())
+        .output()
+        .unwrap();
+    assert!(
+        out.stdout.is_empty(),
+        "found in {}",
+        String::from_utf8_lossy(&out.stdout)
+    );
+}
+
+#[test]
+fn allow_turns_screening_off_and_scan_finds_what_is_stored() {
+    let dir = tempfile::tempdir().unwrap();
+    let (code, v, _) = exec_stdin(
+        dir.path(),
+        &["--secrets", "allow"],
+        &json!({"command": "create", "path": "/memories/a/keys.md", "file_text": format!("ok\n{GITHUB}\n")}),
+    );
+    assert_eq!(code, 0, "{v}");
+    std::fs::write(dir.path().join("memories/a/clean.md"), "nothing here\n").unwrap();
+    let scan = |args: &[&str]| {
+        let out = memfs()
+            .arg("--data")
+            .arg(dir.path())
+            .arg("scan")
+            .args(args)
+            .output()
+            .unwrap();
+        (out.status.code(), String::from_utf8(out.stdout).unwrap())
+    };
+    let (code, text) = scan(&[]);
+    assert_eq!(code, Some(1), "credentials found: exit 1");
+    assert_eq!(text, "/memories/a/keys.md:2: github_token\n");
+    let (_, json_lines) = scan(&["--json", "/memories/a"]);
+    let row: serde_json::Value = serde_json::from_str(json_lines.trim()).unwrap();
+    assert_eq!(
+        row,
+        json!({"path": "/memories/a/keys.md", "line": 2, "kind": "github_token"})
+    );
+    let (code, text) = scan(&["/memories/a/clean.md"]);
+    assert_eq!((code, text.as_str()), (Some(0), ""));
+}
