@@ -530,3 +530,50 @@ fn disk_state(dir: &Path) -> Vec<(String, String)> {
     }
     out
 }
+
+/// Four `fsync`s waiting for a slow disk (strace delays every syncfs by 2 s)
+/// do not stall the mount: a `stat` that needs the daemon is answered while
+/// they wait. Before, each fsync held one of the 4 FUSE worker threads for
+/// its whole barrier, so the stat waited for them.
+#[test]
+fn fsyncs_waiting_for_the_disk_do_not_stall_the_mount() {
+    use std::sync::atomic::{AtomicUsize, Ordering};
+    use std::sync::Arc;
+    let test = "fsyncs_waiting_for_the_disk_do_not_stall_the_mount";
+    if skip_without_fuse(test) || !have_strace(test) {
+        return;
+    }
+    let mut m = Mounted::unstarted();
+    m.spawn_wrapped(
+        &strace("trace=syncfs", "inject=syncfs:delay_enter=2000000"),
+        &[],
+    );
+    // Made by the agent, never looked up through the mount: a stat of it
+    // needs the daemon.
+    let v = m.tool(r#"{"command":"create","path":"/memories/probe.md","file_text":"p"}"#);
+    assert_eq!(v["is_error"], false, "{v}");
+    let done = Arc::new(AtomicUsize::new(0));
+    let syncing: Vec<_> = (0..4)
+        .map(|i| {
+            let mut f = fs::File::create(m.at(&format!("f{i}.md"))).unwrap();
+            f.write_all(b"data\n").unwrap();
+            let done = done.clone();
+            std::thread::spawn(move || {
+                f.sync_all().unwrap();
+                done.fetch_add(1, Ordering::SeqCst);
+            })
+        })
+        .collect();
+    std::thread::sleep(Duration::from_millis(300)); // let them all get to the daemon
+    let probe = fs::metadata(m.at("probe.md")).unwrap();
+    assert_eq!(probe.len(), 1);
+    assert_eq!(
+        done.load(Ordering::SeqCst),
+        0,
+        "the stat was answered only after an fsync finished"
+    );
+    for t in syncing {
+        t.join().unwrap();
+    }
+    assert_eq!(done.load(Ordering::SeqCst), 4);
+}

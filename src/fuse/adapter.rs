@@ -21,7 +21,9 @@ use parking_lot::Mutex;
 use super::attr::{errno, file_attr, file_type, BLOCK_SIZE, TTL};
 use super::flusher::Flusher;
 use crate::error::Error;
-use crate::store::{DirEntry, NewNode, NodeInfo, Origin, Process, RenameMode, SetAttr, Store};
+use crate::store::{
+    DirEntry, NewNode, NodeInfo, Origin, Process, RenameMode, SetAttr, Store, Ticket,
+};
 
 /// Largest write the kernel sends in one request.
 const MAX_WRITE: u32 = 1 << 20;
@@ -29,8 +31,12 @@ const MAX_WRITE: u32 = 1 << 20;
 pub struct MemFs {
     store: Arc<Store>,
     flusher: Arc<Flusher>,
-    /// Open directories: the listing taken when reading started at offset 0.
-    dirs: Mutex<HashMap<u64, Vec<DirEntry>>>,
+    /// Open directories: the listing taken when reading started at offset 0,
+    /// shared, so each later read walks on from its offset without a copy.
+    dirs: Mutex<HashMap<u64, Arc<Vec<DirEntry>>>>,
+    /// Answers `fsync` once its change is durable, so that no worker thread
+    /// waits for the disk.
+    syncer: Syncer,
     next_fh: AtomicU64,
 }
 
@@ -41,6 +47,7 @@ impl MemFs {
             flusher,
             dirs: Mutex::default(),
             next_fh: AtomicU64::new(1),
+            syncer: Syncer::start(),
         }
     }
 
@@ -392,17 +399,16 @@ impl Filesystem for MemFs {
         _datasync: bool,
         reply: ReplyEmpty,
     ) {
-        empty(
-            self.store.persist_file(ino.0, true, origin(req)).wait(),
-            reply,
-        );
+        // Answered by the syncer once durable: this worker is free at once.
+        self.syncer
+            .answer_when_done(self.store.persist_file(ino.0, true, origin(req)), reply);
     }
 
     fn opendir(&self, _req: &Request, ino: INodeNo, _flags: OpenFlags, reply: ReplyOpen) {
         match self.store.info(ino.0) {
             Ok(_) => {
                 let fh = self.next_fh.fetch_add(1, Ordering::Relaxed);
-                self.dirs.lock().insert(fh, Vec::new());
+                self.dirs.lock().insert(fh, Arc::default());
                 reply.opened(FileHandle(fh), FopenFlags::empty());
             }
             Err(e) => reply.error(errno(&e)),
@@ -420,7 +426,8 @@ impl Filesystem for MemFs {
         let Some(entries) = self.listing(ino, fh, offset) else {
             return reply.error(Errno::EBADF);
         };
-        for (i, e) in (offset..).zip(&entries) {
+        let from = (offset as usize).min(entries.len());
+        for (i, e) in (offset..).zip(&entries[from..]) {
             if reply.add(INodeNo(e.info.ino), i + 1, file_type(e.info.kind), &e.name) {
                 break;
             }
@@ -439,27 +446,33 @@ impl Filesystem for MemFs {
         let Some(entries) = self.listing(ino, fh, offset) else {
             return reply.error(Errno::EBADF);
         };
+        let from = (offset as usize).min(entries.len());
         // The names come from the listing's snapshot, but attributes are read
-        // now: the snapshot may predate a tool change whose invalidation the
-        // kernel already saw, and attributes handed out now would be cached
-        // past it.
-        let fresh = self.store.infos(entries.iter().map(|e| e.info.ino));
-        for ((i, e), fresh) in (offset..).zip(&entries).zip(fresh) {
-            let info = fresh.unwrap_or_else(|| e.info.clone());
-            if reply.add(
-                INodeNo(info.ino),
-                i + 1,
-                &e.name,
-                &TTL,
-                &file_attr(&info),
-                Generation(0),
-            ) {
-                break;
+        // now, for the entries this reply holds only: the snapshot may predate
+        // a tool change whose invalidation the kernel already saw, and
+        // attributes handed out now would be cached past it.
+        let mut handed = Vec::new();
+        self.store.with_infos(|current| {
+            for (i, e) in (offset..).zip(&entries[from..]) {
+                let info = current(e.info.ino).unwrap_or_else(|| e.info.clone());
+                if reply.add(
+                    INodeNo(info.ino),
+                    i + 1,
+                    &e.name,
+                    &TTL,
+                    &file_attr(&info),
+                    Generation(0),
+                ) {
+                    break;
+                }
+                // The kernel takes a reference on every entry but `.` and `..`.
+                if e.name != "." && e.name != ".." {
+                    handed.push(e.info.ino);
+                }
             }
-            // The kernel takes a reference on every entry but `.` and `..`.
-            if e.name != "." && e.name != ".." {
-                self.store.pin(e.info.ino, 1);
-            }
+        });
+        for ino in handed {
+            self.store.pin(ino, 1);
         }
         reply.ok();
     }
@@ -622,13 +635,47 @@ impl MemFs {
     /// The entries of an open directory from `offset` on. Reading from offset
     /// 0 (opening, `rewinddir`) takes a fresh listing; later offsets index it,
     /// so entries are neither skipped nor repeated while the directory changes.
-    fn listing(&self, ino: INodeNo, fh: FileHandle, offset: u64) -> Option<Vec<DirEntry>> {
-        let mut dirs = self.dirs.lock();
+    fn listing(&self, ino: INodeNo, fh: FileHandle, offset: u64) -> Option<Arc<Vec<DirEntry>>> {
         if offset == 0 {
-            let fresh = self.store.read_dir(ino.0).ok()?;
-            dirs.insert(fh.0, fresh);
+            // Outside the map's lock: taking the listing takes the store's.
+            let fresh = Arc::new(self.store.read_dir(ino.0).ok()?);
+            self.dirs.lock().insert(fh.0, fresh.clone());
+            return Some(fresh);
         }
-        let entries = dirs.get(&fh.0)?;
-        Some(entries.get(offset as usize..).unwrap_or_default().to_vec())
+        self.dirs.lock().get(&fh.0).cloned()
+    }
+}
+
+/// Replies to `fsync` requests once their tickets are kept, on a thread of
+/// its own: tickets are kept in the order they were taken (one persister,
+/// in order), so one thread answering them in turn never waits longer than
+/// the disk does.
+struct Syncer {
+    waiting: std::sync::mpsc::Sender<(Ticket, ReplyEmpty)>,
+}
+
+impl Syncer {
+    fn start() -> Syncer {
+        let (waiting, next) = std::sync::mpsc::channel::<(Ticket, ReplyEmpty)>();
+        let started = std::thread::Builder::new()
+            .name("memfs-fsync".into())
+            .spawn(move || {
+                for (ticket, reply) in next {
+                    empty(ticket.wait(), reply);
+                }
+            });
+        if let Err(e) = started {
+            eprintln!(
+                "memfs: cannot start the fsync thread ({e}); fsync answers on the request's thread"
+            );
+        }
+        Syncer { waiting }
+    }
+
+    fn answer_when_done(&self, ticket: Ticket, reply: ReplyEmpty) {
+        if let Err(std::sync::mpsc::SendError((ticket, reply))) = self.waiting.send((ticket, reply))
+        {
+            empty(ticket.wait(), reply);
+        }
     }
 }

@@ -141,11 +141,11 @@ impl Store {
         info(&self.tree.read(), ino)
     }
 
-    /// The current attributes of each node (`None` for one that is gone),
-    /// under one lock acquisition.
-    pub fn infos(&self, inos: impl Iterator<Item = Ino>) -> Vec<Option<NodeInfo>> {
+    /// Runs `f` with a way to read nodes' current attributes (`None` for one
+    /// that is gone), all under one read lock: `f` must not call the kernel.
+    pub fn with_infos<R>(&self, f: impl FnOnce(&dyn Fn(Ino) -> Option<NodeInfo>) -> R) -> R {
         let tree = self.tree.read();
-        inos.map(|ino| info(&tree, ino).ok()).collect()
+        f(&|ino| info(&tree, ino).ok())
     }
 
     /// Finds `name` in `parent` and pins the result once.
