@@ -372,3 +372,39 @@ fn listing_and_create_options_work_from_the_command_line() {
         "new"
     );
 }
+
+#[test]
+fn data_dir_mistakes_are_caught_before_anything_is_made() {
+    let top = tempfile::tempdir().unwrap();
+    // --data naming a file: before, "File exists".
+    let file = top.path().join("notes.txt");
+    std::fs::write(&file, "x").unwrap();
+    let (code, _, err) = exec_with(&file, &[], r#"{"command":"view","path":"/memories"}"#);
+    assert_eq!(code, 2);
+    assert!(err.contains("is a file, not a directory"), "{err}");
+    // --data naming the memories folder itself: before, memories/memories.
+    let memories = top.path().join("project/memories");
+    std::fs::create_dir_all(&memories).unwrap();
+    std::fs::write(memories.join("notes.md"), "mine\n").unwrap();
+    let (code, _, err) = exec_with(&memories, &[], r#"{"command":"view","path":"/memories"}"#);
+    assert_eq!(code, 2);
+    assert!(err.contains("looks like a memories folder itself"), "{err}");
+    assert!(
+        err.contains(&format!("--data {}", top.path().join("project").display())),
+        "{err}"
+    );
+    assert!(!memories.join("memories").exists() && !memories.join(".memfs").exists());
+    // Its parent is the data dir, and the notes are there.
+    let (code, v) = exec(
+        &top.path().join("project"),
+        r#"{"command":"view","path":"/memories/notes.md"}"#,
+    );
+    assert_eq!(code, 0, "{v}");
+    // An empty folder named memories is a fine new data dir.
+    let fresh = top.path().join("other/memories");
+    std::fs::create_dir_all(&fresh).unwrap();
+    assert_eq!(
+        exec(&fresh, r#"{"command":"view","path":"/memories"}"#).0,
+        0
+    );
+}

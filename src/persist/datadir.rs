@@ -21,6 +21,10 @@ use super::fsops;
 pub enum OpenError {
     #[error("the data dir {dir} is in use by another memfs process{}; stop it, or use its socket", pid.map(|p| format!(" (pid {p})")).unwrap_or_default())]
     Busy { dir: String, pid: Option<u32> },
+    #[error("the data dir {dir} is a file, not a directory; --data names the folder that holds memories/")]
+    NotADir { dir: String },
+    #[error("{dir} looks like a memories folder itself (it holds files, but no memories/ and no .memfs/); pass the folder above it: --data {parent}")]
+    MemoriesItself { dir: String, parent: String },
     #[error("cannot open the data dir {dir} while {doing}: {err}")]
     Io {
         dir: String,
@@ -60,6 +64,7 @@ impl DataDir {
                 err,
             }
         };
+        check_not_a_mistake(dir, &shown)?;
         make_private_dir(dir).map_err(fail("creating it"))?;
         let top = open_top(dir).map_err(fail("opening it"))?;
         let state = subdir(&top, STATE_DIR, true).map_err(fail(
@@ -86,6 +91,33 @@ impl DataDir {
     pub fn shown(&self) -> &str {
         &self.shown
     }
+}
+
+/// Catches the common mistakes of `--data`: a file, or the `memories`
+/// folder itself (memfs would make `memories/memories` and show nothing).
+fn check_not_a_mistake(dir: &Path, shown: &str) -> Result<(), OpenError> {
+    let Ok(meta) = std::fs::metadata(dir) else {
+        return Ok(()); // made below
+    };
+    if !meta.is_dir() {
+        return Err(OpenError::NotADir {
+            dir: shown.to_string(),
+        });
+    }
+    let named_memories = dir.file_name().is_some_and(|n| n == "memories");
+    let ours = dir.join(STATE_DIR).exists() || dir.join("memories").exists();
+    let holds_files = std::fs::read_dir(dir).is_ok_and(|mut d| d.next().is_some());
+    if named_memories && !ours && holds_files {
+        let parent = dir
+            .parent()
+            .filter(|p| !p.as_os_str().is_empty())
+            .map_or_else(|| ".".to_string(), |p| p.display().to_string());
+        return Err(OpenError::MemoriesItself {
+            dir: shown.to_string(),
+            parent,
+        });
+    }
+    Ok(())
 }
 
 /// memfs' own directory in the data dir.
