@@ -118,6 +118,14 @@ pub enum Cmd {
         #[arg(long)]
         json: bool,
     },
+    /// Prints a shell completion script: `memfs completions bash >
+    /// /etc/bash_completion.d/memfs` (also zsh, fish, elvish, powershell).
+    Completions {
+        #[arg(value_enum)]
+        shell: clap_complete::Shell,
+    },
+    /// Prints the man page (roff): `memfs man > /usr/local/share/man/man1/memfs.1`.
+    Man,
     /// Mounts the memory root at MOUNTPOINT for people and their editors, and
     /// serves tool calls on the socket DIR/.memfs/sock. Runs until Ctrl-C,
     /// SIGTERM or `umount MOUNTPOINT`, then writes everything out and exits 0.

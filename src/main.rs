@@ -27,8 +27,25 @@ fn main() -> ExitCode {
     #[cfg(feature = "failpoints")]
     let _failpoints = fail::FailScenario::setup();
     let cli = Cli::parse();
-    if let Cmd::Scan { path, json } = &cli.command {
-        return scan(&cli.common.data, path, *json);
+    match &cli.command {
+        Cmd::Scan { path, json } => return scan(&cli.common.data, path, *json),
+        Cmd::Completions { shell } => {
+            let mut command = <Cli as clap::CommandFactory>::command();
+            clap_complete::generate(*shell, &mut command, "memfs", &mut io::stdout());
+            return ExitCode::SUCCESS;
+        }
+        Cmd::Man => {
+            let page = clap_mangen::Man::new(<Cli as clap::CommandFactory>::command());
+            return match page.render(&mut io::stdout()) {
+                Ok(()) => ExitCode::SUCCESS,
+                Err(e) if e.kind() == io::ErrorKind::BrokenPipe => ExitCode::SUCCESS,
+                Err(e) => {
+                    eprintln!("memfs: cannot write the man page: {e}");
+                    ExitCode::FAILURE
+                }
+            };
+        }
+        _ => {}
     }
     let doors = Doors {
         max_line: memfs::serve::max_line_bytes(cli.common.max_file_size),
@@ -115,6 +132,8 @@ fn main() -> ExitCode {
             None,
         ),
         Cmd::Scan { path, json } => scan(&cli.common.data, &path, json),
+        // Answered before the data dir is opened.
+        Cmd::Completions { .. } | Cmd::Man => ExitCode::SUCCESS,
     }
 }
 

@@ -408,3 +408,110 @@ fn data_dir_mistakes_are_caught_before_anything_is_made() {
         0
     );
 }
+
+#[test]
+fn completions_and_the_man_page_are_generated() {
+    // bash loads the script and registers the completion function.
+    let out = std::process::Command::new("bash")
+        .arg("-c")
+        .arg(r#"source <("$0" completions bash) && complete -p memfs"#)
+        .arg(env!("CARGO_BIN_EXE_memfs"))
+        .output()
+        .unwrap();
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    assert!(String::from_utf8_lossy(&out.stdout).contains("-F _memfs"));
+    for shell in ["zsh", "fish"] {
+        let out = memfs().args(["completions", shell]).output().unwrap();
+        assert!(out.status.success());
+        let script = String::from_utf8(out.stdout).unwrap();
+        for sub in ["exec", "serve", "mcp", "mount", "scan"] {
+            assert!(script.contains(sub), "{shell} completion lacks {sub}");
+        }
+    }
+    let out = memfs().arg("man").output().unwrap();
+    assert!(out.status.success());
+    let page = String::from_utf8(out.stdout).unwrap();
+    assert!(page.contains(".TH memfs 1"), "{page}");
+    assert!(
+        page.contains("\\-\\-data") && page.contains("completions"),
+        "{page}"
+    );
+}
+
+/// The `ExecStart=` command line of an example systemd unit, with memfs'
+/// path and `%h` (the user's home) replaced for a test.
+fn unit_command(unit: &str, home: &std::path::Path) -> Vec<String> {
+    let path = std::path::Path::new(env!("CARGO_MANIFEST_DIR"))
+        .join("examples/systemd")
+        .join(unit);
+    let text = std::fs::read_to_string(path).unwrap();
+    let line = text
+        .lines()
+        .find_map(|l| l.strip_prefix("ExecStart="))
+        .unwrap();
+    line.split_whitespace()
+        .map(|word| {
+            word.replace("/usr/local/bin/memfs", env!("CARGO_BIN_EXE_memfs"))
+                .replace("%h", &home.display().to_string())
+                .replace(
+                    "/var/lib/memfs",
+                    &home.join("var-lib-memfs").display().to_string(),
+                )
+        })
+        .collect()
+}
+
+#[test]
+fn the_example_systemd_units_start_serve_and_stop_cleanly() {
+    let home = tempfile::tempdir().unwrap();
+    // The system unit: a socket-only owner; SIGTERM ends it with 0.
+    let argv = unit_command("memfs.service", home.path());
+    let mut daemon = std::process::Command::new(&argv[0])
+        .args(&argv[1..])
+        .spawn()
+        .unwrap();
+    let data = home.path().join("var-lib-memfs");
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(10);
+    while std::os::unix::net::UnixStream::connect(data.join(".memfs/sock")).is_err() {
+        assert!(
+            std::time::Instant::now() < deadline,
+            "the unit's memfs did not start"
+        );
+        std::thread::sleep(std::time::Duration::from_millis(10));
+    }
+    let (code, v) = exec(
+        &data,
+        r#"{"command":"create","path":"/memories/a.md","file_text":"a"}"#,
+    );
+    assert_eq!(code, 0, "{v}");
+    rustix::process::kill_process(
+        rustix::process::Pid::from_child(&daemon),
+        rustix::process::Signal::TERM,
+    )
+    .unwrap();
+    assert!(daemon.wait().unwrap().success());
+    assert_eq!(
+        std::fs::read_to_string(data.join("memories/a.md")).unwrap(),
+        "a"
+    );
+    // The user unit's command line parses (it mounts; tests/mount.rs covers mounting).
+    let argv = unit_command("memfs-mount.service", home.path());
+    assert_eq!(
+        &argv[argv.len() - 2..],
+        ["mount", &home.path().join("memory").display().to_string()]
+    );
+    let out = std::process::Command::new(&argv[0])
+        .args(&argv[1..argv.len() - 2])
+        .args(["mount", "--help"])
+        .output()
+        .unwrap();
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+}
