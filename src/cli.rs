@@ -23,45 +23,74 @@ pub struct Cli {
 #[derive(Args, Debug)]
 pub struct Common {
     /// The data dir; the memory lives in DIR/memories, as the Python SDK lays it out.
-    #[arg(long, global = true, env = "MEMFS_DATA", default_value = "./memory")]
+    #[arg(
+        long,
+        global = true,
+        env = "MEMFS_DATA",
+        default_value = "./memory",
+        value_name = "DIR",
+        help_heading = "Data"
+    )]
     pub data: PathBuf,
     /// Largest file a write may leave (bytes, or with K, M, G).
-    #[arg(long, global = true, default_value = "1M", value_parser = parse_size)]
+    #[arg(long, global = true, default_value = "1M", value_parser = parse_size, value_name = "SIZE", help_heading = "Limits")]
     pub max_file_size: u64,
     /// Most bytes all files together may hold (bytes, or with K, M, G).
-    #[arg(long, global = true, default_value = "256M", value_parser = parse_size)]
+    #[arg(long, global = true, default_value = "256M", value_parser = parse_size, value_name = "SIZE", help_heading = "Limits")]
     pub max_store_size: u64,
     /// Most levels of directories below /memories (a file at /memories/a is at level 1).
-    #[arg(long, global = true, default_value_t = Limits::default().max_depth, value_name = "LEVELS")]
+    #[arg(long, global = true, default_value_t = Limits::default().max_depth, value_name = "LEVELS", help_heading = "Limits")]
     pub max_depth: usize,
     /// Most files and directories the whole memory may hold.
-    #[arg(long, global = true, default_value_t = Limits::default().max_entries, value_name = "COUNT")]
+    #[arg(long, global = true, default_value_t = Limits::default().max_entries, value_name = "COUNT", help_heading = "Limits")]
     pub max_entries: usize,
     /// Most entries any one directory may hold.
-    #[arg(long, global = true, default_value_t = Limits::default().max_dir_entries, value_name = "COUNT")]
+    #[arg(long, global = true, default_value_t = Limits::default().max_dir_entries, value_name = "COUNT", help_heading = "Limits")]
     pub max_dir_entries: usize,
     /// What to do with a credential (an API key, a token, a private key, a
     /// password) in an agent's write: refuse the write, redact it, or allow it.
-    #[arg(long, global = true, value_enum, default_value = "refuse")]
+    #[arg(
+        long,
+        global = true,
+        value_enum,
+        default_value = "refuse",
+        help_heading = "What the agent may write"
+    )]
     pub secrets: Secrets,
     /// The session's name, recorded with each of its changes (who did what).
-    #[arg(long = "as", global = true, value_name = "NAME")]
+    #[arg(
+        long = "as",
+        global = true,
+        value_name = "NAME",
+        help_heading = "Sessions"
+    )]
     pub session: Option<String>,
     /// Seconds a socket client may take to send a whole line once it has
     /// started one (idle time between lines is not limited).
-    #[arg(long, global = true, default_value_t = 30, value_name = "SECONDS")]
+    #[arg(
+        long,
+        global = true,
+        default_value_t = 30,
+        value_name = "SECONDS",
+        help_heading = "Sessions"
+    )]
     pub client_timeout: u64,
     /// `create` on an existing file overwrites it (Claude's tool description
     /// says "creates or overwrites") instead of the reference error.
-    #[arg(long, global = true)]
+    #[arg(long, global = true, help_heading = "What the agent may write")]
     pub create_overwrites: bool,
     /// Also leave names matching this glob (`*`, `?`) out of the agent's
     /// listings; repeatable. Hidden names and node_modules always are.
-    #[arg(long, global = true, value_name = "GLOB")]
+    #[arg(
+        long,
+        global = true,
+        value_name = "GLOB",
+        help_heading = "What the agent sees"
+    )]
     pub hide: Vec<String>,
     /// List editor artifacts (vim's 4913 probe, `*~` backups, `#*#` autosaves),
     /// which are left out by default.
-    #[arg(long, global = true)]
+    #[arg(long, global = true, help_heading = "What the agent sees")]
     pub show_editor_files: bool,
 }
 
@@ -148,10 +177,10 @@ pub enum Secrets {
 #[derive(Args, Debug, Clone, Copy)]
 pub struct MountArgs {
     /// Let other users use the mount (needs user_allow_other in /etc/fuse.conf unless root).
-    #[arg(long)]
+    #[arg(long, help_heading = "Mount")]
     pub allow_other: bool,
     /// Mount read-only: people can read the memory, only the agent writes.
-    #[arg(long)]
+    #[arg(long, help_heading = "Mount")]
     pub read_only: bool,
 }
 

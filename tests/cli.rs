@@ -515,3 +515,33 @@ fn the_example_systemd_units_start_serve_and_stop_cleanly() {
         String::from_utf8_lossy(&out.stderr)
     );
 }
+
+#[test]
+fn every_subcommand_groups_its_options_the_same_way() {
+    for sub in ["exec", "serve", "mcp", "mount", "scan"] {
+        let out = memfs().args([sub, "--help"]).output().unwrap();
+        let help = String::from_utf8(out.stdout).unwrap();
+        for part in [
+            "Data:",
+            "--data <DIR>",
+            "Limits:",
+            "--max-file-size <SIZE>",
+            "Sessions:",
+            "What the agent may write:",
+        ] {
+            assert!(
+                help.contains(part),
+                "`memfs {sub} --help` lacks {part}:\n{help}"
+            );
+        }
+    }
+    let out = memfs().args(["mount", "--help"]).output().unwrap();
+    assert!(String::from_utf8(out.stdout)
+        .unwrap()
+        .contains("Mount:\n      --allow-other"));
+    let out = memfs().arg("--version").output().unwrap();
+    assert_eq!(
+        String::from_utf8(out.stdout).unwrap().trim(),
+        format!("memfs {}", env!("CARGO_PKG_VERSION"))
+    );
+}
