@@ -248,7 +248,6 @@ fn every_door_works_while_a_mount_runs() {
     ] {
         assert_eq!(std::fs::read_to_string(m.at(name)).unwrap(), text);
     }
-    std::thread::sleep(Duration::from_millis(10));
 }
 
 #[test]

@@ -146,7 +146,7 @@ type Staged = Vec<Option<String>>;
 impl Shared {
     fn run(&self) {
         loop {
-            let batch: Vec<(Change, Ticket)> = {
+            let batch: (Vec<Change>, Vec<Ticket>) = {
                 let mut queue = self.queue.lock();
                 while queue.items.is_empty() && !queue.stop {
                     self.wake.wait(&mut queue);
@@ -154,13 +154,13 @@ impl Shared {
                 if queue.items.is_empty() {
                     return;
                 }
-                queue.items.drain(..).collect()
+                queue.items.drain(..).unzip()
             };
-            self.commit(batch);
+            self.commit(batch.0, batch.1);
         }
     }
 
-    fn commit(&self, batch: Vec<(Change, Ticket)>) {
+    fn commit(&self, batch: Vec<Change>, tickets: Vec<Ticket>) {
         self.batches.fetch_add(1, Ordering::Relaxed);
         self.changes
             .fetch_add(batch.len() as u64, Ordering::Relaxed);
@@ -168,7 +168,7 @@ impl Shared {
 
         // Phase 1: stage contents, written back to the device (not flushed).
         let mut staged: Vec<Staged> = Vec::with_capacity(batch.len());
-        for (change, _) in &batch {
+        for change in &batch {
             match self.stage(change) {
                 Ok(names) => staged.push(names),
                 Err(e) => {
@@ -182,7 +182,7 @@ impl Shared {
         let mut applied = 0;
         let mut trash = Vec::new();
         let mut times = BTreeMap::new();
-        for ((change, _), names) in batch.iter().zip(&staged) {
+        for (change, names) in batch.iter().zip(&staged) {
             if let Err(e) = self.apply(change, names, &mut trash, &mut times) {
                 failure = Some(e);
                 break;
@@ -200,8 +200,7 @@ impl Shared {
         // The store decides what memory becomes before anyone hears of a
         // failure: refused changes are taken back where they can be, and
         // everything else is written again later. Nothing is reloaded.
-        let changes: Vec<Change> = batch.iter().map(|(c, _)| c.clone()).collect();
-        let (done, refused) = changes.split_at(applied);
+        let (done, refused) = batch.split_at(applied);
         let unconfirmed = if durable.is_err() { done } else { &[] };
         let undone = match (&failure, unconfirmed.is_empty()) {
             (None, true) => Vec::new(),
@@ -210,7 +209,7 @@ impl Shared {
                 None => vec![false; refused.len()],
             },
         };
-        for (i, (_, ticket)) in batch.iter().enumerate() {
+        for (i, ticket) in tickets.iter().enumerate() {
             let outcome = match (i.checked_sub(applied), &durable) {
                 (None, Ok(())) => Ok(()),
                 (None, Err(e)) => Err(Error::Unsaved(e.clone())),

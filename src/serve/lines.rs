@@ -100,10 +100,8 @@ impl ToolLines {
     /// names the session, or a `memfs mount` beside this owner asking it to
     /// mount or unmount. The answer line; `None` for anything else.
     fn control(&self, line: &[u8]) -> Option<String> {
-        let marker = b"memfs_";
-        if !line.windows(marker.len()).any(|w| w == marker) {
-            return None; // most lines: a tool call, not even parsed here
-        }
+        // Most lines are tool calls: not even parsed here.
+        memchr::memmem::find(line, b"memfs_")?;
         let v = crate::json::parse(line).ok()?;
         match v.get("type")?.as_str()? {
             attach::HELLO => Some(self.hello(v.get("session").and_then(Value::as_str))),

@@ -52,26 +52,26 @@ pub enum Undo {
     },
 }
 
-/// One node of a deleted subtree: its path below the deleted name (empty for
-/// the top), what it was, and its attributes.
+/// One node of a deleted subtree: where it was (the index of its parent in
+/// the copy, and its name; `None` for the top), what it was, its attributes.
 #[derive(Debug)]
 pub struct Copied {
-    pub names: Vec<String>,
+    pub parent: Option<(usize, String)>,
     pub kind: NodeKind,
     pub attr: Attr,
 }
 
-/// Copies the subtree at `ino`, parents before children, directories empty.
+/// Copies the subtree at `ino`, parents before children, directories empty
+/// (file bytes are shared, not copied): linear in the subtree.
 pub fn copy_subtree(tree: &Tree, ino: Ino) -> Vec<Copied> {
     let mut out = Vec::new();
-    let mut stack = vec![(Vec::new(), ino)];
-    while let Some((names, ino)) = stack.pop() {
+    let mut stack = vec![(None, ino)];
+    while let Some((parent, ino)) = stack.pop() {
         let node = tree.node(ino);
+        let at = out.len();
         if let NodeKind::Dir(entries) = &node.kind {
             for (name, &child) in entries.iter().rev() {
-                let mut below = names.clone();
-                below.push(name.clone());
-                stack.push((below, child));
+                stack.push((Some((at, name.clone())), child));
             }
         }
         let kind = match &node.kind {
@@ -79,7 +79,7 @@ pub fn copy_subtree(tree: &Tree, ino: Ino) -> Vec<Copied> {
             other => other.clone(),
         };
         out.push(Copied {
-            names,
+            parent,
             kind,
             attr: node.attr,
         });
@@ -162,26 +162,15 @@ impl Undo {
                 if !free {
                     return false;
                 }
-                // Parents come first in the copy; each lands below the one
-                // made for its parent's path.
-                let mut made: Vec<(Vec<String>, Ino)> = Vec::new();
+                // Parents come first in the copy; each lands below the node
+                // made for its parent.
+                let mut made: Vec<Ino> = Vec::with_capacity(copy.len());
                 for node in copy {
-                    let (dir, leaf) = match node.names.split_last() {
+                    let (dir, leaf) = match &node.parent {
                         None => (*parent, name.as_str()),
-                        Some((leaf, above)) => {
-                            let dir = made
-                                .iter()
-                                .rev()
-                                .find(|(names, _)| names.as_slice() == above)
-                                .map(|(_, ino)| *ino)
-                                .expect("a parent is copied before its children");
-                            (dir, leaf.as_str())
-                        }
+                        Some((at, leaf)) => (made[*at], leaf.as_str()),
                     };
-                    let ino = tree.add(dir, leaf, node.kind.clone(), node.attr);
-                    if tree.node(ino).is_dir() {
-                        made.push((node.names.clone(), ino));
-                    }
+                    made.push(tree.add(dir, leaf, node.kind.clone(), node.attr));
                 }
                 touched.push(Touched::Entry(*parent, name.clone()));
                 touched.push(Touched::Inode(*parent));
