@@ -80,6 +80,20 @@ impl Memory {
         &self.warnings
     }
 
+    /// Writes out whatever the disk has not taken yet (a refused or
+    /// unconfirmed change kept in memory), once more; says whether all of
+    /// the memory is now on disk. For the last moments of a process.
+    pub fn write_out(&self) -> bool {
+        if self.store().unsaved_paths() == 0 {
+            return true;
+        }
+        let written = self
+            .store()
+            .persist_all_dirty(crate::store::Origin::Memfs)
+            .wait();
+        written.is_ok() && self.store().unsaved_paths() == 0
+    }
+
     pub fn persist_stats(&self) -> Stats {
         self.persister.stats()
     }

@@ -135,6 +135,13 @@ pub fn run(
             code = ExitCode::FAILURE;
         }
     }
+    if !memory.write_out() {
+        eprintln!(
+            "memfs: {} path(s) are in memory but could not be written to disk",
+            memory.store().unsaved_paths()
+        );
+        code = ExitCode::FAILURE;
+    }
     code
 }
 

@@ -577,3 +577,45 @@ fn fsyncs_waiting_for_the_disk_do_not_stall_the_mount() {
     }
     assert_eq!(done.load(Ordering::SeqCst), 4);
 }
+
+/// `serve --stdio` whose disk never confirms a flush: the agent hears the
+/// change is only in memory, and at the end memfs tries once more and exits
+/// non-zero saying so, instead of exiting 0 with the change not on disk.
+#[test]
+fn an_unsaved_change_at_exit_is_a_failure_not_a_silent_success() {
+    let test = "an_unsaved_change_at_exit_is_a_failure_not_a_silent_success";
+    if !have_strace(test) {
+        return;
+    }
+    let dir = tempfile::tempdir().unwrap();
+    let mut child = strace_command("trace=syncfs", "inject=syncfs:error=EIO")
+        .arg("--data")
+        .arg(dir.path())
+        .args(["serve", "--stdio"])
+        .stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    let mut stdin = child.stdin.take().unwrap();
+    writeln!(
+        stdin,
+        r#"{{"command":"create","path":"/memories/a.md","file_text":"a"}}"#
+    )
+    .unwrap();
+    let mut answer = String::new();
+    std::io::BufRead::read_line(
+        &mut std::io::BufReader::new(child.stdout.take().unwrap()),
+        &mut answer,
+    )
+    .unwrap();
+    assert!(answer.contains("is in memory"), "{answer}");
+    drop(stdin);
+    let out = child.wait_with_output().unwrap();
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(!out.status.success(), "{err}");
+    assert!(
+        err.contains("1 path(s) are in memory but could not be written to disk"),
+        "{err}"
+    );
+}

@@ -160,9 +160,7 @@ impl Backend {
                 memory, mut server, ..
             } => {
                 server.stop();
-                let ok = memory.store().unsaved_paths() == 0;
-                drop(memory);
-                ok
+                memory.write_out()
             }
             Backend::Client(_) => true,
         }
