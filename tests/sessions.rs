@@ -337,3 +337,34 @@ fn a_socket_only_owner_serves_until_idle_then_lets_go() {
     let (code, v) = exec(dir.path(), r#"{"command":"view","path":"/memories/2.md"}"#);
     assert_eq!(code, 0, "{v}");
 }
+
+#[test]
+fn a_mount_served_for_another_memfs_can_be_unmounted_from_outside() {
+    if skip_without_fuse("a_mount_served_for_another_memfs_can_be_unmounted_from_outside") {
+        return;
+    }
+    let mut m = Mounted::unstarted();
+    let mut owner = Server::start(m.data.path(), &[]);
+    assert_eq!(
+        owner.call(r#"{"command":"view","path":"/memories"}"#)["is_error"],
+        false
+    );
+    m.spawn(&[]);
+    std::fs::write(m.at("person.md"), "person\n").unwrap();
+    let status = std::process::Command::new("umount")
+        .arg(m.mnt.path())
+        .status()
+        .unwrap();
+    assert!(status.success());
+    // `memfs mount` ends by itself, and the owner, which served it, writes it
+    // out and ends cleanly too.
+    let status = m.child.take().unwrap().wait().unwrap();
+    assert!(status.success(), "{status}");
+    let seen = owner.call(r#"{"command":"view","path":"/memories/person.md"}"#);
+    assert!(content(&seen).ends_with("1\tperson"), "{seen}");
+    assert!(owner.finish().success());
+    assert_eq!(
+        std::fs::read_to_string(m.on_disk("person.md")).unwrap(),
+        "person\n"
+    );
+}
