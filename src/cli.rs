@@ -5,6 +5,7 @@ use std::path::PathBuf;
 use clap::{Args, Parser, Subcommand};
 
 use memfs::store::Limits;
+use memfs::units::parse_size;
 use memfs::{Options, ToolConfig};
 
 #[derive(Parser, Debug)]
@@ -92,6 +93,20 @@ pub struct Common {
     /// which are left out by default.
     #[arg(long, global = true, help_heading = "What the agent sees")]
     pub show_editor_files: bool,
+    /// How much history to keep: an age, a size of kept content, or both
+    /// (`30d,256MiB`); older versions are dropped first, and the drop is logged.
+    #[arg(
+        long,
+        global = true,
+        default_value = "90d,1GiB",
+        value_name = "AGE,SIZE",
+        help_heading = "History"
+    )]
+    pub history_keep: memfs::history::Keep,
+    /// While serving, remove files nobody read or wrote for this long
+    /// (90d, 12h, 30m); each removal is in the history, `memfs revert` brings it back.
+    #[arg(long, global = true, value_parser = memfs::units::parse_duration, value_name = "DURATION", help_heading = "History")]
+    pub expire_idle: Option<std::time::Duration>,
 }
 
 #[derive(Subcommand, Debug)]
@@ -146,6 +161,57 @@ pub enum Cmd {
         /// One JSON object per line: {"path", "line", "kind"}.
         #[arg(long)]
         json: bool,
+    },
+    /// Lists the history, newest first: every version of every file, who
+    /// made it (agent, person or memfs) and what it did. Works whether or not
+    /// a memfs owns the data dir.
+    Log {
+        /// A file (also one that no longer exists) or a directory (its whole
+        /// subtree); `/memories/...` or relative to it. Default: everything.
+        path: Option<String>,
+        /// One JSON object per line: version, time, actor, op, path, sha256, ...
+        #[arg(long)]
+        json: bool,
+        /// Also list editor scratch files (swap files, `*~` backups) and
+        /// hidden names, which are left out by default.
+        #[arg(long)]
+        all: bool,
+    },
+    /// Prints a file's bytes at VERSION.
+    Show { version: String },
+    /// A unified diff from VERSION to the file now, or to a second VERSION.
+    Diff {
+        version: String,
+        against: Option<String>,
+    },
+    /// Makes the file at VERSION's path what it was at VERSION (for a delete,
+    /// an expiry or an overwrite: what it took away), as a new version.
+    Revert { version: String },
+    /// Erases VERSION's content everywhere the history keeps it (every
+    /// version with the same content); the rows stay, marked redacted.
+    Redact {
+        version: String,
+        /// Also erase the version's path text from every row that names it.
+        #[arg(long)]
+        path: bool,
+    },
+    /// Writes the history as a git repository (one commit per version,
+    /// authored by its actor): `git log -p`, `git blame` then work on it.
+    Export {
+        /// A new (or empty) directory for the repository.
+        #[arg(long, value_name = "DIR")]
+        git: PathBuf,
+    },
+    /// Lists (--dry-run) or removes every file not read or written for
+    /// DURATION (90d, 12h, 30m, 2s); each removal is kept in the history.
+    Expire {
+        #[arg(long, value_parser = memfs::units::parse_duration, value_name = "DURATION")]
+        idle: std::time::Duration,
+        /// Only list what would be removed.
+        #[arg(long)]
+        dry_run: bool,
+        /// Only files at or below this path (default: all of /memories).
+        path: Option<String>,
     },
     /// Prints a shell completion script: `memfs completions bash >
     /// /etc/bash_completion.d/memfs` (also zsh, fish, elvish, powershell).
@@ -203,6 +269,8 @@ impl Common {
                 max_entries: self.max_entries,
                 max_dir_entries: self.max_dir_entries,
             },
+            history_keep: self.history_keep,
+            expire_idle: self.expire_idle,
             tool: ToolConfig {
                 create_overwrites: self.create_overwrites,
                 secrets: match self.secrets {
@@ -219,41 +287,5 @@ impl Common {
                 ),
             },
         }
-    }
-}
-
-/// `4096`, `64K`, `1M`, `1MiB`, `2G`: 1024-based.
-pub fn parse_size(text: &str) -> Result<u64, String> {
-    let t = text.trim();
-    let t = t
-        .strip_suffix("iB")
-        .or_else(|| t.strip_suffix('B'))
-        .unwrap_or(t);
-    let (digits, shift) = match t.chars().last() {
-        Some('K' | 'k') => (&t[..t.len() - 1], 10),
-        Some('M' | 'm') => (&t[..t.len() - 1], 20),
-        Some('G' | 'g') => (&t[..t.len() - 1], 30),
-        _ => (t, 0),
-    };
-    let n: u64 = digits
-        .trim()
-        .parse()
-        .map_err(|_| format!("`{text}` is not a size; write bytes, or a number with K, M or G"))?;
-    n.checked_mul(1 << shift)
-        .ok_or_else(|| format!("`{text}` is too large"))
-}
-
-#[cfg(test)]
-mod tests {
-    use super::parse_size;
-
-    #[test]
-    fn sizes() {
-        assert_eq!(parse_size("4096"), Ok(4096));
-        assert_eq!(parse_size("64K"), Ok(65536));
-        assert_eq!(parse_size("1MiB"), Ok(1 << 20));
-        assert_eq!(parse_size("2g"), Ok(2 << 30));
-        assert!(parse_size("lots").is_err());
-        assert!(parse_size("99999999999G").is_err());
     }
 }

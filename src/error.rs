@@ -36,6 +36,9 @@ pub enum Error {
     TooManyEntries { limit: usize },
     #[error("the directory would hold more than the limit of {limit} entries (--max-dir-entries)")]
     DirFull { limit: usize },
+    /// A writer's `expected_sha256` does not match the file.
+    #[error("its content is not the one expected_sha256 names (its sha256 is now {actual})")]
+    Changed { actual: String },
     #[error("{0}")]
     Path(#[from] PathError),
     #[error("{0}")]
@@ -68,6 +71,7 @@ impl Error {
             Error::Path(_) => libc::EINVAL,
             Error::Disk(d) => d.errno,
             Error::Unsaved(_) => libc::EIO,
+            Error::Changed { .. } => libc::ESTALE,
         }
     }
 }

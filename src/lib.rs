@@ -31,6 +31,7 @@
 pub mod error;
 pub mod fuse;
 pub mod guard;
+pub mod history;
 pub mod json;
 pub mod memory;
 pub mod path;
@@ -38,6 +39,7 @@ pub mod persist;
 pub mod serve;
 pub mod store;
 pub mod tool;
+pub mod units;
 
 pub use error::Error;
 pub use memory::{Memory, Options};

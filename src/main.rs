@@ -1,6 +1,7 @@
 //! The `memfs` binary: wiring only; every behaviour lives in the library.
 
 mod cli;
+mod history_cli;
 mod serving;
 
 use std::io::{self, Read};
@@ -46,6 +47,9 @@ fn main() -> ExitCode {
             };
         }
         _ => {}
+    }
+    if let Some(request) = history_cli::request_of(&cli.command) {
+        return history_cli::run(&cli, request);
     }
     let doors = Doors {
         max_line: memfs::serve::max_line_bytes(cli.common.max_file_size),
@@ -133,7 +137,15 @@ fn main() -> ExitCode {
         ),
         Cmd::Scan { path, json } => scan(&cli.common.data, &path, json),
         // Answered before the data dir is opened.
-        Cmd::Completions { .. } | Cmd::Man => ExitCode::SUCCESS,
+        Cmd::Completions { .. }
+        | Cmd::Man
+        | Cmd::Log { .. }
+        | Cmd::Show { .. }
+        | Cmd::Diff { .. }
+        | Cmd::Revert { .. }
+        | Cmd::Redact { .. }
+        | Cmd::Export { .. }
+        | Cmd::Expire { .. } => ExitCode::SUCCESS,
     }
 }
 

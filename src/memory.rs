@@ -5,7 +5,10 @@ use std::sync::Arc;
 
 use serde_json::Value;
 
-use crate::persist::{load, DataDir, OpenError, Persister, Stats};
+use std::time::Duration;
+
+use crate::history::{History, Keep};
+use crate::persist::{load, usage, DataDir, OpenError, Persister, Stats};
 use crate::store::{Limits, Store};
 use crate::tool::{Pending, Tool, ToolConfig, ToolResult};
 
@@ -14,6 +17,10 @@ use crate::tool::{Pending, Tool, ToolConfig, ToolResult};
 pub struct Options {
     pub limits: Limits,
     pub tool: ToolConfig,
+    /// How much history to keep.
+    pub history_keep: Keep,
+    /// Expire files unused this long, on a schedule (`--expire-idle`).
+    pub expire_idle: Option<Duration>,
 }
 
 /// The memory of one data dir, open and locked for this process.
@@ -36,6 +43,16 @@ impl Memory {
         })?;
         let warnings = start_warnings(&skipped, &options.limits.exceeded(&tree));
         let shown = data_dir.shown().to_string();
+        let history =
+            History::open(&data_dir.state, &tree, options.history_keep).map_err(|err| {
+                OpenError::Io {
+                    dir: shown.clone(),
+                    doing: "opening its history (.memfs/history)",
+                    err,
+                }
+            })?;
+        let history = Arc::new(history);
+        let used = usage::load(&data_dir.state);
         let persister = Persister::start(data_dir).map_err(|err| OpenError::Io {
             dir: shown,
             doing: "starting its writer thread",
@@ -43,6 +60,16 @@ impl Memory {
         })?;
         let store = Arc::new(Store::new(tree, options.limits, Some(persister.sink())));
         persister.attach(&store);
+        persister.keep_history(history.clone());
+        store.set_history(history);
+        store.restore_usage(used);
+        if let Some(idle) = options.expire_idle {
+            crate::history::expire::schedule(&store, idle).map_err(|err| OpenError::Io {
+                dir: persister.data_dir().shown().to_string(),
+                doing: "starting its expiry thread",
+                err,
+            })?;
+        }
         Ok(Memory {
             tool: Tool::new(store, options.tool.clone()),
             persister,
@@ -84,6 +111,7 @@ impl Memory {
     /// unconfirmed change kept in memory), once more; says whether all of
     /// the memory is now on disk. For the last moments of a process.
     pub fn write_out(&self) -> bool {
+        self.save_usage();
         if self.store().unsaved_paths() == 0 {
             return true;
         }
@@ -92,6 +120,12 @@ impl Memory {
             .persist_all_dirty(crate::store::Origin::Memfs)
             .wait();
         written.is_ok() && self.store().unsaved_paths() == 0
+    }
+
+    /// Keeps when each file was last read, for expiry after a restart
+    /// (also done by the persister, at most once a minute).
+    pub fn save_usage(&self) {
+        let _ = usage::save(&self.data_dir().state, &self.store().usage());
     }
 
     pub fn persist_stats(&self) -> Stats {

@@ -317,10 +317,15 @@ impl Filesystem for MemFs {
         );
     }
 
-    fn open(&self, _req: &Request, ino: INodeNo, _flags: OpenFlags, reply: ReplyOpen) {
+    fn open(&self, req: &Request, ino: INodeNo, flags: OpenFlags, reply: ReplyOpen) {
         match self.store.info(ino.0) {
             Ok(_) => {
                 self.store.pin(ino.0, 1);
+                if flags.0 & libc::O_ACCMODE != libc::O_WRONLY {
+                    // What this process saw: a later save of it over an
+                    // agent's newer change is a lost update.
+                    self.store.note_open(ino.0, req.pid());
+                }
                 reply.opened(FileHandle(0), FopenFlags::FOPEN_KEEP_CACHE);
             }
             Err(e) => reply.error(errno(&e)),
@@ -339,7 +344,12 @@ impl Filesystem for MemFs {
         reply: ReplyData,
     ) {
         match self.store.read(ino.0, offset, size) {
-            Ok((bytes, range)) => reply.data(&bytes[range]),
+            Ok((bytes, range)) => {
+                if offset == 0 {
+                    self.store.note_use(ino.0);
+                }
+                reply.data(&bytes[range])
+            }
             Err(e) => reply.error(errno(&e)),
         }
     }

@@ -29,6 +29,7 @@ use parking_lot::{Condvar, Mutex};
 use super::datadir::DataDir;
 use super::fsops;
 use crate::error::{DiskError, Error};
+use crate::history::History;
 use crate::path::MemPath;
 use crate::store::{Change, ChangeOp, ChangeSink, Meta, Store, Ticket};
 
@@ -50,6 +51,7 @@ struct Shared {
     wake: Condvar,
     dir: DataDir,
     store: OnceLock<Weak<Store>>,
+    history: OnceLock<Arc<History>>,
     changes: AtomicU64,
     batches: AtomicU64,
     barriers: AtomicU64,
@@ -69,6 +71,7 @@ impl Persister {
             wake: Condvar::new(),
             dir,
             store: OnceLock::new(),
+            history: OnceLock::new(),
             changes: AtomicU64::new(0),
             batches: AtomicU64::new(0),
             barriers: AtomicU64::new(0),
@@ -91,6 +94,11 @@ impl Persister {
     /// Lets the persister hand refused changes to `store` for recovery.
     pub fn attach(&self, store: &Arc<Store>) {
         let _ = self.shared.store.set(Arc::downgrade(store));
+    }
+
+    /// Records every batch's versions in `history` before writing it.
+    pub fn keep_history(&self, history: Arc<History>) {
+        let _ = self.shared.history.set(history);
     }
 
     pub fn data_dir(&self) -> &DataDir {
@@ -145,6 +153,7 @@ type Staged = Vec<Option<String>>;
 
 impl Shared {
     fn run(&self) {
+        let mut usage_saved = std::time::Instant::now();
         loop {
             let batch: (Vec<Change>, Vec<Ticket>) = {
                 let mut queue = self.queue.lock();
@@ -157,6 +166,7 @@ impl Shared {
                 queue.items.drain(..).unzip()
             };
             self.commit(batch.0, batch.1);
+            self.save_usage_now_and_then(&mut usage_saved);
         }
     }
 
@@ -166,9 +176,21 @@ impl Shared {
             .fetch_add(batch.len() as u64, Ordering::Relaxed);
         let mut failure: Option<DiskError> = None;
 
+        // Phase 0: the batch's versions, kept before any of it is applied
+        // (a change is never on disk without its version).
+        let recorded = match self.history.get().map(|h| h.record(&batch)) {
+            Some(Err(e)) => {
+                failure = Some(DiskError::new("keeping the history", e));
+                None
+            }
+            Some(Ok(recorded)) => Some(recorded),
+            None => None,
+        };
+
         // Phase 1: stage contents, written back to the device (not flushed).
         let mut staged: Vec<Staged> = Vec::with_capacity(batch.len());
-        for change in &batch {
+        let stageable = if failure.is_none() { &batch[..] } else { &[] };
+        for change in stageable {
             match self.stage(change) {
                 Ok(names) => staged.push(names),
                 Err(e) => {
@@ -190,6 +212,14 @@ impl Shared {
             applied += 1;
         }
         self.discard(&staged[applied..]);
+        if let (Some(history), Some(recorded)) = (self.history.get(), &recorded) {
+            if applied < batch.len() {
+                // Refused changes did not happen: nor did their versions. (If
+                // even this append fails, the next start squares the rows
+                // with the files.)
+                let _ = history.void(recorded, applied);
+            }
+        }
         // Directory times last, once each: every entry op before them moved them.
         for (path, meta) in times {
             let _ = fsops::open_parent(&self.dir.memories, path, false)
@@ -228,6 +258,17 @@ impl Shared {
         }
         for name in trash {
             let _ = fsops::remove_tree(&self.dir.trash, &name);
+        }
+    }
+
+    /// Keeps the last reads of files (for expiry) at most once a minute.
+    fn save_usage_now_and_then(&self, saved: &mut std::time::Instant) {
+        if saved.elapsed() < std::time::Duration::from_secs(60) {
+            return;
+        }
+        *saved = std::time::Instant::now();
+        if let Some(store) = self.store.get().and_then(Weak::upgrade) {
+            let _ = super::usage::save(&self.dir.state, &store.usage());
         }
     }
 

@@ -144,7 +144,7 @@ fn make_private_dir(path: &Path) -> io::Result<()> {
 
 /// Makes (or finds, 0700) directory `name` in `top` and opens it, refusing
 /// a symlink; with `private`, one that others could enter is tightened to 0700.
-fn subdir(top: &OwnedFd, name: &str, private: bool) -> io::Result<OwnedFd> {
+pub(crate) fn subdir(top: &OwnedFd, name: &str, private: bool) -> io::Result<OwnedFd> {
     match rfs::mkdirat(top, name, Mode::from_raw_mode(fsops::DIR_MODE)) {
         Ok(()) | Err(rustix::io::Errno::EXIST) => {}
         Err(e) => return Err(e.into()),

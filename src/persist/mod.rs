@@ -5,7 +5,9 @@ mod committer;
 mod datadir;
 mod fsops;
 pub mod load;
+pub mod usage;
 mod walk;
 
 pub use committer::{Persister, Stats};
+pub(crate) use datadir::subdir as private_subdir;
 pub use datadir::{open_state_dir, DataDir, OpenError};

@@ -106,6 +106,7 @@ impl ToolLines {
         match v.get("type")?.as_str()? {
             attach::HELLO => Some(self.hello(v.get("session").and_then(Value::as_str))),
             kind @ (attach::MOUNT | attach::UNMOUNT) => Some(self.mount(kind, &v)),
+            crate::history::request::TYPE => Some(self.history(v)),
             _ => None,
         }
     }
@@ -121,6 +122,16 @@ impl ToolLines {
             session: session.map(|s| Arc::from(crate::tool::clip_text(s).as_str())),
         }));
         attach::hello_answer(&tool)
+    }
+
+    /// A history command from `memfs log` and its siblings beside this owner.
+    fn history(&self, v: Value) -> String {
+        use crate::history::request::{handle, Reply, Request};
+        let reply = match serde_json::from_value::<Request>(v) {
+            Ok(request) => handle(self.tool.lock().store(), &request),
+            Err(e) => Reply::error(format!("not a history request this memfs knows: {e}")),
+        };
+        reply.to_line()
     }
 
     fn mount(&self, kind: &str, v: &Value) -> String {

@@ -29,6 +29,11 @@ pub enum Origin {
     },
     /// memfs itself: a recovery after the disk refused a change.
     Memfs,
+    /// `memfs revert`, run by this user and process: the file at a path
+    /// made what it was at `version` of the history (a person's act).
+    Revert { uid: u32, pid: u32, version: u64 },
+    /// memfs removing a file nobody read or wrote for a while (`memfs expire`).
+    Expiry,
 }
 
 impl Origin {

@@ -14,6 +14,7 @@ mod inode_ops;
 mod limits;
 mod tree;
 mod undo;
+mod usage;
 
 use std::collections::{BTreeSet, HashMap};
 use std::sync::Arc;
@@ -84,6 +85,11 @@ pub struct Store {
     /// from what memory holds then, with the next change. Taken after the
     /// tree lock, never before it.
     unsaved: Mutex<BTreeSet<MemPath>>,
+    /// When each file was last read (writes move its mtime). Taken after the
+    /// tree lock, never before it.
+    used: Mutex<HashMap<Ino, SystemTime>>,
+    /// The history this store's changes are recorded in, if any.
+    history: std::sync::OnceLock<Arc<crate::history::History>>,
 }
 
 impl Store {
@@ -97,7 +103,19 @@ impl Store {
             limits,
             seq: Default::default(),
             unsaved: Mutex::default(),
+            used: Mutex::default(),
+            history: std::sync::OnceLock::new(),
         }
+    }
+
+    /// Attaches the history the persister records this store's changes in
+    /// (for the history commands and for noting what people read).
+    pub fn set_history(&self, history: Arc<crate::history::History>) {
+        let _ = self.history.set(history);
+    }
+
+    pub fn history(&self) -> Option<&Arc<crate::history::History>> {
+        self.history.get()
     }
 
     pub fn limits(&self) -> Limits {
@@ -132,7 +150,10 @@ impl Store {
         let tree = self.tree.read();
         let ino = tree.resolve(path)?;
         Ok(match &tree.node(ino).kind {
-            NodeKind::File(data) => Snapshot::File(data.clone()),
+            NodeKind::File(data) => {
+                self.note_use(ino);
+                Snapshot::File(data.clone())
+            }
             NodeKind::Dir(_) => {
                 let mut listing = Listing {
                     size: tree.subtree_bytes(ino),
@@ -163,8 +184,22 @@ impl Store {
         overwrite: bool,
         origin: Origin,
     ) -> Result<Ticket, Error> {
+        self.create_file_expecting(path, data, overwrite, origin, None)
+    }
+
+    /// [`Store::create_file`], only if the file there now has the sha256
+    /// `expect` (checked under the same lock).
+    pub fn create_file_expecting(
+        &self,
+        path: &MemPath,
+        data: Vec<u8>,
+        overwrite: bool,
+        origin: Origin,
+        expect: Option<&str>,
+    ) -> Result<Ticket, Error> {
         let (parent_path, name) = split(path)?;
         let mut tree = self.tree.write();
+        check_expected(&tree, path, expect)?;
         let parent = tree.check_dir_path(&parent_path)?;
         let existing = match parent {
             Some(dir) => tree.child(dir, name)?,
@@ -272,8 +307,19 @@ impl Store {
 
     /// Removes a file or a whole directory tree. The root is refused.
     pub fn remove(&self, path: &MemPath, origin: Origin) -> Result<Ticket, Error> {
+        self.remove_expecting(path, origin, None)
+    }
+
+    /// [`Store::remove`], only if the file there has the sha256 `expect`.
+    pub fn remove_expecting(
+        &self,
+        path: &MemPath,
+        origin: Origin,
+        expect: Option<&str>,
+    ) -> Result<Ticket, Error> {
         let (parent_path, name) = split(path)?;
         let mut tree = self.tree.write();
+        check_expected(&tree, path, expect)?;
         let parent = tree.resolve(&parent_path)?;
         let Some(gone) = tree.child(parent, name)? else {
             return Err(Error::NotFound);
@@ -295,8 +341,20 @@ impl Store {
     /// Moves a file or directory to a path that does not exist yet, making the
     /// missing parents of `to` (only once `from` is known to exist).
     pub fn rename(&self, from: &MemPath, to: &MemPath, origin: Origin) -> Result<Ticket, Error> {
+        self.rename_expecting(from, to, origin, None)
+    }
+
+    /// [`Store::rename`], only if the file at `from` has the sha256 `expect`.
+    pub fn rename_expecting(
+        &self,
+        from: &MemPath,
+        to: &MemPath,
+        origin: Origin,
+        expect: Option<&str>,
+    ) -> Result<Ticket, Error> {
         let (from_parent_path, from_name) = split(from)?;
         let mut tree = self.tree.write();
+        check_expected(&tree, from, expect)?;
         // Any failure to find the source is "does not exist", so that NotDir
         // below can only be about the destination.
         let from_parent = tree
@@ -461,6 +519,27 @@ impl Store {
     /// How many paths the disk has not taken yet.
     pub fn unsaved_paths(&self) -> usize {
         self.unsaved.lock().len()
+    }
+}
+
+/// A writer's precondition (`expected_sha256`): the file at `path` holds
+/// exactly the content with that hash.
+fn check_expected(tree: &Tree, path: &MemPath, expect: Option<&str>) -> Result<(), Error> {
+    let Some(expect) = expect else {
+        return Ok(());
+    };
+    let ino = tree.resolve(path)?;
+    match &tree.node(ino).kind {
+        NodeKind::File(data) => {
+            let actual = crate::history::sha256_hex(data);
+            if actual.eq_ignore_ascii_case(expect) {
+                Ok(())
+            } else {
+                Err(Error::Changed { actual })
+            }
+        }
+        NodeKind::Dir(_) => Err(Error::IsDir),
+        _ => Err(Error::IsSymlink),
     }
 }
 

@@ -96,6 +96,17 @@ pub fn parse(input: &Value) -> Result<Command, String> {
     })
 }
 
+/// A program's precondition on a write (`expected_sha256`: 64 hex digits).
+pub fn expected_sha256(input: &Value) -> Result<Option<String>, String> {
+    match input.get("expected_sha256") {
+        None | Some(Value::Null) => Ok(None),
+        Some(Value::String(s)) if s.len() == 64 && s.bytes().all(|b| b.is_ascii_hexdigit()) => {
+            Ok(Some(s.to_ascii_lowercase()))
+        }
+        Some(_) => Err("Error: field `expected_sha256` must be a sha256 as 64 hex digits".into()),
+    }
+}
+
 struct Fields<'a> {
     obj: &'a serde_json::Map<String, Value>,
     command: &'a str,

@@ -119,28 +119,35 @@ impl Tool {
     /// Applies one tool input; the change (if any) is visible at once and
     /// durable when [`Pending::finish`] returns.
     pub fn start(&self, input: &Value) -> Pending {
-        match input::parse(input) {
-            Ok(command) => self.run(command),
+        match input::parse(input).and_then(|c| Ok((c, input::expected_sha256(input)?))) {
+            Ok((command, expect)) => self.run_expecting(command, expect.as_deref()),
             Err(text) => Pending::ready(ToolResult::error(text)),
         }
     }
 
     pub fn run(&self, command: Command) -> Pending {
+        self.run_expecting(command, None)
+    }
+
+    /// Runs `command` only if the file it changes (`old_path` for a rename)
+    /// has the sha256 `expect` (a program's precondition, not in the model's
+    /// schema); a view ignores it.
+    pub fn run_expecting(&self, command: Command, expect: Option<&str>) -> Pending {
         let outcome = match command {
             Command::View { path, view_range } => self.view(&path, view_range),
-            Command::Create { path, file_text } => self.create(&path, file_text),
+            Command::Create { path, file_text } => self.create(&path, file_text, expect),
             Command::StrReplace {
                 path,
                 old_str,
                 new_str,
-            } => self.str_replace(&path, &old_str, &new_str),
+            } => self.str_replace(&path, &old_str, &new_str, expect),
             Command::Insert {
                 path,
                 insert_line,
                 insert_text,
-            } => self.insert(&path, insert_line, &insert_text),
-            Command::Delete { path } => self.delete(&path),
-            Command::Rename { old_path, new_path } => self.rename(&old_path, &new_path),
+            } => self.insert(&path, insert_line, &insert_text, expect),
+            Command::Delete { path } => self.delete(&path, expect),
+            Command::Rename { old_path, new_path } => self.rename(&old_path, &new_path, expect),
         };
         match outcome {
             Ok(pending) => pending,
@@ -166,13 +173,16 @@ impl Tool {
         }))
     }
 
-    fn create(&self, raw: &str, text: String) -> Outcome {
+    fn create(&self, raw: &str, text: String, expect: Option<&str>) -> Outcome {
         let path = parse_path(raw)?;
         let (text, redacted) = self.screen(&path, "", text)?;
+        let overwrite = self.config.create_overwrites || expect.is_some();
         let ticket = self
             .store
-            .create_file(&path, text.into_bytes(), self.config.create_overwrites, self.origin.clone())
+            .create_file_expecting(&path, text.into_bytes(), overwrite, self.origin.clone(), expect)
             .map_err(|e| match e {
+                e @ Error::Changed { .. } => changed(&path, &e),
+                Error::NotFound if expect.is_some() => format!("Error: {path} does not exist, so it cannot have the content expected_sha256 names; nothing was changed"),
                 Error::Exists => format!("Error: File {path} already exists"),
                 Error::IsDir | Error::Root => format!("Error: {path} is a directory; create writes files only"),
                 Error::NotDir => format!("Error: Cannot create {path}: a component of its path is a file, not a directory"),
@@ -217,7 +227,7 @@ impl Tool {
         }
     }
 
-    fn str_replace(&self, raw: &str, old: &str, new: &str) -> Outcome {
+    fn str_replace(&self, raw: &str, old: &str, new: &str, expect: Option<&str>) -> Outcome {
         let path = parse_path(raw)?;
         if old.is_empty() {
             return Err(
@@ -227,6 +237,7 @@ impl Tool {
         let missing =
             || format!("Error: The path {path} does not exist. Please provide a valid path.");
         let result = self.store.edit_file(&path, self.origin.clone(), |bytes| {
+            expected(&path, bytes, expect)?;
             let text = utf8(bytes, &path)?;
             let (out, mut snippet) = edit::replace(text, old, new).map_err(|e| {
                 let old = clip_text(old);
@@ -251,10 +262,11 @@ impl Tool {
         Ok(written(text, ticket))
     }
 
-    fn insert(&self, raw: &str, line: i64, text: &str) -> Outcome {
+    fn insert(&self, raw: &str, line: i64, text: &str, expect: Option<&str>) -> Outcome {
         let path = parse_path(raw)?;
         let missing = || format!("Error: The path {path} does not exist");
         let result = self.store.edit_file(&path, self.origin.clone(), |bytes| {
+            expected(&path, bytes, expect)?;
             let old = utf8(bytes, &path)?;
             let new = edit::insert(old, line, text).map_err(|e| match e {
                 EditError::BadInsertLine { n_lines } => format!(
@@ -272,12 +284,13 @@ impl Tool {
         ))
     }
 
-    fn delete(&self, raw: &str) -> Outcome {
+    fn delete(&self, raw: &str, expect: Option<&str>) -> Outcome {
         let path = parse_path(raw)?;
         let ticket = self
             .store
-            .remove(&path, self.origin.clone())
+            .remove_expecting(&path, self.origin.clone(), expect)
             .map_err(|e| match e {
+                e @ Error::Changed { .. } => changed(&path, &e),
                 Error::Root => "Error: Cannot delete the /memories directory itself".to_string(),
                 Error::NotFound | Error::NotDir | Error::IsSymlink => {
                     format!("Error: The path {path} does not exist")
@@ -287,21 +300,45 @@ impl Tool {
         Ok(written(format!("Successfully deleted {path}"), ticket))
     }
 
-    fn rename(&self, raw_old: &str, raw_new: &str) -> Outcome {
+    fn rename(&self, raw_old: &str, raw_new: &str, expect: Option<&str>) -> Outcome {
         let old = parse_path(raw_old)?;
         let new = parse_path(raw_new)?;
-        let ticket = self.store.rename(&old, &new, self.origin.clone()).map_err(|e| match e {
+        let renamed = self
+            .store
+            .rename_expecting(&old, &new, self.origin.clone(), expect);
+        let ticket = renamed.map_err(|e| match e {
+            e @ Error::Changed { .. } => changed(&old, &e),
             Error::Root => "Error: Cannot rename the /memories directory itself".to_string(),
             Error::NotFound => format!("Error: The path {old} does not exist"),
             Error::Exists => format!("Error: The destination {new} already exists"),
             Error::IntoItself => format!("Error: Cannot move {old} into itself ({new})"),
-            Error::NotDir => format!("Error: Cannot move to {new}: a component of its path is a file, not a directory"),
+            Error::NotDir => format!(
+                "Error: Cannot move to {new}: a component of its path is a file, not a directory"
+            ),
             other => format!("Error: Cannot rename {old} to {new}: {other}"),
         })?;
         Ok(written(
             format!("Successfully renamed {old} to {new}"),
             ticket,
         ))
+    }
+}
+
+/// The error text of a failed `expected_sha256` precondition.
+fn changed(path: &MemPath, e: &Error) -> String {
+    format!("Error: {path} has changed: {e}; nothing was changed. View it and try again.")
+}
+
+/// Checks `expected_sha256` against the bytes an edit starts from.
+fn expected(path: &MemPath, bytes: &[u8], expect: Option<&str>) -> Result<(), EditFailure> {
+    match expect {
+        Some(sha) if !crate::history::sha256_hex(bytes).eq_ignore_ascii_case(sha) => {
+            let e = Error::Changed {
+                actual: crate::history::sha256_hex(bytes),
+            };
+            Err(changed(path, &e).into())
+        }
+        _ => Ok(()),
     }
 }
 

@@ -1,0 +1,62 @@
+//! Expiry: removing files nobody read or wrote for a while, as changes of
+//! memfs' own (so each stays in the history, and `memfs revert` brings it back).
+
+use std::sync::{Arc, Weak};
+use std::time::{Duration, SystemTime};
+
+use super::request::Reply;
+use super::Refusal;
+use crate::error::Error;
+use crate::path::MemPath;
+use crate::store::Store;
+
+fn when(t: SystemTime) -> String {
+    humantime::format_rfc3339_seconds(t).to_string()
+}
+
+/// Lists (`dry_run`) or removes every file at or below `at` unused for `idle`.
+pub fn run(store: &Store, at: &MemPath, idle: Duration, dry_run: bool) -> Result<Reply, Refusal> {
+    let cutoff = SystemTime::now()
+        .checked_sub(idle)
+        .unwrap_or(SystemTime::UNIX_EPOCH);
+    let mut out = String::new();
+    let mut failed = Vec::new();
+    for (path, last) in store.idle_files(at, cutoff) {
+        if dry_run {
+            out.push_str(&format!("would expire {path} (last used {})\n", when(last)));
+            continue;
+        }
+        match store.expire(&path, cutoff) {
+            Ok(Some(ticket)) => match ticket.wait() {
+                Ok(()) => out.push_str(&format!("expired {path} (last used {})\n", when(last))),
+                Err(e) => failed.push(format!("{path}: {e}")),
+            },
+            // Used, or gone, meanwhile.
+            Ok(None) | Err(Error::NotFound) => {}
+            Err(e) => failed.push(format!("{path}: {e}")),
+        }
+    }
+    Ok(Reply {
+        code: u8::from(!failed.is_empty()),
+        out: out.into_bytes(),
+        err: failed.join("\n"),
+    })
+}
+
+/// Expires idle files of `store` on a schedule (`--expire-idle`), checking
+/// every tenth of `idle` (at least every second, at most every minute),
+/// until the store is gone.
+pub fn schedule(store: &Arc<Store>, idle: Duration) -> std::io::Result<()> {
+    let store: Weak<Store> = Arc::downgrade(store);
+    let every = (idle / 10).clamp(Duration::from_secs(1), Duration::from_secs(60));
+    std::thread::Builder::new()
+        .name("memfs-expire".into())
+        .spawn(move || loop {
+            std::thread::sleep(every);
+            let Some(store) = store.upgrade() else {
+                return;
+            };
+            let _ = run(&store, &MemPath::root(), idle, false);
+        })
+        .map(|_| ())
+}

@@ -1,0 +1,212 @@
+//! One row of the history: a version of one file (or an event of the
+//! history itself), as it is kept on disk and printed by `memfs log --json`.
+
+use serde::{Deserialize, Serialize};
+
+use crate::store::{Door, Origin};
+
+/// What a version did to its path.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum Op {
+    /// The file came to be with this content.
+    Create,
+    /// The file's content changed.
+    Write,
+    /// A person saved over an agent's change they had not read (a lost
+    /// update); the replaced version is in `replaces`.
+    Overwrite,
+    /// The file was deleted (alone, or with its directory).
+    Delete,
+    /// The file moved here from `from`.
+    Rename,
+    /// memfs removed the file because nobody read or wrote it for a while.
+    Expire,
+    /// `memfs revert` made the file what it was at another version.
+    Revert,
+    /// memfs found the file in this state when it started (a change made
+    /// while no memfs ran, or one a crash cut off from its version).
+    Found,
+    /// Old history was dropped by the retention policy (`note` says what).
+    Prune,
+    /// A version that did not take effect (on disk only, never shown).
+    Void,
+}
+
+impl Op {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Op::Create => "create",
+            Op::Write => "write",
+            Op::Overwrite => "overwrite",
+            Op::Delete => "delete",
+            Op::Rename => "rename",
+            Op::Expire => "expire",
+            Op::Revert => "revert",
+            Op::Found => "found",
+            Op::Prune => "prune",
+            Op::Void => "void",
+        }
+    }
+
+    /// Whether the version leaves content at its path.
+    pub fn leaves_content(self) -> bool {
+        matches!(
+            self,
+            Op::Create | Op::Write | Op::Overwrite | Op::Rename | Op::Revert | Op::Found
+        )
+    }
+}
+
+/// Who made a version.
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Actor {
+    /// `agent`, `person` or `memfs`.
+    pub kind: String,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub door: Option<String>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub session: Option<String>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub uid: Option<u32>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub pid: Option<u32>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub process: Option<String>,
+}
+
+impl Actor {
+    pub fn memfs() -> Actor {
+        Actor {
+            kind: "memfs".into(),
+            ..Actor::default()
+        }
+    }
+
+    pub fn of(origin: &Origin) -> Actor {
+        match origin {
+            Origin::Agent { door, session } => Actor {
+                kind: "agent".into(),
+                door: Some(door_name(*door).into()),
+                session: session.as_deref().map(str::to_string),
+                ..Actor::default()
+            },
+            Origin::Person { uid, pid, process } => Actor {
+                kind: "person".into(),
+                uid: Some(*uid),
+                pid: Some(*pid),
+                process: Some(process.as_str().to_string()),
+                ..Actor::default()
+            },
+            Origin::Revert { uid, pid, .. } => Actor {
+                kind: "person".into(),
+                uid: Some(*uid),
+                pid: Some(*pid),
+                process: Some("memfs".into()),
+                ..Actor::default()
+            },
+            Origin::Memfs | Origin::Expiry => Actor::memfs(),
+        }
+    }
+
+    pub fn is_agent(&self) -> bool {
+        self.kind == "agent"
+    }
+
+    /// Short form for the table: `agent:mcp(claude)`, `person:vim[1000]`, `memfs`.
+    pub fn short(&self) -> String {
+        match self.kind.as_str() {
+            "agent" => {
+                let mut s = format!("agent:{}", self.door.as_deref().unwrap_or("?"));
+                if let Some(session) = &self.session {
+                    s.push_str(&format!("({session})"));
+                }
+                s
+            }
+            "person" => format!(
+                "person:{}[{}]",
+                self.process.as_deref().unwrap_or("?"),
+                self.uid.map_or("?".to_string(), |u| u.to_string())
+            ),
+            other => other.to_string(),
+        }
+    }
+}
+
+pub fn door_name(door: Door) -> &'static str {
+    match door {
+        Door::Library => "library",
+        Door::Exec => "exec",
+        Door::Stdio => "stdio",
+        Door::Socket => "socket",
+        Door::Mcp => "mcp",
+    }
+}
+
+/// Stands for an erased path.
+pub const REDACTED_PATH: &str = "[redacted]";
+
+/// One version.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Row {
+    /// Its id: a decimal number, unique in this data dir, growing with time.
+    pub version: String,
+    /// When it was recorded (RFC 3339, UTC).
+    pub time: String,
+    pub actor: Actor,
+    pub op: Op,
+    /// The file's path (`/memories/...`).
+    pub path: String,
+    /// A rename's old path.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub from: Option<String>,
+    /// The content at `path` after this version; none for a delete, an
+    /// expiry and a redacted version.
+    pub sha256: Option<String>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub size: Option<u64>,
+    /// The version whose content stood at `path` before this one.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub replaces: Option<String>,
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub redacted: bool,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub note: Option<String>,
+    /// The persister's batch that wrote it (crash recovery checks the last).
+    #[serde(default)]
+    pub batch: u64,
+}
+
+impl Row {
+    pub fn id(&self) -> u64 {
+        self.version.parse().unwrap_or(0)
+    }
+
+    /// One line of `memfs log`: `42  2026-11-30 15:04:05  agent:mcp  write  /memories/a.md`.
+    pub fn table_line(&self) -> String {
+        let time = self.time.get(..19).unwrap_or(&self.time).replace('T', " ");
+        let mut line = format!(
+            "{:>6}  {}  {:<22} {:<9} {}",
+            self.version,
+            time,
+            self.actor.short(),
+            self.op.as_str(),
+            self.path
+        );
+        if let Some(from) = &self.from {
+            line.push_str(&format!(" (from {from})"));
+        }
+        if let Some(replaces) = &self.replaces {
+            if self.op == Op::Overwrite {
+                line.push_str(&format!(" (over agent's {replaces})"));
+            }
+        }
+        if self.redacted {
+            line.push_str(" [redacted]");
+        }
+        if let Some(note) = &self.note {
+            line.push_str(&format!("  {note}"));
+        }
+        line
+    }
+}

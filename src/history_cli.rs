@@ -1,0 +1,194 @@
+//! `memfs log`, `show`, `diff`, `revert`, `redact`, `export --git` and
+//! `expire`: run on the data dir itself when no memfs owns it, or by the
+//! owner through its socket when one does, with the same output either way.
+
+use std::io::Write;
+use std::path::Path;
+use std::process::{Command, ExitCode, Stdio};
+
+use memfs::history::request::{handle, Reply, Request, TYPE};
+use memfs::persist::OpenError;
+use memfs::serve::attach::Link;
+use memfs::Memory;
+
+use crate::cli::{Cli, Cmd};
+
+/// The request a history subcommand makes; `None` for the other subcommands.
+pub fn request_of(cmd: &Cmd) -> Option<Request> {
+    Some(match cmd {
+        Cmd::Log { path, json, all } => Request::Log {
+            path: path.clone(),
+            json: *json,
+            all: *all,
+        },
+        Cmd::Show { version } => Request::Show {
+            version: version.clone(),
+        },
+        Cmd::Diff { version, against } => Request::Diff {
+            version: version.clone(),
+            against: against.clone(),
+        },
+        Cmd::Revert { version } => Request::Revert {
+            version: version.clone(),
+            // SAFETY: getuid(2) cannot fail and touches no memory.
+            uid: unsafe { libc::getuid() },
+            pid: std::process::id(),
+        },
+        Cmd::Redact { version, path } => Request::Redact {
+            version: version.clone(),
+            path: *path,
+        },
+        Cmd::Export { .. } => Request::Export,
+        Cmd::Expire {
+            idle,
+            dry_run,
+            path,
+        } => Request::Expire {
+            idle: humantime::format_duration(*idle).to_string(),
+            dry_run: *dry_run,
+            path: path.clone(),
+        },
+        _ => return None,
+    })
+}
+
+pub fn run(cli: &Cli, request: Request) -> ExitCode {
+    let data = &cli.common.data;
+    if !data.join(".memfs").is_dir() && !data.join("memories").is_dir() {
+        eprintln!(
+            "memfs: no memory at {} (no memories/ there)",
+            data.display()
+        );
+        return ExitCode::from(2);
+    }
+    if let Cmd::Export { git } = &cli.command {
+        if let Err(e) = check_empty(git) {
+            eprintln!("memfs: {e}");
+            return ExitCode::from(2);
+        }
+    }
+    let reply = match Memory::open(data, cli.common.options()) {
+        Ok(memory) => {
+            let reply = handle(memory.store(), &request);
+            if !memory.write_out() {
+                eprintln!("memfs: some changes could not be written to disk");
+                return ExitCode::FAILURE;
+            }
+            reply
+        }
+        Err(OpenError::Busy { .. }) => through_owner(&data.join(".memfs"), &request),
+        Err(e) => {
+            eprintln!("memfs: {e}");
+            return ExitCode::from(2);
+        }
+    };
+    if let (Cmd::Export { git }, 0) = (&cli.command, reply.code) {
+        return export(git, &reply.out);
+    }
+    print(&reply)
+}
+
+fn through_owner(state_dir: &Path, request: &Request) -> Reply {
+    let mut line = serde_json::to_value(request).expect("a request serializes");
+    line["type"] = TYPE.into();
+    let answer = Link::connect(state_dir, None)
+        .map_err(|e| e.to_string())
+        .and_then(|mut link| {
+            link.call(line.to_string().as_bytes())
+                .map_err(|_| "it went away before answering".to_string())
+        });
+    match answer {
+        Ok(answer) => Reply::from_line(&answer),
+        Err(e) => Reply::error(format!(
+            "cannot reach the memfs that owns the data dir: {e}"
+        )),
+    }
+}
+
+fn print(reply: &Reply) -> ExitCode {
+    let mut out = std::io::stdout().lock();
+    if let Err(e) = out.write_all(&reply.out).and_then(|()| out.flush()) {
+        if e.kind() != std::io::ErrorKind::BrokenPipe {
+            eprintln!("memfs: cannot write the output: {e}");
+            return ExitCode::FAILURE;
+        }
+    }
+    if !reply.err.is_empty() {
+        eprintln!("memfs: {}", reply.err);
+    }
+    ExitCode::from(reply.code)
+}
+
+fn check_empty(dir: &Path) -> Result<(), String> {
+    match std::fs::read_dir(dir).map(|mut entries| entries.next().is_some()) {
+        Ok(true) => Err(format!(
+            "{} is not empty; export writes a new repository",
+            dir.display()
+        )),
+        Ok(false) => Ok(()),
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => Ok(()),
+        Err(e) => Err(format!("cannot use {}: {e}", dir.display())),
+    }
+}
+
+/// Feeds the stream to `git fast-import` in a new repository at `dir`.
+fn export(dir: &Path, stream: &[u8]) -> ExitCode {
+    let git = |args: &[&str]| Command::new("git").arg("-C").arg(dir).args(args).status();
+    if let Err(e) = std::fs::create_dir_all(dir) {
+        eprintln!("memfs: cannot make {}: {e}", dir.display());
+        return ExitCode::from(2);
+    }
+    match git(&["init", "-q", "-b", "main"]) {
+        Ok(s) if s.success() => {}
+        Ok(_) => {
+            eprintln!("memfs: `git init` failed in {}", dir.display());
+            return ExitCode::FAILURE;
+        }
+        Err(e) => {
+            eprintln!("memfs: cannot run git (is it installed?): {e}");
+            return ExitCode::from(2);
+        }
+    }
+    if stream.is_empty() {
+        println!(
+            "the history is empty: {} is an empty repository",
+            dir.display()
+        );
+        return ExitCode::SUCCESS;
+    }
+    let imported = Command::new("git")
+        .arg("-C")
+        .arg(dir)
+        .args(["fast-import", "--quiet"])
+        .stdin(Stdio::piped())
+        .spawn()
+        .and_then(|mut child| {
+            let fed = child.stdin.take().expect("piped").write_all(stream);
+            let status = child.wait()?;
+            fed.map(|()| status)
+        });
+    match imported {
+        Ok(s) if s.success() => {}
+        Ok(_) => {
+            eprintln!("memfs: `git fast-import` refused the history");
+            return ExitCode::FAILURE;
+        }
+        Err(e) => {
+            eprintln!("memfs: cannot run git fast-import: {e}");
+            return ExitCode::FAILURE;
+        }
+    }
+    match git(&["reset", "-q", "--hard"]) {
+        Ok(s) if s.success() => {
+            println!("exported the history to {}", dir.display());
+            ExitCode::SUCCESS
+        }
+        _ => {
+            eprintln!(
+                "memfs: the history is in {}, but checking it out failed",
+                dir.display()
+            );
+            ExitCode::FAILURE
+        }
+    }
+}

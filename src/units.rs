@@ -1,0 +1,66 @@
+//! Sizes and durations as people write them on a command line.
+
+/// `4096`, `64K`, `1M`, `1MiB`, `2G`: 1024-based.
+pub fn parse_size(text: &str) -> Result<u64, String> {
+    let t = text.trim();
+    let t = t
+        .strip_suffix("iB")
+        .or_else(|| t.strip_suffix('B'))
+        .unwrap_or(t);
+    let (digits, shift) = match t.chars().last() {
+        Some('K' | 'k') => (&t[..t.len() - 1], 10),
+        Some('M' | 'm') => (&t[..t.len() - 1], 20),
+        Some('G' | 'g') => (&t[..t.len() - 1], 30),
+        _ => (t, 0),
+    };
+    let n: u64 = digits
+        .trim()
+        .parse()
+        .map_err(|_| format!("`{text}` is not a size; write bytes, or a number with K, M or G"))?;
+    n.checked_mul(1 << shift)
+        .ok_or_else(|| format!("`{text}` is too large"))
+}
+
+/// `90d`, `12h`, `30m`, `2s` (and anything `humantime` reads, such as `1h 30m`).
+pub fn parse_duration(text: &str) -> Result<std::time::Duration, String> {
+    humantime::parse_duration(text.trim()).map_err(|_| {
+        format!("`{text}` is not a duration; write a number with d, h, m or s (90d, 12h, 30m, 2s)")
+    })
+}
+
+/// An io error's cause in words, without any path.
+pub fn describe_io(err: &std::io::Error) -> String {
+    match err.raw_os_error() {
+        Some(code) => std::io::Error::from_raw_os_error(code).to_string(),
+        None => err.kind().to_string(),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn sizes() {
+        assert_eq!(parse_size("4096"), Ok(4096));
+        assert_eq!(parse_size("64K"), Ok(65536));
+        assert_eq!(parse_size("1MiB"), Ok(1 << 20));
+        assert_eq!(parse_size("2g"), Ok(2 << 30));
+        assert!(parse_size("lots").is_err());
+        assert!(parse_size("99999999999G").is_err());
+    }
+
+    #[test]
+    fn durations() {
+        assert_eq!(
+            parse_duration("90d"),
+            Ok(std::time::Duration::from_secs(90 * 86400))
+        );
+        assert_eq!(parse_duration("2s"), Ok(std::time::Duration::from_secs(2)));
+        assert_eq!(
+            parse_duration("12h"),
+            Ok(std::time::Duration::from_secs(12 * 3600))
+        );
+        assert!(parse_duration("soon").is_err());
+    }
+}
