@@ -137,6 +137,14 @@ impl Memory {
     }
 }
 
+impl Drop for Memory {
+    /// Last reads are kept for the next start, however this process ends its
+    /// use of the memory.
+    fn drop(&mut self) {
+        self.save_usage();
+    }
+}
+
 fn start_warnings(skipped: &load::Skipped, exceeded: &[String]) -> Vec<String> {
     let mut out = Vec::new();
     let left_out = [

@@ -32,7 +32,7 @@ pub fn parse_duration(text: &str) -> Result<std::time::Duration, String> {
 pub fn describe_io(err: &std::io::Error) -> String {
     match err.raw_os_error() {
         Some(code) => std::io::Error::from_raw_os_error(code).to_string(),
-        None => err.kind().to_string(),
+        None => err.to_string(),
     }
 }
 

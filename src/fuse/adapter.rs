@@ -549,10 +549,14 @@ impl Filesystem for MemFs {
     ) {
         let name = name_or_reply!(name, reply);
         let owner = (req.uid(), req.gid());
-        match self
-            .store
-            .make_node(parent.0, name, NewNode::File, mode, owner, origin(req))
-        {
+        match self.store.make_node(
+            parent.0,
+            name,
+            NewNode::OpenedFile,
+            mode,
+            owner,
+            origin(req),
+        ) {
             Ok(info) => {
                 self.store.pin(info.ino, 1); // the open handle
                 reply.created(

@@ -6,8 +6,13 @@
 //! objects/SHA  each kept content once, named by its sha256
 //! ```
 //! Every file is opened relative to the checked directory, never through a
-//! symlink. Nothing here syncs on the write path: the persister's barrier
-//! makes a batch's rows and contents durable with its changes.
+//! symlink, and only while it is written: no file stays open for writing
+//! (a read-only remount of the disk must not be refused as busy). Nothing
+//! here syncs on the write path: the persister's barrier makes a batch's
+//! rows and contents durable with its changes.
+//!
+//! The log keeps a reserve of allocated space past its end, so that on a
+//! full disk the rows of a delete, which makes room, can still be written.
 
 use std::fs::File;
 use std::io::{self, Read, Write};
@@ -20,8 +25,10 @@ use crate::persist::private_subdir;
 pub struct Disk {
     dir: OwnedFd,
     objects: OwnedFd,
-    log: File,
 }
+
+/// Space kept allocated past the log's end (some hundreds of rows).
+const RESERVE: u64 = 64 << 10;
 
 const LOG: &str = "log";
 const LOG_NEW: &str = "log.new";
@@ -46,6 +53,7 @@ impl Disk {
         let mut log = open_at(&dir, LOG, OFlags::RDWR | OFlags::CREATE | OFlags::APPEND)?;
         let mut text = Vec::new();
         log.read_to_end(&mut text)?;
+        reserve(&log);
         // A torn last line (a crash mid-append) is cut off, so the next
         // append starts on a line of its own.
         if let Some(end) = text.iter().rposition(|&b| b == b'\n').map(|i| i + 1) {
@@ -57,38 +65,51 @@ impl Disk {
             text.clear();
             log.set_len(0)?;
         }
-        Ok((Disk { dir, objects, log }, text))
+        drop(log);
+        Ok((Disk { dir, objects }, text))
     }
 
     /// Appends whole lines (one `write`, so a crash keeps a prefix of them).
     pub fn append(&mut self, lines: &[u8]) -> io::Result<()> {
         fail::fail_point!("history::append", |e: Option<String>| Err(injected(e)));
-        self.log.write_all(lines)
+        let mut log = open_at(&self.dir, LOG, OFlags::WRONLY | OFlags::APPEND)?;
+        log.write_all(lines)?;
+        reserve(&log);
+        Ok(())
     }
 
-    /// Keeps `data` as the content `sha` (once: a content already kept is not written again).
+    /// Keeps `data` as the content `sha` (once: a content already kept whole
+    /// is not written again; one a crash cut short is written over).
     pub fn put(&self, sha: &str, data: &[u8]) -> io::Result<()> {
-        if rfs::statat(&self.objects, sha, AtFlags::SYMLINK_NOFOLLOW).is_ok() {
-            return Ok(());
+        if let Ok(st) = rfs::statat(&self.objects, sha, AtFlags::SYMLINK_NOFOLLOW) {
+            if st.st_size as u64 == data.len() as u64 {
+                return Ok(());
+            }
         }
         fail::fail_point!("history::put", |e: Option<String>| Err(injected(e)));
-        let tmp = format!(".{sha}.tmp");
         let written = open_at(
             &self.objects,
-            &tmp,
+            sha,
             OFlags::WRONLY | OFlags::CREATE | OFlags::TRUNC,
         )
-        .and_then(|mut f| f.write_all(data))
-        .and_then(|()| Ok(rfs::renameat(&self.objects, &tmp, &self.objects, sha)?));
+        .and_then(|mut f| f.write_all(data));
         if written.is_err() {
-            let _ = rfs::unlinkat(&self.objects, tmp.as_str(), AtFlags::empty());
+            // Not left half written: a later put would take it as kept.
+            let _ = rfs::unlinkat(&self.objects, sha, AtFlags::empty());
         }
         written
     }
 
+    /// The content `sha`, checked against its hash.
     pub fn get(&self, sha: &str) -> io::Result<Vec<u8>> {
         let mut out = Vec::new();
         open_at(&self.objects, sha, OFlags::RDONLY)?.read_to_end(&mut out)?;
+        if super::sha256_hex(&out) != sha {
+            return Err(io::Error::new(
+                io::ErrorKind::InvalidData,
+                "the kept content is damaged (its sha256 does not match)",
+            ));
+        }
         Ok(out)
     }
 
@@ -108,15 +129,33 @@ impl Disk {
         )?;
         new.write_all(text)?;
         new.sync_data()?;
+        reserve(&new);
         rfs::renameat(&self.dir, LOG_NEW, &self.dir, LOG)?;
         rfs::fsync(&self.dir)?;
-        self.log = open_at(&self.dir, LOG, OFlags::RDWR | OFlags::APPEND)?;
         Ok(())
     }
 
     /// Makes removals of contents durable (redaction must not come back).
     pub fn sync_objects(&self) -> io::Result<()> {
         Ok(rfs::fsync(&self.objects)?)
+    }
+}
+
+/// Tops up the space allocated past the log's end (best effort: a disk
+/// too full for it just has less reserve).
+fn reserve(log: &File) {
+    let Ok(st) = rfs::fstat(log) else {
+        return;
+    };
+    let size = st.st_size.max(0) as u64;
+    let allocated = st.st_blocks.max(0) as u64 * 512;
+    if allocated < size + RESERVE / 2 {
+        // Less when the disk has not that much left.
+        for len in [RESERVE, RESERVE / 4, RESERVE / 16] {
+            if rfs::fallocate(log, rfs::FallocateFlags::KEEP_SIZE, size, len).is_ok() {
+                break;
+            }
+        }
     }
 }
 

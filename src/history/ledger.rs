@@ -2,7 +2,7 @@
 //! (by the rows), and how store changes become rows. Nothing here touches
 //! the disk; `History` writes what this decides.
 
-use std::collections::{BTreeMap, HashMap};
+use std::collections::{BTreeMap, HashMap, HashSet};
 use std::sync::Arc;
 
 use sha2::{Digest, Sha256};
@@ -100,7 +100,7 @@ impl Ledger {
 
     /// Adds a row and applies it to the live map and the content counts.
     pub fn push(&mut self, row: Row) {
-        if let (Some(sha), Some(size)) = (&row.sha256, row.size) {
+        if let (Some(sha), Some(size), false) = (&row.sha256, row.size, row.pruned) {
             let entry = self.refs.entry(sha.clone()).or_insert((0, size));
             if entry.0 == 0 {
                 self.kept_bytes += size;
@@ -133,29 +133,44 @@ impl Ledger {
 
     /// Drops the oldest rows: those recorded before `cutoff` (an RFC 3339
     /// time, which sorts as text), then more until the kept contents fit in
-    /// `max_bytes`. Returns how many rows went, and the contents nobody
-    /// names any more.
+    /// `max_bytes`. A row that is still the current version of a file stays,
+    /// without its content (`pruned`), so that the history goes on knowing
+    /// what each file holds. Returns how many rows went or lost their
+    /// content, and the contents nobody names any more.
     pub fn prune(&mut self, cutoff: &str, max_bytes: u64) -> (usize, Vec<String>) {
         let mut gone = Vec::new();
         let mut n = 0;
-        while n < self.rows.len() {
-            let row = &self.rows[n];
+        let mut drop = HashSet::new();
+        for i in 0..self.rows.len() {
+            let row = &self.rows[i];
             if row.time.as_str() >= cutoff && self.kept_bytes <= max_bytes {
                 break;
             }
-            if let Some(sha) = &row.sha256 {
-                if let Some(entry) = self.refs.get_mut(sha) {
+            if row.pruned {
+                continue;
+            }
+            n += 1;
+            if let (Some(sha), false) = (row.sha256.clone(), row.pruned) {
+                if let Some(entry) = self.refs.get_mut(&sha) {
                     entry.0 -= 1;
                     if entry.0 == 0 {
                         self.kept_bytes -= entry.1;
-                        self.refs.remove(sha);
-                        gone.push(sha.clone());
+                        self.refs.remove(&sha);
+                        gone.push(sha);
                     }
                 }
             }
-            n += 1;
+            let current = MemPath::parse(&row.path)
+                .ok()
+                .and_then(|p| self.live.get(&p))
+                .is_some_and(|l| l.version == row.id());
+            if current {
+                self.rows[i].pruned = true;
+            } else {
+                drop.insert(row.id());
+            }
         }
-        self.rows.drain(..n);
+        self.rows.retain(|r| !drop.contains(&r.id()));
         (n, gone)
     }
 
@@ -207,6 +222,7 @@ impl Ledger {
             size: None,
             replaces: None,
             redacted: false,
+            pruned: false,
             note: None,
             batch: self.batch,
         }

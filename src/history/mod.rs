@@ -56,7 +56,10 @@ impl std::str::FromStr for Keep {
     fn from_str(s: &str) -> Result<Keep, String> {
         let mut keep = Keep::default();
         for part in s.split(',').map(str::trim).filter(|p| !p.is_empty()) {
-            if part.ends_with('B') || part.bytes().all(|b| b.is_ascii_digit()) {
+            // A size has digits only, or an upper-case K, M or G (`30m` is
+            // thirty minutes, `30M` thirty MiB).
+            let unit = part.trim_end_matches("iB").trim_end_matches('B');
+            if part.bytes().all(|b| b.is_ascii_digit()) || unit.ends_with(['K', 'M', 'G']) {
                 keep.bytes = crate::units::parse_size(part)?;
             } else {
                 keep.age = humantime::parse_duration(part).map_err(|e| {
@@ -293,7 +296,6 @@ impl History {
         } else {
             self.keep.bytes
         };
-        let oldest = inner.ledger.rows.first().map(|r| r.version.clone());
         let (n, gone) = inner.ledger.prune(&cutoff, target);
         if n == 0 {
             return Ok(());
@@ -310,11 +312,7 @@ impl History {
             .ledger
             .event(&now_text(), Op::Prune, &MemPath::root(), None);
         row.note = Some(format!(
-            "dropped {n} old version(s), {} through {} ({why})",
-            oldest.unwrap_or_default(),
-            inner.ledger.rows.first().map_or(row.version.clone(), |r| {
-                (r.id().saturating_sub(1)).to_string()
-            }),
+            "dropped {n} old version(s) ({why}); a file's current version keeps its row"
         ));
         inner.ledger.push(row);
         let text = lines_of(&inner.ledger.rows);
@@ -365,6 +363,11 @@ impl History {
         if row.redacted {
             return refuse(format!(
                 "version {version} is redacted: its content is erased"
+            ));
+        }
+        if row.pruned {
+            return refuse(format!(
+                "the content of version {version} is no longer kept (dropped by --history-keep)"
             ));
         }
         let Some(sha) = &row.sha256 else {

@@ -170,6 +170,11 @@ pub struct Row {
     pub replaces: Option<String>,
     #[serde(default, skip_serializing_if = "std::ops::Not::not")]
     pub redacted: bool,
+    /// The retention policy dropped this version's content; the row stays
+    /// while it is the current version of a file (its `sha256` still says
+    /// what the file holds).
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub pruned: bool,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub note: Option<String>,
     /// The persister's batch that wrote it (crash recovery checks the last).
@@ -203,6 +208,9 @@ impl Row {
         }
         if self.redacted {
             line.push_str(" [redacted]");
+        }
+        if self.pruned {
+            line.push_str(" [content pruned]");
         }
         if let Some(note) = &self.note {
             line.push_str(&format!("  {note}"));

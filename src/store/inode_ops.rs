@@ -43,6 +43,10 @@ pub struct DirEntry {
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum NewNode {
     File,
+    /// A file made by `create(2)`, open in the hand of its maker: written to
+    /// disk with what they write into it, at close or fsync (one version),
+    /// not once empty and again with its content.
+    OpenedFile,
     Dir,
     /// A FIFO, socket or device node: `S_IFMT` bits and device number.
     Special {
@@ -249,7 +253,7 @@ impl Store {
         let now = SystemTime::now();
         let attr = Attr::owned(perm & 0o7777, owner.0, owner.1, now);
         let kind = match &what {
-            NewNode::File => NodeKind::File(Arc::default()),
+            NewNode::File | NewNode::OpenedFile => NodeKind::File(Arc::default()),
             NewNode::Dir => NodeKind::Dir(Default::default()),
             NewNode::Special { format, rdev } => NodeKind::Special {
                 format: *format,
@@ -261,6 +265,12 @@ impl Store {
         let ops = match (what, tree.path_of(ino)) {
             (_, None) | (NewNode::Special { .. }, _) => Vec::new(),
             (NewNode::File, Some(_)) => write_ops(&tree, ino, Arc::default()),
+            (NewNode::OpenedFile, Some(_)) => {
+                let node = tree.node_mut(ino);
+                node.dirty = true;
+                node.writer = Some(origin.clone());
+                Vec::new()
+            }
             (NewNode::Dir, Some(path)) => vec![ChangeOp::MakeDir {
                 path,
                 meta: Meta::from(&attr),

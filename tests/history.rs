@@ -1,0 +1,646 @@
+//! History through the doors people use: `memfs log`, `show`, `diff`,
+//! `revert`, `redact`, `export --git` and `expire`, with and without a
+//! running owner, with changes from the agent, from a person in a real
+//! editor through the mount, and from memfs itself.
+
+mod common;
+
+use std::fs;
+use std::io::Write;
+use std::path::Path;
+use std::process::{Command, Stdio};
+
+use common::*;
+use serde_json::{json, Value};
+
+/// `memfs --data DIR ARGS...`: exit code, stdout, stderr.
+fn run(dir: &Path, args: &[&str]) -> (i32, String, String) {
+    let out = memfs().arg("--data").arg(dir).args(args).output().unwrap();
+    (
+        out.status.code().unwrap_or(-1),
+        String::from_utf8_lossy(&out.stdout).into_owned(),
+        String::from_utf8_lossy(&out.stderr).into_owned(),
+    )
+}
+
+/// `memfs log --json [PATH]`, newest first.
+fn log(dir: &Path, path: Option<&str>) -> Vec<Value> {
+    let mut args = vec!["log", "--json"];
+    args.extend(path);
+    let (code, out, err) = run(dir, &args);
+    assert_eq!(code, 0, "{err}");
+    out.lines()
+        .map(|l| serde_json::from_str(l).unwrap())
+        .collect()
+}
+
+fn ok(dir: &Path, flags: &[&str], input: Value) {
+    let (code, v, err) = exec_with(dir, flags, &input.to_string());
+    assert_eq!(code, 0, "{v} {err}");
+}
+
+fn sha256(bytes: &[u8]) -> String {
+    memfs::history::sha256_hex(bytes)
+}
+
+fn ops(rows: &[Value]) -> Vec<&str> {
+    rows.iter().map(|r| r["op"].as_str().unwrap()).collect()
+}
+
+#[test]
+fn every_agent_change_is_a_version_with_its_actor_and_survives_rename_and_delete() {
+    let dir = tempfile::tempdir().unwrap();
+    let d = dir.path();
+    let me = ["--as", "planner"];
+    ok(
+        d,
+        &me,
+        json!({"command": "create", "path": "/memories/a.md", "file_text": "hello\n"}),
+    );
+    ok(
+        d,
+        &me,
+        json!({"command": "str_replace", "path": "/memories/a.md", "old_str": "hello", "new_str": "hello world"}),
+    );
+    ok(
+        d,
+        &me,
+        json!({"command": "rename", "old_path": "/memories/a.md", "new_path": "/memories/b.md"}),
+    );
+    ok(
+        d,
+        &me,
+        json!({"command": "delete", "path": "/memories/b.md"}),
+    );
+
+    let rows = log(d, None);
+    assert_eq!(ops(&rows), ["delete", "rename", "write", "create"]);
+    for row in &rows {
+        assert!(row["version"].is_string(), "{row}");
+        let time = row["time"].as_str().unwrap();
+        assert!(humantime::parse_rfc3339(time).is_ok(), "{time}");
+        assert_eq!(row["actor"]["kind"], "agent");
+        assert_eq!(row["actor"]["door"], "exec");
+        assert_eq!(row["actor"]["session"], "planner");
+    }
+    assert_eq!(rows[3]["sha256"], sha256(b"hello\n"));
+    assert_eq!(rows[3]["size"], 6);
+    assert_eq!(rows[2]["sha256"], sha256(b"hello world\n"));
+    assert_eq!(rows[1]["path"], "/memories/b.md");
+    assert_eq!(rows[1]["from"], "/memories/a.md");
+    assert_eq!(rows[0]["sha256"], Value::Null);
+    // Newest first, versions growing.
+    let ids: Vec<u64> = rows
+        .iter()
+        .map(|r| r["version"].as_str().unwrap().parse().unwrap())
+        .collect();
+    assert!(ids.windows(2).all(|w| w[0] > w[1]), "{ids:?}");
+
+    // The deleted file's log reaches back through its rename.
+    let b = log(d, Some("/memories/b.md"));
+    assert_eq!(ops(&b), ["delete", "rename", "write", "create"]);
+    // A directory's log is its subtree's; a relative path reads as under /memories.
+    assert_eq!(log(d, Some("a.md")).len(), 2);
+    let (code, table, _) = run(d, &["log"]);
+    assert_eq!(code, 0);
+    assert!(
+        table
+            .lines()
+            .next()
+            .unwrap()
+            .contains("agent:exec(planner)"),
+        "{table}"
+    );
+    assert!(
+        table.contains("rename") && table.contains("(from /memories/a.md)"),
+        "{table}"
+    );
+}
+
+#[test]
+fn show_diff_and_revert_bring_back_a_deleted_file_as_a_persons_version() {
+    let dir = tempfile::tempdir().unwrap();
+    let d = dir.path();
+    ok(
+        d,
+        &[],
+        json!({"command": "create", "path": "/memories/n.md", "file_text": "one\ntwo\nthree\n"}),
+    );
+    ok(
+        d,
+        &[],
+        json!({"command": "str_replace", "path": "/memories/n.md", "old_str": "two", "new_str": "TWO"}),
+    );
+    ok(
+        d,
+        &[],
+        json!({"command": "delete", "path": "/memories/n.md"}),
+    );
+    let rows = log(d, None);
+    let v = |i: usize| rows[i]["version"].as_str().unwrap().to_string();
+    let (create, write, delete) = (v(2), v(1), v(0));
+
+    let (code, shown, _) = run(d, &["show", &create]);
+    assert_eq!((code, shown.as_str()), (0, "one\ntwo\nthree\n"));
+    let (code, diff, _) = run(d, &["diff", &create, &write]);
+    assert_eq!(code, 0);
+    assert!(diff.contains("-two\n+TWO\n"), "{diff}");
+    assert!(diff.starts_with("--- /memories/n.md (version"), "{diff}");
+    // Against the file now (deleted: everything removed).
+    let (_, diff_now, _) = run(d, &["diff", &write]);
+    assert!(diff_now.contains("-TWO"), "{diff_now}");
+    let (code, _, err) = run(d, &["show", &delete]);
+    assert_eq!(code, 1);
+    assert!(err.contains("is a delete"), "{err}");
+
+    // Reverting the delete brings back what it deleted.
+    let (code, out, err) = run(d, &["revert", &delete]);
+    assert_eq!(code, 0, "{err}");
+    assert!(out.contains("/memories/n.md"), "{out}");
+    assert_eq!(
+        fs::read_to_string(d.join("memories/n.md")).unwrap(),
+        "one\nTWO\nthree\n"
+    );
+    let newest = &log(d, None)[0];
+    assert_eq!(newest["op"], "revert");
+    assert_eq!(newest["actor"]["kind"], "person");
+    assert_eq!(newest["actor"]["uid"], rustix::process::getuid().as_raw());
+    // And to an older version, as a new version again.
+    let (code, _, err) = run(d, &["revert", &create]);
+    assert_eq!(code, 0, "{err}");
+    assert_eq!(
+        fs::read_to_string(d.join("memories/n.md")).unwrap(),
+        "one\ntwo\nthree\n"
+    );
+    let (code, _, err) = run(d, &["show", "12345"]);
+    assert_eq!(code, 1);
+    assert!(err.contains("no version 12345"), "{err}");
+    let (code, _, err) = run(d, &["show", "nonsense"]);
+    assert_eq!(code, 1);
+    assert!(err.contains("is not a version"), "{err}");
+}
+
+#[test]
+fn the_history_commands_answer_the_same_through_a_running_owner() {
+    let dir = tempfile::tempdir().unwrap();
+    let d = dir.path();
+    let mut owner = Server::start(d, &["--as", "stdio-agent"]);
+    let v = owner.call(r#"{"command":"create","path":"/memories/o.md","file_text":"v1\n"}"#);
+    assert_eq!(v["is_error"], false, "{v}");
+    let v = owner.call(r#"{"command":"create","path":"/memories/o2.md","file_text":"x\n"}"#);
+    assert_eq!(v["is_error"], false, "{v}");
+    // Asked through the owner's socket.
+    let live = log(d, None);
+    assert_eq!(ops(&live), ["create", "create"]);
+    assert_eq!(live[1]["actor"]["door"], "stdio");
+    assert_eq!(live[1]["actor"]["session"], "stdio-agent");
+    let first = live[1]["version"].as_str().unwrap().to_string();
+    let v = owner
+        .call(r#"{"command":"str_replace","path":"/memories/o.md","old_str":"v1","new_str":"v2"}"#);
+    assert_eq!(v["is_error"], false, "{v}");
+    // The owner applies the revert: its own view shows it at once.
+    let (code, _, err) = run(d, &["revert", &first]);
+    assert_eq!(code, 0, "{err}");
+    let v = owner.call(r#"{"command":"view","path":"/memories/o.md"}"#);
+    assert!(v["content"].as_str().unwrap().contains("v1"), "{v}");
+    let through_owner = log(d, None);
+    assert!(owner.finish().success());
+    // Read from the data dir itself: the same rows.
+    assert_eq!(log(d, None), through_owner);
+    assert_eq!(ops(&through_owner), ["revert", "write", "create", "create"]);
+}
+
+#[test]
+fn expected_sha256_makes_a_write_conditional_on_every_door() {
+    let dir = tempfile::tempdir().unwrap();
+    let d = dir.path();
+    ok(
+        d,
+        &[],
+        json!({"command": "create", "path": "/memories/p.md", "file_text": "base\n"}),
+    );
+    let base = sha256(b"base\n");
+    let stale = sha256(b"something else\n");
+    // exec
+    let (code, v, _) = exec_with(
+        d,
+        &[],
+        &json!({"command": "str_replace", "path": "/memories/p.md", "old_str": "base", "new_str": "mine", "expected_sha256": stale}).to_string(),
+    );
+    assert_eq!(code, 1);
+    let text = content(&v);
+    assert!(
+        text.contains("has changed") && text.contains(&base),
+        "{text}"
+    );
+    assert_eq!(
+        fs::read_to_string(d.join("memories/p.md")).unwrap(),
+        "base\n"
+    );
+    // stdio, each command kind
+    let mut s = Server::start(d, &[]);
+    for input in [
+        json!({"command": "insert", "path": "/memories/p.md", "insert_line": 0, "insert_text": "x\n", "expected_sha256": stale}),
+        json!({"command": "create", "path": "/memories/p.md", "file_text": "y\n", "expected_sha256": stale}),
+        json!({"command": "delete", "path": "/memories/p.md", "expected_sha256": stale}),
+        json!({"command": "rename", "old_path": "/memories/p.md", "new_path": "/memories/q.md", "expected_sha256": stale}),
+    ] {
+        let v = s.call(&input.to_string());
+        assert_eq!(v["is_error"], true, "{input}: {v}");
+        assert!(
+            v["content"]
+                .as_str()
+                .unwrap()
+                .contains("nothing was changed"),
+            "{v}"
+        );
+    }
+    let v = s.call(&json!({"command": "create", "path": "/memories/p.md", "file_text": "next\n", "expected_sha256": base}).to_string());
+    assert_eq!(v["is_error"], false, "{v}");
+    let v =
+        s.call(r#"{"command":"delete","path":"/memories/p.md","expected_sha256":"not-a-hash"}"#);
+    assert!(
+        v["content"].as_str().unwrap().contains("64 hex digits"),
+        "{v}"
+    );
+    assert!(s.finish().success());
+    assert_eq!(
+        fs::read_to_string(d.join("memories/p.md")).unwrap(),
+        "next\n"
+    );
+    assert_eq!(ops(&log(d, None)), ["write", "create"]);
+}
+
+#[test]
+fn redact_erases_a_content_from_everything_memfs_keeps_and_keeps_the_row() {
+    let dir = tempfile::tempdir().unwrap();
+    let d = dir.path();
+    let secret = "call Dana on 555-0199";
+    ok(
+        d,
+        &[],
+        json!({"command": "create", "path": "/memories/dana-555-0199.md", "file_text": format!("{secret}\n")}),
+    );
+    ok(
+        d,
+        &[],
+        json!({"command": "str_replace", "path": "/memories/dana-555-0199.md", "old_str": "555-0199", "new_str": "(number removed)"}),
+    );
+    let rows = log(d, None);
+    let first = rows[1]["version"].as_str().unwrap().to_string();
+    // Refused while a file still holds the text of its path.
+    let (code, _, err) = run(d, &["redact", &first, "--path"]);
+    assert_eq!(code, 1);
+    assert!(err.contains("rename or delete it first"), "{err}");
+    ok(
+        d,
+        &[],
+        json!({"command": "rename", "old_path": "/memories/dana-555-0199.md", "new_path": "/memories/dana.md"}),
+    );
+    let (code, out, err) = run(d, &["redact", &first, "--path"]);
+    assert_eq!(code, 0, "{err}");
+    assert!(out.contains("content erased"), "{out}");
+    // Nowhere under the data dir: not the content, not the name.
+    let hits = Command::new("grep")
+        .args(["-rla", "555-0199"])
+        .arg(d)
+        .output()
+        .unwrap();
+    assert!(
+        hits.stdout.is_empty(),
+        "{}",
+        String::from_utf8_lossy(&hits.stdout)
+    );
+    let rows = log(d, None);
+    let redacted = rows
+        .iter()
+        .find(|r| r["version"] == first.as_str())
+        .unwrap();
+    assert_eq!(redacted["redacted"], true, "{redacted}");
+    assert_eq!(redacted["sha256"], Value::Null);
+    let (code, _, err) = run(d, &["show", &first]);
+    assert_eq!(code, 1);
+    assert!(err.contains("redacted"), "{err}");
+    // A content a file holds now cannot be redacted.
+    let now = rows[0]["version"].as_str().unwrap().to_string();
+    let (code, _, err) = run(d, &["redact", &now]);
+    assert_eq!(code, 1);
+    assert!(err.contains("still holds"), "{err}");
+}
+
+#[test]
+fn history_keep_drops_the_oldest_versions_and_says_so() {
+    let dir = tempfile::tempdir().unwrap();
+    let d = dir.path();
+    let keep = ["--history-keep", "2K"];
+    for i in 0..12 {
+        let text = format!("{i:03} {}\n", "x".repeat(400));
+        ok(
+            d,
+            &keep,
+            json!({"command": "create", "path": format!("/memories/f{i}.md"), "file_text": text}),
+        );
+    }
+    let rows = log(d, None);
+    let prune = rows
+        .iter()
+        .find(|r| r["op"] == "prune")
+        .expect("a prune row");
+    assert_eq!(prune["actor"]["kind"], "memfs");
+    assert!(
+        prune["note"].as_str().unwrap().contains("dropped"),
+        "{prune}"
+    );
+    // The first file's row stays (it is the file's current version), its
+    // content copy in the history does not.
+    let (code, _, err) = run(d, &["show", "1"]);
+    assert_eq!(code, 1);
+    assert!(err.contains("no longer kept"), "{err}");
+    let first = rows.iter().find(|r| r["version"] == "1").unwrap();
+    assert_eq!(first["pruned"], true, "{first}");
+    // Nothing is `found` again at the next start: pruning kept what each file holds.
+    assert!(rows.iter().all(|r| r["op"] != "found"), "{rows:?}");
+    let kept: u64 = fs::read_dir(d.join(".memfs/history/objects"))
+        .unwrap()
+        .map(|e| e.unwrap().metadata().unwrap().len())
+        .sum();
+    assert!(kept <= 2048, "{kept} bytes kept");
+    // The newest version is still there.
+    let newest = rows.iter().find(|r| r["op"] == "create").unwrap();
+    let (code, shown, _) = run(d, &["show", newest["version"].as_str().unwrap()]);
+    assert_eq!(code, 0);
+    assert!(shown.starts_with("011 "), "{shown}");
+}
+
+#[test]
+fn export_writes_a_git_repository_with_one_commit_per_version() {
+    let test = "export_writes_a_git_repository_with_one_commit_per_version";
+    if Command::new("git").arg("--version").output().is_err() {
+        skip(test, "git is not installed");
+        return;
+    }
+    let dir = tempfile::tempdir().unwrap();
+    let d = dir.path();
+    ok(
+        d,
+        &["--as", "scribe"],
+        json!({"command": "create", "path": "/memories/g/a.md", "file_text": "a\n"}),
+    );
+    ok(
+        d,
+        &[],
+        json!({"command": "str_replace", "path": "/memories/g/a.md", "old_str": "a", "new_str": "b"}),
+    );
+    ok(
+        d,
+        &[],
+        json!({"command": "rename", "old_path": "/memories/g/a.md", "new_path": "/memories/g/c.md"}),
+    );
+    let repo = tempfile::tempdir().unwrap();
+    let target = repo.path().join("git");
+    let (code, _, err) = run(d, &["export", "--git", target.to_str().unwrap()]);
+    assert_eq!(code, 0, "{err}");
+    let git = |args: &[&str]| {
+        let out = Command::new("git")
+            .arg("-C")
+            .arg(&target)
+            .args(args)
+            .output()
+            .unwrap();
+        assert!(
+            out.status.success(),
+            "{}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+        String::from_utf8(out.stdout).unwrap()
+    };
+    let authors = git(&["log", "--format=%an|%s"]);
+    let lines: Vec<&str> = authors.lines().collect();
+    assert_eq!(lines.len(), 3, "{authors}");
+    assert!(
+        lines[2].starts_with("agent via exec (scribe)|create /memories/g/a.md"),
+        "{authors}"
+    );
+    assert_eq!(git(&["show", "HEAD:g/c.md"]), "b\n");
+    assert!(git(&["log", "-p", "--format=", "-1", "HEAD~1"]).contains("-a\n+b"));
+    assert_eq!(fs::read_to_string(target.join("g/c.md")).unwrap(), "b\n");
+    // Not into a folder that holds something.
+    let (code, _, err) = run(d, &["export", "--git", target.to_str().unwrap()]);
+    assert_eq!(code, 2);
+    assert!(err.contains("is not empty"), "{err}");
+}
+
+/// The files a test leaves idle, and the one it reads.
+fn idle_pair(d: &Path) {
+    ok(
+        d,
+        &[],
+        json!({"command": "create", "path": "/memories/old.md", "file_text": "old\n"}),
+    );
+    ok(
+        d,
+        &[],
+        json!({"command": "create", "path": "/memories/used.md", "file_text": "used\n"}),
+    );
+    std::thread::sleep(std::time::Duration::from_millis(2200));
+    // A read (in another process: the last read is kept across restarts).
+    ok(
+        d,
+        &[],
+        json!({"command": "view", "path": "/memories/used.md"}),
+    );
+}
+
+#[test]
+fn expire_removes_only_idle_files_as_memfs_and_revert_brings_them_back() {
+    let dir = tempfile::tempdir().unwrap();
+    let d = dir.path();
+    idle_pair(d);
+    let (code, out, err) = run(d, &["expire", "--idle", "2s", "--dry-run"]);
+    assert_eq!(code, 0, "{err}");
+    assert_eq!(out.lines().count(), 1, "{out}");
+    assert!(out.starts_with("would expire /memories/old.md"), "{out}");
+    assert!(d.join("memories/old.md").exists());
+    let (code, out, err) = run(d, &["expire", "--idle", "2s"]);
+    assert_eq!(code, 0, "{err}");
+    assert!(out.starts_with("expired /memories/old.md"), "{out}");
+    assert!(!d.join("memories/old.md").exists());
+    assert!(d.join("memories/used.md").exists());
+    let expiry = &log(d, None)[0];
+    assert_eq!(expiry["op"], "expire");
+    assert_eq!(expiry["actor"]["kind"], "memfs");
+    assert_eq!(expiry["path"], "/memories/old.md");
+    let (code, _, err) = run(d, &["revert", expiry["version"].as_str().unwrap()]);
+    assert_eq!(code, 0, "{err}");
+    assert_eq!(
+        fs::read_to_string(d.join("memories/old.md")).unwrap(),
+        "old\n"
+    );
+    let (_, table, _) = run(d, &["log"]);
+    assert!(table.contains("expire"), "{table}");
+    let (code, _, err) = run(d, &["expire", "--idle", "soon"]);
+    assert_eq!(code, 2);
+    assert!(err.contains("not a duration"), "{err}");
+}
+
+#[test]
+fn an_owner_expires_idle_files_on_a_schedule() {
+    let dir = tempfile::tempdir().unwrap();
+    let d = dir.path();
+    let mut s = Server::start(d, &["--expire-idle", "1s"]);
+    let v = s.call(r#"{"command":"create","path":"/memories/brief.md","file_text":"b\n"}"#);
+    assert_eq!(v["is_error"], false, "{v}");
+    let gone = (0..100).any(|_| {
+        std::thread::sleep(std::time::Duration::from_millis(100));
+        !d.join("memories/brief.md").exists()
+    });
+    assert!(gone, "not expired within 10 s");
+    let v = s.call(r#"{"command":"view","path":"/memories/brief.md"}"#);
+    assert_eq!(v["is_error"], true, "{v}");
+    assert!(s.finish().success());
+    assert_eq!(log(d, None)[0]["op"], "expire");
+}
+
+#[test]
+fn a_persons_burst_of_writes_is_one_version_naming_the_process() {
+    let test = "a_persons_burst_of_writes_is_one_version_naming_the_process";
+    if skip_without_fuse(test) {
+        return;
+    }
+    let mut m = Mounted::start(&[]);
+    let script = format!(
+        "import os\nf = open({:?}, 'w')\nfor i in range(200):\n    f.write('line %d\\n' % i)\n    f.flush()\nf.close()\n",
+        m.at("burst.md")
+    );
+    let status = Command::new("python3")
+        .args(["-c", &script])
+        .status()
+        .unwrap();
+    assert!(status.success());
+    let (status, _) = m.stop();
+    assert!(status.success());
+    let rows = log(m.data.path(), Some("/memories/burst.md"));
+    assert_eq!(rows.len(), 1, "{rows:?}");
+    assert_eq!(rows[0]["op"], "create");
+    assert_eq!(rows[0]["actor"]["kind"], "person");
+    assert!(
+        rows[0]["actor"]["process"]
+            .as_str()
+            .unwrap()
+            .starts_with("python"),
+        "{rows:?}"
+    );
+    assert_eq!(rows[0]["actor"]["uid"], rustix::process::getuid().as_raw());
+    let expected: String = (0..200).map(|i| format!("line {i}\n")).collect();
+    assert_eq!(rows[0]["sha256"], sha256(expected.as_bytes()));
+}
+
+/// The vim-with-a-stale-buffer case, with a real vim: it reads the file,
+/// the agent changes it, the person saves their buffer over it (answering
+/// vim's warning with yes). The log marks the overwrite, and one revert
+/// brings back the agent's version.
+#[test]
+fn a_stale_save_in_vim_is_marked_as_an_overwrite_and_one_revert_undoes_it() {
+    let test = "a_stale_save_in_vim_is_marked_as_an_overwrite_and_one_revert_undoes_it";
+    if skip_without_fuse(test) {
+        return;
+    }
+    if Command::new("vim").arg("--version").output().is_err() {
+        skip(test, "vim is not installed");
+        return;
+    }
+    let m = Mounted::start(&[]);
+    let v = m.tool(
+        r#"{"command":"create","path":"/memories/plan.md","file_text":"step one\nstep two\n"}"#,
+    );
+    assert_eq!(v["is_error"], false, "{v}");
+    let go = m.data.path().join("go");
+    let wait = format!(
+        "while !filereadable('{}') | sleep 20m | endwhile",
+        go.display()
+    );
+    let mut vim = Command::new("vim")
+        .args(["-Es", "-u", "NONE", "-i", "NONE", "-c", &wait])
+        .args(["-c", "%s/one/ONE/", "-c", "w", "-c", "q!"])
+        .arg(m.at("plan.md"))
+        .stdin(Stdio::piped())
+        .stdout(Stdio::null())
+        .stderr(Stdio::null())
+        .spawn()
+        .unwrap();
+    // vim has read the file once its swap file exists.
+    let swap = m.at(".plan.md.swp");
+    assert!(
+        (0..200).any(|_| {
+            std::thread::sleep(std::time::Duration::from_millis(50));
+            swap.exists()
+        }),
+        "vim did not open the file"
+    );
+    let v = m.tool(r#"{"command":"str_replace","path":"/memories/plan.md","old_str":"step two","new_str":"step two (agent)"}"#);
+    assert_eq!(v["is_error"], false, "{v}");
+    // "The file has been changed since reading it!!! ... really write?" yes.
+    vim.stdin.take().unwrap().write_all(b"y\ny\ny\n").unwrap();
+    fs::write(&go, "").unwrap();
+    assert!(vim.wait().unwrap().success());
+    assert_eq!(
+        fs::read_to_string(m.at("plan.md")).unwrap(),
+        "step ONE\nstep two\n"
+    );
+
+    let rows = log(m.data.path(), Some("/memories/plan.md"));
+    assert_eq!(ops(&rows), ["overwrite", "write", "create"], "{rows:?}");
+    assert_eq!(rows[0]["actor"]["process"], "vim");
+    assert_eq!(rows[0]["replaces"], rows[1]["version"]);
+    let (_, table, _) = run(m.data.path(), &["log", "/memories/plan.md"]);
+    assert!(
+        table.contains("overwrite") && table.contains("over agent's"),
+        "{table}"
+    );
+    let (code, _, err) = run(
+        m.data.path(),
+        &["revert", rows[0]["version"].as_str().unwrap()],
+    );
+    assert_eq!(code, 0, "{err}");
+    assert_eq!(
+        fs::read_to_string(m.at("plan.md")).unwrap(),
+        "step one\nstep two (agent)\n"
+    );
+    // The swap file's own versions are left out unless asked for.
+    let (_, all, _) = run(m.data.path(), &["log", "--all"]);
+    assert!(all.contains(".plan.md.swp"), "{all}");
+    let (_, plain, _) = run(m.data.path(), &["log"]);
+    assert!(!plain.contains(".plan.md.swp"), "{plain}");
+}
+
+/// The other side of the lost-update rule: a person who read the agent's
+/// change and then saved is an ordinary write, not an overwrite.
+#[test]
+fn a_persons_save_after_reading_the_agents_change_is_a_plain_write() {
+    let test = "a_persons_save_after_reading_the_agents_change_is_a_plain_write";
+    if skip_without_fuse(test) {
+        return;
+    }
+    let mut m = Mounted::start(&[]);
+    let v = m.tool(r#"{"command":"create","path":"/memories/r.md","file_text":"a\n"}"#);
+    assert_eq!(v["is_error"], false, "{v}");
+    let v = m.tool(
+        r#"{"command":"str_replace","path":"/memories/r.md","old_str":"a","new_str":"agent"}"#,
+    );
+    assert_eq!(v["is_error"], false, "{v}");
+    let script = format!(
+        "p = {:?}\nt = open(p).read()\nopen(p, 'w').write(t + 'person\\n')\n",
+        m.at("r.md")
+    );
+    assert!(Command::new("python3")
+        .args(["-c", &script])
+        .status()
+        .unwrap()
+        .success());
+    let (status, _) = m.stop();
+    assert!(status.success());
+    let rows = log(m.data.path(), Some("/memories/r.md"));
+    assert_eq!(ops(&rows), ["write", "write", "create"], "{rows:?}");
+    assert_eq!(rows[0]["actor"]["kind"], "person");
+    assert_eq!(rows[0]["sha256"], sha256(b"agent\nperson\n"));
+}
