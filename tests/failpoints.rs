@@ -26,13 +26,27 @@ use memfs::{Memory, Options, ToolConfig};
 /// Failpoints are global to the process: one test at a time.
 static SERIAL: Mutex<()> = Mutex::new(());
 
-const STEPS: [&str; 5] = [
+const STEPS: [&str; 7] = [
     "persist::write",
     "persist::rename",
     "persist::mkdir",
     "persist::barrier",
     "persist::meta",
+    "history::append",
+    "history::put",
 ];
+
+/// How many versions the history holds, and whether any change needed a
+/// `found` row (a change that reached the disk without its version).
+fn versions(memory: &Memory) -> (usize, bool) {
+    let rows = memory
+        .store()
+        .history()
+        .expect("a history")
+        .log(&memfs::path::MemPath::root());
+    let found = rows.iter().any(|r| r.op == memfs::history::Op::Found);
+    (rows.len(), found)
+}
 
 /// What memory holds: every path with its kind and (for files) bytes.
 fn contents(memory: &Memory) -> BTreeMap<String, Option<Vec<u8>>> {
@@ -89,6 +103,7 @@ fn every_step_failing_once_or_always_keeps_results_true_and_disk_recoverable() {
                     assert!(!memory.call(&seed).is_error);
                 }
                 let before = contents(&memory);
+                let rows_before = versions(&memory).0;
                 fail::cfg(step, mode).unwrap();
                 let result = memory.call(&command);
                 let after = contents(&memory);
@@ -96,6 +111,8 @@ fn every_step_failing_once_or_always_keeps_results_true_and_disk_recoverable() {
                 if let Some(text) = result.text().filter(|_| result.is_error) {
                     if text.contains("did not take effect") {
                         assert_eq!(after, before, "{case}");
+                        // Nor did its versions.
+                        assert_eq!(versions(&memory).0, rows_before, "{case}");
                         undone += 1;
                     } else {
                         assert!(text.contains("is in memory"), "{case}");
@@ -117,6 +134,10 @@ fn every_step_failing_once_or_always_keeps_results_true_and_disk_recoverable() {
                     contents(&reopened),
                     held,
                     "{case}: the disk after a restart"
+                );
+                assert!(
+                    !versions(&reopened).1,
+                    "{case}: a change without its version"
                 );
             }
         }

@@ -223,12 +223,12 @@ fn a_refused_write_undoes_the_agents_change_and_keeps_the_persons() {
     let mut m = Mounted::unstarted();
     fs::create_dir(m.data.path().join("memories")).unwrap();
     fs::write(m.data.path().join("memories/agent.md"), "cat\n").unwrap();
-    // Every rename fails with ENOSPC from the 2nd on: the person's create
-    // goes through; the agent's edit after it does not, nor any save after.
+    // Every rename fails with ENOSPC: the person's new file lives in memory
+    // until its fsync (which must fail); the agent's edit is refused.
     m.spawn_wrapped(
         &strace(
             "trace=renameat,renameat2",
-            "inject=renameat,renameat2:error=ENOSPC:when=2+",
+            "inject=renameat,renameat2:error=ENOSPC",
         ),
         &[],
     );
