@@ -352,7 +352,34 @@ fn scan(data: &Path, at: &str, json: bool) -> ExitCode {
             println!("{path}:{}: {}", f.line, f.kind);
         }
     }
-    if found.is_empty() {
+    // And every version the history keeps (a credential an edit removed is
+    // still in the version before it).
+    let mut in_history = 0;
+    for (rows, data) in memfs::history::kept_contents(data).unwrap_or_default() {
+        let Ok(text) = std::str::from_utf8(&data) else {
+            continue;
+        };
+        let findings = memfs::guard::secrets::scan(text);
+        for row in rows.iter().filter(|r| {
+            memfs::path::MemPath::parse(&r.path).is_ok_and(|p| p.starts_with(&at))
+        }) {
+            for f in &findings {
+                in_history += 1;
+                if json {
+                    println!(
+                        "{}",
+                        serde_json::json!({"version": row.version, "path": row.path, "line": f.line, "kind": f.kind})
+                    );
+                } else {
+                    println!("version {} {}:{}: {}", row.version, row.path, f.line, f.kind);
+                }
+            }
+        }
+    }
+    if in_history > 0 && !json {
+        eprintln!("memfs: versions in the history hold credentials too; `memfs redact VERSION` erases one");
+    }
+    if found.is_empty() && in_history == 0 {
         ExitCode::SUCCESS
     } else {
         ExitCode::FAILURE

@@ -554,3 +554,53 @@ fn differing(
     }
     out
 }
+
+/// Every kept version's content, read from the data dir at `dir` without
+/// taking its lock (for reports such as `memfs scan`): rows newest first,
+/// each content once, with the versions that hold it.
+pub fn kept_contents(dir: &std::path::Path) -> io::Result<Vec<(Vec<Row>, Vec<u8>)>> {
+    let state = crate::persist::open_state_dir(&dir.join(".memfs"))?;
+    let history = crate::persist::private_subdir(&state, "history", false)?;
+    let objects = crate::persist::private_subdir(&history, "objects", false)?;
+    let read = |dir: &OwnedFd, name: &str| -> io::Result<Vec<u8>> {
+        use rustix::fs::{Mode, OFlags};
+        let flags = OFlags::RDONLY | OFlags::NOFOLLOW | OFlags::CLOEXEC;
+        let mut out = Vec::new();
+        io::Read::read_to_end(
+            &mut std::fs::File::from(rustix::fs::openat(dir, name, flags, Mode::empty())?),
+            &mut out,
+        )?;
+        Ok(out)
+    };
+    let text = read(&history, "log")?;
+    let mut rows: Vec<Row> = text
+        .split(|&b| b == b'\n')
+        .filter_map(|line| serde_json::from_slice(line).ok())
+        .collect();
+    let voided: HashSet<String> = rows
+        .iter()
+        .filter(|r| r.op == Op::Void)
+        .filter_map(|r| r.replaces.clone())
+        .collect();
+    rows.retain(|r| r.op != Op::Void && !voided.contains(&r.version));
+    let mut by_content: Vec<(Vec<Row>, Vec<u8>)> = Vec::new();
+    let mut index = std::collections::HashMap::new();
+    for row in rows.into_iter().rev() {
+        let Some(sha) = row.sha256.clone().filter(|_| !row.pruned && !row.redacted) else {
+            continue;
+        };
+        match index.get(&sha) {
+            Some(&i) => {
+                let entry: &mut (Vec<Row>, Vec<u8>) = &mut by_content[i];
+                entry.0.push(row);
+            }
+            None => {
+                if let Ok(data) = read(&objects, &sha) {
+                    index.insert(sha, by_content.len());
+                    by_content.push((vec![row], data));
+                }
+            }
+        }
+    }
+    Ok(by_content)
+}
