@@ -74,7 +74,12 @@ fn main() {
         std::process::exit(2);
     };
     let (rounds, threads): (usize, usize) = (rounds.parse().unwrap(), threads.parse().unwrap());
-    let memory = Memory::open(dir, Options::default()).expect("open the data dir");
+    // MEMFS_BENCH_NO_HISTORY=1: the peer without history, for its cost.
+    let options = Options {
+        no_history: std::env::var("MEMFS_BENCH_NO_HISTORY").is_ok_and(|v| v == "1"),
+        ..Options::default()
+    };
+    let memory = Memory::open(dir, options).expect("open the data dir");
     setup(&memory);
     let before = memory.persist_stats();
     let start = Instant::now();

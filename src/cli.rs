@@ -103,6 +103,10 @@ pub struct Common {
         help_heading = "History"
     )]
     pub history_keep: memfs::history::Keep,
+    /// Keep no history (no versions, no content copies); what changes
+    /// meanwhile is recorded as `found` by the next memfs that keeps it.
+    #[arg(long, global = true, help_heading = "History")]
+    pub no_history: bool,
     /// While serving, remove files nobody read or wrote for this long
     /// (90d, 12h, 30m); each removal is in the history, `memfs revert` brings it back.
     #[arg(long, global = true, value_parser = memfs::units::parse_duration, value_name = "DURATION", help_heading = "History")]
@@ -270,6 +274,7 @@ impl Common {
                 max_dir_entries: self.max_dir_entries,
             },
             history_keep: self.history_keep,
+            no_history: self.no_history,
             expire_idle: self.expire_idle,
             tool: ToolConfig {
                 create_overwrites: self.create_overwrites,

@@ -360,9 +360,10 @@ fn scan(data: &Path, at: &str, json: bool) -> ExitCode {
             continue;
         };
         let findings = memfs::guard::secrets::scan(text);
-        for row in rows.iter().filter(|r| {
-            memfs::path::MemPath::parse(&r.path).is_ok_and(|p| p.starts_with(&at))
-        }) {
+        for row in rows
+            .iter()
+            .filter(|r| memfs::path::MemPath::parse(&r.path).is_ok_and(|p| p.starts_with(&at)))
+        {
             for f in &findings {
                 in_history += 1;
                 if json {
@@ -371,7 +372,10 @@ fn scan(data: &Path, at: &str, json: bool) -> ExitCode {
                         serde_json::json!({"version": row.version, "path": row.path, "line": f.line, "kind": f.kind})
                     );
                 } else {
-                    println!("version {} {}:{}: {}", row.version, row.path, f.line, f.kind);
+                    println!(
+                        "version {} {}:{}: {}",
+                        row.version, row.path, f.line, f.kind
+                    );
                 }
             }
         }

@@ -19,6 +19,9 @@ pub struct Options {
     pub tool: ToolConfig,
     /// How much history to keep.
     pub history_keep: Keep,
+    /// Keep no history at all (`--no-history`): changes made meanwhile are
+    /// recorded as `found` by the next memfs that keeps history.
+    pub no_history: bool,
     /// Expire files unused this long, on a schedule (`--expire-idle`).
     pub expire_idle: Option<Duration>,
 }
@@ -43,15 +46,18 @@ impl Memory {
         })?;
         let warnings = start_warnings(&skipped, &options.limits.exceeded(&tree));
         let shown = data_dir.shown().to_string();
-        let history =
-            History::open(&data_dir.state, &tree, options.history_keep).map_err(|err| {
-                OpenError::Io {
-                    dir: shown.clone(),
-                    doing: "opening its history (.memfs/history)",
-                    err,
-                }
-            })?;
-        let history = Arc::new(history);
+        let history = match options.no_history {
+            true => None,
+            false => Some(Arc::new(
+                History::open(&data_dir.state, &tree, options.history_keep).map_err(|err| {
+                    OpenError::Io {
+                        dir: shown.clone(),
+                        doing: "opening its history (.memfs/history)",
+                        err,
+                    }
+                })?,
+            )),
+        };
         let used = usage::load(&data_dir.state);
         let persister = Persister::start(data_dir).map_err(|err| OpenError::Io {
             dir: shown,
@@ -60,8 +66,10 @@ impl Memory {
         })?;
         let store = Arc::new(Store::new(tree, options.limits, Some(persister.sink())));
         persister.attach(&store);
-        persister.keep_history(history.clone());
-        store.set_history(history);
+        if let Some(history) = history {
+            persister.keep_history(history.clone());
+            store.set_history(history);
+        }
         store.restore_usage(used);
         if let Some(idle) = options.expire_idle {
             crate::history::expire::schedule(&store, idle).map_err(|err| OpenError::Io {

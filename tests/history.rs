@@ -653,15 +653,29 @@ fn scan_finds_a_credential_in_a_kept_version_until_it_is_redacted() {
     let d = dir.path();
     let allow = ["--secrets", "allow"];
     let token = format!("ghp_{}", "A1b2C3d4E5f6G7h8I9j0K1l2M3n4O5p6Q7r8");
-    ok(d, &allow, json!({"command": "create", "path": "/memories/ci.md", "file_text": format!("token: {token}\n")}));
-    ok(d, &allow, json!({"command": "str_replace", "path": "/memories/ci.md", "old_str": token, "new_str": "see $GITHUB_TOKEN"}));
+    ok(
+        d,
+        &allow,
+        json!({"command": "create", "path": "/memories/ci.md", "file_text": format!("token: {token}\n")}),
+    );
+    ok(
+        d,
+        &allow,
+        json!({"command": "str_replace", "path": "/memories/ci.md", "old_str": token, "new_str": "see $GITHUB_TOKEN"}),
+    );
     let (code, out, _) = run(d, &["scan", "--json"]);
     assert_eq!(code, 1, "{out}");
-    let hits: Vec<Value> = out.lines().map(|l| serde_json::from_str(l).unwrap()).collect();
+    let hits: Vec<Value> = out
+        .lines()
+        .map(|l| serde_json::from_str(l).unwrap())
+        .collect();
     assert_eq!(hits.len(), 1, "{out}");
     assert_eq!(hits[0]["path"], "/memories/ci.md");
     assert_eq!(hits[0]["line"], 1);
-    let version = hits[0]["version"].as_str().expect("a version, not the file").to_string();
+    let version = hits[0]["version"]
+        .as_str()
+        .expect("a version, not the file")
+        .to_string();
     let (code, _, err) = run(d, &["redact", &version]);
     assert_eq!(code, 0, "{err}");
     let (code, out, _) = run(d, &["scan"]);

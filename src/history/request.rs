@@ -152,7 +152,7 @@ fn path(text: Option<&str>) -> Result<MemPath, Refusal> {
 /// Runs a request against the memory `store` serves.
 pub fn handle(store: &Arc<Store>, request: &Request) -> Reply {
     let Some(history) = store.history() else {
-        return Reply::error("this memory keeps no history");
+        return Reply::error("this memory keeps no history (its memfs runs with --no-history)");
     };
     match run(store, history, request) {
         Ok(reply) => reply,
