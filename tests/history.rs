@@ -681,3 +681,33 @@ fn scan_finds_a_credential_in_a_kept_version_until_it_is_redacted() {
     let (code, out, _) = run(d, &["scan"]);
     assert_eq!((code, out.as_str()), (0, ""));
 }
+
+/// `--no-history` keeps nothing; the next memfs that keeps history records
+/// what changed meanwhile as `found`, so the history never claims a state
+/// the files are not in.
+#[test]
+fn a_change_made_without_history_is_found_by_the_next_memfs() {
+    let dir = tempfile::tempdir().unwrap();
+    let d = dir.path();
+    ok(
+        d,
+        &[],
+        json!({"command": "create", "path": "/memories/k.md", "file_text": "kept\n"}),
+    );
+    ok(
+        d,
+        &["--no-history"],
+        json!({"command": "str_replace", "path": "/memories/k.md", "old_str": "kept", "new_str": "changed"}),
+    );
+    let (code, _, err) = run(d, &["--no-history", "log"]);
+    assert_eq!(code, 1);
+    assert!(err.contains("keeps no history"), "{err}");
+    let rows = log(d, None);
+    assert_eq!(ops(&rows), ["found", "create"]);
+    assert_eq!(rows[0]["actor"]["kind"], "memfs");
+    assert_eq!(rows[0]["sha256"], sha256(b"changed\n"));
+    // A file edited on disk while no memfs ran, too.
+    fs::write(d.join("memories/k.md"), "by hand\n").unwrap();
+    let rows = log(d, None);
+    assert_eq!(ops(&rows), ["found", "found", "create"]);
+}

@@ -166,6 +166,26 @@ impl History {
                 })
                 .map(Row::id)
                 .collect();
+            // Only those whose paths the files show as they were before
+            // them: a file changed to something else again (by hand, while
+            // no memfs ran) keeps its rows, and is found below.
+            let without = {
+                let mut rows = ledger.rows.clone();
+                rows.retain(|r| !cut.contains(&r.id()));
+                Ledger::replay(rows)
+            };
+            let still = differing(&without, &files);
+            let cut: Vec<u64> = cut
+                .into_iter()
+                .filter(|id| {
+                    ledger.find(*id).is_some_and(|r| {
+                        [Some(&r.path), r.from.as_ref()]
+                            .into_iter()
+                            .flatten()
+                            .all(|p| !still.contains(p))
+                    })
+                })
+                .collect();
             if !cut.is_empty() {
                 let mut rows = std::mem::take(&mut ledger.rows);
                 rows.retain(|r| !cut.contains(&r.id()));
