@@ -23,6 +23,30 @@ pub struct Cli {
 
 #[derive(Args, Debug)]
 pub struct Common {
+    /// Say more on stderr: -v what memfs does (mounts, recoveries, limits
+    /// hit, prunes, expiries), -vv every failed request with its cause, -vvv
+    /// every request. RUST_LOG (e.g. `memfs=debug`) overrides.
+    #[arg(short, long, global = true, action = clap::ArgAction::Count, help_heading = "Output")]
+    pub verbose: u8,
+    /// Say only errors on stderr.
+    #[arg(
+        short,
+        long,
+        global = true,
+        conflicts_with = "verbose",
+        help_heading = "Output"
+    )]
+    pub quiet: bool,
+    /// How log lines look: `text` for people, `json` (one object per line) for services.
+    #[arg(
+        long,
+        global = true,
+        value_enum,
+        default_value = "text",
+        value_name = "FORMAT",
+        help_heading = "Output"
+    )]
+    pub log_format: LogFormat,
     /// The data dir; the memory lives in DIR/memories, as the Python SDK lays it out.
     #[arg(
         long,
@@ -234,6 +258,13 @@ pub enum Cmd {
         #[command(flatten)]
         mount_options: MountArgs,
     },
+}
+
+/// `--log-format`.
+#[derive(clap::ValueEnum, Debug, Clone, Copy, PartialEq, Eq)]
+pub enum LogFormat {
+    Text,
+    Json,
 }
 
 /// `--secrets`.

@@ -2,6 +2,7 @@
 
 mod cli;
 mod history_cli;
+mod logging;
 mod serving;
 
 use std::io::{self, Read};
@@ -28,6 +29,7 @@ fn main() -> ExitCode {
     #[cfg(feature = "failpoints")]
     let _failpoints = fail::FailScenario::setup();
     let cli = Cli::parse();
+    logging::init(&cli.common);
     match &cli.command {
         Cmd::Scan { path, json } => return scan(&cli.common.data, path, *json),
         Cmd::Completions { shell } => {

@@ -137,15 +137,18 @@ impl Filesystem for MemFs {
     }
 
     fn lookup(&self, _req: &Request, parent: INodeNo, name: &OsStr, reply: ReplyEntry) {
+        let _span = tracing::debug_span!("fuse", op = "lookup").entered();
         let name = name_or_reply!(name, reply);
         self.entry(self.store.lookup(parent.0, name), reply);
     }
 
     fn forget(&self, _req: &Request, ino: INodeNo, nlookup: u64) {
+        let _span = tracing::debug_span!("fuse", op = "forget").entered();
         self.store.unpin(ino.0, nlookup);
     }
 
     fn getattr(&self, _req: &Request, ino: INodeNo, _fh: Option<FileHandle>, reply: ReplyAttr) {
+        let _span = tracing::debug_span!("fuse", op = "getattr").entered();
         match self.store.info(ino.0) {
             Ok(info) => reply.attr(&TTL, &file_attr(&info)),
             Err(e) => reply.error(errno(&e)),
@@ -170,6 +173,7 @@ impl Filesystem for MemFs {
         _flags: Option<fuser::BsdFileFlags>,
         reply: ReplyAttr,
     ) {
+        let _span = tracing::debug_span!("fuse", op = "setattr").entered();
         let set = SetAttr {
             perm: mode,
             uid,
@@ -185,6 +189,7 @@ impl Filesystem for MemFs {
     }
 
     fn readlink(&self, _req: &Request, ino: INodeNo, reply: ReplyData) {
+        let _span = tracing::debug_span!("fuse", op = "readlink").entered();
         match self.store.readlink(ino.0) {
             Ok(target) => reply.data(target.as_bytes()),
             Err(e) => reply.error(errno(&e)),
@@ -201,6 +206,7 @@ impl Filesystem for MemFs {
         rdev: u32,
         reply: ReplyEntry,
     ) {
+        let _span = tracing::debug_span!("fuse", op = "mknod").entered();
         let name = name_or_reply!(name, reply);
         // FIFOs, sockets and device nodes live in memory only (the mount is
         // nodev, so a device node opens nothing).
@@ -228,6 +234,7 @@ impl Filesystem for MemFs {
         _umask: u32,
         reply: ReplyEntry,
     ) {
+        let _span = tracing::debug_span!("fuse", op = "mkdir").entered();
         let name = name_or_reply!(name, reply);
         let owner = (req.uid(), req.gid());
         self.entry(
@@ -238,11 +245,13 @@ impl Filesystem for MemFs {
     }
 
     fn unlink(&self, req: &Request, parent: INodeNo, name: &OsStr, reply: ReplyEmpty) {
+        let _span = tracing::debug_span!("fuse", op = "unlink").entered();
         let name = name_or_reply!(name, reply);
         empty(self.store.unlink(parent.0, name, origin(req)), reply);
     }
 
     fn rmdir(&self, req: &Request, parent: INodeNo, name: &OsStr, reply: ReplyEmpty) {
+        let _span = tracing::debug_span!("fuse", op = "rmdir").entered();
         let name = name_or_reply!(name, reply);
         empty(self.store.rmdir(parent.0, name, origin(req)), reply);
     }
@@ -255,6 +264,7 @@ impl Filesystem for MemFs {
         target: &Path,
         reply: ReplyEntry,
     ) {
+        let _span = tracing::debug_span!("fuse", op = "symlink").entered();
         let name = name_or_reply!(link_name, reply);
         // A target is any UTF-8 text (it is stored, never followed by memfs).
         let Some(target) = target.to_str().map(str::to_string) else {
@@ -284,6 +294,7 @@ impl Filesystem for MemFs {
         flags: RenameFlags,
         reply: ReplyEmpty,
     ) {
+        let _span = tracing::debug_span!("fuse", op = "rename").entered();
         let name = name_or_reply!(name, reply);
         let newname = name_or_reply!(newname, reply);
         let mode = if flags.contains(RenameFlags::RENAME_EXCHANGE) {
@@ -310,6 +321,7 @@ impl Filesystem for MemFs {
         newname: &OsStr,
         reply: ReplyEntry,
     ) {
+        let _span = tracing::debug_span!("fuse", op = "link").entered();
         let name = name_or_reply!(newname, reply);
         self.entry(
             self.store.link(ino.0, newparent.0, name, origin(req)),
@@ -318,6 +330,7 @@ impl Filesystem for MemFs {
     }
 
     fn open(&self, req: &Request, ino: INodeNo, flags: OpenFlags, reply: ReplyOpen) {
+        let _span = tracing::debug_span!("fuse", op = "open").entered();
         match self.store.info(ino.0) {
             Ok(_) => {
                 self.store.pin(ino.0, 1);
@@ -343,6 +356,7 @@ impl Filesystem for MemFs {
         _lock: Option<LockOwner>,
         reply: ReplyData,
     ) {
+        let _span = tracing::debug_span!("fuse", op = "read").entered();
         match self.store.read(ino.0, offset, size) {
             Ok((bytes, range)) => {
                 if offset == 0 {
@@ -366,6 +380,7 @@ impl Filesystem for MemFs {
         _lock: Option<LockOwner>,
         reply: ReplyWrite,
     ) {
+        let _span = tracing::debug_span!("fuse", op = "write").entered();
         let append = flags.0 & libc::O_APPEND != 0;
         match self.store.write(ino.0, offset, data, append, origin(req)) {
             Ok(n) => reply.written(n as u32),
@@ -381,6 +396,7 @@ impl Filesystem for MemFs {
         _lock: LockOwner,
         reply: ReplyEmpty,
     ) {
+        let _span = tracing::debug_span!("fuse", op = "flush").entered();
         // Written out soon after close: queued now, durable at the next barrier.
         self.flusher.soon(ino.0);
         reply.ok();
@@ -396,6 +412,7 @@ impl Filesystem for MemFs {
         _flush: bool,
         reply: ReplyEmpty,
     ) {
+        let _span = tracing::debug_span!("fuse", op = "release").entered();
         self.flusher.soon(ino.0);
         self.store.unpin(ino.0, 1);
         reply.ok();
@@ -409,12 +426,14 @@ impl Filesystem for MemFs {
         _datasync: bool,
         reply: ReplyEmpty,
     ) {
+        let _span = tracing::debug_span!("fuse", op = "fsync").entered();
         // Answered by the syncer once durable: this worker is free at once.
         self.syncer
             .answer_when_done(self.store.persist_file(ino.0, true, origin(req)), reply);
     }
 
     fn opendir(&self, _req: &Request, ino: INodeNo, _flags: OpenFlags, reply: ReplyOpen) {
+        let _span = tracing::debug_span!("fuse", op = "opendir").entered();
         match self.store.info(ino.0) {
             Ok(_) => {
                 let fh = self.next_fh.fetch_add(1, Ordering::Relaxed);
@@ -433,6 +452,7 @@ impl Filesystem for MemFs {
         offset: u64,
         mut reply: ReplyDirectory,
     ) {
+        let _span = tracing::debug_span!("fuse", op = "readdir").entered();
         let Some(entries) = self.listing(ino, fh, offset) else {
             return reply.error(Errno::EBADF);
         };
@@ -453,6 +473,7 @@ impl Filesystem for MemFs {
         offset: u64,
         mut reply: ReplyDirectoryPlus,
     ) {
+        let _span = tracing::debug_span!("fuse", op = "readdirplus").entered();
         let Some(entries) = self.listing(ino, fh, offset) else {
             return reply.error(Errno::EBADF);
         };
@@ -495,6 +516,7 @@ impl Filesystem for MemFs {
         _flags: OpenFlags,
         reply: ReplyEmpty,
     ) {
+        let _span = tracing::debug_span!("fuse", op = "releasedir").entered();
         self.dirs.lock().remove(&fh.0);
         reply.ok();
     }
@@ -507,11 +529,13 @@ impl Filesystem for MemFs {
         datasync: bool,
         reply: ReplyEmpty,
     ) {
+        let _span = tracing::debug_span!("fuse", op = "fsyncdir").entered();
         // A directory's entries reach the disk with the same barrier as files.
         self.fsync(req, ino, fh, datasync, reply);
     }
 
     fn statfs(&self, _req: &Request, _ino: INodeNo, reply: ReplyStatfs) {
+        let _span = tracing::debug_span!("fuse", op = "statfs").entered();
         let limit = self.store.limits().max_store_size;
         let (used, files) = self
             .store
@@ -533,6 +557,7 @@ impl Filesystem for MemFs {
     }
 
     fn access(&self, _req: &Request, ino: INodeNo, _mask: AccessFlags, reply: ReplyEmpty) {
+        let _span = tracing::debug_span!("fuse", op = "access").entered();
         // Mounted with default_permissions: the kernel checks modes itself.
         empty(self.store.info(ino.0).map(|_| ()), reply);
     }
@@ -547,6 +572,7 @@ impl Filesystem for MemFs {
         _flags: i32,
         reply: ReplyCreate,
     ) {
+        let _span = tracing::debug_span!("fuse", op = "create").entered();
         let name = name_or_reply!(name, reply);
         let owner = (req.uid(), req.gid());
         match self.store.make_node(
@@ -581,6 +607,7 @@ impl Filesystem for MemFs {
         mode: i32,
         reply: ReplyEmpty,
     ) {
+        let _span = tracing::debug_span!("fuse", op = "fallocate").entered();
         if mode != 0 {
             return reply.error(Errno::EOPNOTSUPP);
         }
@@ -599,6 +626,7 @@ impl Filesystem for MemFs {
         whence: i32,
         reply: ReplyLseek,
     ) {
+        let _span = tracing::debug_span!("fuse", op = "lseek").entered();
         let size = match self.store.info(ino.0) {
             Ok(info) => info.size as i64,
             Err(e) => return reply.error(errno(&e)),
@@ -620,10 +648,12 @@ impl Filesystem for MemFs {
         _size: u32,
         reply: ReplyXattr,
     ) {
+        let _span = tracing::debug_span!("fuse", op = "getxattr").entered();
         reply.error(Errno::ENOSYS);
     }
 
     fn listxattr(&self, _req: &Request, _ino: INodeNo, _size: u32, reply: ReplyXattr) {
+        let _span = tracing::debug_span!("fuse", op = "listxattr").entered();
         reply.error(Errno::ENOSYS);
     }
 
@@ -637,10 +667,12 @@ impl Filesystem for MemFs {
         _position: u32,
         reply: ReplyEmpty,
     ) {
+        let _span = tracing::debug_span!("fuse", op = "setxattr").entered();
         reply.error(Errno::ENOSYS);
     }
 
     fn removexattr(&self, _req: &Request, _ino: INodeNo, _name: &OsStr, reply: ReplyEmpty) {
+        let _span = tracing::debug_span!("fuse", op = "removexattr").entered();
         reply.error(Errno::ENOSYS);
     }
 }

@@ -49,5 +49,47 @@ pub fn file_type(kind: InfoKind) -> FileType {
 }
 
 pub fn errno(e: &Error) -> Errno {
+    match limit_flag(e) {
+        // A person's copy that hits a limit only sees EFBIG or ENOSPC: say
+        // which limit and which flag, once a minute per limit.
+        Some(flag) if once_a_minute(flag) => {
+            let mut text = e.to_string();
+            if !text.contains(flag) {
+                text.push_str(&format!(" ({flag})"));
+            }
+            tracing::warn!("a request through the mount was refused: {text}")
+        }
+        _ => tracing::debug!(errno = e.errno(), "request failed: {e}"),
+    }
     Errno::from_i32(e.errno())
+}
+
+/// The flag that sets the limit an error hit.
+fn limit_flag(e: &Error) -> Option<&'static str> {
+    Some(match e {
+        Error::FileTooLarge { .. } => "--max-file-size",
+        Error::StoreFull { .. } => "--max-store-size",
+        Error::TooDeep { .. } => "--max-depth",
+        Error::TooManyEntries { .. } => "--max-entries",
+        Error::DirFull { .. } => "--max-dir-entries",
+        _ => return None,
+    })
+}
+
+fn once_a_minute(what: &'static str) -> bool {
+    use std::collections::HashMap;
+    use std::sync::{Mutex, OnceLock};
+    use std::time::{Duration, Instant};
+    static LAST: OnceLock<Mutex<HashMap<&'static str, Instant>>> = OnceLock::new();
+    let mut last = LAST
+        .get_or_init(Default::default)
+        .lock()
+        .unwrap_or_else(|p| p.into_inner());
+    match last.get(what) {
+        Some(at) if at.elapsed() < Duration::from_secs(60) => false,
+        _ => {
+            last.insert(what, Instant::now());
+            true
+        }
+    }
 }

@@ -28,7 +28,10 @@ pub fn run(store: &Store, at: &MemPath, idle: Duration, dry_run: bool) -> Result
         }
         match store.expire(&path, cutoff) {
             Ok(Some(ticket)) => match ticket.wait() {
-                Ok(()) => out.push_str(&format!("expired {path} (last used {})\n", when(last))),
+                Ok(()) => {
+                    tracing::info!("expired {path} (last used {})", when(last));
+                    out.push_str(&format!("expired {path} (last used {})\n", when(last)))
+                }
                 Err(e) => failed.push(format!("{path}: {e}")),
             },
             // Used, or gone, meanwhile.

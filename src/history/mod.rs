@@ -223,6 +223,10 @@ impl History {
             found.push(ledger.event(&time, Op::Found, &path, None));
         }
         if !found.is_empty() {
+            tracing::info!(
+                "the history found {} file(s) changed while no memfs kept it; recorded as found",
+                found.len()
+            );
             inner.disk.append(&lines_of(&found))?;
             for row in found {
                 ledger.push(row);
@@ -334,6 +338,7 @@ impl History {
         row.note = Some(format!(
             "dropped {n} old version(s) ({why}); a file's current version keeps its row"
         ));
+        tracing::info!("history: {}", row.note.as_deref().unwrap_or_default());
         inner.ledger.push(row);
         let text = lines_of(&inner.ledger.rows);
         inner.disk.rewrite(&text)?;

@@ -55,6 +55,8 @@ struct Shared {
     changes: AtomicU64,
     batches: AtomicU64,
     barriers: AtomicU64,
+    /// The disk refused the last batch (said once, until it takes one again).
+    refusing: std::sync::atomic::AtomicBool,
 }
 
 #[derive(Default)]
@@ -75,6 +77,7 @@ impl Persister {
             changes: AtomicU64::new(0),
             batches: AtomicU64::new(0),
             barriers: AtomicU64::new(0),
+            refusing: Default::default(),
         });
         let worker = shared.clone();
         let thread = std::thread::Builder::new()
@@ -230,6 +233,7 @@ impl Shared {
         // The store decides what memory becomes before anyone hears of a
         // failure: refused changes are taken back where they can be, and
         // everything else is written again later. Nothing is reloaded.
+        self.say_how_the_disk_is(failure.as_ref().or(durable.as_ref().err()));
         let (done, refused) = batch.split_at(applied);
         let unconfirmed = if durable.is_err() { done } else { &[] };
         let undone = match (&failure, unconfirmed.is_empty()) {
@@ -258,6 +262,19 @@ impl Shared {
         }
         for name in trash {
             let _ = fsops::remove_tree(&self.dir.trash, &name);
+        }
+    }
+
+    /// Logs a refusing disk once (not once per refused change), and when it
+    /// takes writes again.
+    fn say_how_the_disk_is(&self, refused: Option<&DiskError>) {
+        let was = self.refusing.swap(refused.is_some(), Ordering::Relaxed);
+        match (refused, was) {
+            (Some(e), false) => tracing::warn!(
+                "the disk refuses writes ({e}); agents' changes are taken back, people's kept in memory and written again later"
+            ),
+            (None, true) => tracing::info!("the disk takes writes again; everything kept in memory is written"),
+            _ => {}
         }
     }
 

@@ -119,6 +119,8 @@ impl Tool {
     /// Applies one tool input; the change (if any) is visible at once and
     /// durable when [`Pending::finish`] returns.
     pub fn start(&self, input: &Value) -> Pending {
+        let command = input.get("command").and_then(Value::as_str).unwrap_or("?");
+        let _span = tracing::debug_span!("tool", command, origin = ?self.origin).entered();
         match input::parse(input).and_then(|c| Ok((c, input::expected_sha256(input)?))) {
             Ok((command, expect)) => self.run_expecting(command, expect.as_deref()),
             Err(text) => Pending::ready(ToolResult::error(text)),
@@ -151,7 +153,10 @@ impl Tool {
         };
         match outcome {
             Ok(pending) => pending,
-            Err(text) => Pending::ready(ToolResult::error(text)),
+            Err(text) => {
+                tracing::debug!("refused: {text}");
+                Pending::ready(ToolResult::error(text))
+            }
         }
     }
 
