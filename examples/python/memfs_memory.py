@@ -23,8 +23,7 @@ import subprocess
 import threading
 from typing import Any, Optional, Sequence
 
-from anthropic.lib.tools._beta_functions import ToolError
-from anthropic.tools import BetaAbstractMemoryTool
+from anthropic.tools import BetaAbstractMemoryTool, ToolError
 
 __all__ = ["MemfsMemoryTool", "MemfsError"]
 
@@ -133,6 +132,13 @@ class MemfsMemoryTool(BetaAbstractMemoryTool):
 
     def rename(self, command):  # type: ignore[override]
         return self._run(command)
+
+    def clear_all_memory(self) -> str:  # type: ignore[override]
+        """Deletes everything under /memories (each delete is kept in memfs' history)."""
+        answer = self._channel.call({"type": "memfs_clear"})
+        if answer.get("is_error") is not False:
+            raise ToolError(answer.get("content", "memfs could not clear the memory"))
+        return answer["content"]
 
     def close(self) -> None:
         self._channel.close()

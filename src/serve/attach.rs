@@ -29,6 +29,9 @@ pub const HELLO: &str = "memfs_hello";
 /// `path` (with `read_only`, `allow_other`), and unmount it again.
 pub const MOUNT: &str = "memfs_mount";
 pub const UNMOUNT: &str = "memfs_unmount";
+/// A control line: remove everything in the memory (the SDK's
+/// `clear_all_memory`), as the agent's deletes, each kept in the history.
+pub const CLEAR: &str = "memfs_clear";
 
 /// How long a process keeps trying to become or reach the owner.
 const RETRY_FOR: Duration = Duration::from_secs(10);

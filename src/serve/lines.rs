@@ -107,6 +107,7 @@ impl ToolLines {
             attach::HELLO => Some(self.hello(v.get("session").and_then(Value::as_str))),
             kind @ (attach::MOUNT | attach::UNMOUNT) => Some(self.mount(kind, &v)),
             crate::history::request::TYPE => Some(self.history(v)),
+            attach::CLEAR => Some(self.clear()),
             _ => None,
         }
     }
@@ -122,6 +123,37 @@ impl ToolLines {
             session: session.map(|s| Arc::from(crate::tool::clip_text(s).as_str())),
         }));
         attach::hello_answer(&tool)
+    }
+
+    /// Everything in the memory deleted, one top-level entry at a time, as
+    /// this connection's agent.
+    fn clear(&self) -> String {
+        let tool = self.tool.lock().clone();
+        let store = tool.store();
+        let names: Vec<String> = store.with_tree(|tree| {
+            tree.children(crate::store::ROOT_INO)
+                .map(|c| c.keys().cloned().collect())
+                .unwrap_or_default()
+        });
+        let mut failed = Vec::new();
+        for name in names {
+            let path = crate::path::MemPath::root().join(&name);
+            let done = store
+                .remove(&path, tool.origin().clone())
+                .and_then(|ticket| ticket.wait());
+            match done {
+                Ok(()) | Err(crate::error::Error::NotFound) => {}
+                Err(e) => failed.push(format!("{path}: {e}")),
+            }
+        }
+        let result = match failed.is_empty() {
+            true => crate::tool::ToolResult::ok("All memory cleared".to_string()),
+            false => crate::tool::ToolResult::error(format!(
+                "Error: not all memory could be cleared: {}",
+                failed.join("; ")
+            )),
+        };
+        line::render(&result, &line::Framing::Plain)
     }
 
     /// A history command from `memfs log` and its siblings beside this owner.

@@ -171,3 +171,28 @@ def test_tool_runner_with_a_spawned_memfs_beside_a_mount(mounted, memfs_bin):
         requests, final = run_conversation(tool)
     check_requests(requests, final)
     assert (mnt / "customers" / "acme.md").read_text() == ACME
+
+
+def test_clear_all_memory_deletes_everything_and_keeps_it_in_the_history(memfs_bin, tmp_path):
+    data = tmp_path / "data"
+    with MemfsMemoryTool(spawn=[memfs_bin, "--data", str(data)]) as tool:
+        for path in ["/memories/a.md", "/memories/dir/b.md"]:
+            tool.call({"command": "create", "path": path, "file_text": "x\n"})
+        assert tool.clear_all_memory() == "All memory cleared"
+        listing = tool.call({"command": "view", "path": "/memories"})
+        assert "/memories/" not in str(listing), listing
+    assert list((data / "memories").iterdir()) == []
+    log = subprocess.run([memfs_bin, "--data", str(data), "log", "--json"],
+                         check=True, capture_output=True, text=True).stdout
+    ops = [json.loads(line)["op"] for line in log.splitlines()]
+    assert sorted(ops) == ["create", "create", "delete", "delete"]
+
+
+def test_the_adapter_imports_only_public_modules_of_the_sdk():
+    import ast
+    source = pathlib.Path(__file__).resolve().parents[2] / "examples" / "python" / "memfs_memory.py"
+    tree = ast.parse(source.read_text())
+    modules = [node.module for node in ast.walk(tree) if isinstance(node, ast.ImportFrom)]
+    modules += [alias.name for node in ast.walk(tree) if isinstance(node, ast.Import) for alias in node.names]
+    private = [m for m in modules if m and any(part.startswith("_") for part in m.split(".") if part != "__future__")]
+    assert private == [], private
