@@ -147,6 +147,10 @@ pub enum Cmd {
         /// to read it from stdin. Use `-` for anything private: a command's
         /// arguments are visible to every local user (ps, /proc/PID/cmdline).
         input: String,
+        /// Print the result's text as text (an image result as its JSON),
+        /// for people at a terminal; an error goes to stderr. Exit codes are the same.
+        #[arg(long)]
+        raw: bool,
     },
     /// Serves tool calls as JSON lines on the socket DIR/.memfs/sock, and
     /// with --stdio on stdin/stdout too (with --mount, mounts the memory too).

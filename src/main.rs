@@ -76,10 +76,10 @@ fn main() -> ExitCode {
         session: cli.common.session.as_deref().map(Arc::from),
     };
     match cli.command {
-        Cmd::Exec { input } => match exec_line(&input) {
+        Cmd::Exec { input, raw } => match exec_line(&input, raw) {
             Ok(line) => {
                 let tool = memory.tool().with_origin(origin(Door::Exec));
-                print_answer(&line::handle(&tool, line.as_bytes()).finish())
+                print_answer(&line::handle(&tool, line.as_bytes()).finish(), raw)
             }
             Err(code) => code,
         },
@@ -202,8 +202,8 @@ fn attached(cli: &Cli, doors: Doors, dir: &str, pid: Option<u32>) -> ExitCode {
         }
     };
     let code = match &cli.command {
-        Cmd::Exec { input } => match exec_line(input) {
-            Ok(line) => print_answer(&backend.call(&attach, line.as_bytes())),
+        Cmd::Exec { input, raw } => match exec_line(input, *raw) {
+            Ok(line) => print_answer(&backend.call(&attach, line.as_bytes()), *raw),
             Err(code) => code,
         },
         Cmd::Mcp { .. } => {
@@ -303,23 +303,35 @@ fn read_input(input: &str) -> Result<String, ExitCode> {
 
 /// `exec`'s command as one line (a command spread over several lines is
 /// folded), or the exit after saying why there is none.
-fn exec_line(input: &str) -> Result<String, ExitCode> {
+fn exec_line(input: &str, raw: bool) -> Result<String, ExitCode> {
     let text = read_input(input)?;
     match memfs::json::parse(text.as_bytes()) {
         Ok(value) => Ok(value.to_string()),
-        Err(e) => Err(print_answer(&line::render(
-            &memfs::ToolResult::error(format!("Error: the command is not valid JSON: {e}")),
-            &line::Framing::Plain,
-        ))),
+        Err(e) => Err(print_answer(
+            &line::render(
+                &memfs::ToolResult::error(format!("Error: the command is not valid JSON: {e}")),
+                &line::Framing::Plain,
+            ),
+            raw,
+        )),
     }
 }
 
-/// Prints an answer line; exits 1 when it is an error.
-fn print_answer(answer: &str) -> ExitCode {
-    println!("{answer}");
-    let is_error = serde_json::from_str::<serde_json::Value>(answer)
-        .ok()
-        .and_then(|v| v["is_error"].as_bool());
+/// Prints an answer line (with `raw`, its text: to stdout, or to stderr
+/// for an error); exits 1 when it is an error.
+fn print_answer(answer: &str, raw: bool) -> ExitCode {
+    let value = serde_json::from_str::<serde_json::Value>(answer).ok();
+    let is_error = value.as_ref().and_then(|v| v["is_error"].as_bool());
+    match value.as_ref().map(|v| &v["content"]) {
+        Some(serde_json::Value::String(text)) if raw => {
+            if is_error == Some(false) {
+                println!("{text}");
+            } else {
+                eprintln!("{text}");
+            }
+        }
+        _ => println!("{answer}"),
+    }
     if is_error == Some(false) {
         ExitCode::SUCCESS
     } else {

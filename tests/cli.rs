@@ -545,3 +545,44 @@ fn every_subcommand_groups_its_options_the_same_way() {
         format!("memfs {}", env!("CARGO_PKG_VERSION"))
     );
 }
+
+/// `exec --raw`: the result's text as text (tabs and newlines as they are),
+/// an error's on stderr, with the same exit codes as without.
+#[test]
+fn exec_raw_prints_the_text_for_people() {
+    let dir = tempfile::tempdir().unwrap();
+    let run = |input: &str| {
+        let out = memfs()
+            .arg("--data")
+            .arg(dir.path())
+            .args(["exec", "--raw", input])
+            .output()
+            .unwrap();
+        (
+            out.status.code(),
+            String::from_utf8(out.stdout).unwrap(),
+            String::from_utf8(out.stderr).unwrap(),
+        )
+    };
+    let (code, out, _) =
+        run(r#"{"command":"create","path":"/memories/t.md","file_text":"a\tb\n"}"#);
+    assert_eq!(
+        (code, out.as_str()),
+        (Some(0), "File created successfully at: /memories/t.md\n")
+    );
+    let (code, out, _) = run(r#"{"command":"view","path":"/memories/t.md"}"#);
+    assert_eq!(code, Some(0));
+    assert!(out.ends_with("     1\ta\tb\n"), "{out:?}");
+    let (code, out, err) = run(r#"{"command":"view","path":"/memories/nope"}"#);
+    assert_eq!((code, out.as_str()), (Some(1), ""));
+    assert_eq!(
+        err,
+        "The path /memories/nope does not exist. Please provide a valid path.\n"
+    );
+    let (code, _, err) = run("{not json");
+    assert_eq!(code, Some(1));
+    assert!(
+        err.starts_with("Error: the command is not valid JSON"),
+        "{err}"
+    );
+}
