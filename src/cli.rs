@@ -287,6 +287,28 @@ pub struct MountArgs {
     /// Mount read-only: people can read the memory, only the agent writes.
     #[arg(long, help_heading = "Mount")]
     pub read_only: bool,
+    /// Show every file and directory as owned by this user id (for sharing
+    /// the mount with --allow-other; what is stored is not changed).
+    #[arg(long, value_name = "UID", help_heading = "Mount")]
+    pub uid: Option<u32>,
+    /// Show every file and directory as owned by this group id.
+    #[arg(long, value_name = "GID", help_heading = "Mount")]
+    pub gid: Option<u32>,
+    /// Show every directory with this mode (octal, e.g. 0755); the kernel
+    /// checks access against it.
+    #[arg(long, value_parser = octal_mode, value_name = "MODE", help_heading = "Mount")]
+    pub dir_mode: Option<u32>,
+    /// Show every file with this mode (octal, e.g. 0644).
+    #[arg(long, value_parser = octal_mode, value_name = "MODE", help_heading = "Mount")]
+    pub file_mode: Option<u32>,
+}
+
+/// `0755`, `755`: a permission mode in octal.
+fn octal_mode(text: &str) -> Result<u32, String> {
+    u32::from_str_radix(text.trim_start_matches("0o"), 8)
+        .ok()
+        .filter(|m| *m <= 0o7777)
+        .ok_or_else(|| format!("`{text}` is not a mode; write it in octal, like 0755"))
 }
 
 impl MountArgs {
@@ -294,6 +316,12 @@ impl MountArgs {
         memfs::fuse::MountOptions {
             allow_other: self.allow_other,
             read_only: self.read_only,
+            presented: memfs::fuse::Presented {
+                uid: self.uid,
+                gid: self.gid,
+                dir_mode: self.dir_mode,
+                file_mode: self.file_mode,
+            },
         }
     }
 }

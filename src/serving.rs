@@ -243,6 +243,8 @@ pub fn mount_beside_owner(
         let request = json!({
             "type": attach::MOUNT, "path": at, "read_only": options.read_only,
             "allow_other": options.allow_other,
+            "uid": options.presented.uid, "gid": options.presented.gid,
+            "dir_mode": options.presented.dir_mode, "file_mode": options.presented.file_mode,
         });
         let answer = match link.call(request.to_string().as_bytes()) {
             Ok(answer) => attach::result_of(&answer),

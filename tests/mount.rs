@@ -519,3 +519,56 @@ fn socket_call(sock: &std::path::Path, line: &str) -> String {
     BufReader::new(conn).read_line(&mut answer).unwrap();
     answer
 }
+
+/// Sharing a mount with another user: the root is 0700, so with
+/// `--allow-other` alone another user is still refused; `--dir-mode` and
+/// `--file-mode` show modes that let them read (and, here, not write).
+#[test]
+fn another_user_reads_the_mount_with_allow_other_and_shown_modes() {
+    let test = "another_user_reads_the_mount_with_allow_other_and_shown_modes";
+    if skip_without_fuse(test) {
+        return;
+    }
+    if !rustix::process::geteuid().is_root() {
+        skip(test, "needs root to act as another user");
+        return;
+    }
+    let as_nobody = |script: &str| {
+        std::process::Command::new("setpriv")
+            .args([
+                "--reuid=65534",
+                "--regid=65534",
+                "--clear-groups",
+                "sh",
+                "-c",
+                script,
+            ])
+            .output()
+            .unwrap()
+    };
+    let mut m = Mounted::start(&["--allow-other"]);
+    let v =
+        m.tool(r#"{"command":"create","path":"/memories/shared/a.md","file_text":"for all\n"}"#);
+    assert_eq!(v["is_error"], false, "{v}");
+    let refused = as_nobody(&format!("cat {}", m.at("shared/a.md").display()));
+    assert!(!refused.status.success());
+    assert!(String::from_utf8_lossy(&refused.stderr).contains("Permission denied"));
+    m.stop();
+
+    m.spawn(&["--allow-other", "--dir-mode", "0755", "--file-mode", "0644"]);
+    let read = as_nobody(&format!("cat {}", m.at("shared/a.md").display()));
+    assert!(
+        read.status.success(),
+        "{}",
+        String::from_utf8_lossy(&read.stderr)
+    );
+    assert_eq!(read.stdout, b"for all\n");
+    let write = as_nobody(&format!("echo x > {}", m.at("shared/b.md").display()));
+    assert!(!write.status.success());
+    // What is stored is not changed by what the mount shows.
+    let meta = std::fs::metadata(m.on_disk("shared/a.md")).unwrap();
+    assert_eq!(
+        std::os::unix::fs::PermissionsExt::mode(&meta.permissions()) & 0o777,
+        0o600
+    );
+}

@@ -18,7 +18,7 @@ use fuser::{
 };
 use parking_lot::Mutex;
 
-use super::attr::{errno, file_attr, file_type, BLOCK_SIZE, TTL};
+use super::attr::{errno, file_type, Presented, BLOCK_SIZE, TTL};
 use super::flusher::Flusher;
 use crate::error::Error;
 use crate::store::{
@@ -38,22 +38,24 @@ pub struct MemFs {
     /// waits for the disk.
     syncer: Syncer,
     next_fh: AtomicU64,
+    presented: Presented,
 }
 
 impl MemFs {
-    pub fn new(store: Arc<Store>, flusher: Arc<Flusher>) -> Self {
+    pub fn new(store: Arc<Store>, flusher: Arc<Flusher>, presented: Presented) -> Self {
         MemFs {
             store,
             flusher,
             dirs: Mutex::default(),
             next_fh: AtomicU64::new(1),
             syncer: Syncer::start(),
+            presented,
         }
     }
 
     fn entry(&self, made: Result<NodeInfo, Error>, reply: ReplyEntry) {
         match made {
-            Ok(info) => reply.entry(&TTL, &file_attr(&info), Generation(0)),
+            Ok(info) => reply.entry(&TTL, &self.presented.attr(&info), Generation(0)),
             Err(e) => reply.error(errno(&e)),
         }
     }
@@ -150,7 +152,7 @@ impl Filesystem for MemFs {
     fn getattr(&self, _req: &Request, ino: INodeNo, _fh: Option<FileHandle>, reply: ReplyAttr) {
         let _span = tracing::debug_span!("fuse", op = "getattr").entered();
         match self.store.info(ino.0) {
-            Ok(info) => reply.attr(&TTL, &file_attr(&info)),
+            Ok(info) => reply.attr(&TTL, &self.presented.attr(&info)),
             Err(e) => reply.error(errno(&e)),
         }
     }
@@ -183,7 +185,7 @@ impl Filesystem for MemFs {
             mtime: mtime.map(time),
         };
         match self.store.set_attr(ino.0, set, origin(req)) {
-            Ok(info) => reply.attr(&TTL, &file_attr(&info)),
+            Ok(info) => reply.attr(&TTL, &self.presented.attr(&info)),
             Err(e) => reply.error(errno(&e)),
         }
     }
@@ -491,7 +493,7 @@ impl Filesystem for MemFs {
                     i + 1,
                     &e.name,
                     &TTL,
-                    &file_attr(&info),
+                    &self.presented.attr(&info),
                     Generation(0),
                 ) {
                     break;
@@ -587,7 +589,7 @@ impl Filesystem for MemFs {
                 self.store.pin(info.ino, 1); // the open handle
                 reply.created(
                     &TTL,
-                    &file_attr(&info),
+                    &self.presented.attr(&info),
                     Generation(0),
                     FileHandle(0),
                     FopenFlags::FOPEN_KEEP_CACHE,

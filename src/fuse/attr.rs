@@ -14,6 +14,35 @@ pub const TTL: Duration = Duration::from_secs(1);
 
 pub const BLOCK_SIZE: u32 = 4096;
 
+/// Owner and modes a mount shows for every node instead of its own
+/// (`--uid`, `--gid`, `--dir-mode`, `--file-mode`), as rclone and
+/// mountpoint-s3 offer: the way to share one mount with other users. The
+/// kernel checks permissions against what is shown (`default_permissions`).
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct Presented {
+    pub uid: Option<u32>,
+    pub gid: Option<u32>,
+    pub dir_mode: Option<u32>,
+    pub file_mode: Option<u32>,
+}
+
+impl Presented {
+    pub fn attr(&self, info: &NodeInfo) -> FileAttr {
+        let mut attr = file_attr(info);
+        attr.uid = self.uid.unwrap_or(attr.uid);
+        attr.gid = self.gid.unwrap_or(attr.gid);
+        let mode = match info.kind {
+            InfoKind::Dir => self.dir_mode,
+            InfoKind::File => self.file_mode,
+            _ => None,
+        };
+        if let Some(mode) = mode {
+            attr.perm = (mode & 0o7777) as u16;
+        }
+        attr
+    }
+}
+
 pub fn file_attr(info: &NodeInfo) -> FileAttr {
     FileAttr {
         ino: INodeNo(info.ino),

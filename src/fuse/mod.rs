@@ -32,7 +32,11 @@ pub struct MountOptions {
     pub allow_other: bool,
     /// Mount read-only: people read, only the agent writes.
     pub read_only: bool,
+    /// Owner and modes the mount shows instead of each node's own.
+    pub presented: Presented,
 }
+
+pub use attr::Presented;
 
 /// A live mount. Dropping it unmounts (see [`Mounted::unmount`]).
 pub struct Mounted {
@@ -76,7 +80,7 @@ pub fn mount(
     let (flusher, flusher_thread) =
         Flusher::start(store.clone()).map_err(|e| MountError::Io(shown.clone(), e))?;
     let session = fuser::spawn_mount(
-        MemFs::new(store.clone(), flusher.clone()),
+        MemFs::new(store.clone(), flusher.clone(), options.presented),
         mountpoint,
         &config,
     )

@@ -176,9 +176,16 @@ impl ToolLines {
             (None, _) => Err("this memfs does not serve mounts for others".to_string()),
             (_, None) => Err("a mount request needs an absolute `path`".to_string()),
             (Some(hosted), Some(at)) if kind == attach::MOUNT => {
+                let number = |k: &str| v[k].as_u64().and_then(|n| u32::try_from(n).ok());
                 let options = crate::fuse::MountOptions {
                     allow_other: v["allow_other"].as_bool().unwrap_or(false),
                     read_only: v["read_only"].as_bool().unwrap_or(false),
+                    presented: crate::fuse::Presented {
+                        uid: number("uid"),
+                        gid: number("gid"),
+                        dir_mode: number("dir_mode"),
+                        file_mode: number("file_mode"),
+                    },
                 };
                 hosted.mount(self.tool.lock().store().clone(), at, options)
             }
