@@ -39,7 +39,10 @@ impl Memory {
     /// starts persisting. Fails if another process has it open.
     pub fn open(dir: impl AsRef<Path>, options: Options) -> Result<Memory, OpenError> {
         let data_dir = DataDir::open(dir.as_ref())?;
-        let (tree, skipped) = load::load(&data_dir.memories).map_err(|err| OpenError::Io {
+        let mut progress = LoadProgress::new();
+        let loaded = load::load_with_progress(&data_dir.memories, &mut |n| progress.at(n));
+        progress.done();
+        let (tree, skipped) = loaded.map_err(|err| OpenError::Io {
             dir: data_dir.shown().to_string(),
             doing: "loading memories",
             err,
@@ -142,6 +145,46 @@ impl Memory {
 
     pub fn data_dir(&self) -> &DataDir {
         self.persister.data_dir()
+    }
+}
+
+/// Loading a large memory says how far it is, on a terminal only: every
+/// 5,000 files and directories, on one line rewritten in place.
+struct LoadProgress {
+    terminal: bool,
+    shown: usize,
+    last: usize,
+    started: std::time::Instant,
+}
+
+const PROGRESS_EVERY: usize = 5_000;
+
+impl LoadProgress {
+    fn new() -> Self {
+        LoadProgress {
+            terminal: std::io::IsTerminal::is_terminal(&std::io::stderr()),
+            shown: 0,
+            last: 0,
+            started: std::time::Instant::now(),
+        }
+    }
+
+    fn at(&mut self, nodes: usize) {
+        self.last = nodes;
+        if self.terminal && nodes / PROGRESS_EVERY > self.shown / PROGRESS_EVERY {
+            self.shown = nodes;
+            eprint!("\rmemfs: loading the memory: {nodes} files and directories");
+        }
+    }
+
+    fn done(&self) {
+        if self.shown > 0 {
+            eprintln!(
+                "\rmemfs: loaded {} files and directories in {:.1} s          ",
+                self.last,
+                self.started.elapsed().as_secs_f64()
+            );
+        }
     }
 }
 

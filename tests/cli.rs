@@ -586,3 +586,53 @@ fn exec_raw_prints_the_text_for_people() {
         "{err}"
     );
 }
+
+/// Loading a large memory says how far it is when stderr is a terminal
+/// (here a pseudo-terminal from script(1)), and nothing when it is not.
+#[test]
+fn loading_a_large_memory_shows_progress_on_a_terminal() {
+    let test = "loading_a_large_memory_shows_progress_on_a_terminal";
+    if std::process::Command::new("script")
+        .arg("--version")
+        .output()
+        .is_err()
+    {
+        common::skip(test, "script(1) is not installed");
+        return;
+    }
+    let dir = tempfile::tempdir().unwrap();
+    for d in 0..60 {
+        let sub = dir.path().join(format!("memories/d{d}"));
+        std::fs::create_dir_all(&sub).unwrap();
+        for f in 0..200 {
+            std::fs::write(sub.join(format!("f{f}.md")), "x").unwrap();
+        }
+    }
+    let view = r#"'{"command":"view","path":"/memories/d0/f0.md"}'"#;
+    let command = format!(
+        "{} --data {} --no-history exec {view}",
+        env!("CARGO_BIN_EXE_memfs"),
+        dir.path().display()
+    );
+    let out = std::process::Command::new("script")
+        .args(["-qec", &command, "/dev/null"])
+        .output()
+        .unwrap();
+    let text = String::from_utf8_lossy(&out.stdout);
+    assert!(text.contains("memfs: loading the memory: 10"), "{text}");
+    assert!(
+        text.contains("memfs: loaded 12061 files and directories in"),
+        "{text}"
+    );
+    let plain = memfs()
+        .arg("--data")
+        .arg(dir.path())
+        .args([
+            "--no-history",
+            "exec",
+            r#"{"command":"view","path":"/memories/d0/f0.md"}"#,
+        ])
+        .output()
+        .unwrap();
+    assert_eq!(String::from_utf8_lossy(&plain.stderr), "");
+}

@@ -37,6 +37,14 @@ struct Level {
 /// Loads the tree under `root` (the open `memories/` directory), depth
 /// first without recursion, holding a bounded number of descriptors (see `walk`).
 pub fn load(root: &OwnedFd) -> io::Result<(Tree, Skipped)> {
+    load_with_progress(root, &mut |_| {})
+}
+
+/// [`load`], telling `progress` how many nodes are loaded after each directory.
+pub fn load_with_progress(
+    root: &OwnedFd,
+    progress: &mut dyn FnMut(usize),
+) -> io::Result<(Tree, Skipped)> {
     let mut tree = Tree::new();
     let mut skipped = Skipped::default();
     let root_attr = attr_of(&rfs::fstat(root)?);
@@ -54,6 +62,7 @@ pub fn load(root: &OwnedFd) -> io::Result<(Tree, Skipped)> {
             Some((name, ino, attr)) => {
                 let sub = fsops::open_dir(stack.fd(), &name)?;
                 let subdirs = load_entries(&mut tree, &mut skipped, &sub, ino)?;
+                progress(tree.node_count());
                 stack.push(sub, Level { ino, attr, subdirs });
             }
             None => {
