@@ -11,7 +11,12 @@ pace=3
 wait_at_end=1
 while [ $# -gt 0 ]; do
   case "$1" in
-    --pace) pace=$2; shift 2 ;;
+    --pace)
+      if [ $# -lt 2 ] || ! [[ $2 =~ ^[0-9]+([.][0-9]+)?$ ]]; then
+        echo "usage: scripts/demo.sh [--pace SECONDS] [--no-wait]  (--pace needs a number of seconds)" >&2
+        exit 2
+      fi
+      pace=$2; shift 2 ;;
     --no-wait) wait_at_end=0; shift ;;
     *) echo "usage: scripts/demo.sh [--pace SECONDS] [--no-wait]" >&2; exit 2 ;;
   esac

@@ -636,3 +636,48 @@ fn loading_a_large_memory_shows_progress_on_a_terminal() {
         .unwrap();
     assert_eq!(String::from_utf8_lossy(&plain.stderr), "");
 }
+
+/// `scripts/demo.sh --pace` without a number is a usage error, not a
+/// shell's "unbound variable".
+#[test]
+fn the_demo_says_its_usage_for_a_pace_without_a_value() {
+    let root = env!("CARGO_MANIFEST_DIR");
+    for args in [&["--pace"][..], &["--pace", "soon"][..]] {
+        let out = std::process::Command::new("bash")
+            .arg(format!("{root}/scripts/demo.sh"))
+            .args(args)
+            .output()
+            .unwrap();
+        assert_eq!(out.status.code(), Some(2));
+        let err = String::from_utf8_lossy(&out.stderr);
+        assert!(err.starts_with("usage: scripts/demo.sh"), "{err}");
+    }
+}
+
+/// Every relative link in the README and docs/ names a file in the repo.
+#[test]
+fn the_docs_link_only_to_files_that_exist() {
+    let root = std::path::Path::new(env!("CARGO_MANIFEST_DIR"));
+    let mut docs = vec![root.join("README.md")];
+    for entry in std::fs::read_dir(root.join("docs")).unwrap() {
+        let path = entry.unwrap().path();
+        if path.extension().is_some_and(|e| e == "md") {
+            docs.push(path);
+        }
+    }
+    let link = regex::Regex::new(r"\]\(([^)#\s]+)(#[^)]*)?\)").unwrap();
+    let mut missing = Vec::new();
+    for doc in docs {
+        let text = std::fs::read_to_string(&doc).unwrap();
+        for cap in link.captures_iter(&text) {
+            let target = &cap[1];
+            if target.contains("://") || target.starts_with("mailto:") {
+                continue;
+            }
+            if !doc.parent().unwrap().join(target).exists() {
+                missing.push(format!("{}: {target}", doc.display()));
+            }
+        }
+    }
+    assert!(missing.is_empty(), "{missing:#?}");
+}
