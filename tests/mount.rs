@@ -572,3 +572,72 @@ fn another_user_reads_the_mount_with_allow_other_and_shown_modes() {
         0o600
     );
 }
+
+/// POSIX corners, each done on the mount and on a tmpfs, with the same
+/// outcome: setgid directories, access times as relatime moves them, and
+/// symlink targets up to PATH_MAX - 1 bytes.
+#[test]
+fn posix_corners_match_tmpfs() {
+    let test = "posix_corners_match_tmpfs";
+    if skip_without_fuse(test) {
+        return;
+    }
+    if !common::can_mount() {
+        skip(test, "needs root to mount a tmpfs");
+        return;
+    }
+    use std::os::unix::fs::PermissionsExt;
+    let corners = |root: &std::path::Path| -> Vec<String> {
+        let mut out = Vec::new();
+        // setgid: the group passes to new entries, the bit to subdirectories.
+        let g = root.join("g");
+        fs::create_dir(&g).unwrap();
+        std::os::unix::fs::chown(&g, None, Some(100)).unwrap();
+        fs::set_permissions(&g, fs::Permissions::from_mode(0o2775)).unwrap();
+        fs::write(g.join("f"), "x").unwrap();
+        fs::create_dir(g.join("sub")).unwrap();
+        for p in [g.join("f"), g.join("sub")] {
+            let m = fs::metadata(&p).unwrap();
+            out.push(format!(
+                "{} gid {} setgid {}",
+                p.file_name().unwrap().to_string_lossy(),
+                m.gid(),
+                m.mode() & 0o2000 != 0
+            ));
+        }
+        // relatime: a read moves an access time older than the last change,
+        // and not one that is newer and less than a day old.
+        let f = root.join("a.txt");
+        fs::write(&f, "data").unwrap();
+        let old = std::time::SystemTime::UNIX_EPOCH + std::time::Duration::from_secs(1_600_000_000);
+        fs::File::options()
+            .write(true)
+            .open(&f)
+            .unwrap()
+            .set_times(fs::FileTimes::new().set_accessed(old))
+            .unwrap();
+        let _ = fs::read(&f).unwrap();
+        let first = fs::metadata(&f).unwrap().accessed().unwrap();
+        out.push(format!("read moved an old atime: {}", first > old));
+        std::thread::sleep(std::time::Duration::from_millis(1100));
+        let _ = fs::read(&f).unwrap();
+        let second = fs::metadata(&f).unwrap().accessed().unwrap();
+        out.push(format!("a second read moved it: {}", second != first));
+        // Symlink targets: 4,095 bytes is the longest Linux takes.
+        let target = format!("{}{}", "d/".repeat(2000), "x".repeat(95));
+        std::os::unix::fs::symlink(&target, root.join("long")).unwrap();
+        out.push(format!(
+            "4095-byte target read back: {}",
+            fs::read_link(root.join("long")).unwrap().as_os_str().len()
+        ));
+        let too_long = format!("{target}y");
+        let err = std::os::unix::fs::symlink(&too_long, root.join("longer")).unwrap_err();
+        out.push(format!("4096 bytes: {:?}", err.raw_os_error()));
+        out
+    };
+    let tmpfs = common::Tmpfs::mount("16m");
+    let expected = corners(tmpfs.path());
+    let m = Mounted::start(&[]);
+    assert_eq!(corners(m.mnt.path()), expected);
+    assert_eq!(expected[2], "read moved an old atime: true");
+}

@@ -170,6 +170,9 @@ impl Store {
         offset: u64,
         size: u32,
     ) -> Result<(Arc<Vec<u8>>, std::ops::Range<usize>), Error> {
+        if offset == 0 {
+            self.touch_atime(ino);
+        }
         let tree = self.tree.read();
         match &tree.get(ino).ok_or(Error::NotFound)?.kind {
             NodeKind::File(data) => {
@@ -182,6 +185,34 @@ impl Store {
                 errno: libc::EINVAL,
                 doing: "reading",
             })),
+        }
+    }
+
+    /// A read moves the access time as `relatime` does: when it is not
+    /// after the last change, or a day old. (In memory; it reaches the disk
+    /// with the file's next write.) The write lock is taken only then.
+    fn touch_atime(&self, ino: Ino) {
+        let stale = |attr: &Attr, now: SystemTime| {
+            attr.atime <= attr.mtime
+                || attr.atime <= attr.ctime
+                || now
+                    .duration_since(attr.atime)
+                    .is_ok_and(|d| d.as_secs() >= 24 * 3600)
+        };
+        let now = SystemTime::now();
+        if !self
+            .tree
+            .read()
+            .get(ino)
+            .is_some_and(|n| stale(&n.attr, now))
+        {
+            return;
+        }
+        let mut tree = self.tree.write();
+        if let Some(node) = tree.get(ino) {
+            if stale(&node.attr, now) {
+                tree.node_mut(ino).attr.atime = now;
+            }
         }
     }
 
@@ -251,7 +282,15 @@ impl Store {
             },
         )?;
         let now = SystemTime::now();
-        let attr = Attr::owned(perm & 0o7777, owner.0, owner.1, now);
+        // A setgid directory passes its group to what is made in it, and the
+        // setgid bit to its new subdirectories (as every Linux file system).
+        let parent_attr = tree.node(parent).attr;
+        let (gid, perm) = match parent_attr.perm & 0o2000 != 0 {
+            true if matches!(what, NewNode::Dir) => (parent_attr.gid, perm | 0o2000),
+            true => (parent_attr.gid, perm),
+            false => (owner.1, perm),
+        };
+        let attr = Attr::owned(perm & 0o7777, owner.0, gid, now);
         let kind = match &what {
             NewNode::File | NewNode::OpenedFile => NodeKind::File(Arc::default()),
             NewNode::Dir => NodeKind::Dir(Default::default()),
