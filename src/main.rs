@@ -374,10 +374,19 @@ fn scan(data: &Path, at: &str, json: bool) -> ExitCode {
             continue;
         };
         let findings = memfs::guard::secrets::scan(text);
-        for row in rows
-            .iter()
-            .filter(|r| memfs::path::MemPath::parse(&r.path).is_ok_and(|p| p.starts_with(&at)))
-        {
+        // A version that is the file as it is now was reported above.
+        let current = |path: &memfs::path::MemPath| {
+            tree.resolve(path)
+                .ok()
+                .and_then(|ino| match &tree.node(ino).kind {
+                    memfs::store::NodeKind::File(now) => Some(memfs::history::sha256_hex(now)),
+                    _ => None,
+                })
+        };
+        for row in rows.iter().filter(|r| {
+            memfs::path::MemPath::parse(&r.path)
+                .is_ok_and(|p| p.starts_with(&at) && current(&p).as_ref() != r.sha256.as_ref())
+        }) {
             for f in &findings {
                 in_history += 1;
                 if json {
