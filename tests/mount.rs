@@ -641,3 +641,33 @@ fn posix_corners_match_tmpfs() {
     assert_eq!(corners(m.mnt.path()), expected);
     assert_eq!(expected[2], "read moved an old atime: true");
 }
+
+/// Names that are not there are cached as absent (negative entries); a tool
+/// change that makes one is still visible through the mount before its
+/// result returns, in an existing directory and in new ones.
+#[test]
+fn a_name_cached_as_absent_appears_as_soon_as_the_agent_makes_it() {
+    let test = "a_name_cached_as_absent_appears_as_soon_as_the_agent_makes_it";
+    if skip_without_fuse(test) {
+        return;
+    }
+    let m = Mounted::start(&[]);
+    for rel in ["late.md", "new/dir/late.md"] {
+        for _ in 0..3 {
+            assert!(fs::metadata(m.at(rel)).is_err(), "{rel} is not there yet");
+        }
+        let v = m.tool(&format!(
+            r#"{{"command":"create","path":"/memories/{rel}","file_text":"here\n"}}"#
+        ));
+        assert_eq!(v["is_error"], false, "{v}");
+        assert_eq!(fs::read_to_string(m.at(rel)).unwrap(), "here\n", "{rel}");
+    }
+    // And a rename's new name.
+    assert!(fs::metadata(m.at("moved.md")).is_err());
+    let v = m.tool(
+        r#"{"command":"rename","old_path":"/memories/late.md","new_path":"/memories/moved.md"}"#,
+    );
+    assert_eq!(v["is_error"], false, "{v}");
+    assert_eq!(fs::read_to_string(m.at("moved.md")).unwrap(), "here\n");
+    assert!(fs::metadata(m.at("late.md")).is_err());
+}

@@ -61,6 +61,27 @@ impl MemFs {
     }
 }
 
+/// A lookup answer that says "no such name" and may be cached (node id 0).
+fn negative_entry() -> fuser::FileAttr {
+    fuser::FileAttr {
+        ino: INodeNo(0),
+        size: 0,
+        blocks: 0,
+        atime: SystemTime::UNIX_EPOCH,
+        mtime: SystemTime::UNIX_EPOCH,
+        ctime: SystemTime::UNIX_EPOCH,
+        crtime: SystemTime::UNIX_EPOCH,
+        kind: fuser::FileType::RegularFile,
+        perm: 0,
+        nlink: 0,
+        uid: 0,
+        gid: 0,
+        rdev: 0,
+        blksize: BLOCK_SIZE,
+        flags: 0,
+    }
+}
+
 fn origin(req: &Request) -> Origin {
     Origin::Person {
         uid: req.uid(),
@@ -141,7 +162,20 @@ impl Filesystem for MemFs {
     fn lookup(&self, _req: &Request, parent: INodeNo, name: &OsStr, reply: ReplyEntry) {
         let _span = tracing::debug_span!("fuse", op = "lookup").entered();
         let name = name_or_reply!(name, reply);
-        self.entry(self.store.lookup(parent.0, name), reply);
+        match self.store.lookup(parent.0, name) {
+            // A name that is not there is cached as such for the TTL (a
+            // negative entry: `git status`, compilers and shells look up many
+            // names that do not exist). A tool change that makes the name
+            // invalidates the entry before its result is returned.
+            Err(Error::NotFound) => {
+                tracing::debug!(
+                    errno = libc::ENOENT,
+                    "request failed: no such name (cached as absent)"
+                );
+                reply.entry(&TTL, &negative_entry(), Generation(0))
+            }
+            found => self.entry(found, reply),
+        }
     }
 
     fn forget(&self, _req: &Request, ino: INodeNo, nlookup: u64) {
