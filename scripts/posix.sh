@@ -20,6 +20,7 @@ if [ ! -x "$tools/bin/pjdfstest" ] || [ ! -x "$tools/bin/fsx" ]; then
   if ! dpkg -s libacl1-dev >/dev/null 2>&1; then
     apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq libacl1-dev >/dev/null
   fi
+  echo "posix: building pjdfstest and fsx into target/posix-tools (once; a few minutes, then reused)"
   cargo install --quiet --locked --root "$tools" pjdfstest@0.2.2 fsx@0.3.2
 fi
 id tests >/dev/null 2>&1 || echo 'tests:x:::pjdfstest dummy user:/:/usr/sbin/nologin' | newusers
