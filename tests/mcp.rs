@@ -201,3 +201,48 @@ fn with_a_mount_the_person_watches_the_same_memory() {
     assert!(m.finish().success());
     assert!(!memfs::fuse::mountpoint::is_mount_point(mnt.path()));
 }
+
+/// A program's `expected_sha256` rides in the MCP arguments too (it is not
+/// in the tool's schema): a stale one changes nothing, a current one writes.
+#[test]
+fn expected_sha256_through_mcp() {
+    let dir = tempfile::tempdir().unwrap();
+    let mut m = Mcp::start(dir.path(), &[]);
+    m.call(r#"{"jsonrpc":"2.0","id":1,"method":"initialize","params":{"protocolVersion":"2025-06-18","capabilities":{},"clientInfo":{"name":"t","version":"0"}}}"#);
+    m.send(r#"{"jsonrpc":"2.0","method":"notifications/initialized"}"#);
+    let call = |m: &mut Mcp, id: u32, arguments: Value| {
+        m.call(&json!({"jsonrpc": "2.0", "id": id, "method": "tools/call", "params": {"name": "memory", "arguments": arguments}}).to_string())
+    };
+    let r = call(
+        &mut m,
+        2,
+        json!({"command": "create", "path": "/memories/p.md", "file_text": "one\n"}),
+    );
+    assert_eq!(r["result"]["isError"], false, "{r}");
+    let stale = memfs::history::sha256_hex(b"zero\n");
+    let r = call(
+        &mut m,
+        3,
+        json!({"command": "str_replace", "path": "/memories/p.md", "old_str": "one", "new_str": "two", "expected_sha256": stale}),
+    );
+    assert_eq!(r["result"]["isError"], true, "{r}");
+    assert!(
+        r["result"]["content"][0]["text"]
+            .as_str()
+            .unwrap()
+            .contains("has changed"),
+        "{r}"
+    );
+    let current = memfs::history::sha256_hex(b"one\n");
+    let r = call(
+        &mut m,
+        4,
+        json!({"command": "str_replace", "path": "/memories/p.md", "old_str": "one", "new_str": "two", "expected_sha256": current}),
+    );
+    assert_eq!(r["result"]["isError"], false, "{r}");
+    assert!(m.finish().success());
+    assert_eq!(
+        std::fs::read_to_string(dir.path().join("memories/p.md")).unwrap(),
+        "two\n"
+    );
+}

@@ -133,6 +133,12 @@ class MemfsMemoryTool(BetaAbstractMemoryTool):
     def rename(self, command):  # type: ignore[override]
         return self._run(command)
 
+    def run(self, tool_input: dict[str, Any]) -> Any:
+        """For programs: any tool input as a dict, including memfs'
+        `expected_sha256` precondition (not in the model's tool schema). An
+        error result raises `ToolError`."""
+        return self._run(tool_input)
+
     def clear_all_memory(self) -> str:  # type: ignore[override]
         """Deletes everything under /memories (each delete is kept in memfs' history)."""
         answer = self._channel.call({"type": "memfs_clear"})

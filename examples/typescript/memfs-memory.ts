@@ -83,5 +83,7 @@ export function memfsMemoryTool(options: MemfsOptions) {
     delete: run,
     rename: run,
   });
-  return { tool, close: () => channel.close() };
+  // `run` is for programs: any tool input, including memfs' `expected_sha256`
+  // precondition (not in the model's schema); an error result throws ToolError.
+  return { tool, run, close: () => channel.close() };
 }

@@ -196,3 +196,20 @@ def test_the_adapter_imports_only_public_modules_of_the_sdk():
     modules += [alias.name for node in ast.walk(tree) if isinstance(node, ast.Import) for alias in node.names]
     private = [m for m in modules if m and any(part.startswith("_") for part in m.split(".") if part != "__future__")]
     assert private == [], private
+
+
+def test_a_program_passes_expected_sha256_through_the_adapter(memfs_bin, tmp_path):
+    import hashlib
+    from anthropic.tools import ToolError
+    data = tmp_path / "data"
+    with MemfsMemoryTool(spawn=[memfs_bin, "--data", str(data)]) as tool:
+        tool.run({"command": "create", "path": "/memories/p.md", "file_text": "one\n"})
+        stale = hashlib.sha256(b"zero\n").hexdigest()
+        with pytest.raises(ToolError) as refused:
+            tool.run({"command": "str_replace", "path": "/memories/p.md", "old_str": "one", "new_str": "two",
+                      "expected_sha256": stale})
+        assert "has changed" in str(refused.value)
+        current = hashlib.sha256(b"one\n").hexdigest()
+        tool.run({"command": "str_replace", "path": "/memories/p.md", "old_str": "one", "new_str": "two",
+                  "expected_sha256": current})
+    assert (data / "memories" / "p.md").read_text() == "two\n"
