@@ -25,6 +25,11 @@ use crate::store::{
     DirEntry, NewNode, NodeInfo, Origin, Process, RenameMode, SetAttr, Store, Ticket,
 };
 
+/// File handles say only whether the open can write (then its close hands
+/// the file to the flusher).
+const READ_ONLY: FileHandle = FileHandle(0);
+const WRITABLE: FileHandle = FileHandle(1);
+
 /// Largest write the kernel sends in one request.
 const MAX_WRITE: u32 = 1 << 20;
 
@@ -375,7 +380,11 @@ impl Filesystem for MemFs {
                     // agent's newer change is a lost update.
                     self.store.note_open(ino.0, req.pid());
                 }
-                reply.opened(FileHandle(0), FopenFlags::FOPEN_KEEP_CACHE);
+                let fh = match flags.0 & libc::O_ACCMODE == libc::O_RDONLY {
+                    true => READ_ONLY,
+                    false => WRITABLE,
+                };
+                reply.opened(fh, FopenFlags::FOPEN_KEEP_CACHE);
             }
             Err(e) => reply.error(errno(&e)),
         }
@@ -428,13 +437,16 @@ impl Filesystem for MemFs {
         &self,
         _req: &Request,
         ino: INodeNo,
-        _fh: FileHandle,
+        fh: FileHandle,
         _lock: LockOwner,
         reply: ReplyEmpty,
     ) {
         let _span = tracing::debug_span!("fuse", op = "flush").entered();
-        // Written out soon after close: queued now, durable at the next barrier.
-        self.flusher.soon(ino.0);
+        // Written out soon after close: queued now, durable at the next
+        // barrier. A handle that cannot write has nothing to hand over.
+        if fh == WRITABLE {
+            self.flusher.soon(ino.0);
+        }
         reply.ok();
     }
 
@@ -442,14 +454,16 @@ impl Filesystem for MemFs {
         &self,
         _req: &Request,
         ino: INodeNo,
-        _fh: FileHandle,
+        fh: FileHandle,
         _flags: OpenFlags,
         _lock: Option<LockOwner>,
         _flush: bool,
         reply: ReplyEmpty,
     ) {
         let _span = tracing::debug_span!("fuse", op = "release").entered();
-        self.flusher.soon(ino.0);
+        if fh == WRITABLE {
+            self.flusher.soon(ino.0);
+        }
         self.store.unpin(ino.0, 1);
         reply.ok();
     }
@@ -625,7 +639,7 @@ impl Filesystem for MemFs {
                     &TTL,
                     &self.presented.attr(&info),
                     Generation(0),
-                    FileHandle(0),
+                    WRITABLE,
                     FopenFlags::FOPEN_KEEP_CACHE,
                 );
             }
