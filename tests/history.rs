@@ -711,3 +711,72 @@ fn a_change_made_without_history_is_found_by_the_next_memfs() {
     let rows = log(d, None);
     assert_eq!(ops(&rows), ["found", "found", "create"]);
 }
+
+/// A memory that existed before memfs kept history: its files are recorded
+/// at the first start without copying them (a large memory would double on
+/// disk), and each file's content is kept at its first change, so that
+/// change can be reverted.
+#[test]
+fn files_from_before_the_history_are_kept_at_their_first_change() {
+    let dir = tempfile::tempdir().unwrap();
+    let d = dir.path();
+    fs::create_dir_all(d.join("memories/old")).unwrap();
+    fs::write(d.join("memories/old/a.md"), "from before\n").unwrap();
+    fs::write(d.join("memories/b.md"), "untouched\n").unwrap();
+    let rows = log(d, None);
+    assert_eq!(ops(&rows), ["found", "found"]);
+    assert!(rows.iter().all(|r| r["pruned"] == true), "{rows:?}");
+    let objects = || {
+        fs::read_dir(d.join(".memfs/history/objects"))
+            .unwrap()
+            .count()
+    };
+    assert_eq!(objects(), 0, "nothing copied at the first start");
+    ok(
+        d,
+        &[],
+        json!({"command": "str_replace", "path": "/memories/old/a.md", "old_str": "before", "new_str": "now"}),
+    );
+    let rows = log(d, Some("/memories/old/a.md"));
+    assert_eq!(ops(&rows), ["write", "found", "found"], "{rows:?}");
+    assert_eq!(rows[1]["sha256"], sha256(b"from before\n"));
+    assert_eq!(rows[0]["replaces"], rows[1]["version"]);
+    assert_eq!(objects(), 2);
+    let (code, _, err) = run(d, &["revert", rows[1]["version"].as_str().unwrap()]);
+    assert_eq!(code, 0, "{err}");
+    assert_eq!(
+        fs::read_to_string(d.join("memories/old/a.md")).unwrap(),
+        "from before\n"
+    );
+    // The untouched file's first row says where its content is.
+    let b = &log(d, Some("/memories/b.md"))[0];
+    let (code, _, err) = run(d, &["show", b["version"].as_str().unwrap()]);
+    assert_eq!(code, 1);
+    assert!(err.contains("the file itself holds that content"), "{err}");
+    // A directory delete keeps what it deletes, too.
+    fs::create_dir_all(d.join("memories/dir")).unwrap();
+    fs::write(d.join("memories/dir/c.md"), "c\n").unwrap();
+    let _ = log(d, None); // a start that finds dir/c.md (the history exists: copied now)
+    ok(
+        d,
+        &[],
+        json!({"command": "delete", "path": "/memories/old"}),
+    );
+    let rows = log(d, Some("/memories/old"));
+    assert_eq!(rows[0]["op"], "delete");
+    // Deleting a file never changed before keeps its content first: the
+    // delete can be undone.
+    ok(
+        d,
+        &[],
+        json!({"command": "delete", "path": "/memories/b.md"}),
+    );
+    let rows = log(d, Some("/memories/b.md"));
+    assert_eq!(ops(&rows), ["delete", "found", "found"], "{rows:?}");
+    let (code, _, err) = run(d, &["revert", rows[0]["version"].as_str().unwrap()]);
+    assert_eq!(code, 0, "{err}");
+    assert_eq!(
+        fs::read_to_string(d.join("memories/b.md")).unwrap(),
+        "untouched\n"
+    );
+}

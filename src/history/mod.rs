@@ -202,14 +202,24 @@ impl History {
                 inner.disk.append(&lines_of(&voids))?;
             }
         }
-        // Files the rows do not describe: recorded as found.
+        // Files the rows do not describe: recorded as found. When the history
+        // begins (no rows yet), their contents are not copied now (a large
+        // memory would double on disk at its first start): each is kept at
+        // the file's first change, from the file itself (see `capture`).
+        let first_start = ledger.rows.is_empty() && ledger.next <= 1;
         ledger.batch += 1;
         let differ = differing(&ledger, &files);
         let mut found = Vec::new();
         for (path, sha, data) in &files {
             if differ.contains(&path.to_string()) {
-                inner.disk.put(sha, data)?;
-                found.push(ledger.event(&time, Op::Found, path, Some((sha, data.len() as u64))));
+                let mut row = ledger.event(&time, Op::Found, path, Some((sha, data.len() as u64)));
+                if first_start {
+                    row.pruned = true;
+                    row.note = Some(BEFORE_HISTORY.to_string());
+                } else {
+                    inner.disk.put(sha, data)?;
+                }
+                found.push(row);
             }
         }
         let on_disk: HashSet<&MemPath> = files.iter().map(|(p, _, _)| p).collect();
@@ -245,7 +255,7 @@ impl History {
     /// Records the versions `batch` makes (contents kept, rows appended; the
     /// persister's barrier makes them durable). On an error nothing of the
     /// batch is recorded, and the batch must not be applied.
-    pub fn record(&self, batch: &[Change]) -> io::Result<Recorded> {
+    pub fn record(&self, batch: &[Change], memories: &OwnedFd) -> io::Result<Recorded> {
         let mut inner = self.inner.lock();
         let time = now_text();
         let mut blobs = Vec::new();
@@ -255,6 +265,13 @@ impl History {
         {
             let mut fresh = self.fresh.lock();
             for change in batch {
+                rows.extend(capture(
+                    &mut inner.ledger,
+                    change,
+                    memories,
+                    &time,
+                    &mut blobs,
+                ));
                 let made = inner.ledger.record(change, &time, &mut fresh, &mut blobs);
                 recorded.rows.push(made.iter().map(Row::id).collect());
                 rows.extend(made);
@@ -388,6 +405,12 @@ impl History {
         if row.redacted {
             return refuse(format!(
                 "version {version} is redacted: its content is erased"
+            ));
+        }
+        if row.pruned && row.note.as_deref() == Some(BEFORE_HISTORY) {
+            return refuse(format!(
+                "version {version} is {} as it was when the history began: the file itself holds that content, and the history keeps it at the file's first change",
+                row.path
             ));
         }
         if row.pruned {
@@ -550,6 +573,58 @@ impl Inner {
         self.ledger.next = next;
         self.ledger.batch = batch;
     }
+}
+
+/// The note on a file found when the history began, its content not copied yet.
+const BEFORE_HISTORY: &str =
+    "there before the history began; its content is kept at its first change";
+
+/// Before a change touches a file whose content the history has not copied
+/// yet (found when the history began), keeps that content, read from the
+/// file itself (not yet changed on disk), as a `found` version, so that the
+/// change's version has something to go back to.
+fn capture(
+    ledger: &mut Ledger,
+    change: &Change,
+    memories: &OwnedFd,
+    time: &str,
+    blobs: &mut Vec<Blob>,
+) -> Vec<Row> {
+    let mut paths = Vec::new();
+    for op in &change.ops {
+        for at in op.paths() {
+            if !matches!(
+                op,
+                crate::store::ChangeOp::SetMeta { .. } | crate::store::ChangeOp::SetTimes { .. }
+            ) {
+                paths.extend(ledger.under(at));
+            }
+        }
+    }
+    let mut out = Vec::new();
+    for (path, live) in paths {
+        let lazy = ledger.find(live.version).is_some_and(|r| {
+            r.pruned && r.op == Op::Found && r.note.as_deref() == Some(BEFORE_HISTORY)
+        });
+        if !lazy || live.sha.is_empty() {
+            continue;
+        }
+        let Ok(data) = crate::persist::read_file(memories, &path) else {
+            continue;
+        };
+        if sha256_hex(&data) != live.sha {
+            continue; // changed behind memfs' back: the file is not that content
+        }
+        let mut row = ledger.event(time, Op::Found, &path, Some((&live.sha, data.len() as u64)));
+        row.note = Some("the content it had when the history began".to_string());
+        blobs.push(Blob {
+            sha: live.sha.clone(),
+            data: std::sync::Arc::new(data),
+        });
+        ledger.push(row.clone());
+        out.push(row);
+    }
+    out
 }
 
 fn write_blobs(disk: &Disk, blobs: &[Blob]) -> io::Result<()> {

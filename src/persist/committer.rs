@@ -181,7 +181,11 @@ impl Shared {
 
         // Phase 0: the batch's versions, kept before any of it is applied
         // (a change is never on disk without its version).
-        let recorded = match self.history.get().map(|h| h.record(&batch)) {
+        let recorded = match self
+            .history
+            .get()
+            .map(|h| h.record(&batch, &self.dir.memories))
+        {
             Some(Err(e)) => {
                 failure = Some(DiskError::new("keeping the history", e));
                 None

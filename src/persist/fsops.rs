@@ -43,6 +43,19 @@ pub fn open_dir(parent: impl AsFd, name: &str) -> io::Result<OwnedFd> {
     Ok(rfs::openat(parent, name, flags, Mode::empty())?)
 }
 
+/// The bytes of the file at `path` below `root` (never through a symlink).
+pub fn read_file(root: &OwnedFd, path: &MemPath) -> io::Result<Vec<u8>> {
+    let parent = open_parent(root, path, false)?;
+    let name = path.file_name().ok_or(io::ErrorKind::InvalidInput)?;
+    let flags = OFlags::RDONLY | OFlags::NOFOLLOW | OFlags::CLOEXEC | OFlags::NONBLOCK;
+    let mut out = Vec::new();
+    io::Read::read_to_end(
+        &mut std::fs::File::from(rfs::openat(&parent, name, flags, Mode::empty())?),
+        &mut out,
+    )?;
+    Ok(out)
+}
+
 /// Opens the directory that holds `path`, making missing ones when `create`.
 pub fn open_parent(root: &OwnedFd, path: &MemPath, create: bool) -> io::Result<OwnedFd> {
     let names = path.names();
