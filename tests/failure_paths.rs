@@ -133,7 +133,7 @@ fn a_crash_at_any_rename_of_a_save_by_rename_leaves_the_old_or_the_new_file() {
     }
 }
 
-/// `syncfs` failing once after every step of a batch succeeded: the change
+/// The barrier (an `fdatasync`) failing once after every step of a batch succeeded: the change
 /// is in memory and written, only not confirmed durable. Before, the agent
 /// was told it "did not take effect", and its retry said "already exists".
 #[test]
@@ -143,7 +143,7 @@ fn a_failed_barrier_is_not_reported_as_a_change_that_did_not_happen() {
         return;
     }
     let dir = tempfile::tempdir().unwrap();
-    let mut child = strace_command("trace=syncfs", "inject=syncfs:error=EIO:when=1")
+    let mut child = strace_command("trace=fdatasync", "inject=fdatasync:error=EIO:when=1")
         .arg("--data")
         .arg(dir.path())
         .args(["serve", "--stdio"])
@@ -451,7 +451,8 @@ fn a_crash_at_any_disk_step_keeps_every_acknowledged_change() {
         "renameat",
         "renameat2",
         "mkdirat",
-        "syncfs",
+        "fdatasync",
+        "fsync",
         "unlinkat",
     ] {
         for k in 1..=points {
@@ -586,7 +587,8 @@ fn disk_state(dir: &Path) -> Vec<(String, String)> {
     out
 }
 
-/// Four `fsync`s waiting for a slow disk (strace delays every syncfs by 2 s)
+/// Four `fsync`s waiting for a slow disk (strace delays every fsync memfs
+/// makes by 2 s)
 /// do not stall the mount: a `stat` that needs the daemon is answered while
 /// they wait. Before, each fsync held one of the 4 FUSE worker threads for
 /// its whole barrier, so the stat waited for them.
@@ -600,7 +602,7 @@ fn fsyncs_waiting_for_the_disk_do_not_stall_the_mount() {
     }
     let mut m = Mounted::unstarted();
     m.spawn_wrapped(
-        &strace("trace=syncfs", "inject=syncfs:delay_enter=2000000"),
+        &strace("trace=fsync", "inject=fsync:delay_enter=2000000"),
         &[],
     );
     // Made by the agent, never looked up through the mount: a stat of it
@@ -643,7 +645,7 @@ fn an_unsaved_change_at_exit_is_a_failure_not_a_silent_success() {
         return;
     }
     let dir = tempfile::tempdir().unwrap();
-    let mut child = strace_command("trace=syncfs", "inject=syncfs:error=EIO")
+    let mut child = strace_command("trace=fdatasync", "inject=fdatasync:error=EIO")
         .arg("--data")
         .arg(dir.path())
         .args(["serve", "--stdio"])
@@ -673,4 +675,44 @@ fn an_unsaved_change_at_exit_is_a_failure_not_a_silent_success() {
         err.contains("1 path(s) are in memory but could not be written to disk"),
         "{err}"
     );
+}
+
+/// Durability costs what memfs wrote: an agent's changes are made durable
+/// with `fdatasync`/`fsync` of the files and directories they touched, never
+/// with a `syncfs` that would flush every other program's dirty pages on the
+/// disk too (the cause of multi-second stalls under a neighbour's I/O).
+#[test]
+fn a_change_is_made_durable_without_flushing_the_whole_disk() {
+    let test = "a_change_is_made_durable_without_flushing_the_whole_disk";
+    if !have_strace(test) {
+        return;
+    }
+    let dir = tempfile::tempdir().unwrap();
+    let trace = dir.path().join("trace");
+    let mut child = Command::new("strace")
+        .args(["-f", "-qq", "-e", "trace=syncfs,fdatasync,fsync", "-o"])
+        .arg(&trace)
+        .arg(env!("CARGO_BIN_EXE_memfs"))
+        .arg("--data")
+        .arg(dir.path().join("data"))
+        .args(["serve", "--stdio"])
+        .stdin(Stdio::piped())
+        .stdout(Stdio::null())
+        .spawn()
+        .unwrap();
+    let mut stdin = child.stdin.take().unwrap();
+    for line in [
+        r#"{"command":"create","path":"/memories/a/b.md","file_text":"one\n"}"#,
+        r#"{"command":"str_replace","path":"/memories/a/b.md","old_str":"one","new_str":"two"}"#,
+        r#"{"command":"rename","old_path":"/memories/a","new_path":"/memories/c"}"#,
+        r#"{"command":"delete","path":"/memories/c/b.md"}"#,
+    ] {
+        writeln!(stdin, "{line}").unwrap();
+    }
+    drop(stdin);
+    assert!(child.wait().unwrap().success());
+    let calls = fs::read_to_string(&trace).unwrap();
+    assert!(!calls.contains("syncfs("), "{calls}");
+    assert!(calls.matches("fdatasync(").count() >= 2, "{calls}");
+    assert!(calls.matches("fsync(").count() >= 4, "{calls}");
 }

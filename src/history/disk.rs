@@ -70,20 +70,28 @@ impl Disk {
     }
 
     /// Appends whole lines (one `write`, so a crash keeps a prefix of them).
-    pub fn append(&mut self, lines: &[u8]) -> io::Result<()> {
+    /// Returns the log, for the batch's barrier to make it durable.
+    pub fn append(&mut self, lines: &[u8]) -> io::Result<File> {
         fail::fail_point!("history::append", |e: Option<String>| Err(injected(e)));
         let mut log = open_at(&self.dir, LOG, OFlags::WRONLY | OFlags::APPEND)?;
         log.write_all(lines)?;
         reserve(&log);
-        Ok(())
+        Ok(log)
+    }
+
+    /// The contents' directory, for a barrier after new contents were kept.
+    pub fn objects_dir(&self) -> io::Result<OwnedFd> {
+        self.objects.try_clone()
     }
 
     /// Keeps `data` as the content `sha` (once: a content already kept whole
     /// is not written again; one a crash cut short is written over).
-    pub fn put(&self, sha: &str, data: &[u8]) -> io::Result<()> {
+    /// Returns the new file (none when the content was kept already), for
+    /// the batch's barrier to make durable.
+    pub fn put(&self, sha: &str, data: &[u8]) -> io::Result<Option<File>> {
         if let Ok(st) = rfs::statat(&self.objects, sha, AtFlags::SYMLINK_NOFOLLOW) {
             if st.st_size as u64 == data.len() as u64 {
-                return Ok(());
+                return Ok(None);
             }
         }
         fail::fail_point!("history::put", |e: Option<String>| Err(injected(e)));
@@ -92,7 +100,10 @@ impl Disk {
             sha,
             OFlags::WRONLY | OFlags::CREATE | OFlags::TRUNC,
         )
-        .and_then(|mut f| f.write_all(data));
+        .and_then(|mut f| {
+            f.write_all(data)?;
+            Ok(Some(f))
+        });
         if written.is_err() {
             // Not left half written: a later put would take it as kept.
             let _ = rfs::unlinkat(&self.objects, sha, AtFlags::empty());

@@ -92,10 +92,26 @@ struct Inner {
     pruned_at: Instant,
 }
 
-/// What a batch recorded: how many rows each change made, in order.
+/// What a batch recorded: how many rows each change made, in order, and
+/// the files the batch's barrier must make durable.
 #[derive(Debug, Default)]
 pub struct Recorded {
     rows: Vec<Vec<u64>>,
+    files: Vec<std::fs::File>,
+    objects: Option<OwnedFd>,
+}
+
+impl Recorded {
+    /// Makes this batch's rows and contents durable (part of the barrier).
+    pub fn sync(&self) -> io::Result<()> {
+        for file in &self.files {
+            crate::persist::sync_data(file)?;
+        }
+        match &self.objects {
+            Some(dir) => crate::persist::sync_all(dir),
+            None => Ok(()),
+        }
+    }
 }
 
 pub fn now_text() -> String {
@@ -280,8 +296,15 @@ impl History {
         if rows.is_empty() {
             return Ok(recorded);
         }
-        let written =
-            write_blobs(&inner.disk, &blobs).and_then(|()| inner.disk.append(&lines_of(&rows)));
+        let written = write_blobs(&inner.disk, &blobs).and_then(|new| {
+            let log = inner.disk.append(&lines_of(&rows))?;
+            if !new.is_empty() {
+                recorded.objects = Some(inner.disk.objects_dir()?);
+            }
+            recorded.files = new;
+            recorded.files.push(log);
+            Ok(())
+        });
         if let Err(e) = written {
             let ids: HashSet<u64> = rows.iter().map(Row::id).collect();
             inner.forget(&ids);
@@ -314,7 +337,7 @@ impl History {
                 void
             })
             .collect();
-        inner.disk.append(&lines_of(&voids))
+        inner.disk.append(&lines_of(&voids)).map(drop)
     }
 
     /// A person's process `pid` opened `path` to read it when the store's
@@ -627,8 +650,13 @@ fn capture(
     out
 }
 
-fn write_blobs(disk: &Disk, blobs: &[Blob]) -> io::Result<()> {
-    blobs.iter().try_for_each(|b| disk.put(&b.sha, &b.data))
+/// Keeps each content not kept yet; returns the files written.
+fn write_blobs(disk: &Disk, blobs: &[Blob]) -> io::Result<Vec<std::fs::File>> {
+    let mut new = Vec::new();
+    for blob in blobs {
+        new.extend(disk.put(&blob.sha, &blob.data)?);
+    }
+    Ok(new)
 }
 
 /// Paths (as text) where the rows and the files disagree.

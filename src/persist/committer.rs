@@ -20,6 +20,7 @@
 
 use std::collections::{BTreeMap, VecDeque};
 use std::io;
+use std::os::fd::OwnedFd;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, OnceLock, Weak};
 use std::thread::JoinHandle;
@@ -197,8 +198,9 @@ impl Shared {
         // Phase 1: stage contents, written back to the device (not flushed).
         let mut staged: Vec<Staged> = Vec::with_capacity(batch.len());
         let stageable = if failure.is_none() { &batch[..] } else { &[] };
+        let mut written = Vec::new();
         for change in stageable {
-            match self.stage(change) {
+            match self.stage(change, &mut written) {
                 Ok(names) => staged.push(names),
                 Err(e) => {
                     failure = Some(e);
@@ -232,7 +234,11 @@ impl Shared {
             let _ = fsops::open_parent(&self.dir.memories, path, false)
                 .and_then(|parent| fsops::set_times(&self.dir.memories, &parent, path, meta));
         }
-        let durable = if applied > 0 { self.barrier() } else { Ok(()) };
+        let durable = if applied > 0 {
+            self.barrier(&batch[..applied], &written, recorded.as_ref())
+        } else {
+            Ok(())
+        };
 
         // The store decides what memory becomes before anyone hears of a
         // failure: refused changes are taken back where they can be, and
@@ -293,14 +299,41 @@ impl Shared {
         }
     }
 
-    fn barrier(&self) -> Result<(), DiskError> {
+    /// Makes the batch durable: what it wrote, and no more. Each new file's
+    /// data, each directory whose entries or attributes it changed, each
+    /// node whose attributes it set, and the history's rows and contents,
+    /// each synced on its own, so the cost is what memfs wrote, not what
+    /// the whole file system holds dirty (other programs' writes included).
+    /// A batch that touched very many nodes is flushed with one `syncfs`.
+    fn barrier(
+        &self,
+        applied: &[Change],
+        written: &[OwnedFd],
+        recorded: Option<&crate::history::Recorded>,
+    ) -> Result<(), DiskError> {
         self.barriers.fetch_add(1, Ordering::Relaxed);
-        fsops::sync_filesystem(&self.dir.memories)
-            .map_err(|e| DiskError::new("flushing to stable storage", e))
+        let flushing = |e| DiskError::new("flushing to stable storage", e);
+        let nodes = nodes_to_sync(applied);
+        if written.len() + nodes.len() > MAX_SYNCS {
+            return fsops::sync_filesystem(&self.dir.memories).map_err(flushing);
+        }
+        for fd in written {
+            fsops::sync_data(fd).map_err(flushing)?;
+        }
+        if let Some(recorded) = recorded {
+            recorded.sync().map_err(flushing)?;
+        }
+        for path in &nodes {
+            if let Some(fd) = fsops::open_to_sync(&self.dir.memories, path).map_err(flushing)? {
+                fsops::sync_all(&fd).map_err(flushing)?;
+            }
+        }
+        Ok(())
     }
 
     /// Writes each new file content of `change` to `.memfs/tmp/`.
-    fn stage(&self, change: &Change) -> Result<Staged, DiskError> {
+    /// Their open files go into `written`, for the barrier.
+    fn stage(&self, change: &Change, written: &mut Vec<OwnedFd>) -> Result<Staged, DiskError> {
         let mut names = Vec::with_capacity(change.ops.len());
         for (i, op) in change.ops.iter().enumerate() {
             let ChangeOp::Write { data, meta, .. } = op else {
@@ -308,14 +341,17 @@ impl Shared {
                 continue;
             };
             let name = format!("{}-{i}", change.seq);
-            if let Err(e) = fsops::write_new_file(&self.dir.tmp, &name, data, meta) {
-                let _ = rustix::fs::unlinkat(
-                    &self.dir.tmp,
-                    name.as_str(),
-                    rustix::fs::AtFlags::empty(),
-                );
-                self.discard(std::slice::from_ref(&names));
-                return Err(DiskError::new("writing a file", e));
+            match fsops::write_new_file(&self.dir.tmp, &name, data, meta) {
+                Ok(fd) => written.push(fd),
+                Err(e) => {
+                    let _ = rustix::fs::unlinkat(
+                        &self.dir.tmp,
+                        name.as_str(),
+                        rustix::fs::AtFlags::empty(),
+                    );
+                    self.discard(std::slice::from_ref(&names));
+                    return Err(DiskError::new("writing a file", e));
+                }
             }
             names.push(Some(name));
         }
@@ -451,6 +487,51 @@ impl Shared {
         }
         Ok(())
     }
+}
+
+/// Past this many files and directories to sync, a batch is flushed with one
+/// `syncfs` instead (cheaper than thousands of calls).
+const MAX_SYNCS: usize = 256;
+
+/// The directories and nodes a batch's ops changed on disk: the parent of
+/// every entry made, moved or removed (and, for what was made, every
+/// directory above it, some of which it may have made), and every node
+/// whose attributes were set.
+fn nodes_to_sync(changes: &[Change]) -> std::collections::BTreeSet<MemPath> {
+    let mut out = std::collections::BTreeSet::new();
+    let with_ancestors = |out: &mut std::collections::BTreeSet<MemPath>, path: &MemPath| {
+        let mut at = path.parent();
+        while let Some(dir) = at {
+            at = dir.parent();
+            if !out.insert(dir) {
+                break; // its ancestors are in already
+            }
+        }
+    };
+    for op in changes.iter().flat_map(|c| &c.ops) {
+        match op {
+            ChangeOp::Write { path, .. } | ChangeOp::Symlink { path, .. } => {
+                with_ancestors(&mut out, path)
+            }
+            ChangeOp::MakeDir { path, .. } => {
+                with_ancestors(&mut out, path);
+                out.insert(path.clone());
+            }
+            ChangeOp::Remove { path } => out.extend(path.parent()),
+            ChangeOp::Rename { from, to, .. } => {
+                out.extend(from.parent());
+                with_ancestors(&mut out, to);
+            }
+            ChangeOp::Exchange { a, b } => {
+                out.extend(a.parent());
+                out.extend(b.parent());
+            }
+            ChangeOp::SetMeta { path, .. } | ChangeOp::SetTimes { path, .. } => {
+                out.insert(path.clone());
+            }
+        }
+    }
+    out
 }
 
 fn leaf(path: &MemPath) -> &str {

@@ -117,7 +117,8 @@ pub fn place(root: &OwnedFd, tmp: &OwnedFd, staged: &str, path: &MemPath) -> io:
 
 /// Writes `data` to a new file `name` in `dir` (which must not exist), with
 /// the mode, owner and times of `meta`.
-pub fn write_new_file(dir: impl AsFd, name: &str, data: &[u8], meta: &Meta) -> io::Result<()> {
+/// Returns the open file, for the batch's barrier to make it durable.
+pub fn write_new_file(dir: impl AsFd, name: &str, data: &[u8], meta: &Meta) -> io::Result<OwnedFd> {
     step!("persist::write");
     let flags = OFlags::WRONLY | OFlags::CREATE | OFlags::EXCL | OFlags::NOFOLLOW | OFlags::CLOEXEC;
     let fd = rfs::openat(dir, name, flags, Mode::from_raw_mode(FILE_MODE))?;
@@ -128,7 +129,8 @@ pub fn write_new_file(dir: impl AsFd, name: &str, data: &[u8], meta: &Meta) -> i
     }
     rfs::fchmod(&fd, Mode::from_raw_mode(meta.perm))?;
     rfs::futimens(&fd, &timestamps(meta))?;
-    write_back(&fd)
+    write_back(&fd)?;
+    Ok(fd)
 }
 
 /// Writes a file's data to the device and waits until the device has it, so
@@ -415,4 +417,42 @@ pub fn list_entries(dir: &OwnedFd) -> io::Result<Vec<(Result<String, Vec<u8>>, F
 pub fn sync_filesystem(any_fd: impl AsFd) -> io::Result<()> {
     step!("persist::barrier");
     Ok(rfs::syncfs(any_fd)?)
+}
+
+/// Makes a file's data (and the metadata needed to read it) durable.
+pub fn sync_data(fd: impl AsFd) -> io::Result<()> {
+    step!("persist::barrier");
+    Ok(rfs::fdatasync(fd)?)
+}
+
+/// Makes a directory's entries and attributes (or a file's metadata) durable.
+pub fn sync_all(fd: impl AsFd) -> io::Result<()> {
+    step!("persist::barrier");
+    Ok(rfs::fsync(fd)?)
+}
+
+/// Opens the node at `path` below `root` to sync it (a directory or a file;
+/// `None` when it is gone or a symlink, which its directory's sync covers).
+pub fn open_to_sync(root: &OwnedFd, path: &MemPath) -> io::Result<Option<OwnedFd>> {
+    if path.is_root() {
+        return Ok(Some(root.try_clone()?));
+    }
+    let parent = match open_parent(root, path, false) {
+        Ok(parent) => parent,
+        Err(e)
+            if e.kind() == io::ErrorKind::NotFound || e.raw_os_error() == Some(libc::ENOTDIR) =>
+        {
+            return Ok(None)
+        }
+        Err(e) => return Err(e),
+    };
+    let name = path.file_name().expect("not the root");
+    let flags = OFlags::RDONLY | OFlags::NOFOLLOW | OFlags::CLOEXEC | OFlags::NONBLOCK;
+    match rfs::openat(&parent, name, flags, Mode::empty()) {
+        Ok(fd) => Ok(Some(fd)),
+        Err(rustix::io::Errno::NOENT | rustix::io::Errno::LOOP | rustix::io::Errno::NOTDIR) => {
+            Ok(None)
+        }
+        Err(e) => Err(e.into()),
+    }
 }

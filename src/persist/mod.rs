@@ -11,4 +11,4 @@ mod walk;
 pub use committer::{Persister, Stats};
 pub(crate) use datadir::subdir as private_subdir;
 pub use datadir::{open_state_dir, DataDir, OpenError};
-pub(crate) use fsops::read_file;
+pub(crate) use fsops::{read_file, sync_all, sync_data};
