@@ -671,3 +671,88 @@ fn a_name_cached_as_absent_appears_as_soon_as_the_agent_makes_it() {
     assert_eq!(fs::read_to_string(m.at("moved.md")).unwrap(), "here\n");
     assert!(fs::metadata(m.at("late.md")).is_err());
 }
+
+/// Read-only behaviour, covered here because pjdfstest's six EROFS cases
+/// cannot run (their remount is refused as busy by the kernel, on tmpfs too,
+/// because of the harness' own open files): on a read-only memfs mount every
+/// change fails with EROFS, as on a read-only tmpfs, and reads work.
+#[test]
+fn a_read_only_mount_refuses_every_change_with_erofs_like_tmpfs() {
+    let test = "a_read_only_mount_refuses_every_change_with_erofs_like_tmpfs";
+    if skip_without_fuse(test) {
+        return;
+    }
+    if !common::can_mount() {
+        skip(test, "needs root to mount a tmpfs");
+        return;
+    }
+    use std::os::unix::fs::{symlink, PermissionsExt};
+    let seed = |root: &std::path::Path| {
+        fs::write(root.join("f"), "data").unwrap();
+        fs::create_dir(root.join("d")).unwrap();
+    };
+    let attempts = |root: &std::path::Path| -> Vec<(String, Option<i32>)> {
+        let errno = |r: std::io::Result<()>| r.err().and_then(|e| e.raw_os_error());
+        let f = root.join("f");
+        let new = root.join("new");
+        let fifo = std::ffi::CString::new(root.join("fifo").to_str().unwrap()).unwrap();
+        vec![
+            (
+                "chmod".into(),
+                errno(fs::set_permissions(&f, fs::Permissions::from_mode(0o600))),
+            ),
+            (
+                "chown".into(),
+                errno(std::os::unix::fs::chown(&f, Some(0), Some(0))),
+            ),
+            ("link".into(), errno(fs::hard_link(&f, &new))),
+            ("mkdir".into(), errno(fs::create_dir(&new))),
+            // SAFETY: a valid NUL-terminated path; mkfifo reads it only.
+            (
+                "mkfifo".into(),
+                (unsafe { libc::mkfifo(fifo.as_ptr(), 0o644) } != 0)
+                    .then(|| std::io::Error::last_os_error().raw_os_error().unwrap()),
+            ),
+            (
+                "open O_CREAT".into(),
+                errno(fs::File::create(&new).map(drop)),
+            ),
+            (
+                "open for writing".into(),
+                errno(fs::OpenOptions::new().write(true).open(&f).map(drop)),
+            ),
+            ("rename".into(), errno(fs::rename(&f, &new))),
+            ("rmdir".into(), errno(fs::remove_dir(root.join("d")))),
+            ("symlink".into(), errno(symlink("f", &new))),
+            (
+                "truncate".into(),
+                errno(
+                    fs::OpenOptions::new()
+                        .write(true)
+                        .open(&f)
+                        .and_then(|h| h.set_len(1)),
+                ),
+            ),
+            ("unlink".into(), errno(fs::remove_file(&f))),
+            ("read".into(), errno(fs::read(&f).map(drop))),
+        ]
+    };
+    let tmpfs = common::Tmpfs::mount("4m");
+    seed(tmpfs.path());
+    tmpfs.remount("ro");
+    let expected = attempts(tmpfs.path());
+    assert!(
+        expected
+            .iter()
+            .filter(|(op, _)| op != "read")
+            .all(|(_, e)| *e == Some(libc::EROFS)),
+        "{expected:?}"
+    );
+    let mut m = Mounted::start(&[]);
+    seed(m.mnt.path());
+    m.stop();
+    m.spawn(&["--read-only"]);
+    assert_eq!(attempts(m.mnt.path()), expected);
+    // And nothing changed on disk.
+    assert_eq!(fs::read_to_string(m.on_disk("f")).unwrap(), "data");
+}
