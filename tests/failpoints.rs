@@ -323,3 +323,35 @@ proptest! {
         scenario.teardown();
     }
 }
+
+/// Found by the property test above: a file whose flush failed (kept in
+/// memory, written again with the next change) inside a directory that the
+/// next change renames. It was reconciled at its old path, which the rename
+/// had emptied in memory, so it was removed from the disk before the rename
+/// moved the directory: after a restart the file was gone.
+#[test]
+fn an_unsaved_file_in_a_renamed_directory_reaches_the_disk() {
+    let _serial = SERIAL.lock();
+    let scenario = fail::FailScenario::setup();
+    let dir = tempfile::tempdir().unwrap();
+    let memory = Memory::open(dir.path(), options()).unwrap();
+    fail::cfg("persist::barrier", "return(EIO)").unwrap();
+    let made = memory.call(
+        &json!({"command": "create", "path": "/memories/dir2/inner.md", "file_text": "in\n"}),
+    );
+    assert!(
+        made.text().is_some_and(|t| t.contains("is in memory")),
+        "{made:?}"
+    );
+    fail::remove("persist::barrier");
+    let moved = memory.call(
+        &json!({"command": "rename", "old_path": "/memories/dir2", "new_path": "/memories/moved2"}),
+    );
+    assert!(!moved.is_error, "{moved:?}");
+    assert_eq!(memory.store().unsaved_paths(), 0);
+    let held = contents(&memory);
+    drop(memory);
+    let reopened = Memory::open(dir.path(), options()).unwrap();
+    assert_eq!(contents(&reopened), held);
+    scenario.teardown();
+}

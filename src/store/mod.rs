@@ -427,7 +427,7 @@ impl Store {
     }
 
     /// [`Store::commit`] for a change that can be taken back if the disk
-    /// refuses it. Paths the disk has not taken yet go first, as they are now.
+    /// refuses it. Paths the disk has not taken yet are written again after it, as they are now.
     fn commit_undoable(
         &self,
         held: &RwLockWriteGuard<'_, Tree>,
@@ -438,9 +438,16 @@ impl Store {
     ) -> Ticket {
         let unsaved = std::mem::take(&mut *self.unsaved.lock());
         if !unsaved.is_empty() {
-            let mut again = reconcile_ops(held, &unsaved);
-            again.append(&mut ops);
-            ops = again;
+            // Written again as memory holds them now, after the change's own
+            // ops, at the places the change moved them to: the tree already
+            // shows the change, so an unsaved path under a directory it
+            // renamed is found at the new name (reconciled at the old one, it
+            // would be removed from the disk before the rename moved it).
+            let moved: BTreeSet<MemPath> = unsaved
+                .into_iter()
+                .map(|path| moved_by(&ops, path))
+                .collect();
+            ops.extend(reconcile_ops(held, &moved));
         }
         ops.extend(parent_times(held, &ops));
         let seq = self.seq.fetch_add(1, std::sync::atomic::Ordering::Relaxed) + 1;
@@ -577,6 +584,26 @@ fn file_state(tree: &Tree, ino: Ino) -> (Arc<Vec<u8>>, Attr) {
 /// everything that exists first (parents before children), then removals.
 /// A path memory does not hold is removed from its highest missing
 /// directory down, so directories a refused change made on disk go too.
+/// Where `path` is after `ops` (renames and exchanges move what is below them).
+fn moved_by(ops: &[ChangeOp], mut path: MemPath) -> MemPath {
+    let rebase = |path: &MemPath, from: &MemPath, to: &MemPath| {
+        path.names()[from.names().len()..]
+            .iter()
+            .fold(to.clone(), |p, name| p.join(name))
+    };
+    for op in ops {
+        match op {
+            ChangeOp::Rename { from, to, .. } if path.starts_with(from) => {
+                path = rebase(&path, from, to);
+            }
+            ChangeOp::Exchange { a, b } if path.starts_with(a) => path = rebase(&path, a, b),
+            ChangeOp::Exchange { a, b } if path.starts_with(b) => path = rebase(&path, b, a),
+            _ => {}
+        }
+    }
+    path
+}
+
 fn reconcile_ops(tree: &Tree, paths: &BTreeSet<MemPath>) -> Vec<ChangeOp> {
     let mut ops = Vec::new();
     let mut removals = BTreeSet::new();
