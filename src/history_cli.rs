@@ -91,6 +91,14 @@ pub fn run(cli: &Cli, request: Request) -> ExitCode {
 fn through_owner(state_dir: &Path, request: &Request) -> Reply {
     let mut line = serde_json::to_value(request).expect("a request serializes");
     line["type"] = TYPE.into();
+    match memfs::persist::read_key(state_dir) {
+        Ok(key) => line["key"] = key.into(),
+        Err(e) => {
+            return Reply::error(format!(
+                "cannot read the owner's key in the data dir's .memfs: {e}"
+            ))
+        }
+    }
     let answer = Link::connect(state_dir, None)
         .map_err(|e| e.to_string())
         .and_then(|mut link| {

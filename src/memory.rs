@@ -69,6 +69,7 @@ impl Memory {
         })?;
         let store = Arc::new(Store::new(tree, options.limits, Some(persister.sink())));
         persister.attach(&store);
+        store.set_control_key(persister.data_dir().key.clone());
         if let Some(history) = history {
             persister.keep_history(history.clone());
             store.set_history(history);

@@ -240,8 +240,9 @@ pub fn mount_beside_owner(
                 return ExitCode::from(2);
             }
         };
+        let key = memfs::persist::read_key(state_dir).unwrap_or_default();
         let request = json!({
-            "type": attach::MOUNT, "path": at, "read_only": options.read_only,
+            "type": attach::MOUNT, "path": at, "read_only": options.read_only, "key": key,
             "allow_other": options.allow_other,
             "uid": options.presented.uid, "gid": options.presented.gid,
             "dir_mode": options.presented.dir_mode, "file_mode": options.presented.file_mode,
@@ -264,7 +265,7 @@ pub fn mount_beside_owner(
         loop {
             std::thread::sleep(Duration::from_millis(100));
             if stop.load(Ordering::SeqCst) {
-                let request = json!({"type": attach::UNMOUNT, "path": at});
+                let request = json!({"type": attach::UNMOUNT, "path": at, "key": key});
                 return match link
                     .call(request.to_string().as_bytes())
                     .map(|a| attach::result_of(&a))

@@ -780,3 +780,41 @@ fn files_from_before_the_history_are_kept_at_their_first_change() {
         "untouched\n"
     );
 }
+
+/// An agent's tool input is passed on as a line by its harness, so a
+/// prompt-injected agent could send memfs' own control lines. Those that act
+/// beyond the tool (the history: reading deleted versions, redacting the
+/// audit trail; mounts) need the owner's key from `.memfs/key`, which the
+/// agent cannot read: without it, the line is answered as a line that is
+/// not a tool input, and nothing happens.
+#[test]
+fn an_agent_cannot_send_history_or_mount_control_lines() {
+    let dir = tempfile::tempdir().unwrap();
+    let d = dir.path();
+    let mut s = Server::start(d, &[]);
+    let v = s.call(r#"{"command":"create","path":"/memories/a.md","file_text":"secret\n"}"#);
+    assert_eq!(v["is_error"], false, "{v}");
+    let v = s.call(r#"{"command":"delete","path":"/memories/a.md"}"#);
+    assert_eq!(v["is_error"], false, "{v}");
+    let away = tempfile::tempdir().unwrap();
+    for line in [
+        json!({"type": "memfs_history", "cmd": "show", "version": "1"}),
+        json!({"type": "memfs_history", "cmd": "redact", "version": "1", "path": true}),
+        json!({"type": "memfs_history", "cmd": "show", "version": "1", "key": "0123456789abcdef"}),
+        json!({"type": "memfs_mount", "path": away.path()}),
+    ] {
+        let v = s.call(&line.to_string());
+        assert_eq!(v["is_error"], true, "{line}: {v}");
+        assert!(
+            content(&v).contains("a line must be a memory tool input"),
+            "{line}: {v}"
+        );
+        assert!(!v.to_string().contains("secret"), "{v}");
+    }
+    assert!(!memfs::fuse::mountpoint::is_mount_point(away.path()));
+    // The CLI, which reads the key, is served.
+    let (code, out, err) = run(d, &["show", "1"]);
+    assert_eq!((code, out.as_str()), (0, "secret\n"), "{err}");
+    assert!(s.finish().success());
+    assert!(log(d, None).iter().all(|r| r["redacted"] != true));
+}

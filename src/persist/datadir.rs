@@ -48,6 +48,11 @@ pub struct DataDir {
     pub state: OwnedFd,
     /// `DIR/.memfs` as a path, for clients to find the socket.
     pub state_dir: PathBuf,
+    /// This owner's control key, also in `DIR/.memfs/key` (0600): control
+    /// lines that act on the memory beyond the tool (history, mounts) must
+    /// carry it. Only a process that can read memfs' own directory can; an
+    /// agent, whose tool reaches `/memories` only, cannot.
+    pub key: String,
 }
 
 impl DataDir {
@@ -71,6 +76,7 @@ impl DataDir {
             "opening .memfs (it must be a directory, not a symlink)",
         ))?;
         take_lock(&state, &shown)?;
+        let key = write_key(&state).map_err(fail("writing .memfs/key"))?;
         // Its mode is the person's to choose (`chmod` of the mount root).
         let memories = subdir(&top, "memories", false).map_err(fail(
             "opening memories (it must be a directory, not a symlink)",
@@ -84,6 +90,7 @@ impl DataDir {
             trash,
             state,
             state_dir: dir.join(STATE_DIR),
+            key,
         })
     }
 
@@ -118,6 +125,34 @@ fn check_not_a_mistake(dir: &Path, shown: &str) -> Result<(), OpenError> {
         });
     }
     Ok(())
+}
+
+/// The file that holds the owner's control key.
+const KEY: &str = "key";
+
+/// A new random control key, written to `.memfs/key` (0600, replacing any).
+fn write_key(state: &OwnedFd) -> io::Result<String> {
+    use std::io::{Read, Write};
+    let mut bytes = [0u8; 16];
+    std::fs::File::open("/dev/urandom")?.read_exact(&mut bytes)?;
+    let key: String = bytes.iter().map(|b| format!("{b:02x}")).collect();
+    let _ = rfs::unlinkat(state, KEY, AtFlags::empty());
+    let flags = OFlags::WRONLY | OFlags::CREATE | OFlags::EXCL | OFlags::NOFOLLOW | OFlags::CLOEXEC;
+    let mut file = std::fs::File::from(rfs::openat(state, KEY, flags, Mode::from_raw_mode(0o600))?);
+    file.write_all(key.as_bytes())?;
+    Ok(key)
+}
+
+/// The control key of the memfs that owns the data dir whose state dir is
+/// `state_dir` (for the CLI's requests to it).
+pub fn read_key(state_dir: &Path) -> io::Result<String> {
+    use std::io::Read;
+    let state = open_state_dir(state_dir)?;
+    let flags = OFlags::RDONLY | OFlags::NOFOLLOW | OFlags::CLOEXEC;
+    let mut key = String::new();
+    std::fs::File::from(rfs::openat(&state, KEY, flags, Mode::empty())?)
+        .read_to_string(&mut key)?;
+    Ok(key.trim().to_string())
 }
 
 /// memfs' own directory in the data dir.

@@ -10,5 +10,5 @@ mod walk;
 
 pub use committer::{Persister, Stats};
 pub(crate) use datadir::subdir as private_subdir;
-pub use datadir::{open_state_dir, DataDir, OpenError};
+pub use datadir::{open_state_dir, read_key, DataDir, OpenError};
 pub(crate) use fsops::{read_file, sync_all, sync_data};

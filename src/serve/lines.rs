@@ -103,7 +103,20 @@ impl ToolLines {
         // Most lines are tool calls: not even parsed here.
         memchr::memmem::find(line, b"memfs_")?;
         let v = crate::json::parse(line).ok()?;
-        match v.get("type")?.as_str()? {
+        let kind = v.get("type")?.as_str()?;
+        // Lines that act beyond the tool (history, mounts) must carry the
+        // owner's key: an agent's tool input, passed on as a line by its
+        // harness, cannot (it never sees memfs' own directory), and is
+        // answered as the tool call it then is.
+        let keyed = self
+            .tool
+            .lock()
+            .store()
+            .is_control_key(v.get("key").and_then(Value::as_str));
+        if !keyed && !matches!(kind, attach::HELLO | attach::CLEAR) {
+            return None;
+        }
+        match kind {
             attach::HELLO => Some(self.hello(v.get("session").and_then(Value::as_str))),
             kind @ (attach::MOUNT | attach::UNMOUNT) => Some(self.mount(kind, &v)),
             crate::history::request::TYPE => Some(self.history(v)),

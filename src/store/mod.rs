@@ -90,6 +90,8 @@ pub struct Store {
     used: Mutex<HashMap<Ino, SystemTime>>,
     /// The history this store's changes are recorded in, if any.
     history: std::sync::OnceLock<Arc<crate::history::History>>,
+    /// The owner's control key (see `DataDir::key`).
+    control_key: std::sync::OnceLock<String>,
 }
 
 impl Store {
@@ -105,7 +107,18 @@ impl Store {
             unsaved: Mutex::default(),
             used: Mutex::default(),
             history: std::sync::OnceLock::new(),
+            control_key: std::sync::OnceLock::new(),
         }
+    }
+
+    /// Sets the key control lines must carry (see `DataDir::key`).
+    pub fn set_control_key(&self, key: String) {
+        let _ = self.control_key.set(key);
+    }
+
+    /// Whether `key` is the owner's control key (never, when it has none).
+    pub fn is_control_key(&self, key: Option<&str>) -> bool {
+        matches!((self.control_key.get(), key), (Some(k), Some(given)) if k == given)
     }
 
     /// Attaches the history the persister records this store's changes in
