@@ -445,23 +445,50 @@ impl Store {
         &self,
         held: &RwLockWriteGuard<'_, Tree>,
         origin: Origin,
-        mut ops: Vec<ChangeOp>,
+        ops: Vec<ChangeOp>,
         touched: Vec<Touched>,
         undo: Option<Undo>,
     ) -> Ticket {
         let unsaved = std::mem::take(&mut *self.unsaved.lock());
-        if !unsaved.is_empty() {
-            // Written again as memory holds them now, after the change's own
-            // ops, at the places the change moved them to: the tree already
-            // shows the change, so an unsaved path under a directory it
-            // renamed is found at the new name (reconciled at the old one, it
-            // would be removed from the disk before the rename moved it).
-            let moved: BTreeSet<MemPath> = unsaved
-                .into_iter()
-                .map(|path| moved_by(&ops, path))
-                .collect();
-            ops.extend(reconcile_ops(held, &moved));
+        // Written again as memory holds them now, at the places this change
+        // moved them to (the tree already shows the change: an unsaved path
+        // under a directory it renamed is found at the new name), as a change
+        // of memfs' own right after this one: if the disk refuses that, this
+        // change still stands (a delete on a full disk makes room even when
+        // an unsaved file cannot be written yet), and the paths stay unsaved.
+        let again = match unsaved.is_empty() {
+            true => Vec::new(),
+            false => {
+                let moved: BTreeSet<MemPath> = unsaved
+                    .into_iter()
+                    .map(|path| moved_by(&ops, path))
+                    .collect();
+                reconcile_ops(held, &moved)
+            }
+        };
+        // A change with no ops is a barrier (everything before it durable):
+        // it waits for these too. Any other change does not answer for them.
+        let barrier = ops.is_empty();
+        let ticket = self.submit(held, origin, ops, touched, undo);
+        if again.is_empty() {
+            return ticket;
         }
+        let rewritten = self.submit(held, Origin::Memfs, again, Vec::new(), None);
+        match barrier {
+            true => ticket.and(rewritten),
+            false => ticket,
+        }
+    }
+
+    /// Hands one change to the persister and the observers, in order.
+    fn submit(
+        &self,
+        held: &RwLockWriteGuard<'_, Tree>,
+        origin: Origin,
+        mut ops: Vec<ChangeOp>,
+        touched: Vec<Touched>,
+        undo: Option<Undo>,
+    ) -> Ticket {
         ops.extend(parent_times(held, &ops));
         let seq = self.seq.fetch_add(1, std::sync::atomic::Ordering::Relaxed) + 1;
         let change = Change {
