@@ -158,6 +158,20 @@ impl Floor {
     }
 }
 
+fn entry(made: Result<FileAttr, Errno>, reply: ReplyEntry) {
+    match made {
+        Ok(attr) => reply.entry(&TTL, &attr, Generation(0)),
+        Err(e) => reply.error(e),
+    }
+}
+
+fn empty(done: Result<(), Errno>, reply: ReplyEmpty) {
+    match done {
+        Ok(()) => reply.ok(),
+        Err(e) => reply.error(e),
+    }
+}
+
 fn time(t: TimeOrNow) -> SystemTime {
     match t {
         TimeOrNow::SpecificTime(t) => t,
@@ -256,10 +270,10 @@ impl Filesystem for Floor {
         _rdev: u32,
         reply: ReplyEntry,
     ) {
-        match self.make(req, parent, name, Kind::File(Vec::new()), mode) {
-            Ok(attr) => reply.entry(&TTL, &attr, Generation(0)),
-            Err(e) => reply.error(e),
-        }
+        entry(
+            self.make(req, parent, name, Kind::File(Vec::new()), mode),
+            reply,
+        );
     }
 
     fn mkdir(
@@ -271,24 +285,18 @@ impl Filesystem for Floor {
         _umask: u32,
         reply: ReplyEntry,
     ) {
-        match self.make(req, parent, name, Kind::Dir(BTreeMap::new()), mode) {
-            Ok(attr) => reply.entry(&TTL, &attr, Generation(0)),
-            Err(e) => reply.error(e),
-        }
+        entry(
+            self.make(req, parent, name, Kind::Dir(BTreeMap::new()), mode),
+            reply,
+        );
     }
 
     fn unlink(&self, _req: &Request, parent: INodeNo, name: &OsStr, reply: ReplyEmpty) {
-        match self.remove(parent, name, false) {
-            Ok(()) => reply.ok(),
-            Err(e) => reply.error(e),
-        }
+        empty(self.remove(parent, name, false), reply);
     }
 
     fn rmdir(&self, _req: &Request, parent: INodeNo, name: &OsStr, reply: ReplyEmpty) {
-        match self.remove(parent, name, true) {
-            Ok(()) => reply.ok(),
-            Err(e) => reply.error(e),
-        }
+        empty(self.remove(parent, name, true), reply);
     }
 
     fn symlink(
@@ -300,10 +308,10 @@ impl Filesystem for Floor {
         reply: ReplyEntry,
     ) {
         let target = target.to_string_lossy().into_owned();
-        match self.make(req, parent, link_name, Kind::Symlink(target), 0o777) {
-            Ok(attr) => reply.entry(&TTL, &attr, Generation(0)),
-            Err(e) => reply.error(e),
-        }
+        entry(
+            self.make(req, parent, link_name, Kind::Symlink(target), 0o777),
+            reply,
+        );
     }
 
     fn rename(

@@ -97,6 +97,13 @@ impl MemPath {
         self.names.starts_with(&other.names)
     }
 
+    /// This path (at or below `from`) as it is once `from` moved to `to`.
+    pub fn rebase(&self, from: &MemPath, to: &MemPath) -> MemPath {
+        let mut names = to.names.clone();
+        names.extend_from_slice(&self.names[from.names.len()..]);
+        MemPath { names }
+    }
+
     /// The path relative to the root, `a/b` (empty for the root): its place on disk.
     pub fn relative(&self) -> String {
         self.names.join("/")

@@ -818,3 +818,82 @@ fn an_agent_cannot_send_history_or_mount_control_lines() {
     assert!(s.finish().success());
     assert!(log(d, None).iter().all(|r| r["redacted"] != true));
 }
+
+/// The age half of `--history-keep`: versions older than the age go at the
+/// next start (a file's current version keeps its row, without content), and
+/// the drop is logged.
+#[test]
+fn history_keep_by_age_drops_old_versions_at_the_next_start() {
+    let dir = tempfile::tempdir().unwrap();
+    let d = dir.path();
+    ok(
+        d,
+        &[],
+        json!({"command": "create", "path": "/memories/a.md", "file_text": "one\n"}),
+    );
+    ok(
+        d,
+        &[],
+        json!({"command": "str_replace", "path": "/memories/a.md", "old_str": "one", "new_str": "two"}),
+    );
+    std::thread::sleep(std::time::Duration::from_millis(1200));
+    let (code, out, err) = run(d, &["--history-keep", "1s", "log", "--json"]);
+    assert_eq!(code, 0, "{err}");
+    let rows: Vec<Value> = out
+        .lines()
+        .map(|l| serde_json::from_str(l).unwrap())
+        .collect();
+    assert_eq!(ops(&rows), ["prune", "write"], "{rows:?}");
+    assert!(
+        rows[0]["note"].as_str().unwrap().contains("older than 1s"),
+        "{rows:?}"
+    );
+    assert_eq!(rows[1]["pruned"], true, "{rows:?}");
+    assert_eq!(rows[1]["sha256"], sha256(b"two\n"));
+}
+
+/// A stale save by rename (write a new file, rename it over the old one, as
+/// many editors do) is an overwrite too, and one revert undoes it.
+#[test]
+fn a_stale_save_by_rename_is_an_overwrite() {
+    let test = "a_stale_save_by_rename_is_an_overwrite";
+    if skip_without_fuse(test) {
+        return;
+    }
+    let mut m = Mounted::start(&[]);
+    let v = m.tool(r#"{"command":"create","path":"/memories/s.md","file_text":"base\n"}"#);
+    assert_eq!(v["is_error"], false, "{v}");
+    let go = m.data.path().join("go");
+    let script = format!(
+        "import os, time\np = {:?}\nt = open(p).read()\nwhile not os.path.exists({:?}): time.sleep(0.02)\nopen(p + '.tmp', 'w').write('mine\\n')\nos.replace(p + '.tmp', p)\n",
+        m.at("s.md"),
+        go
+    );
+    let mut person = Command::new("python3")
+        .args(["-c", &script])
+        .spawn()
+        .unwrap();
+    std::thread::sleep(std::time::Duration::from_millis(300)); // it has read the file
+    let v = m.tool(
+        r#"{"command":"str_replace","path":"/memories/s.md","old_str":"base","new_str":"agent"}"#,
+    );
+    assert_eq!(v["is_error"], false, "{v}");
+    fs::write(&go, "").unwrap();
+    assert!(person.wait().unwrap().success());
+    let (status, _) = m.stop();
+    assert!(status.success());
+    let rows = log(m.data.path(), Some("/memories/s.md"));
+    assert_eq!(rows[0]["op"], "overwrite", "{rows:?}");
+    assert_eq!(rows[0]["from"], "/memories/s.md.tmp");
+    let agents = rows
+        .iter()
+        .find(|r| r["actor"]["kind"] == "agent" && r["op"] == "write")
+        .unwrap();
+    assert_eq!(rows[0]["replaces"], agents["version"]);
+    let (code, _, err) = run(
+        m.data.path(),
+        &["revert", rows[0]["version"].as_str().unwrap()],
+    );
+    assert_eq!(code, 0, "{err}");
+    assert_eq!(fs::read_to_string(m.on_disk("s.md")).unwrap(), "agent\n");
+}

@@ -403,12 +403,7 @@ impl Filesystem for MemFs {
     ) {
         let _span = tracing::debug_span!("fuse", op = "read").entered();
         match self.store.read(ino.0, offset, size) {
-            Ok((bytes, range)) => {
-                if offset == 0 {
-                    self.store.note_use(ino.0);
-                }
-                reply.data(&bytes[range])
-            }
+            Ok((bytes, range)) => reply.data(&bytes[range]),
             Err(e) => reply.error(errno(&e)),
         }
     }

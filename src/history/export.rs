@@ -92,7 +92,7 @@ pub fn fast_import(history: &History) -> Vec<u8> {
         if let Some(from) = row
             .from
             .as_deref()
-            .filter(|_| row.note.as_deref() != Some("exchanged"))
+            .filter(|_| row.note.as_deref() != Some(super::ledger::EXCHANGED))
         {
             if let Some(from) = quoted(from) {
                 let _ = writeln!(out, "D {from}");

@@ -5,6 +5,7 @@
 use std::collections::{BTreeMap, HashMap, HashSet};
 use std::sync::Arc;
 
+use parking_lot::Mutex;
 use sha2::{Digest, Sha256};
 
 use super::row::{Actor, Op, Row};
@@ -21,7 +22,7 @@ pub struct Live {
 }
 
 /// The note on the rows of an exchange (`renameat2(RENAME_EXCHANGE)`).
-const EXCHANGED: &str = "exchanged";
+pub(crate) const EXCHANGED: &str = "exchanged";
 
 /// Content a new row refers to, to be kept under its hash.
 pub struct Blob {
@@ -245,7 +246,7 @@ impl Ledger {
         &mut self,
         change: &Change,
         time: &str,
-        fresh: &mut Fresh,
+        fresh: &Mutex<Fresh>,
         blobs: &mut Vec<Blob>,
     ) -> Vec<Row> {
         let actor = Actor::of(&change.origin);
@@ -263,7 +264,7 @@ impl Ledger {
                     if prev.as_ref().is_some_and(|(s, _)| *s == sha) {
                         continue; // written again, unchanged: not a version
                     }
-                    let stale = person.and_then(|pid| fresh.stale(pid, path));
+                    let stale = person.and_then(|pid| fresh.lock().stale(pid, path));
                     let (kind, replaces) = match (&change.origin, stale, &prev) {
                         (Origin::Revert { .. }, _, p) => (Op::Revert, p.as_ref().map(|p| p.1)),
                         (_, Some(agents), _) => (Op::Overwrite, Some(agents)),
@@ -284,9 +285,12 @@ impl Ledger {
                             None => format!("back to version {version}"),
                         });
                     }
-                    fresh.set(path, change.seq, agent, row.id());
-                    if let Some(pid) = person {
-                        fresh.note_read(pid, path.clone(), change.seq);
+                    {
+                        let mut fresh = fresh.lock();
+                        fresh.set(path, change.seq, agent, row.id());
+                        if let Some(pid) = person {
+                            fresh.note_read(pid, path.clone(), change.seq);
+                        }
                     }
                     blobs.push(Blob {
                         sha,
@@ -312,7 +316,7 @@ impl Ledger {
                     let moved = self.under(from);
                     for (old, _) in self.under(to) {
                         // Replaced by the move: the move's row says what it replaced.
-                        if !moved.iter().any(|(m, _)| rebase(m, from, to) == old) {
+                        if !moved.iter().any(|(m, _)| m.rebase(from, to) == old) {
                             let mut row = self.row(time, &actor, Op::Delete, &old);
                             row.replaces = self.live.get(&old).map(|l| l.version.to_string());
                             self.push(row.clone());
@@ -320,8 +324,8 @@ impl Ledger {
                         }
                     }
                     for (old, live) in moved {
-                        let new = rebase(&old, from, to);
-                        let stale = person.and_then(|pid| fresh.stale(pid, &new));
+                        let new = old.rebase(from, to);
+                        let stale = person.and_then(|pid| fresh.lock().stale(pid, &new));
                         let kind = if stale.is_some() {
                             Op::Overwrite
                         } else {
@@ -333,7 +337,7 @@ impl Ledger {
                         row.sha256 = (!live.sha.is_empty()).then(|| live.sha.clone());
                         row.size = Some(live.size);
                         row.replaces = stale.or(replaced).map(|v| v.to_string());
-                        fresh.set(&new, change.seq, agent, row.id());
+                        fresh.lock().set(&new, change.seq, agent, row.id());
                         self.push(row.clone());
                         out.push(row);
                     }
@@ -346,8 +350,8 @@ impl Ledger {
                     }
                     let moves = side_a
                         .into_iter()
-                        .map(|(p, l)| (rebase(&p, a, b), p, l))
-                        .chain(side_b.into_iter().map(|(p, l)| (rebase(&p, b, a), p, l)))
+                        .map(|(p, l)| (p.rebase(a, b), p, l))
+                        .chain(side_b.into_iter().map(|(p, l)| (p.rebase(b, a), p, l)))
                         .collect::<Vec<_>>();
                     for (new, old, live) in moves {
                         let mut row = self.row(time, &actor, Op::Rename, &new);
@@ -376,11 +380,4 @@ impl Ledger {
             .map(|(p, l)| (p.clone(), l.clone()))
             .collect()
     }
-}
-
-/// `path` (at or below `from`) moved below `to`.
-pub fn rebase(path: &MemPath, from: &MemPath, to: &MemPath) -> MemPath {
-    path.names()[from.names().len()..]
-        .iter()
-        .fold(to.clone(), |p, name| p.join(name))
 }

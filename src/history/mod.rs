@@ -278,20 +278,19 @@ impl History {
         let mut recorded = Recorded::default();
         let mut rows = Vec::new();
         inner.ledger.batch += 1;
-        {
-            let mut fresh = self.fresh.lock();
-            for change in batch {
-                rows.extend(capture(
-                    &mut inner.ledger,
-                    change,
-                    memories,
-                    &time,
-                    &mut blobs,
-                ));
-                let made = inner.ledger.record(change, &time, &mut fresh, &mut blobs);
-                recorded.rows.push(made.iter().map(Row::id).collect());
-                rows.extend(made);
-            }
+        // (What people read is locked only for each look-up: the FUSE door
+        // notes reads there and must not wait for this batch's hashing.)
+        for change in batch {
+            rows.extend(capture(
+                &mut inner.ledger,
+                change,
+                memories,
+                &time,
+                &mut blobs,
+            ));
+            let made = inner.ledger.record(change, &time, &self.fresh, &mut blobs);
+            recorded.rows.push(made.iter().map(Row::id).collect());
+            rows.extend(made);
         }
         if rows.is_empty() {
             return Ok(recorded);
@@ -577,11 +576,6 @@ impl History {
     /// The content `sha`, if kept.
     pub fn blob(&self, sha: &str) -> Option<Vec<u8>> {
         self.inner.lock().disk.get(sha).ok()
-    }
-
-    /// Bytes of content the history keeps.
-    pub fn kept_bytes(&self) -> u64 {
-        self.inner.lock().ledger.kept_bytes
     }
 }
 

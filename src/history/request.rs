@@ -5,7 +5,6 @@
 
 use std::sync::Arc;
 
-use base64::Engine;
 use serde::{Deserialize, Serialize};
 
 use super::{History, Refusal};
@@ -273,9 +272,4 @@ fn unified(before: &str, old: &[u8], after: &str, new: &[u8]) -> Vec<u8> {
         _ if old == new => Vec::new(),
         _ => format!("Binary contents of {before} and {after} differ\n").into_bytes(),
     }
-}
-
-/// Encodes bytes for a JSON field (tests and adapters).
-pub fn encode(bytes: &[u8]) -> String {
-    base64::engine::general_purpose::STANDARD.encode(bytes)
 }

@@ -109,10 +109,6 @@ impl Actor {
         }
     }
 
-    pub fn is_agent(&self) -> bool {
-        self.kind == "agent"
-    }
-
     /// Short form for the table: `agent:mcp(claude)`, `person:vim[1000]`, `memfs`.
     pub fn short(&self) -> String {
         match self.kind.as_str() {

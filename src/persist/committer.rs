@@ -8,8 +8,12 @@
 //!    the device (no flush: see `fsops::write_back` for why that orders the
 //!    data before the rename that follows);
 //! 2. the batch's renames, moves-to-trash and mkdirs run in order; one
-//!    barrier (`syncfs`) makes everything durable; then every ticket of the
-//!    batch is settled. One barrier per batch, however many changes it holds.
+//!    barrier makes everything durable (a sync of each file and directory
+//!    the batch wrote, and of its versions: see `Shared::barrier`); then
+//!    every ticket of the batch is settled. One barrier per batch, however
+//!    many changes it holds.
+//!
+//! Before all of that (phase 0), the batch's versions go to the history.
 //!
 //! When the disk refuses a step, that change and the rest of its batch are
 //! handed to the store, which decides what memory becomes (see

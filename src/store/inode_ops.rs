@@ -11,6 +11,16 @@ use super::tree::{Attr, Ino, NodeKind, Tree, ROOT_INO};
 use super::{flush_ops, subtree_ops, write_ops, Growth, Store};
 use crate::error::Error;
 
+/// Whether a read at `now` moves the access time, as `relatime` decides:
+/// when it is not after the last change, or is a day old.
+fn atime_stale(attr: &Attr, now: SystemTime) -> bool {
+    attr.atime <= attr.mtime
+        || attr.atime <= attr.ctime
+        || now
+            .duration_since(attr.atime)
+            .is_ok_and(|d| d.as_secs() >= 24 * 3600)
+}
+
 /// What `stat` shows of a node.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct NodeInfo {
@@ -170,49 +180,44 @@ impl Store {
         offset: u64,
         size: u32,
     ) -> Result<(Arc<Vec<u8>>, std::ops::Range<usize>), Error> {
-        if offset == 0 {
-            self.touch_atime(ino);
-        }
-        let tree = self.tree.read();
-        match &tree.get(ino).ok_or(Error::NotFound)?.kind {
-            NodeKind::File(data) => {
-                let start = (offset.min(data.len() as u64)) as usize;
-                let end = (start + size as usize).min(data.len());
-                Ok((data.clone(), start..end))
+        let now = SystemTime::now();
+        let (found, stale) = {
+            let tree = self.tree.read();
+            let node = tree.get(ino).ok_or(Error::NotFound)?;
+            match &node.kind {
+                NodeKind::File(data) => {
+                    let start = (offset.min(data.len() as u64)) as usize;
+                    let end = (start + size as usize).min(data.len());
+                    let stale = offset == 0 && atime_stale(&node.attr, now);
+                    ((data.clone(), start..end), stale)
+                }
+                NodeKind::Dir(_) => return Err(Error::IsDir),
+                _ => {
+                    return Err(Error::Disk(crate::error::DiskError {
+                        errno: libc::EINVAL,
+                        doing: "reading",
+                    }))
+                }
             }
-            NodeKind::Dir(_) => Err(Error::IsDir),
-            _ => Err(Error::Disk(crate::error::DiskError {
-                errno: libc::EINVAL,
-                doing: "reading",
-            })),
+        };
+        // A read from the start is a use of the file (for expiry), and moves
+        // its access time when relatime would.
+        if offset == 0 {
+            self.note_use(ino);
         }
+        if stale {
+            self.touch_atime(ino, now);
+        }
+        Ok(found)
     }
 
-    /// A read moves the access time as `relatime` does: when it is not
-    /// after the last change, or a day old. (In memory; it reaches the disk
-    /// with the file's next write.) The write lock is taken only then.
-    fn touch_atime(&self, ino: Ino) {
-        let stale = |attr: &Attr, now: SystemTime| {
-            attr.atime <= attr.mtime
-                || attr.atime <= attr.ctime
-                || now
-                    .duration_since(attr.atime)
-                    .is_ok_and(|d| d.as_secs() >= 24 * 3600)
-        };
-        let now = SystemTime::now();
-        if !self
-            .tree
-            .read()
-            .get(ino)
-            .is_some_and(|n| stale(&n.attr, now))
-        {
-            return;
-        }
+    /// Moves the access time of `ino` to `now`, if it is still stale (checked
+    /// again under the write lock). In memory; it reaches the disk with the
+    /// file's next write.
+    fn touch_atime(&self, ino: Ino, now: SystemTime) {
         let mut tree = self.tree.write();
-        if let Some(node) = tree.get(ino) {
-            if stale(&node.attr, now) {
-                tree.node_mut(ino).attr.atime = now;
-            }
+        if tree.get(ino).is_some_and(|n| atime_stale(&n.attr, now)) {
+            tree.node_mut(ino).attr.atime = now;
         }
     }
 

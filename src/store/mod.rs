@@ -330,25 +330,44 @@ impl Store {
         origin: Origin,
         expect: Option<&str>,
     ) -> Result<Ticket, Error> {
+        let check = |tree: &Tree, _: Ino| check_expected(tree, path, expect).map(|()| true);
+        let removed = self.remove_where(path, origin, true, check)?;
+        Ok(removed.expect("the check never declines"))
+    }
+
+    /// Removes what is at `path` if `check` (run on it under the same lock)
+    /// says so; `None` when it declines. With `undoable`, a removal the disk
+    /// refuses is taken back.
+    fn remove_where(
+        &self,
+        path: &MemPath,
+        origin: Origin,
+        undoable: bool,
+        check: impl FnOnce(&Tree, Ino) -> Result<bool, Error>,
+    ) -> Result<Option<Ticket>, Error> {
         let (parent_path, name) = split(path)?;
         let mut tree = self.tree.write();
-        check_expected(&tree, path, expect)?;
         let parent = tree.resolve(&parent_path)?;
         let Some(gone) = tree.child(parent, name)? else {
             return Err(Error::NotFound);
         };
-        let undo = Undo::Relink {
+        if !check(&tree, gone)? {
+            return Ok(None);
+        }
+        let undo = undoable.then(|| Undo::Relink {
             parent,
             name: name.to_string(),
             copy: undo::copy_subtree(&tree, gone),
-        };
+        });
         self.remove_entry(&mut tree, parent, name);
         let touched = vec![
             Touched::Entry(parent, name.to_string()),
             Touched::Inode(parent),
         ];
         let ops = vec![ChangeOp::Remove { path: path.clone() }];
-        Ok(self.commit_undoable(&tree, origin, ops, touched, Some(undo)))
+        Ok(Some(
+            self.commit_undoable(&tree, origin, ops, touched, undo),
+        ))
     }
 
     /// Moves a file or directory to a path that does not exist yet, making the
@@ -620,30 +639,25 @@ fn file_state(tree: &Tree, ino: Ino) -> (Arc<Vec<u8>>, Attr) {
     }
 }
 
-/// Ops that make each of `paths` on disk what memory holds there now:
-/// everything that exists first (parents before children), then removals.
-/// A path memory does not hold is removed from its highest missing
-/// directory down, so directories a refused change made on disk go too.
 /// Where `path` is after `ops` (renames and exchanges move what is below them).
 fn moved_by(ops: &[ChangeOp], mut path: MemPath) -> MemPath {
-    let rebase = |path: &MemPath, from: &MemPath, to: &MemPath| {
-        path.names()[from.names().len()..]
-            .iter()
-            .fold(to.clone(), |p, name| p.join(name))
-    };
     for op in ops {
         match op {
             ChangeOp::Rename { from, to, .. } if path.starts_with(from) => {
-                path = rebase(&path, from, to);
+                path = path.rebase(from, to);
             }
-            ChangeOp::Exchange { a, b } if path.starts_with(a) => path = rebase(&path, a, b),
-            ChangeOp::Exchange { a, b } if path.starts_with(b) => path = rebase(&path, b, a),
+            ChangeOp::Exchange { a, b } if path.starts_with(a) => path = path.rebase(a, b),
+            ChangeOp::Exchange { a, b } if path.starts_with(b) => path = path.rebase(b, a),
             _ => {}
         }
     }
     path
 }
 
+/// Ops that make each of `paths` on disk what memory holds there now:
+/// everything that exists first (parents before children), then removals.
+/// A path memory does not hold is removed from its highest missing
+/// directory down, so directories a refused change made on disk go too.
 fn reconcile_ops(tree: &Tree, paths: &BTreeSet<MemPath>) -> Vec<ChangeOp> {
     let mut ops = Vec::new();
     let mut removals = BTreeSet::new();

@@ -3,7 +3,7 @@
 
 use std::time::SystemTime;
 
-use super::{ChangeOp, Origin, Store, Ticket, Touched};
+use super::{Origin, Store, Ticket};
 use crate::error::Error;
 use crate::path::MemPath;
 use crate::store::tree::{Ino, NodeKind, Tree};
@@ -71,24 +71,10 @@ impl Store {
     /// Removes the file at `path` as an expiry, if it is still unused since
     /// `cutoff` (checked under the same lock); `None` when it was used meanwhile.
     pub fn expire(&self, path: &MemPath, cutoff: SystemTime) -> Result<Option<Ticket>, Error> {
-        let Some(parent_path) = path.parent() else {
-            return Err(Error::Root);
-        };
-        let name = path.file_name().expect("not the root");
-        let mut tree = self.tree.write();
-        let parent = tree.resolve(&parent_path)?;
-        let ino = tree.child(parent, name)?.ok_or(Error::NotFound)?;
-        if !matches!(tree.node(ino).kind, NodeKind::File(_)) || self.last_use(&tree, ino) >= cutoff
-        {
-            return Ok(None);
-        }
-        self.remove_entry(&mut tree, parent, name);
-        let touched = vec![
-            Touched::Entry(parent, name.to_string()),
-            Touched::Inode(parent),
-        ];
-        let ops = vec![ChangeOp::Remove { path: path.clone() }];
-        Ok(Some(self.commit(&tree, Origin::Expiry, ops, touched)))
+        self.remove_where(path, Origin::Expiry, false, |tree, ino| {
+            Ok(matches!(tree.node(ino).kind, NodeKind::File(_))
+                && self.last_use(tree, ino) < cutoff)
+        })
     }
 
     /// Last reads by path, for keeping across restarts.
