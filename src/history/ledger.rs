@@ -229,6 +229,17 @@ impl Ledger {
         }
     }
 
+    /// Rows that void the versions `ids` (they did not take effect).
+    pub fn voids(&mut self, time: &str, ids: impl IntoIterator<Item = u64>) -> Vec<Row> {
+        ids.into_iter()
+            .map(|id| {
+                let mut void = self.event(time, Op::Void, &MemPath::root(), None);
+                void.replaces = Some(id.to_string());
+                void
+            })
+            .collect()
+    }
+
     /// A row of memfs' own (found at start, pruned history).
     pub fn event(&mut self, time: &str, op: Op, path: &MemPath, live: Option<(&str, u64)>) -> Row {
         let mut row = self.row(time, &Actor::memfs(), op, path);

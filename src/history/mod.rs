@@ -170,7 +170,7 @@ impl History {
         let differ = differing(&ledger, &files);
         if !differ.is_empty() {
             let last = ledger.batch;
-            let cut: Vec<u64> = ledger
+            let cut: HashSet<u64> = ledger
                 .rows
                 .iter()
                 .filter(|r| r.batch == last && r.batch > 0)
@@ -191,8 +191,9 @@ impl History {
                 Ledger::replay(rows)
             };
             let still = differing(&without, &files);
-            let cut: Vec<u64> = cut
-                .into_iter()
+            let cut: HashSet<u64> = cut
+                .iter()
+                .copied()
                 .filter(|id| {
                     ledger.find(*id).is_some_and(|r| {
                         [Some(&r.path), r.from.as_ref()]
@@ -207,14 +208,7 @@ impl History {
                 rows.retain(|r| !cut.contains(&r.id()));
                 ledger = Ledger::replay(rows);
                 ledger.next = ledger.next.max(next);
-                let voids: Vec<Row> = cut
-                    .iter()
-                    .map(|id| {
-                        let mut void = ledger.event(&time, Op::Void, &MemPath::root(), None);
-                        void.replaces = Some(id.to_string());
-                        void
-                    })
-                    .collect();
+                let voids = ledger.voids(&time, cut.iter().copied());
                 inner.disk.append(&lines_of(&voids))?;
             }
         }
@@ -328,14 +322,7 @@ impl History {
         let mut inner = self.inner.lock();
         inner.forget(&ids);
         let time = now_text();
-        let voids: Vec<Row> = ids
-            .iter()
-            .map(|id| {
-                let mut void = inner.ledger.event(&time, Op::Void, &MemPath::root(), None);
-                void.replaces = Some(id.to_string());
-                void
-            })
-            .collect();
+        let voids = inner.ledger.voids(&time, ids.iter().copied());
         inner.disk.append(&lines_of(&voids)).map(drop)
     }
 
