@@ -127,10 +127,7 @@ impl Memory {
         if self.store().unsaved_paths() == 0 {
             return true;
         }
-        let written = self
-            .store()
-            .persist_all_dirty(crate::store::Origin::Memfs)
-            .wait();
+        let written = self.store().sync(crate::store::Origin::Memfs);
         written.is_ok() && self.store().unsaved_paths() == 0
     }
 

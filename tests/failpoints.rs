@@ -10,6 +10,8 @@
 //! - once the disk works again, a restart loads exactly what memory held.
 #![cfg(feature = "failpoints")]
 
+mod common;
+
 use std::collections::{BTreeMap, HashMap};
 use std::sync::Arc;
 
@@ -266,62 +268,75 @@ fn person_writes(store: &Store, kernel: &FakeKernel, n: u8, bytes: &[u8]) {
 
 proptest! {
     #![proptest_config(ProptestConfig {
-        cases: std::env::var("MEMFS_FAILPOINT_CASES").ok().and_then(|n| n.parse().ok()).unwrap_or(48),
-        failure_persistence: None,
+        cases: common::cases("MEMFS_FAILPOINT_CASES", 48),
         ..ProptestConfig::default()
     })]
 
     #[test]
     fn tool_and_person_changes_under_failing_disks_and_restarts(steps in steps()) {
-        let _serial = SERIAL.lock();
-        let scenario = fail::FailScenario::setup();
-        let dir = tempfile::tempdir().unwrap();
-        let mut memory = Memory::open(dir.path(), options()).unwrap();
-        let mut kernel = Arc::new(FakeKernel::default());
-        memory.store().observe(kernel.clone());
-        for step in steps {
-            match step {
-                Step::Tool(kind, n) => {
-                    let before = contents(&memory);
-                    // The kernel has looked at the file the agent is about to change.
-                    if let Ok(info) = memory.store().lookup(ROOT_INO, &format!("p{n}.md")) {
-                        kernel.remember(memory.store(), info.ino);
-                    }
-                    // Applied (visible at once) but not yet durable: a person's
-                    // `stat` meanwhile caches what it shows; if the disk then
-                    // refuses it and the store takes it back, the store must
-                    // tell the kernel to forget that.
-                    let pending = memory.start(&tool_command(kind, n));
-                    if let Ok(info) = memory.store().lookup(ROOT_INO, &format!("p{n}.md")) {
-                        kernel.remember(memory.store(), info.ino);
-                    }
-                    let result = pending.finish();
-                    if result.is_error && result.text().is_some_and(|t| t.contains("did not take effect")) {
-                        prop_assert_eq!(contents(&memory), before, "{:?}", result);
-                    }
+        run_steps(steps)?;
+    }
+}
+
+/// Runs `steps` against a fresh data dir, checking after every step.
+fn run_steps(steps: Vec<Step>) -> Result<(), TestCaseError> {
+    let _serial = SERIAL.lock();
+    let scenario = fail::FailScenario::setup();
+    let dir = tempfile::tempdir().unwrap();
+    let mut memory = Memory::open(dir.path(), options()).unwrap();
+    let mut kernel = Arc::new(FakeKernel::default());
+    memory.store().observe(kernel.clone());
+    for step in steps {
+        match step {
+            Step::Tool(kind, n) => {
+                let before = contents(&memory);
+                // The kernel has looked at the file the agent is about to change.
+                if let Ok(info) = memory.store().lookup(ROOT_INO, &format!("p{n}.md")) {
+                    kernel.remember(memory.store(), info.ino);
                 }
-                Step::Person(n, bytes) => person_writes(memory.store(), &kernel, n, &bytes),
-                Step::Fail(s, true) => fail::cfg(STEPS[s], "return(EIO)").unwrap(),
-                Step::Fail(s, false) => fail::remove(STEPS[s]),
-                Step::Restart => {
-                    for s in STEPS {
-                        fail::remove(s);
-                    }
-                    let flushed = memory.store().persist_all_dirty(Origin::Memfs).wait();
-                    prop_assert!(flushed.is_ok(), "{:?}", flushed);
-                    prop_assert_eq!(memory.store().unsaved_paths(), 0);
-                    let held = contents(&memory);
-                    drop(memory);
-                    memory = Memory::open(dir.path(), options()).unwrap();
-                    prop_assert_eq!(contents(&memory), held, "the disk after a restart");
-                    kernel = Arc::new(FakeKernel::default());
-                    memory.store().observe(kernel.clone());
+                // Applied (visible at once) but not yet durable: a person's
+                // `stat` meanwhile caches what it shows; if the disk then
+                // refuses it and the store takes it back, the store must
+                // tell the kernel to forget that.
+                let pending = memory.start(&tool_command(kind, n));
+                if let Ok(info) = memory.store().lookup(ROOT_INO, &format!("p{n}.md")) {
+                    kernel.remember(memory.store(), info.ino);
+                }
+                let result = pending.finish();
+                if result.is_error
+                    && result
+                        .text()
+                        .is_some_and(|t| t.contains("did not take effect"))
+                {
+                    prop_assert_eq!(contents(&memory), before, "{:?}", result);
                 }
             }
-            prop_assert!(kernel.check(memory.store()).is_ok(), "{:?}", kernel.check(memory.store()));
+            Step::Person(n, bytes) => person_writes(memory.store(), &kernel, n, &bytes),
+            Step::Fail(s, true) => fail::cfg(STEPS[s], "return(EIO)").unwrap(),
+            Step::Fail(s, false) => fail::remove(STEPS[s]),
+            Step::Restart => {
+                for s in STEPS {
+                    fail::remove(s);
+                }
+                let flushed = memory.store().sync(Origin::Memfs);
+                prop_assert!(flushed.is_ok(), "{:?}", flushed);
+                prop_assert_eq!(memory.store().unsaved_paths(), 0);
+                let held = contents(&memory);
+                drop(memory);
+                memory = Memory::open(dir.path(), options()).unwrap();
+                prop_assert_eq!(contents(&memory), held, "the disk after a restart");
+                kernel = Arc::new(FakeKernel::default());
+                memory.store().observe(kernel.clone());
+            }
         }
-        scenario.teardown();
+        prop_assert!(
+            kernel.check(memory.store()).is_ok(),
+            "{:?}",
+            kernel.check(memory.store())
+        );
     }
+    scenario.teardown();
+    Ok(())
 }
 
 /// Found by the property test above: a file whose flush failed (kept in
@@ -351,6 +366,148 @@ fn an_unsaved_file_in_a_renamed_directory_reaches_the_disk() {
     assert_eq!(memory.store().unsaved_paths(), 0);
     let held = contents(&memory);
     drop(memory);
+    let reopened = Memory::open(dir.path(), options()).unwrap();
+    assert_eq!(contents(&reopened), held);
+    scenario.teardown();
+}
+
+/// Issue 25, as proptest shrank it: `persist::write` failing, then
+/// `history::put`, then `history::append`, around a person's writes, a
+/// directory rename and creates in new directories; at the restart a path
+/// was still unsaved although every failpoint was gone.
+#[test]
+fn regression_unsaved_paths_after_the_disk_recovers() {
+    use Step::*;
+    let steps = vec![
+        Tool(4, 2),
+        Person(1, vec![206, 80, 161, 215, 25, 58]),
+        Tool(2, 2),
+        Person(1, vec![126, 103, 156, 226, 8, 238, 213, 51, 88, 162, 224]),
+        Fail(4, false),
+        Person(2, vec![188, 48, 160, 150, 58, 83, 4, 21]),
+        Tool(0, 2),
+        Tool(3, 1),
+        Tool(4, 1),
+        Person(1, vec![113, 197, 206, 154, 194, 130, 225, 57, 159, 79, 56]),
+        Person(0, vec![]),
+        Fail(0, false),
+        Fail(0, true),
+        Tool(5, 2),
+        Fail(6, true),
+        Fail(2, false),
+        Person(0, vec![]),
+        Person(0, vec![114, 172, 217, 229, 216, 40]),
+        Tool(2, 1),
+        Fail(5, true),
+        Tool(4, 1),
+        Restart,
+    ];
+    run_steps(steps).unwrap();
+}
+
+/// A second shrunk failure of the same bug (the rewrite of unsaved paths
+/// in flight while a failpoint is set, then a restart), seen while fixing it.
+#[test]
+fn regression_unsaved_paths_after_restarts_with_failing_mkdir_and_rename() {
+    use Step::*;
+    let steps = vec![
+        Person(0, vec![17, 224, 63, 212, 146, 16, 121]),
+        Restart,
+        Person(2, vec![211]),
+        Fail(2, true),
+        Tool(0, 2),
+        Person(
+            0,
+            vec![
+                180, 232, 160, 6, 224, 30, 205, 7, 147, 120, 138, 157, 22, 125,
+            ],
+        ),
+        Person(0, vec![139, 110]),
+        Tool(4, 1),
+        Tool(4, 0),
+        Tool(2, 2),
+        Fail(1, true),
+        Restart,
+        Person(2, vec![241, 78, 179, 140]),
+        Fail(1, false),
+        Fail(2, true),
+        Restart,
+        Person(2, vec![2, 11, 80, 134, 137, 20, 69, 135, 36, 186]),
+        Tool(3, 1),
+        Fail(0, false),
+        Tool(0, 1),
+        Tool(0, 2),
+        Tool(2, 2),
+        Fail(5, false),
+        Tool(5, 2),
+        Person(
+            0,
+            vec![
+                77, 76, 52, 214, 12, 222, 157, 218, 58, 99, 187, 178, 216, 56, 109,
+            ],
+        ),
+        Restart,
+    ];
+    run_steps(steps).unwrap();
+}
+
+/// Issue 25, made deterministic: a rewrite of unsaved paths is still in the
+/// persister's hands when a barrier (what `fsync` and shutdown wait for) is
+/// asked for; the disk refuses the rewrite after the barrier was queued.
+/// The barrier must not answer `Ok` while those paths are unsaved: before
+/// the fix it did, so an `fsync` said 0 for bytes that were only in memory.
+#[test]
+fn a_barrier_answers_for_rewrites_queued_ahead_of_it() {
+    let _serial = SERIAL.lock();
+    let scenario = fail::FailScenario::setup();
+    let dir = tempfile::tempdir().unwrap();
+    let memory = Memory::open(dir.path(), options()).unwrap();
+    let store = memory.store().clone();
+    let kernel = FakeKernel::default();
+    // A person's save the disk refuses: kept in memory, its path unsaved.
+    fail::cfg("persist::write", "return(EIO)").unwrap();
+    person_writes(&store, &kernel, 0, b"the person's words\n");
+    assert_eq!(store.unsaved_paths(), 1);
+    // The next change carries the unsaved path; its batch is held at its
+    // first disk write.
+    fail::cfg("persist::write", "pause").unwrap();
+    let batches = memory.persist_stats().batches;
+    let agent = store
+        .create_file(
+            &memfs::path::MemPath::parse("/memories/agent.md").unwrap(),
+            b"agent\n".to_vec(),
+            false,
+            Origin::agent(memfs::store::Door::Library),
+        )
+        .unwrap();
+    while memory.persist_stats().batches == batches {
+        std::thread::yield_now();
+    }
+    // A barrier queued behind it; then the disk refuses the rewrite.
+    let barrier = std::thread::spawn({
+        let store = store.clone();
+        move || store.sync(Origin::Memfs)
+    });
+    std::thread::sleep(std::time::Duration::from_millis(50));
+    fail::cfg("persist::write", "return(EIO)").unwrap();
+    let _ = agent.wait();
+    let synced = barrier.join().unwrap();
+    fail::remove("persist::write");
+    match synced {
+        // Ok means everything before it is on disk.
+        Ok(()) => assert_eq!(
+            store.unsaved_paths(),
+            0,
+            "a barrier said Ok for unsaved paths"
+        ),
+        Err(e) => assert!(store.unsaved_paths() > 0, "an error without cause: {e}"),
+    }
+    // The disk works again: one more barrier writes everything.
+    store.sync(Origin::Memfs).unwrap();
+    assert_eq!(store.unsaved_paths(), 0);
+    let held = contents(&memory);
+    drop(memory);
+    drop(store);
     let reopened = Memory::open(dir.path(), options()).unwrap();
     assert_eq!(contents(&reopened), held);
     scenario.teardown();

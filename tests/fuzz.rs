@@ -12,10 +12,7 @@ use serde_json::{json, Value};
 use common::Server;
 
 fn cases() -> u32 {
-    std::env::var("MEMFS_FUZZ_CASES")
-        .ok()
-        .and_then(|n| n.parse().ok())
-        .unwrap_or(64)
+    common::cases("MEMFS_FUZZ_CASES", 64)
 }
 
 /// Any JSON value, a few levels deep.
@@ -93,7 +90,7 @@ fn line() -> impl Strategy<Value = Vec<u8>> {
 }
 
 proptest! {
-    #![proptest_config(ProptestConfig { cases: cases(), failure_persistence: None, ..ProptestConfig::default() })]
+    #![proptest_config(ProptestConfig { cases: cases(), ..ProptestConfig::default() })]
 
     #[test]
     fn every_line_gets_one_well_formed_answer(lines in prop::collection::vec(line(), 1..24)) {

@@ -3,6 +3,8 @@
 //! and the final tree must agree; the persisted variant also reopens the data
 //! dir and compares what was loaded.
 
+mod common;
+
 use std::collections::BTreeMap;
 use std::sync::Arc;
 
@@ -342,7 +344,7 @@ fn check(tool: &Tool, model: &mut Model, cmds: &[Cmd]) -> Result<(), TestCaseErr
 }
 
 proptest! {
-    #![proptest_config(ProptestConfig { cases: 256, ..ProptestConfig::default() })]
+    #![proptest_config(ProptestConfig { cases: common::cases("MEMFS_MODEL_CASES", 256), ..ProptestConfig::default() })]
 
     #[test]
     fn store_matches_model(cmds in prop::collection::vec(cmd(), 1..40)) {
@@ -353,7 +355,7 @@ proptest! {
 
 proptest! {
     // Each case syncs the disk per change: fewer cases, same sequences.
-    #![proptest_config(ProptestConfig { cases: 64, ..ProptestConfig::default() })]
+    #![proptest_config(ProptestConfig { cases: common::cases("MEMFS_MODEL_RESTART_CASES", 64), ..ProptestConfig::default() })]
 
     #[test]
     fn persisted_store_matches_model_after_restart(cmds in prop::collection::vec(cmd(), 1..30)) {
@@ -369,4 +371,59 @@ proptest! {
         let tmp = std::fs::read_dir(dir.path().join(".memfs/tmp")).unwrap().count();
         prop_assert_eq!(tmp, 0);
     }
+}
+
+/// The cases proptest once shrank a failure of these tests to (the seeds
+/// in `model.proptest-regressions`), named, so each runs in CI for ever
+/// whatever the seed: both against the store alone and through a restart.
+fn regression(cmds: &[Cmd]) {
+    let tool = Tool::new(
+        Arc::new(Store::new(Tree::new(), Limits::default(), None)),
+        ToolConfig::default(),
+    );
+    check(&tool, &mut Model::new(), cmds).unwrap();
+    let dir = tempfile::tempdir().unwrap();
+    let mut model = Model::new();
+    {
+        let memory = Memory::open(dir.path(), Options::default()).unwrap();
+        check(memory.tool(), &mut model, cmds).unwrap();
+    }
+    let reopened = Memory::open(dir.path(), Options::default()).unwrap();
+    assert_eq!(reopened.store().with_tree(tree_entries), model.entries);
+}
+
+fn s(text: &str) -> String {
+    text.to_string()
+}
+
+#[test]
+fn regression_replace_in_a_hidden_file_with_a_multibyte_character() {
+    regression(&[
+        Cmd::Create(s("/memories/.h"), s("é")),
+        Cmd::Replace(s("/memories/.h"), s("x"), s("")),
+    ]);
+}
+
+#[test]
+fn regression_replace_not_found_in_a_multibyte_file() {
+    regression(&[
+        Cmd::Create(s("/memories/b"), s("é")),
+        Cmd::Replace(s("/memories/b"), s("x"), s("")),
+    ]);
+}
+
+#[test]
+fn regression_replace_a_newline_with_a_multibyte_character_in_a_hidden_dir() {
+    regression(&[
+        Cmd::Create(s("/memories/.h/c.md"), s("\n")),
+        Cmd::Replace(s("/memories/.h/c.md"), s("\n"), s("é")),
+    ]);
+}
+
+#[test]
+fn regression_insert_a_newline_at_the_top() {
+    regression(&[
+        Cmd::Create(s("/memories/c.md"), s("x")),
+        Cmd::Insert(s("/memories/c.md"), 0, s("\n")),
+    ]);
 }

@@ -226,8 +226,7 @@ fn mount_behaves_like_a_local_file_system() {
     let m = Mounted::start(&["--max-file-size", "16M"]);
     let reference = tempfile::tempdir().unwrap();
     let config = ProptestConfig {
-        cases: 128,
-        failure_persistence: None,
+        cases: common::cases("MEMFS_MOUNT_MODEL_CASES", 128),
         ..ProptestConfig::default()
     };
     proptest!(config, |(ops in prop::collection::vec(op(), 1..40))| {

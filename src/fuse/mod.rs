@@ -142,7 +142,7 @@ impl Mounted {
         }
         // What is still unsaved is credited to whoever wrote it (see Store::persist).
         let me = Origin::Memfs;
-        let written = self.store.persist_all_dirty(me).wait();
+        let written = self.store.sync(me);
         self.store.unpin_all();
         written
     }

@@ -62,6 +62,18 @@ struct Shared {
     barriers: AtomicU64,
     /// The disk refused the last batch (said once, until it takes one again).
     refusing: std::sync::atomic::AtomicBool,
+    /// Barriers that were queued when a change ahead of them was kept in
+    /// memory unsaved (see `Shared::taint_queued_barriers`).
+    taint: Mutex<Taint>,
+}
+
+/// Every barrier with a sequence number below `below` was queued before a
+/// change ahead of it was refused and kept in memory: it must not answer
+/// that everything before it is durable.
+#[derive(Default)]
+struct Taint {
+    below: u64,
+    error: Option<DiskError>,
 }
 
 #[derive(Default)]
@@ -83,6 +95,7 @@ impl Persister {
             batches: AtomicU64::new(0),
             barriers: AtomicU64::new(0),
             refusing: Default::default(),
+            taint: Mutex::default(),
         });
         let worker = shared.clone();
         let thread = std::thread::Builder::new()
@@ -257,8 +270,20 @@ impl Shared {
                 None => vec![false; refused.len()],
             },
         };
+        let kept = undone.iter().any(|u| !u) || !unconfirmed.is_empty();
+        if kept {
+            let cause = failure.clone().or(durable.clone().err());
+            self.taint_queued_barriers(cause.expect("kept only after a failure"));
+        }
+        let taint = self.taint.lock();
         for (i, ticket) in tickets.iter().enumerate() {
             let outcome = match (i.checked_sub(applied), &durable) {
+                // A barrier promises that everything queued before it is on
+                // disk: not so when a change ahead of it was kept unsaved
+                // after the barrier was queued (it could not carry it).
+                (None, Ok(())) if batch[i].ops.is_empty() && batch[i].seq < taint.below => {
+                    Err(Error::Unsaved(taint.error.clone().expect("set with below")))
+                }
                 (None, Ok(())) => Ok(()),
                 (None, Err(e)) => Err(Error::Unsaved(e.clone())),
                 (Some(j), _) => {
@@ -274,9 +299,25 @@ impl Shared {
             };
             ticket.settle(outcome);
         }
+        drop(taint);
         for name in trash {
             let _ = fsops::remove_tree(&self.dir.trash, &name);
         }
+    }
+
+    /// A change of this batch was refused (or not confirmed) and kept in
+    /// memory: its paths are written again with the next change the store
+    /// makes, but the barriers already queued were made before the store
+    /// knew, so they do not carry them. Each of those answers `Unsaved`
+    /// (the caller may ask again: a new barrier carries the paths).
+    fn taint_queued_barriers(&self, cause: DiskError) {
+        let queue = self.queue.lock();
+        let Some((last, _)) = queue.items.back() else {
+            return;
+        };
+        let mut taint = self.taint.lock();
+        taint.below = taint.below.max(last.seq + 1);
+        taint.error = Some(cause);
     }
 
     /// Logs a refusing disk once (not once per refused change), and when it

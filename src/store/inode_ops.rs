@@ -636,6 +636,18 @@ impl Store {
         self.persist(Tree::dirty_files, true, origin)
     }
 
+    /// Writes out everything memory holds that the disk has not taken
+    /// (dirty files, unsaved paths) and waits: `Ok` means all of it is on
+    /// disk. A change ahead of the barrier that the disk refused after the
+    /// barrier was queued makes the barrier answer `Unsaved`; then once
+    /// more (the new barrier carries what that change left unsaved).
+    pub fn sync(&self, origin: Origin) -> Result<(), Error> {
+        match self.persist_all_dirty(origin.clone()).wait() {
+            Err(Error::Unsaved(_)) => self.persist_all_dirty(origin).wait(),
+            done => done,
+        }
+    }
+
     /// One change with the unsaved bytes of the files `select` picks (under
     /// the same lock). Without `durable`, nothing to write costs nothing.
     fn persist(
@@ -666,10 +678,16 @@ impl Store {
             // Nothing of its own to write: a barrier after everything before.
             return self.commit(&tree, origin, Vec::new(), Vec::new());
         }
-        by_writer
+        let written = by_writer
             .into_iter()
             .fold(Ticket::done(), |ticket, (writer, ops)| {
                 ticket.and(self.commit(&tree, writer, ops, Vec::new()))
-            })
+            });
+        match durable {
+            // And a barrier after them, which waits for the unsaved paths
+            // these changes found (they are written as a change of their own).
+            true => written.and(self.commit(&tree, origin, Vec::new(), Vec::new())),
+            false => written,
+        }
     }
 }

@@ -342,3 +342,19 @@ impl Drop for Mounted {
         }
     }
 }
+
+/// How many cases a property test runs: `var` in the environment when set
+/// (a longer run of that one test), else its CI size `ci` times
+/// `MEMFS_PROPTEST_SCALE` (1 unless set: `MEMFS_PROPTEST_SCALE=10` runs
+/// every property test at ten times its CI size). Which cases are drawn is
+/// `PROPTEST_RNG_SEED` (`scripts/test.sh` fixes it; see README "Tests").
+pub fn cases(var: &str, ci: u32) -> u32 {
+    if let Some(n) = std::env::var(var).ok().and_then(|n| n.parse().ok()) {
+        return n;
+    }
+    let scale: u32 = std::env::var("MEMFS_PROPTEST_SCALE")
+        .ok()
+        .and_then(|n| n.parse().ok())
+        .unwrap_or(1);
+    ci.saturating_mul(scale.max(1))
+}

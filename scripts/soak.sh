@@ -1,0 +1,41 @@
+#!/usr/bin/env bash
+# The longer, randomized runs of the property tests, each with a fresh seed
+# (printed, so a failure can be replayed with PROPTEST_RNG_SEED=that seed):
+# the failpoint property test at MEMFS_SOAK_FAILPOINT_CASES (1000), the
+# model, fuzz and secrets tests at MEMFS_SOAK_SCALE (4) times their CI size.
+#
+#   scripts/soak.sh               run them
+#   scripts/soak.sh --if-changed  run them only when the store, the
+#                                 persister, the journal or the history
+#                                 changed since the commit in .ci/soaked
+#                                 (scripts/test.sh does this, so such a
+#                                 change never lands without a fresh seed)
+#   scripts/soak.sh --record      run them, then write HEAD to .ci/soaked
+#
+# A proptest failure is kept in tests/*.proptest-regressions: commit it, and
+# turn it into a named regression test.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+watched=(src/store src/persist src/history src/journal)
+mode="${1:-}"
+if [ "$mode" = "--if-changed" ]; then
+  soaked="$(cat .ci/soaked 2>/dev/null || true)"
+  if [ -n "$soaked" ] && git cat-file -e "$soaked^{commit}" 2>/dev/null \
+    && git diff --quiet "$soaked" HEAD -- "${watched[@]}" 2>/dev/null; then
+    echo "soak: no change to ${watched[*]} since ${soaked:0:12}; the randomized runs are skipped"
+    exit 0
+  fi
+  echo "soak: ${watched[*]} changed since ${soaked:0:12}; randomized runs follow"
+fi
+seed="$(od -An -N8 -tu8 /dev/urandom | tr -d ' ')"
+echo "soak: PROPTEST_RNG_SEED=$seed"
+export PROPTEST_RNG_SEED="$seed"
+export MEMFS_PROPTEST_SCALE="${MEMFS_SOAK_SCALE:-4}"
+MEMFS_FAILPOINT_CASES="${MEMFS_SOAK_FAILPOINT_CASES:-1000}" \
+  cargo test --quiet --features failpoints --test failpoints tool_and_person
+cargo test --quiet --test model --test fuzz --test secrets
+echo "soak: passed with PROPTEST_RNG_SEED=$seed"
+if [ "$mode" = "--record" ]; then
+  git rev-parse HEAD > .ci/soaked
+  echo "soak: recorded $(cat .ci/soaked) in .ci/soaked (commit it)"
+fi
