@@ -126,7 +126,7 @@ pub struct Common {
         value_name = "AGE,SIZE",
         help_heading = "History"
     )]
-    pub history_keep: memfs::history::Keep,
+    pub history_keep: memfs::journal::Keep,
     /// Keep no history (no versions, no content copies); what changes
     /// meanwhile is recorded as `found` by the next memfs that keeps it.
     #[arg(long, global = true, help_heading = "History")]
@@ -245,6 +245,10 @@ pub enum Cmd {
         /// Only files at or below this path (default: all of /memories).
         path: Option<String>,
     },
+    /// Brings the plain files (DIR/memories) up to date with the journal now,
+    /// and waits until they are on disk: before reading or copying them with
+    /// other tools while a memfs runs (they are otherwise a moment behind).
+    Checkpoint,
     /// Prints a shell completion script: `memfs completions bash >
     /// /etc/bash_completion.d/memfs` (also zsh, fish, elvish, powershell).
     Completions {

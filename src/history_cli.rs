@@ -6,7 +6,7 @@ use std::io::Write;
 use std::path::Path;
 use std::process::{Command, ExitCode, Stdio};
 
-use memfs::history::request::{handle, Reply, Request, TYPE};
+use memfs::control::request::{handle, Reply, Request, TYPE};
 use memfs::persist::OpenError;
 use memfs::serve::attach::Link;
 use memfs::Memory;
@@ -39,6 +39,7 @@ pub fn request_of(cmd: &Cmd) -> Option<Request> {
             path: *path,
         },
         Cmd::Export { .. } => Request::Export,
+        Cmd::Checkpoint => Request::Checkpoint,
         Cmd::Expire {
             idle,
             dry_run,
@@ -69,7 +70,7 @@ pub fn run(cli: &Cli, request: Request) -> ExitCode {
     }
     let reply = match Memory::open(data, cli.common.options()) {
         Ok(memory) => {
-            let reply = handle(memory.store(), &request);
+            let reply = handle(memory.store(), memory.control(), &request);
             if !memory.write_out() {
                 eprintln!("memfs: some changes could not be written to disk");
                 return ExitCode::FAILURE;

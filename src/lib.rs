@@ -28,10 +28,12 @@
 //! # Ok::<(), Box<dyn std::error::Error>>(())
 //! ```
 
+pub mod control;
+pub mod digest;
 pub mod error;
 pub mod fuse;
 pub mod guard;
-pub mod history;
+pub mod journal;
 pub mod json;
 pub mod memory;
 pub mod path;

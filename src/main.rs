@@ -92,9 +92,10 @@ fn main() -> ExitCode {
         } => {
             let origin = origin(Door::Stdio);
             let stdio: Option<serving::StdioServer> = stdio.then(|| -> serving::StdioServer {
-                Box::new(move |tool| {
+                Box::new(move |tool, control| {
                     let tool = tool.with_origin(origin);
-                    memfs::serve::lines::serve(&tool, io::stdin().lock(), io::stdout(), max_line)
+                    let (input, output) = (io::stdin().lock(), io::stdout());
+                    memfs::serve::lines::serve(&tool, &control, input, output, max_line)
                 })
             });
             let doors = Doors {
@@ -124,7 +125,7 @@ fn main() -> ExitCode {
             &memory,
             mount.as_deref().map(|at| (at, mount_options.options())),
             doors,
-            Some(Box::new(move |tool| {
+            Some(Box::new(move |tool, _control| {
                 memfs::serve::mcp::serve(&tool, io::stdin().lock(), io::stdout(), max_line)
             })),
         ),
@@ -147,7 +148,8 @@ fn main() -> ExitCode {
         | Cmd::Revert { .. }
         | Cmd::Redact { .. }
         | Cmd::Export { .. }
-        | Cmd::Expire { .. } => ExitCode::SUCCESS,
+        | Cmd::Expire { .. }
+        | Cmd::Checkpoint => ExitCode::SUCCESS,
     }
 }
 
@@ -369,7 +371,7 @@ fn scan(data: &Path, at: &str, json: bool) -> ExitCode {
     // And every version the history keeps (a credential an edit removed is
     // still in the version before it).
     let mut in_history = 0;
-    for (rows, data) in memfs::history::kept_contents(data).unwrap_or_default() {
+    for (rows, data) in memfs::journal::kept_contents(data).unwrap_or_default() {
         let Ok(text) = std::str::from_utf8(&data) else {
             continue;
         };
@@ -379,7 +381,7 @@ fn scan(data: &Path, at: &str, json: bool) -> ExitCode {
             tree.resolve(path)
                 .ok()
                 .and_then(|ino| match &tree.node(ino).kind {
-                    memfs::store::NodeKind::File(now) => Some(memfs::history::sha256_hex(now)),
+                    memfs::store::NodeKind::File(now) => Some(memfs::digest::sha256_hex(now)),
                     _ => None,
                 })
         };

@@ -1,15 +1,17 @@
-//! [`Memory`]: a store opened on a data dir, with its persister and tool.
+//! [`Memory`]: a store opened on a data dir, with its journal and tool.
 
 use std::path::Path;
-use std::sync::Arc;
+use std::sync::mpsc;
+use std::sync::{Arc, Weak};
+use std::thread::JoinHandle;
+use std::time::Duration;
 
 use serde_json::Value;
 
-use std::time::Duration;
-
-use crate::history::{History, Keep};
-use crate::persist::{load, usage, DataDir, OpenError, Persister, Stats};
-use crate::store::{Limits, Store};
+use crate::control::Control;
+use crate::journal::{self, Files, History, Journal, Keep, Stats};
+use crate::persist::{load, usage, DataDir, OpenError};
+use crate::store::{Limits, Refused, Store};
 use crate::tool::{Pending, Tool, ToolConfig, ToolResult};
 
 /// How a memory is served.
@@ -19,8 +21,9 @@ pub struct Options {
     pub tool: ToolConfig,
     /// How much history to keep.
     pub history_keep: Keep,
-    /// Keep no history at all (`--no-history`): changes made meanwhile are
-    /// recorded as `found` by the next memfs that keeps history.
+    /// Keep no history beyond each file's current version
+    /// (`--no-history`; the journal, which makes changes durable, holds at
+    /// least that).
     pub no_history: bool,
     /// Expire files unused this long, on a schedule (`--expire-idle`).
     pub expire_idle: Option<Duration>,
@@ -29,64 +32,90 @@ pub struct Options {
 /// The memory of one data dir, open and locked for this process.
 pub struct Memory {
     tool: Tool,
-    persister: Persister,
+    journal: Journal,
+    data_dir: DataDir,
+    control: Arc<Control>,
+    /// Answers the journal's refused batches (the store decides recovery).
+    recovery: Option<JoinHandle<()>>,
+    /// Saves last reads now and then; stopped by dropping its sender.
+    saver: Option<(mpsc::Sender<()>, JoinHandle<()>)>,
     skipped: load::Skipped,
     warnings: Vec<String>,
+    opened: journal::Opened,
 }
 
 impl Memory {
-    /// Opens the data dir `dir` (made if missing), loads `dir/memories`, and
-    /// starts persisting. Fails if another process has it open.
+    /// Opens the data dir `dir` (made if missing), loads `dir/memories`,
+    /// squares it with the journal, and starts the journal. Fails if
+    /// another process has it open.
     pub fn open(dir: impl AsRef<Path>, options: Options) -> Result<Memory, OpenError> {
         let data_dir = DataDir::open(dir.as_ref())?;
+        let shown = data_dir.shown().to_string();
+        let fail = |doing: &'static str| {
+            let shown = shown.clone();
+            move |err: std::io::Error| OpenError::Io {
+                dir: shown,
+                doing,
+                err,
+            }
+        };
         let mut progress = LoadProgress::new();
         let loaded = load::load_with_progress(&data_dir.memories, &mut |n| progress.at(n));
         progress.done();
-        let (tree, skipped) = loaded.map_err(|err| OpenError::Io {
-            dir: data_dir.shown().to_string(),
-            doing: "loading memories",
-            err,
-        })?;
-        let warnings = start_warnings(&skipped, &options.limits.exceeded(&tree));
-        let shown = data_dir.shown().to_string();
-        let history = match options.no_history {
-            true => None,
-            false => Some(Arc::new(
-                History::open(&data_dir.state, &tree, options.history_keep).map_err(|err| {
-                    OpenError::Io {
-                        dir: shown.clone(),
-                        doing: "opening its history (.memfs/history)",
-                        err,
-                    }
-                })?,
-            )),
+        let (mut tree, skipped) = loaded.map_err(fail("loading memories"))?;
+        let files = Files {
+            memories: data_dir.memories.try_clone().map_err(fail("opening memories"))?,
+            tmp: data_dir.tmp.try_clone().map_err(fail("opening .memfs/tmp"))?,
+            trash: data_dir.trash.try_clone().map_err(fail("opening .memfs/trash"))?,
         };
-        let used = usage::load(&data_dir.state);
-        let persister = Persister::start(data_dir).map_err(|err| OpenError::Io {
-            dir: shown,
-            doing: "starting its writer thread",
-            err,
-        })?;
-        let store = Arc::new(Store::new(tree, options.limits, Some(persister.sink())));
-        persister.attach(&store);
-        store.set_control_key(persister.data_dir().key.clone());
-        if let Some(history) = history {
-            persister.keep_history(history.clone());
-            store.set_history(history);
+        let mut journal_options = journal::Options {
+            keep: options.history_keep,
+            ..journal::Options::default()
+        };
+        if options.no_history {
+            journal_options.keep = Keep {
+                age: Duration::ZERO,
+                bytes: 0,
+            };
         }
-        store.restore_usage(used);
+        let (journal, opened) = Journal::open(&data_dir.state, &files, &mut tree, journal_options)
+            .map_err(fail("opening its journal (.memfs/journal)"))?;
+        let warnings = start_warnings(&skipped, &options.limits.exceeded(&tree));
+        let store = Arc::new(Store::new(tree, options.limits, Some(journal.sink())));
+        let (refusals, refused) = mpsc::channel::<Refused>();
+        journal.recover_through(refusals);
+        let recovery = {
+            let store = store.clone();
+            std::thread::Builder::new()
+                .name("memfs-recover".into())
+                .spawn(move || {
+                    for r in refused {
+                        let undone = store.recover(&r.refused, &r.unconfirmed);
+                        let _ = r.answer.send(undone);
+                    }
+                })
+                .map_err(fail("starting its recovery thread"))?
+        };
+        store.restore_usage(usage::load(&data_dir.state));
+        let saver = save_usage_now_and_then(&store, &data_dir).map_err(fail("starting a thread"))?;
         if let Some(idle) = options.expire_idle {
-            crate::history::expire::schedule(&store, idle).map_err(|err| OpenError::Io {
-                dir: persister.data_dir().shown().to_string(),
-                doing: "starting its expiry thread",
-                err,
-            })?;
+            crate::control::expire::schedule(&store, idle)
+                .map_err(fail("starting its expiry thread"))?;
         }
+        let control = Arc::new(Control::new(
+            Some(data_dir.key.clone()),
+            Some(journal.history()),
+        ));
         Ok(Memory {
             tool: Tool::new(store, options.tool.clone()),
-            persister,
+            journal,
+            data_dir,
+            control,
+            recovery: Some(recovery),
+            saver: Some(saver),
             skipped,
             warnings,
+            opened,
         })
     }
 
@@ -132,18 +161,55 @@ impl Memory {
     }
 
     /// Keeps when each file was last read, for expiry after a restart
-    /// (also done by the persister, at most once a minute).
+    /// (also done at most once a minute while it runs).
     pub fn save_usage(&self) {
-        let _ = usage::save(&self.data_dir().state, &self.store().usage());
+        let _ = usage::save(&self.data_dir.state, &self.store().usage());
     }
 
     pub fn persist_stats(&self) -> Stats {
-        self.persister.stats()
+        self.journal.stats()
     }
 
     pub fn data_dir(&self) -> &DataDir {
-        self.persister.data_dir()
+        &self.data_dir
     }
+
+    /// The owner's key and the history, for the doors' control lines.
+    pub fn control(&self) -> &Arc<Control> {
+        &self.control
+    }
+
+    pub fn history(&self) -> History {
+        self.journal.history()
+    }
+
+    /// What opening the journal found and did.
+    pub fn opened(&self) -> &journal::Opened {
+        &self.opened
+    }
+}
+
+/// Saves last reads once a minute until its sender is dropped.
+fn save_usage_now_and_then(
+    store: &Arc<Store>,
+    data_dir: &DataDir,
+) -> std::io::Result<(mpsc::Sender<()>, JoinHandle<()>)> {
+    let store: Weak<Store> = Arc::downgrade(store);
+    let state = data_dir.state.try_clone()?;
+    let (stop, stopped) = mpsc::channel::<()>();
+    let thread = std::thread::Builder::new()
+        .name("memfs-usage".into())
+        .spawn(move || {
+            while let Err(mpsc::RecvTimeoutError::Timeout) =
+                stopped.recv_timeout(Duration::from_secs(60))
+            {
+                let Some(store) = store.upgrade() else {
+                    return;
+                };
+                let _ = usage::save(&state, &store.usage());
+            }
+        })?;
+    Ok((stop, thread))
 }
 
 /// Loading a large memory says how far it is, on a terminal only: every
@@ -188,9 +254,18 @@ impl LoadProgress {
 
 impl Drop for Memory {
     /// Last reads are kept for the next start, however this process ends its
-    /// use of the memory.
+    /// use of the memory; the journal writes everything out and brings the
+    /// plain files up to date.
     fn drop(&mut self) {
         self.save_usage();
+        if let Some((stop, thread)) = self.saver.take() {
+            drop(stop);
+            let _ = thread.join();
+        }
+        self.journal.shutdown();
+        if let Some(thread) = self.recovery.take() {
+            let _ = thread.join();
+        }
     }
 }
 

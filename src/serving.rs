@@ -14,6 +14,7 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{mpsc, Arc};
 use std::time::Duration;
 
+use memfs::control::Control;
 use memfs::fuse::{Hosted, MountOptions, Mounted};
 use memfs::persist::OpenError;
 use memfs::serve::attach::{self, Link};
@@ -42,7 +43,7 @@ enum Stop {
 }
 
 /// A protocol served on stdin/stdout, on its own thread.
-pub type StdioServer = Box<dyn FnOnce(Tool) -> io::Result<()> + Send>;
+pub type StdioServer = Box<dyn FnOnce(Tool, Arc<Control>) -> io::Result<()> + Send>;
 
 /// Serves until a signal, the end of `stdio`'s input, or an outside unmount;
 /// then shuts down and says how it went.
@@ -66,6 +67,7 @@ pub fn run(
     let hosted = Arc::new(Hosted::default());
     let mut server = match SocketServer::start(
         memory.tool().clone(),
+        memory.control().clone(),
         &memory.data_dir().state,
         doors.client_timeout,
         doors.max_line,
@@ -86,11 +88,12 @@ pub fn run(
     };
     if let Some(serve) = stdio {
         let tool = memory.tool().clone();
+        let control = memory.control().clone();
         let tell = tell.clone();
         let started = std::thread::Builder::new()
             .name("memfs-stdio".into())
             .spawn(move || {
-                let _ = tell.send(Stop::InputEnded(serve(tool)));
+                let _ = tell.send(Stop::InputEnded(serve(tool, control)));
             });
         if let Err(e) = started {
             eprintln!("memfs: cannot start serving stdio: {e}");

@@ -64,3 +64,32 @@ mod tests {
         assert!(parse_duration("soon").is_err());
     }
 }
+
+/// A size as people write it: `512 B`, `2 KiB`, `1.5 MiB`, `1 GiB`.
+pub fn human_bytes(bytes: u64) -> String {
+    const UNITS: [&str; 5] = ["KiB", "MiB", "GiB", "TiB", "PiB"];
+    if bytes < 1024 {
+        return format!("{bytes} B");
+    }
+    let mut value = bytes as f64 / 1024.0;
+    let mut unit = 0;
+    while value >= 1024.0 && unit + 1 < UNITS.len() {
+        value /= 1024.0;
+        unit += 1;
+    }
+    match value.fract() == 0.0 {
+        true => format!("{value:.0} {}", UNITS[unit]),
+        false => format!("{value:.1} {}", UNITS[unit]),
+    }
+}
+
+#[cfg(test)]
+mod human_tests {
+    #[test]
+    fn sizes_read_as_people_write_them() {
+        assert_eq!(super::human_bytes(512), "512 B");
+        assert_eq!(super::human_bytes(2048), "2 KiB");
+        assert_eq!(super::human_bytes(1536 << 10), "1.5 MiB");
+        assert_eq!(super::human_bytes(1 << 30), "1 GiB");
+    }
+}

@@ -46,7 +46,7 @@ fn versions(memory: &Memory) -> (usize, bool) {
         .history()
         .expect("a history")
         .log(&memfs::path::MemPath::root());
-    let found = rows.iter().any(|r| r.op == memfs::history::Op::Found);
+    let found = rows.iter().any(|r| r.op == memfs::journal::Op::Found);
     (rows.len(), found)
 }
 

@@ -223,13 +223,11 @@ fn a_refused_write_undoes_the_agents_change_and_keeps_the_persons() {
     let mut m = Mounted::unstarted();
     fs::create_dir(m.data.path().join("memories")).unwrap();
     fs::write(m.data.path().join("memories/agent.md"), "cat\n").unwrap();
-    // Every rename fails with ENOSPC: the person's new file lives in memory
-    // until its fsync (which must fail); the agent's edit is refused.
+    // Every append to the journal fails with ENOSPC (`pwrite64` is the
+    // journal's own syscall): the person's new file lives in memory until
+    // its fsync (which must fail); the agent's edit is refused.
     m.spawn_wrapped(
-        &strace(
-            "trace=renameat,renameat2",
-            "inject=renameat,renameat2:error=ENOSPC",
-        ),
+        &strace("trace=pwrite64", "inject=pwrite64:error=ENOSPC"),
         &[],
     );
     let mut person = fs::OpenOptions::new()
@@ -434,6 +432,8 @@ fn a_crash_at_any_disk_step_keeps_every_acknowledged_change() {
         let mut states = vec![disk_state(dir.path())];
         for command in &script {
             assert!(!memory.call(command).is_error);
+            // (The plain files run behind the journal: made current to compare.)
+            memory.history().checkpoint().unwrap();
             states.push(disk_state(dir.path()));
         }
         states
@@ -447,6 +447,7 @@ fn a_crash_at_any_disk_step_keeps_every_acknowledged_change() {
         .unwrap_or(3);
     for call in [
         "openat",
+        "pwrite64",
         "write",
         "renameat",
         "renameat2",
@@ -549,7 +550,7 @@ fn history_matches_disk(dir: &Path) -> Result<(), String> {
         .map(|(rel, text)| {
             (
                 format!("/memories/{rel}"),
-                memfs::history::sha256_hex(text.as_bytes()),
+                memfs::digest::sha256_hex(text.as_bytes()),
             )
         })
         .collect();
@@ -587,7 +588,7 @@ fn disk_state(dir: &Path) -> Vec<(String, String)> {
     out
 }
 
-/// Four `fsync`s waiting for a slow disk (strace delays every fsync memfs
+/// Four `fsync`s waiting for a slow disk (strace delays every flush memfs
 /// makes by 2 s)
 /// do not stall the mount: a `stat` that needs the daemon is answered while
 /// they wait. Before, each fsync held one of the 4 FUSE worker threads for
@@ -601,8 +602,9 @@ fn fsyncs_waiting_for_the_disk_do_not_stall_the_mount() {
         return;
     }
     let mut m = Mounted::unstarted();
+    // (The journal's flush is an fdatasync: that is what a slow disk delays.)
     m.spawn_wrapped(
-        &strace("trace=fsync", "inject=fsync:delay_enter=2000000"),
+        &strace("trace=fdatasync", "inject=fdatasync:delay_enter=2000000"),
         &[],
     );
     // Made by the agent, never looked up through the mount: a stat of it
@@ -713,6 +715,7 @@ fn a_change_is_made_durable_without_flushing_the_whole_disk() {
     assert!(child.wait().unwrap().success());
     let calls = fs::read_to_string(&trace).unwrap();
     assert!(!calls.contains("syncfs("), "{calls}");
+    // The journal's flush of each batch, and the checkpoint's of the files.
     assert!(calls.matches("fdatasync(").count() >= 2, "{calls}");
-    assert!(calls.matches("fsync(").count() >= 4, "{calls}");
+    assert!(calls.matches(" fsync(").count() >= 2, "{calls}");
 }

@@ -219,7 +219,7 @@ fn expected_sha256_through_mcp() {
         json!({"command": "create", "path": "/memories/p.md", "file_text": "one\n"}),
     );
     assert_eq!(r["result"]["isError"], false, "{r}");
-    let stale = memfs::history::sha256_hex(b"zero\n");
+    let stale = memfs::digest::sha256_hex(b"zero\n");
     let r = call(
         &mut m,
         3,
@@ -233,7 +233,7 @@ fn expected_sha256_through_mcp() {
             .contains("has changed"),
         "{r}"
     );
-    let current = memfs::history::sha256_hex(b"one\n");
+    let current = memfs::digest::sha256_hex(b"one\n");
     let r = call(
         &mut m,
         4,

@@ -456,3 +456,11 @@ pub fn open_to_sync(root: &OwnedFd, path: &MemPath) -> io::Result<Option<OwnedFd
         Err(e) => Err(e.into()),
     }
 }
+
+/// The UTF-8 names in a directory (others are passed over).
+pub fn list_names(dir: &OwnedFd) -> io::Result<Vec<String>> {
+    Ok(list_entries(dir)?
+        .into_iter()
+        .filter_map(|(name, _)| name.ok())
+        .collect())
+}

@@ -95,6 +95,7 @@ impl Attach {
     pub fn own(&self, memory: Memory) -> Result<Backend, OpenError> {
         let server = SocketServer::start(
             memory.tool().clone(),
+            memory.control().clone(),
             &memory.data_dir().state,
             self.client_timeout,
             self.max_line,

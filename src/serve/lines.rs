@@ -12,6 +12,7 @@ use serde_json::Value;
 use super::attach;
 use super::line::{self, Reply};
 use super::pipeline::{self, Activity, Bounds, Protocol, Unobserved};
+use crate::control::Control;
 use crate::fuse::Hosted;
 use crate::store::{Door, Origin};
 use crate::tool::Tool;
@@ -20,6 +21,8 @@ use crate::tool::Tool;
 /// and to the session a hello line names.
 struct ToolLines {
     tool: parking_lot::Mutex<Arc<Tool>>,
+    /// The owner's key and history, for control lines.
+    control: Arc<Control>,
     /// Where mounts asked for over the socket are served (none on stdio).
     hosted: Option<Arc<Hosted>>,
 }
@@ -62,6 +65,7 @@ pub fn refuse(mut output: impl Write, text: &str) -> io::Result<()> {
 /// Serves `input` until it ends, answering on `output` (stdio: one trusted peer).
 pub fn serve(
     tool: &Tool,
+    control: &Arc<Control>,
     input: impl BufRead,
     output: impl Write + Send,
     max_line: usize,
@@ -70,7 +74,7 @@ pub fn serve(
         max_line,
         line_timeout: None,
     };
-    let lines = ToolLines::new(tool, None);
+    let lines = ToolLines::new(tool, control, None);
     pipeline::serve(&lines, input, output, bounds, &Unobserved)
 }
 
@@ -78,20 +82,22 @@ pub fn serve(
 /// does; its mount requests are served by `hosted`.
 pub fn serve_client(
     tool: &Tool,
+    control: &Arc<Control>,
     input: impl BufRead,
     output: impl Write + Send,
     bounds: Bounds,
     activity: &dyn Activity,
     hosted: Option<Arc<Hosted>>,
 ) -> io::Result<()> {
-    let lines = ToolLines::new(tool, hosted);
+    let lines = ToolLines::new(tool, control, hosted);
     pipeline::serve(&lines, input, output, bounds, activity)
 }
 
 impl ToolLines {
-    fn new(tool: &Tool, hosted: Option<Arc<Hosted>>) -> Self {
+    fn new(tool: &Tool, control: &Arc<Control>, hosted: Option<Arc<Hosted>>) -> Self {
         ToolLines {
             tool: parking_lot::Mutex::new(Arc::new(tool.clone())),
+            control: control.clone(),
             hosted,
         }
     }
@@ -108,18 +114,14 @@ impl ToolLines {
         // owner's key: an agent's tool input, passed on as a line by its
         // harness, cannot (it never sees memfs' own directory), and is
         // answered as the tool call it then is.
-        let keyed = self
-            .tool
-            .lock()
-            .store()
-            .is_control_key(v.get("key").and_then(Value::as_str));
+        let keyed = self.control.is_key(v.get("key").and_then(Value::as_str));
         if !keyed && !matches!(kind, attach::HELLO | attach::CLEAR) {
             return None;
         }
         match kind {
             attach::HELLO => Some(self.hello(v.get("session").and_then(Value::as_str))),
             kind @ (attach::MOUNT | attach::UNMOUNT) => Some(self.mount(kind, &v)),
-            crate::history::request::TYPE => Some(self.history(v)),
+            crate::control::request::TYPE => Some(self.history(v)),
             attach::CLEAR => Some(self.clear()),
             _ => None,
         }
@@ -171,9 +173,9 @@ impl ToolLines {
 
     /// A history command from `memfs log` and its siblings beside this owner.
     fn history(&self, v: Value) -> String {
-        use crate::history::request::{handle, Reply, Request};
+        use crate::control::request::{handle, Reply, Request};
         let reply = match serde_json::from_value::<Request>(v) {
-            Ok(request) => handle(self.tool.lock().store(), &request),
+            Ok(request) => handle(self.tool.lock().store(), &self.control, &request),
             Err(e) => Reply::error(format!("not a history request this memfs knows: {e}")),
         };
         reply.to_line()

@@ -26,6 +26,7 @@ use super::lines;
 use super::pipeline::{Activity, Bounds};
 use crate::fuse::Hosted;
 use crate::store::{Door, Origin};
+use crate::control::Control;
 use crate::tool::Tool;
 
 /// Clients served at once; past that, the longest-idle one makes room.
@@ -55,6 +56,7 @@ impl SocketServer {
     /// reach it; `line_timeout` bounds how long a started line may take.
     pub fn start(
         tool: Tool,
+        control: Arc<Control>,
         state: &OwnedFd,
         line_timeout: Duration,
         max_line: usize,
@@ -90,7 +92,7 @@ impl SocketServer {
                     clients: registry,
                     last_client: seen,
                 };
-                accept_loop(&listener, &tool, &flag, bounds, &clients, hosted)
+                accept_loop(&listener, &tool, &control, &flag, bounds, &clients, hosted)
             })?;
         Ok(SocketServer {
             state,
@@ -208,6 +210,7 @@ struct Registry {
 fn accept_loop(
     listener: &UnixListener,
     tool: &Tool,
+    control: &Arc<Control>,
     stop: &AtomicBool,
     bounds: Bounds,
     registry: &Registry,
@@ -243,8 +246,9 @@ fn accept_loop(
         let id = next_id;
         clients.lock().insert(id, client.clone());
         *registry.last_client.lock() = Instant::now();
-        let (tool, mine, last_client, hosted) = (
+        let (tool, control, mine, last_client, hosted) = (
             tool.clone(),
+            control.clone(),
             clients.clone(),
             registry.last_client.clone(),
             hosted.clone(),
@@ -252,7 +256,7 @@ fn accept_loop(
         let spawned = std::thread::Builder::new()
             .name("memfs-client".into())
             .spawn(move || {
-                serve_client(&tool, &client, bounds, hosted);
+                serve_client(&tool, &control, &client, bounds, hosted);
                 mine.lock().remove(&id);
                 *last_client.lock() = Instant::now();
             });
@@ -303,12 +307,19 @@ fn prepare(conn: UnixStream, epoch: Instant, bounds: Bounds) -> io::Result<Clien
     Ok(client)
 }
 
-fn serve_client(tool: &Tool, client: &Client, bounds: Bounds, hosted: Option<Arc<Hosted>>) {
+fn serve_client(
+    tool: &Tool,
+    control: &Arc<Control>,
+    client: &Client,
+    bounds: Bounds,
+    hosted: Option<Arc<Hosted>>,
+) {
     let (Ok(input), Ok(output)) = (client.conn.try_clone(), client.conn.try_clone()) else {
         return;
     };
     let tool = tool.with_origin(Origin::agent(Door::Socket));
-    let _ = lines::serve_client(&tool, BufReader::new(input), output, bounds, client, hosted);
+    let input = BufReader::new(input);
+    let _ = lines::serve_client(&tool, control, input, output, bounds, client, hosted);
     let _ = client.conn.shutdown(std::net::Shutdown::Both);
 }
 

@@ -30,8 +30,14 @@ pub enum Origin {
     /// memfs itself: a recovery after the disk refused a change.
     Memfs,
     /// `memfs revert`, run by this user and process: the file at a path
-    /// made what it was at `version` of the history (a person's act).
-    Revert { uid: u32, pid: u32, version: u64 },
+    /// made what it was at `version` of the history (a person's act);
+    /// `note` says so in the version it makes.
+    Revert {
+        uid: u32,
+        pid: u32,
+        version: u64,
+        note: Option<Arc<str>>,
+    },
     /// memfs removing a file nobody read or wrote for a while (`memfs expire`).
     Expiry,
 }
@@ -169,6 +175,10 @@ pub struct Change {
     /// How to take the change back if the disk refuses it (agent changes,
     /// which nobody has been told of yet).
     pub undo: Option<Arc<Undo>>,
+    /// Paths this change (a person's) saves over an agent's change that
+    /// the person's process had not read: lost updates, kept as `overwrite`
+    /// versions so one revert brings the agent's text back.
+    pub overwrites: Vec<MemPath>,
 }
 
 impl ChangeOp {
@@ -247,4 +257,16 @@ impl Ticket {
         }
         result
     }
+}
+
+/// A batch the disk refused, handed back to the store on a channel its
+/// owner made, so that the store decides what memory becomes before anyone
+/// is told (see `Store::recover`): `refused` changes did not reach the
+/// disk; `unconfirmed` ones were written but their flush failed. The store
+/// answers, for each refused change, whether it took it back.
+#[derive(Debug)]
+pub struct Refused {
+    pub refused: Vec<Change>,
+    pub unconfirmed: Vec<Change>,
+    pub answer: std::sync::mpsc::SyncSender<Vec<bool>>,
 }

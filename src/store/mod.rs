@@ -9,7 +9,9 @@
 //! The operations by path, for the tool door, are in this file; the
 //! operations by inode, for the FUSE door, are in `inode_ops.rs`.
 
+mod apply;
 mod change;
+mod fresh;
 mod inode_ops;
 mod limits;
 mod tree;
@@ -22,7 +24,9 @@ use std::time::SystemTime;
 
 use parking_lot::{Mutex, RwLock, RwLockWriteGuard};
 
-pub use change::{Change, ChangeOp, ChangeSink, Door, Meta, Origin, Process, Ticket, Touched};
+pub use change::{
+    Change, ChangeOp, ChangeSink, Door, Meta, Origin, Process, Refused, Ticket, Touched,
+};
 pub use inode_ops::{DirEntry, InfoKind, NewNode, NodeInfo, RenameMode, SetAttr};
 pub use limits::{Growth, Limits};
 pub use tree::{Attr, Ino, Node, NodeKind, Tree, DIR_MODE, FILE_MODE, ROOT_INO};
@@ -88,10 +92,9 @@ pub struct Store {
     /// When each file was last read (writes move its mtime). Taken after the
     /// tree lock, never before it.
     used: Mutex<HashMap<Ino, SystemTime>>,
-    /// The history this store's changes are recorded in, if any.
-    history: std::sync::OnceLock<Arc<crate::history::History>>,
-    /// The owner's control key (see `DataDir::key`).
-    control_key: std::sync::OnceLock<String>,
+    /// What people read, for telling lost updates. Taken after the tree
+    /// lock, never before it.
+    fresh: Mutex<fresh::Fresh>,
 }
 
 impl Store {
@@ -106,29 +109,8 @@ impl Store {
             seq: Default::default(),
             unsaved: Mutex::default(),
             used: Mutex::default(),
-            history: std::sync::OnceLock::new(),
-            control_key: std::sync::OnceLock::new(),
+            fresh: Mutex::default(),
         }
-    }
-
-    /// Sets the key control lines must carry (see `DataDir::key`).
-    pub fn set_control_key(&self, key: String) {
-        let _ = self.control_key.set(key);
-    }
-
-    /// Whether `key` is the owner's control key (never, when it has none).
-    pub fn is_control_key(&self, key: Option<&str>) -> bool {
-        matches!((self.control_key.get(), key), (Some(k), Some(given)) if k == given)
-    }
-
-    /// Attaches the history the persister records this store's changes in
-    /// (for the history commands and for noting what people read).
-    pub fn set_history(&self, history: Arc<crate::history::History>) {
-        let _ = self.history.set(history);
-    }
-
-    pub fn history(&self) -> Option<&Arc<crate::history::History>> {
-        self.history.get()
     }
 
     pub fn limits(&self) -> Limits {
@@ -510,12 +492,14 @@ impl Store {
     ) -> Ticket {
         ops.extend(parent_times(held, &ops));
         let seq = self.seq.fetch_add(1, std::sync::atomic::Ordering::Relaxed) + 1;
+        let overwrites = self.fresh.lock().judge(seq, &origin, &ops);
         let change = Change {
             seq,
             origin,
             ops,
             touched,
             undo: undo.map(Arc::new),
+            overwrites,
         };
         let mut ticket = match &self.persist {
             Some(sink) => sink.submit(&change),
@@ -570,6 +554,7 @@ impl Store {
                 ops: Vec::new(),
                 touched,
                 undo: None,
+                overwrites: Vec::new(),
             };
             let observers = self.observers.read();
             observers
@@ -597,7 +582,7 @@ fn check_expected(tree: &Tree, path: &MemPath, expect: Option<&str>) -> Result<(
     let ino = tree.resolve(path)?;
     match &tree.node(ino).kind {
         NodeKind::File(data) => {
-            let actual = crate::history::sha256_hex(data);
+            let actual = crate::digest::sha256_hex(data);
             if actual.eq_ignore_ascii_case(expect) {
                 Ok(())
             } else {

@@ -14,13 +14,10 @@ impl Store {
         self.used.lock().insert(ino, SystemTime::now());
     }
 
-    /// A person's process `pid` opened `ino` to read it: the history keeps
-    /// what they saw, to tell a lost update from a save.
+    /// A person's process `pid` opened `ino` to read it: what they saw, to
+    /// tell a lost update from a save.
     pub fn note_open(&self, ino: Ino, pid: u32) {
         self.note_use(ino);
-        let Some(history) = self.history.get() else {
-            return;
-        };
         let (path, seq) = {
             let tree = self.tree.read();
             (
@@ -29,7 +26,7 @@ impl Store {
             )
         };
         if let Some(path) = path {
-            history.note_read(pid, path, seq);
+            self.fresh.lock().note_read(pid, path, seq);
         }
     }
 

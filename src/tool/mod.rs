@@ -337,9 +337,9 @@ fn changed(path: &MemPath, e: &Error) -> String {
 /// Checks `expected_sha256` against the bytes an edit starts from.
 fn expected(path: &MemPath, bytes: &[u8], expect: Option<&str>) -> Result<(), EditFailure> {
     match expect {
-        Some(sha) if !crate::history::sha256_hex(bytes).eq_ignore_ascii_case(sha) => {
+        Some(sha) if !crate::digest::sha256_hex(bytes).eq_ignore_ascii_case(sha) => {
             let e = Error::Changed {
-                actual: crate::history::sha256_hex(bytes),
+                actual: crate::digest::sha256_hex(bytes),
             };
             Err(changed(path, &e).into())
         }

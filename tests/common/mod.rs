@@ -212,6 +212,25 @@ pub fn skip(test: &str, why: &str) -> bool {
     true
 }
 
+/// `memfs --data DIR checkpoint`, when a memfs owns DIR (its socket
+/// answers): the plain files current and on disk when it returns.
+pub fn checkpoint(dir: &Path) {
+    if std::os::unix::net::UnixStream::connect(dir.join(".memfs/sock")).is_err() {
+        return;
+    }
+    let out = memfs()
+        .arg("--data")
+        .arg(dir)
+        .arg("checkpoint")
+        .output()
+        .expect("run memfs checkpoint");
+    assert!(
+        out.status.success(),
+        "memfs checkpoint: {}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+}
+
 /// A `memfs mount` running on a fresh data dir and mount point.
 pub struct Mounted {
     pub data: tempfile::TempDir,
@@ -299,8 +318,11 @@ impl Mounted {
         self.mnt.path().join(rel)
     }
 
-    /// The file as the data dir holds it on disk.
+    /// The file as the data dir holds it on disk. The plain files are a
+    /// checkpoint the journal runs ahead of: while memfs runs, they are
+    /// brought up to date first (`memfs checkpoint`, as a person would).
     pub fn on_disk(&self, rel: &str) -> std::path::PathBuf {
+        checkpoint(self.data.path());
         self.data.path().join("memories").join(rel)
     }
 

@@ -5,7 +5,7 @@ use std::sync::{Arc, Weak};
 use std::time::{Duration, SystemTime};
 
 use super::request::Reply;
-use super::Refusal;
+use crate::journal::Refusal;
 use crate::error::Error;
 use crate::path::MemPath;
 use crate::store::Store;

@@ -29,7 +29,8 @@ pub enum Op {
     Found,
     /// Old history was dropped by the retention policy (`note` says what).
     Prune,
-    /// A version that did not take effect (on disk only, never shown).
+    /// A version that did not take effect (only in histories written
+    /// before the journal; never shown).
     Void,
 }
 
@@ -173,9 +174,18 @@ pub struct Row {
     pub pruned: bool,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub note: Option<String>,
-    /// The persister's batch that wrote it (crash recovery checks the last).
+    /// The journal's batch that holds it.
     #[serde(default)]
     pub batch: u64,
+    /// The change it is part of: one tool command, one person's save, one
+    /// act of memfs' own (a number of the journal's, never reused). Applying
+    /// a change twice is a no-op: a replica skips change ids it has.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub change: Option<u64>,
+    /// The data dir (or host) whose journal made it: a version is unique
+    /// across hosts as `origin` plus `version`. Filled in when read.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub origin: Option<String>,
 }
 
 impl Row {

@@ -3,8 +3,7 @@
 
 use std::io::Write;
 
-use super::row::{Op, Row};
-use super::History;
+use crate::journal::{History, Op, Refusal, Row};
 
 /// A path as fast-import reads it: C-style quoted, relative to the memory.
 fn quoted(path: &str) -> Option<String> {
@@ -64,9 +63,9 @@ fn data(out: &mut Vec<u8>, bytes: &[u8]) {
 }
 
 /// The whole kept history, oldest first, as a fast-import stream for `refs/heads/main`.
-pub fn fast_import(history: &History) -> Vec<u8> {
+pub fn fast_import(history: &History) -> Result<Vec<u8>, Refusal> {
     let mut out = Vec::new();
-    for row in history.all() {
+    for row in history.all()? {
         if matches!(row.op, Op::Prune | Op::Void) {
             continue;
         }
@@ -92,7 +91,7 @@ pub fn fast_import(history: &History) -> Vec<u8> {
         if let Some(from) = row
             .from
             .as_deref()
-            .filter(|_| row.note.as_deref() != Some(super::ledger::EXCHANGED))
+            .filter(|_| row.note.as_deref() != Some(crate::journal::EXCHANGED))
         {
             if let Some(from) = quoted(from) {
                 let _ = writeln!(out, "D {from}");
@@ -112,5 +111,5 @@ pub fn fast_import(history: &History) -> Vec<u8> {
         }
         out.push(b'\n');
     }
-    out
+    Ok(out)
 }

@@ -7,7 +7,8 @@ use std::sync::Arc;
 
 use serde::{Deserialize, Serialize};
 
-use super::{History, Refusal};
+use super::Control;
+use crate::journal::{History, Op, Refusal, Row};
 use crate::path::MemPath;
 use crate::store::{Origin, Snapshot, Store, Window};
 
@@ -41,6 +42,8 @@ pub enum Request {
         path: bool,
     },
     Export,
+    /// The plain files brought up to date now.
+    Checkpoint,
     Expire {
         idle: String,
         dry_run: bool,
@@ -149,9 +152,9 @@ fn path(text: Option<&str>) -> Result<MemPath, Refusal> {
 }
 
 /// Runs a request against the memory `store` serves.
-pub fn handle(store: &Arc<Store>, request: &Request) -> Reply {
-    let Some(history) = store.history() else {
-        return Reply::error("this memory keeps no history (its memfs runs with --no-history)");
+pub fn handle(store: &Arc<Store>, control: &Control, request: &Request) -> Reply {
+    let Some(history) = control.history() else {
+        return Reply::error("this memory keeps no history");
     };
     match run(store, history, request) {
         Ok(reply) => reply,
@@ -174,9 +177,9 @@ fn run(store: &Arc<Store>, history: &History, request: &Request) -> Result<Reply
                     .chain([".*".to_string()]),
             );
             let mut out = String::new();
-            for row in history.log(&at) {
+            for row in history.log(&at)? {
                 let name = row.path.rsplit('/').next().unwrap_or_default();
-                if !*all && row.op != super::Op::Prune && scratch.hides(name) {
+                if !*all && row.op != Op::Prune && scratch.hides(name) {
                     continue;
                 }
                 if *json {
@@ -219,11 +222,18 @@ fn run(store: &Arc<Store>, history: &History, request: &Request) -> Result<Reply
             pid,
         } => {
             let v = version(v)?;
-            let (at, data) = history.revert_target(v)?;
+            let (at, data, row) = history.revert_target(v)?;
+            let note = match row.op {
+                Op::Delete | Op::Expire | Op::Overwrite => {
+                    format!("undoes version {v} ({})", row.op.as_str())
+                }
+                _ => format!("back to version {v}"),
+            };
             let origin = Origin::Revert {
                 uid: *uid,
                 pid: *pid,
                 version: v,
+                note: Some(note.into()),
             };
             let ticket = store
                 .create_file(&at, data, true, origin)
@@ -237,7 +247,11 @@ fn run(store: &Arc<Store>, history: &History, request: &Request) -> Result<Reply
             let said = history.redact(version(v)?, *path)?;
             Ok(Reply::ok(format!("{said}\n")))
         }
-        Request::Export => Ok(Reply::ok(super::export::fast_import(history))),
+        Request::Export => Ok(Reply::ok(super::export::fast_import(history)?)),
+        Request::Checkpoint => {
+            history.checkpoint()?;
+            Ok(Reply::ok("the plain files are current and on disk\n"))
+        }
         Request::Expire {
             idle,
             dry_run,
@@ -251,10 +265,10 @@ fn run(store: &Arc<Store>, history: &History, request: &Request) -> Result<Reply
 }
 
 /// The content at a version; nothing for a delete (so a diff shows it all removed).
-fn content_or_empty(history: &History, v: u64) -> Result<(super::Row, Vec<u8>), Refusal> {
+fn content_or_empty(history: &History, v: u64) -> Result<(Row, Vec<u8>), Refusal> {
     match history.content(v) {
         Ok(found) => Ok(found),
-        Err(e) => match history.row(v) {
+        Err(e) => match history.row(v)? {
             Some(row) if row.sha256.is_none() && !row.redacted => Ok((row, Vec::new())),
             _ => Err(e),
         },

@@ -1,0 +1,34 @@
+//! The door-level commands beyond the memory tool: the history commands
+//! (`memfs log`, `show`, `diff`, `revert`, `redact`, `export --git`,
+//! `expire`) as requests an owner answers, and the key that control lines
+//! acting beyond the tool must carry. Above the store and the journal:
+//! it uses both, neither knows it.
+
+pub mod expire;
+pub mod export;
+pub mod request;
+
+use crate::journal::History;
+
+/// What a door needs to answer control lines: the owner's key and the
+/// memory's history.
+#[derive(Clone, Default)]
+pub struct Control {
+    key: Option<String>,
+    history: Option<History>,
+}
+
+impl Control {
+    pub fn new(key: Option<String>, history: Option<History>) -> Control {
+        Control { key, history }
+    }
+
+    /// Whether `key` is the owner's control key (never, when it has none).
+    pub fn is_key(&self, key: Option<&str>) -> bool {
+        matches!((self.key.as_deref(), key), (Some(k), Some(given)) if k == given)
+    }
+
+    pub fn history(&self) -> Option<&History> {
+        self.history.as_ref()
+    }
+}

@@ -1,0 +1,72 @@
+//! Content hashes: the sha256 that names a file's content everywhere in
+//! memfs (versions, preconditions, the journal's content index). A leaf
+//! module: it knows nothing else of memfs.
+
+use sha2::{Digest, Sha256};
+
+/// A sha256 as 32 bytes.
+#[derive(Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord)]
+pub struct Sha([u8; 32]);
+
+impl Sha {
+    pub fn of(data: &[u8]) -> Sha {
+        Sha(Sha256::digest(data).into())
+    }
+
+    /// Parses 64 hex digits (either case).
+    pub fn parse(hex: &str) -> Option<Sha> {
+        let bytes = hex.as_bytes();
+        if bytes.len() != 64 {
+            return None;
+        }
+        let mut out = [0u8; 32];
+        for (i, pair) in bytes.chunks(2).enumerate() {
+            let digit = |b: u8| (b as char).to_digit(16);
+            out[i] = (digit(pair[0])? * 16 + digit(pair[1])?) as u8;
+        }
+        Some(Sha(out))
+    }
+
+    pub fn hex(&self) -> String {
+        let mut out = String::with_capacity(64);
+        for b in self.0 {
+            out.push_str(&format!("{b:02x}"));
+        }
+        out
+    }
+}
+
+impl std::fmt::Debug for Sha {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(f, "{}", &self.hex()[..12])
+    }
+}
+
+impl std::fmt::Display for Sha {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(&self.hex())
+    }
+}
+
+/// The sha256 of `data` as 64 lower-case hex digits.
+pub fn sha256_hex(data: &[u8]) -> String {
+    Sha::of(data).hex()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn hex_round_trips_and_matches_the_known_digest() {
+        let sha = Sha::of(b"abc");
+        assert_eq!(
+            sha.hex(),
+            "ba7816bf8f01cfea414140de5dae2223b00361a396177a9cb410ff61f20015ad"
+        );
+        assert_eq!(Sha::parse(&sha.hex()), Some(sha));
+        assert_eq!(Sha::parse(&sha.hex().to_uppercase()), Some(sha));
+        assert_eq!(Sha::parse("zz"), None);
+        assert_eq!(Sha::parse(&"g".repeat(64)), None);
+    }
+}

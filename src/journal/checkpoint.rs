@@ -1,0 +1,448 @@
+//! The checkpointer: brings the plain files (`DIR/memories`, the SDK's
+//! layout) up to date from durable journal batches, behind the
+//! acknowledgement and off the write path, then says how far it got.
+//!
+//! It waits a moment after the first batch it is given (`checkpoint_delay`)
+//! and then applies all it holds at once: a file written many times is
+//! written once. Each new content goes to `.memfs/tmp/`, is written back to
+//! the device, and is renamed into place (a reader of the plain files sees
+//! each file at its old or its new content); a deleted tree is moved out in
+//! one rename. Then every file and directory it changed is flushed, and
+//! only then does it report the batch it reached: the journal writes that
+//! down, and a later start replays only what came after it.
+//!
+//! When the disk refuses a step it tries again later, from that step; the
+//! journal holds everything meanwhile (and a start replays it), so nothing
+//! is lost and nobody is told: the plain files are only behind.
+
+use std::collections::{BTreeMap, BTreeSet, HashMap};
+use std::io;
+use std::os::fd::OwnedFd;
+use std::sync::atomic::Ordering;
+use std::sync::mpsc::{Receiver, RecvTimeoutError, SyncSender};
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use super::writer::Shared;
+use crate::error::DiskError;
+use crate::path::MemPath;
+use crate::persist::fsops;
+use crate::store::{Change, ChangeOp, Meta};
+
+pub enum Msg {
+    /// A durable batch to bring the files up to date with, and the bytes
+    /// it writes into them.
+    Batch {
+        batch: u64,
+        changes: Vec<Change>,
+        plain: u64,
+    },
+    /// Write out everything held now, then answer whether that worked.
+    Flush(SyncSender<bool>),
+    /// Write out everything, answer whether that worked, and stop.
+    Stop(SyncSender<bool>),
+}
+
+/// The plain files' directories.
+pub struct Files {
+    pub memories: OwnedFd,
+    pub tmp: OwnedFd,
+    pub trash: OwnedFd,
+}
+
+impl Files {
+    pub fn try_clone(&self) -> io::Result<Files> {
+        Ok(Files {
+            memories: self.memories.try_clone()?,
+            tmp: self.tmp.try_clone()?,
+            trash: self.trash.try_clone()?,
+        })
+    }
+}
+
+/// Past this many files and directories to flush, one `syncfs` instead.
+const MAX_SYNCS: usize = 1024;
+
+pub fn run(files: Files, rx: Receiver<Msg>, journal: Arc<Shared>, delay: Duration) {
+    let mut held: Vec<(u64, Vec<Change>)> = Vec::new();
+    let mut held_bytes = 0u64;
+    let mut since: Option<Instant> = None;
+    let mut retry = Duration::from_millis(100);
+    let mut failing = false;
+    let mut progress = Progress::default();
+    loop {
+        let wait = match since {
+            None => None,
+            Some(t) if failing => Some(retry.saturating_sub(t.elapsed())),
+            Some(t) => Some(delay.saturating_sub(t.elapsed())),
+        };
+        let msg = match wait {
+            None => rx.recv().map_err(|_| RecvTimeoutError::Disconnected),
+            // Its time has come: under a steady stream of batches, never
+            // wait for one more.
+            Some(d) if d.is_zero() => Err(RecvTimeoutError::Timeout),
+            Some(d) => rx.recv_timeout(d),
+        };
+        let mut answers: Vec<SyncSender<bool>> = Vec::new();
+        let mut stop = false;
+        match msg {
+            Ok(Msg::Batch {
+                batch,
+                changes,
+                plain,
+            }) => {
+                held.push((batch, changes));
+                held_bytes += plain;
+                since.get_or_insert_with(Instant::now);
+                // Drain what else is there, then wait out the delay.
+                continue;
+            }
+            Ok(Msg::Flush(tx)) => answers.push(tx),
+            Ok(Msg::Stop(tx)) => {
+                answers.push(tx);
+                stop = true;
+            }
+            Err(RecvTimeoutError::Timeout) => {}
+            Err(RecvTimeoutError::Disconnected) => stop = true,
+        }
+        // Take in whatever else arrived, so one pass covers it.
+        while let Ok(msg) = rx.try_recv() {
+            match msg {
+                Msg::Batch {
+                    batch,
+                    changes,
+                    plain,
+                } => {
+                    held.push((batch, changes));
+                    held_bytes += plain;
+                }
+                Msg::Flush(tx) => answers.push(tx),
+                Msg::Stop(tx) => {
+                    stop = true;
+                    answers.push(tx);
+                }
+            }
+        }
+        if !held.is_empty() {
+            match apply(&files, &held, &mut progress) {
+                Ok(()) => {
+                    let last = held.last().map_or(0, |(b, _)| *b);
+                    journal.checkpointed.fetch_max(last, Ordering::AcqRel);
+                    journal.unwritten.fetch_sub(held_bytes, Ordering::AcqRel);
+                    held_bytes = 0;
+                    held.clear();
+                    progress = Progress::default();
+                    since = None;
+                    if failing {
+                        tracing::info!("the plain files are current again");
+                    }
+                    failing = false;
+                    retry = Duration::from_millis(100);
+                }
+                Err(e) => {
+                    if !failing {
+                        tracing::warn!(
+                            "the plain files could not be brought up to date ({e}); the journal holds every change, and memfs tries again"
+                        );
+                    }
+                    failing = true;
+                    since = Some(Instant::now());
+                    retry = (retry * 2).min(Duration::from_secs(2));
+                }
+            }
+        }
+        for tx in answers {
+            let _ = tx.send(!failing);
+        }
+        if stop {
+            return;
+        }
+    }
+}
+
+/// How far a pass that failed got: ops done are not done again.
+#[derive(Default)]
+struct Progress {
+    /// Ops of the held batches already applied, in order.
+    done: usize,
+    /// What those ops changed that is not flushed yet.
+    sync: SyncSet,
+    trash: Vec<String>,
+}
+
+/// What a pass changed and must flush: files by their current path (moved
+/// along with renames), and directories whose entries or times changed.
+#[derive(Default)]
+struct SyncSet {
+    files: BTreeSet<MemPath>,
+    nodes: BTreeSet<MemPath>,
+}
+
+impl SyncSet {
+    fn moved(&mut self, from: &MemPath, to: &MemPath) {
+        for set in [&mut self.files, &mut self.nodes] {
+            let under: Vec<MemPath> = set
+                .range(from.clone()..)
+                .take_while(|p| p.starts_with(from))
+                .cloned()
+                .collect();
+            for p in under {
+                set.remove(&p);
+                set.insert(p.rebase(from, to));
+            }
+        }
+    }
+
+    fn removed(&mut self, at: &MemPath) {
+        for set in [&mut self.files, &mut self.nodes] {
+            let under: Vec<MemPath> = set
+                .range(at.clone()..)
+                .take_while(|p| p.starts_with(at))
+                .cloned()
+                .collect();
+            for p in under {
+                set.remove(&p);
+            }
+        }
+    }
+
+    fn with_ancestors(&mut self, path: &MemPath) {
+        let mut at = path.parent();
+        while let Some(dir) = at {
+            at = dir.parent();
+            if !self.nodes.insert(dir) {
+                break;
+            }
+        }
+    }
+}
+
+/// Brings the plain files up to date with `held`, from the op `progress`
+/// reached; then flushes everything the pass changed.
+fn apply(files: &Files, held: &[(u64, Vec<Change>)], progress: &mut Progress) -> io::Result<()> {
+    let ops: Vec<(u64, &ChangeOp)> = held
+        .iter()
+        .flat_map(|(b, changes)| changes.iter().flat_map(move |c| c.ops.iter().map(move |op| (*b, op))))
+        .collect();
+    let skip = superseded(&ops);
+    let mut times: BTreeMap<MemPath, Meta> = BTreeMap::new();
+    for (i, (batch, op)) in ops.iter().enumerate().skip(progress.done) {
+        if !skip[i] {
+            apply_op(files, op, &format!("{batch}-{i}"), progress, &mut times)
+                .map_err(|e| io::Error::new(e.kind(), format!("{}: {e}", doing(op))))?;
+        }
+        progress.done = i + 1;
+    }
+    // Directory times last, once each: the entry ops before moved them.
+    for (path, meta) in &times {
+        let _ = fsops::open_parent(&files.memories, path, false)
+            .and_then(|parent| fsops::set_times(&files.memories, &parent, path, meta));
+    }
+    flush(files, &progress.sync)?;
+    for name in std::mem::take(&mut progress.trash) {
+        let _ = fsops::remove_tree(&files.trash, &name);
+    }
+    Ok(())
+}
+
+fn doing(op: &ChangeOp) -> &'static str {
+    match op {
+        ChangeOp::Write { .. } => "writing a file",
+        ChangeOp::MakeDir { .. } => "making a directory",
+        ChangeOp::Remove { .. } => "removing",
+        ChangeOp::Rename { .. } | ChangeOp::Exchange { .. } => "renaming",
+        ChangeOp::Symlink { .. } => "making a symbolic link",
+        ChangeOp::SetMeta { .. } | ChangeOp::SetTimes { .. } => "setting attributes",
+    }
+}
+
+/// Which writes a later write of the same path makes pointless (nothing
+/// that moves, removes or replaces a node in between).
+fn superseded(ops: &[(u64, &ChangeOp)]) -> Vec<bool> {
+    let mut skip = vec![false; ops.len()];
+    let mut last: HashMap<&MemPath, usize> = HashMap::new();
+    for (i, (_, op)) in ops.iter().enumerate() {
+        match op {
+            ChangeOp::Write { path, .. } => {
+                if let Some(j) = last.insert(path, i) {
+                    skip[j] = true;
+                }
+            }
+            ChangeOp::SetMeta { .. } | ChangeOp::SetTimes { .. } => {}
+            ChangeOp::MakeDir { path, .. } | ChangeOp::Symlink { path, .. } => {
+                last.remove(path);
+            }
+            ChangeOp::Remove { .. } | ChangeOp::Rename { .. } | ChangeOp::Exchange { .. } => {
+                last.clear()
+            }
+        }
+    }
+    skip
+}
+
+fn leaf(path: &MemPath) -> &str {
+    path.file_name().expect("changes never name the root")
+}
+
+fn apply_op(
+    files: &Files,
+    op: &ChangeOp,
+    stage: &str,
+    progress: &mut Progress,
+    times: &mut BTreeMap<MemPath, Meta>,
+) -> io::Result<()> {
+    let root = &files.memories;
+    let sync = &mut progress.sync;
+    match op {
+        ChangeOp::Write { path, data, meta } => {
+            let written = fsops::write_new_file(&files.tmp, stage, data, meta);
+            if written.is_err() {
+                let _ = rustix::fs::unlinkat(&files.tmp, stage, rustix::fs::AtFlags::empty());
+            }
+            drop(written?);
+            if let Err(e) = fsops::place(root, &files.tmp, stage, path) {
+                let _ = rustix::fs::unlinkat(&files.tmp, stage, rustix::fs::AtFlags::empty());
+                let _ = fsops::remove_tree(&files.tmp, format!("{stage}.dirs"));
+                return Err(e);
+            }
+            sync.files.insert(path.clone());
+            sync.with_ancestors(path);
+        }
+        ChangeOp::MakeDir { path, meta } => {
+            let parent = fsops::open_parent(root, path, true)?;
+            fsops::make_dir(&parent, leaf(path), meta)?;
+            sync.with_ancestors(path);
+            sync.nodes.insert(path.clone());
+        }
+        ChangeOp::Remove { path } => {
+            match fsops::open_parent(root, path, false)
+                .and_then(|parent| fsops::rename_noreplace(&parent, leaf(path), &files.trash, stage))
+            {
+                Ok(()) => progress.trash.push(stage.to_string()),
+                // Already gone from the disk (or a file stands where a
+                // directory on its path would be): the removal holds.
+                Err(e)
+                    if e.kind() == io::ErrorKind::NotFound
+                        || e.raw_os_error() == Some(libc::ENOTDIR) => {}
+                Err(e) => return Err(e),
+            }
+            sync.removed(path);
+            sync.nodes.extend(path.parent());
+        }
+        ChangeOp::Rename { from, to, replace } => {
+            let from_dir = fsops::open_parent(root, from, false)?;
+            let to_dir = fsops::open_parent(root, to, true)?;
+            let moved = if *replace {
+                // One atomic step: a crash leaves the old or the new node at
+                // `to`, never none.
+                fsops::replace(&from_dir, leaf(from), &to_dir, leaf(to), &files.trash, stage)
+            } else {
+                fsops::rename_noreplace(&from_dir, leaf(from), &to_dir, leaf(to)).map(|()| false)
+            };
+            match moved {
+                Ok(true) => progress.trash.push(stage.to_string()),
+                Ok(false) => {}
+                // The source lives in memory only (a FIFO, socket or device
+                // node): the target must be gone from the disk, which is all.
+                Err(e) if e.kind() == io::ErrorKind::NotFound => {
+                    if *replace
+                        && fsops::rename_noreplace(&to_dir, leaf(to), &files.trash, stage).is_ok()
+                    {
+                        progress.trash.push(stage.to_string());
+                    }
+                }
+                Err(e) => return Err(e),
+            }
+            sync.removed(to);
+            sync.moved(from, to);
+            sync.nodes.extend(from.parent());
+            sync.with_ancestors(to);
+        }
+        ChangeOp::Exchange { a, b } => {
+            let a_dir = fsops::open_parent(root, a, false)?;
+            let b_dir = fsops::open_parent(root, b, false)?;
+            match fsops::exchange(&a_dir, leaf(a), &b_dir, leaf(b)) {
+                // One side lives in memory only: the other just moves.
+                Err(e) if e.kind() == io::ErrorKind::NotFound => {
+                    let moved = fsops::rename_noreplace(&a_dir, leaf(a), &b_dir, leaf(b))
+                        .or_else(|_| fsops::rename_noreplace(&b_dir, leaf(b), &a_dir, leaf(a)));
+                    match moved {
+                        Err(e) if e.kind() == io::ErrorKind::NotFound => {}
+                        other => other?,
+                    }
+                }
+                other => other?,
+            }
+            let swap = MemPath::root().join(".memfs-exchange");
+            sync.moved(a, &swap);
+            sync.moved(b, a);
+            sync.moved(&swap, b);
+            sync.nodes.extend(a.parent());
+            sync.nodes.extend(b.parent());
+        }
+        ChangeOp::Symlink { path, target, meta } => {
+            let parent = fsops::open_parent(root, path, true)?;
+            fsops::symlink(&parent, leaf(path), target, meta)?;
+            sync.with_ancestors(path);
+        }
+        ChangeOp::SetTimes { path, meta } => {
+            times.insert(path.clone(), *meta);
+            sync.nodes.insert(path.clone());
+        }
+        ChangeOp::SetMeta { path, meta } if path.is_root() => {
+            fsops::set_dir_meta(root, meta)?;
+            sync.nodes.insert(path.clone());
+        }
+        ChangeOp::SetMeta { path, meta } => {
+            let parent = fsops::open_parent(root, path, false)?;
+            match fsops::set_meta(&parent, leaf(path), meta) {
+                Ok(()) => {
+                    sync.nodes.insert(path.clone());
+                }
+                // Not on disk (yet, or any more): its next write carries the attributes.
+                Err(e) if e.kind() == io::ErrorKind::NotFound => {}
+                Err(e) => return Err(e),
+            }
+        }
+    }
+    Ok(())
+}
+
+/// Flushes what a pass changed: each file's data, each directory's entries
+/// and each node's attributes (or, past `MAX_SYNCS`, the whole file system).
+fn flush(files: &Files, sync: &SyncSet) -> io::Result<()> {
+    let flushing = |e: io::Error| io::Error::new(e.kind(), format!("flushing to stable storage: {e}"));
+    if sync.files.len() + sync.nodes.len() > MAX_SYNCS {
+        return fsops::sync_filesystem(&files.memories).map_err(flushing);
+    }
+    for path in &sync.files {
+        if let Some(fd) = fsops::open_to_sync(&files.memories, path).map_err(flushing)? {
+            fsops::sync_data(&fd).map_err(flushing)?;
+        }
+    }
+    for path in &sync.nodes {
+        if let Some(fd) = fsops::open_to_sync(&files.memories, path).map_err(flushing)? {
+            fsops::sync_all(&fd).map_err(flushing)?;
+        }
+    }
+    Ok(())
+}
+
+/// Applies `ops` to the plain files now and flushes them (start-up, when
+/// the journal's tail is replayed before anything is served).
+pub fn apply_now(files: &Files, ops: Vec<ChangeOp>) -> Result<(), DiskError> {
+    if ops.is_empty() {
+        return Ok(());
+    }
+    let change = Change {
+        seq: 0,
+        origin: crate::store::Origin::Memfs,
+        ops,
+        touched: Vec::new(),
+        undo: None,
+        overwrites: Vec::new(),
+    };
+    let mut progress = Progress::default();
+    apply(files, &[(0, vec![change])], &mut progress)
+        .map_err(|e| DiskError::new("bringing the plain files up to date", e))
+}

@@ -1,0 +1,234 @@
+//! The history is the journal: every query reads the frames on disk (the
+//! rows are not kept in memory), and a content is read where the journal
+//! holds it, checked against its hash.
+
+use std::io;
+use std::os::fd::OwnedFd;
+use std::sync::Arc;
+
+use super::row::{Op, Row};
+use super::segment;
+use super::state::State;
+use super::versions::BEFORE_HISTORY;
+use super::writer::Shared;
+use crate::digest::Sha;
+use crate::path::MemPath;
+
+/// Why a history request failed, in words for the person who asked.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[error("{0}")]
+pub struct Refusal(pub String);
+
+pub(super) fn refuse<T>(text: impl Into<String>) -> Result<T, Refusal> {
+    Err(Refusal(text.into()))
+}
+
+/// Every row the journal in `dir` holds, oldest first (`state` says how far
+/// each segment goes), with its origin filled in.
+pub(super) fn rows(dir: &OwnedFd, st: &State) -> io::Result<Vec<Row>> {
+    let mut out = Vec::new();
+    for (&n, seg) in &st.segments {
+        segment::read(dir, n, Some(seg.bytes), false, &mut |frame| {
+            let h = frame.header;
+            out.extend(h.kept);
+            for change in h.changes {
+                out.extend(change.rows);
+            }
+            Ok(())
+        })?;
+    }
+    for row in &mut out {
+        row.origin = Some(st.origin.clone());
+    }
+    // In the order they were made (a compacted segment's prune row, say,
+    // is newer than the rows after it).
+    out.sort_by_key(Row::id);
+    Ok(out)
+}
+
+/// The bytes of content `sha`, if the journal holds them (checked).
+pub(super) fn content_of(dir: &OwnedFd, st: &State, sha: &Sha) -> io::Result<Option<Vec<u8>>> {
+    let Some(loc) = st.contents.get(sha) else {
+        return Ok(None);
+    };
+    let fd = segment::open_read(dir, loc.segment)?;
+    let data = segment::read_at(&fd, loc.at, loc.len)?;
+    if Sha::of(&data) != *sha {
+        return Err(io::Error::new(
+            io::ErrorKind::InvalidData,
+            "the kept content is damaged (its sha256 does not match)",
+        ));
+    }
+    Ok(Some(data))
+}
+
+/// The history of one memory: versions, their contents, going back.
+#[derive(Clone)]
+pub struct History {
+    pub(super) shared: Arc<Shared>,
+}
+
+fn no_version(version: u64) -> Refusal {
+    Refusal(format!(
+        "no version {version} in the history (it may have been pruned)"
+    ))
+}
+
+impl History {
+    fn rows(&self) -> Result<Vec<Row>, Refusal> {
+        let st = self.shared.state.lock();
+        rows(&self.shared.dir, &st).map_err(|e| {
+            Refusal(format!(
+                "the history cannot be read: {}",
+                crate::units::describe_io(&e)
+            ))
+        })
+    }
+
+    /// The rows about `at` (a file, one that no longer exists, or a whole
+    /// directory), newest first, following each file back through its renames.
+    pub fn log(&self, at: &MemPath) -> Result<Vec<Row>, Refusal> {
+        let rows = self.rows()?;
+        let mut tracked: Vec<MemPath> = vec![at.clone()];
+        let mut out = Vec::new();
+        for row in rows.into_iter().rev() {
+            let path = MemPath::parse(&row.path).ok();
+            let hit = at.is_root()
+                || path
+                    .as_ref()
+                    .is_some_and(|p| tracked.iter().any(|t| p.starts_with(t)));
+            if !hit {
+                continue;
+            }
+            if let Some(from) = row.from.as_deref().and_then(|f| MemPath::parse(f).ok()) {
+                if !tracked.iter().any(|t| from.starts_with(t)) {
+                    tracked.push(from);
+                }
+            }
+            out.push(row);
+        }
+        Ok(out)
+    }
+
+    pub fn row(&self, version: u64) -> Result<Option<Row>, Refusal> {
+        Ok(self.rows()?.into_iter().find(|r| r.id() == version))
+    }
+
+    /// Every kept row, oldest first (for `export`).
+    pub fn all(&self) -> Result<Vec<Row>, Refusal> {
+        self.rows()
+    }
+
+    /// The content `sha`, if kept.
+    pub fn blob(&self, sha: &str) -> Option<Vec<u8>> {
+        let sha = Sha::parse(sha)?;
+        let st = self.shared.state.lock();
+        content_of(&self.shared.dir, &st, &sha).ok().flatten()
+    }
+
+    /// The file's bytes at `version`.
+    pub fn content(&self, version: u64) -> Result<(Row, Vec<u8>), Refusal> {
+        let row = self.row(version)?.ok_or_else(|| no_version(version))?;
+        self.content_of_row(row)
+    }
+
+    fn content_of_row(&self, row: Row) -> Result<(Row, Vec<u8>), Refusal> {
+        let version = row.id();
+        if row.redacted {
+            return refuse(format!(
+                "version {version} is redacted: its content is erased"
+            ));
+        }
+        if row.pruned && row.note.as_deref() == Some(BEFORE_HISTORY) {
+            return refuse(format!(
+                "version {version} is {} as it was when the history began: the file itself holds that content, and the history keeps it at the file's first change",
+                row.path
+            ));
+        }
+        if row.pruned {
+            return refuse(format!(
+                "the content of version {version} is no longer kept (dropped by --history-keep)"
+            ));
+        }
+        let Some(sha) = row.sha256.as_deref().and_then(Sha::parse) else {
+            return refuse(format!(
+                "version {version} is a {} of {}: no content at it{}",
+                row.op.as_str(),
+                row.path,
+                row.replaces
+                    .as_ref()
+                    .map(|r| format!(" (the content before it is version {r})"))
+                    .unwrap_or_default()
+            ));
+        };
+        let st = self.shared.state.lock();
+        match content_of(&self.shared.dir, &st, &sha) {
+            Ok(Some(data)) => Ok((row, data)),
+            Ok(None) => refuse(format!(
+                "the content of version {version} is no longer kept (dropped by --history-keep)"
+            )),
+            Err(e) => refuse(format!(
+                "the content of version {version} cannot be read from the history: {}",
+                crate::units::describe_io(&e)
+            )),
+        }
+    }
+
+    /// What `memfs revert VERSION` writes, and where: the content at that
+    /// version, or for a delete, an expiry or an overwrite, the content it
+    /// took away (revert undoes it).
+    pub fn revert_target(&self, version: u64) -> Result<(MemPath, Vec<u8>, Row), Refusal> {
+        let rows = self.rows()?;
+        let Some(row) = rows.iter().find(|r| r.id() == version).cloned() else {
+            return Err(no_version(version));
+        };
+        let path = MemPath::parse(&row.path).map_err(|_| {
+            Refusal(format!(
+                "version {version} has no path (it is redacted or not a file's)"
+            ))
+        })?;
+        let source = match row.op {
+            Op::Delete | Op::Expire | Op::Overwrite => row
+                .replaces
+                .as_deref()
+                .and_then(|v| v.parse().ok())
+                .ok_or_else(|| {
+                    Refusal(format!("version {version} names no content to bring back"))
+                })?,
+            Op::Prune | Op::Void => {
+                return refuse(format!("version {version} is not a file's version"))
+            }
+            Op::Found if row.sha256.is_none() && !row.redacted => {
+                return refuse(format!(
+                    "version {version} records that the file was gone; there is nothing to bring back"
+                ))
+            }
+            _ => version,
+        };
+        let source_row = rows
+            .into_iter()
+            .find(|r| r.id() == source)
+            .ok_or_else(|| no_version(source))?;
+        let (_, data) = self.content_of_row(source_row)?;
+        Ok((path, data, row))
+    }
+
+    /// Brings the plain files up to date with every acknowledged change now
+    /// and waits until they are on disk.
+    pub fn checkpoint(&self) -> Result<(), Refusal> {
+        match self.shared.checkpoint_now(std::time::Duration::from_secs(60)) {
+            Some(true) => Ok(()),
+            Some(false) => refuse(
+                "the plain files could not be brought up to date (the disk refused; memfs tries again, and the journal holds every change)",
+            ),
+            None => refuse("the plain files were not brought up to date within a minute"),
+        }
+    }
+
+    /// Whether some file in the memory holds content `sha` now.
+    pub(super) fn is_live_content(st: &State, sha: &Sha) -> bool {
+        st.view
+            .iter()
+            .any(|(_, n)| n.file().is_some_and(|f| f.0 == *sha))
+    }
+}

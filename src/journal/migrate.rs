@@ -1,0 +1,190 @@
+//! Taking in a history kept before the journal (`DIR/.memfs/history/`: a
+//! `log` of JSON rows and `objects/SHA` contents): every version, with its
+//! content where one was kept, becomes the journal's first frame, with a
+//! snapshot of what each file held by those rows. Then the old history is
+//! removed. A crash before the frame is durable leaves the old history as
+//! it was (taken in again at the next start); after, the journal is read
+//! and the leftover removed.
+
+use std::collections::{BTreeMap, HashSet};
+use std::io::{self, Read};
+use std::os::fd::OwnedFd;
+
+use rustix::fs::{self as rfs, AtFlags, Mode, OFlags};
+
+use super::frame;
+use super::record::{ContentRec, Header, MetaRec, NodeRec, NodeRecKind, SegmentInfo};
+use super::row::{Op, Row};
+use super::segment;
+use super::startup::{self, Loaded};
+use super::versions::BEFORE_HISTORY;
+use crate::digest::Sha;
+use crate::path::MemPath;
+
+const OLD: &str = "history";
+
+fn read_all(dir: &OwnedFd, name: &str) -> io::Result<Vec<u8>> {
+    let flags = OFlags::RDONLY | OFlags::NOFOLLOW | OFlags::CLOEXEC;
+    let mut out = Vec::new();
+    std::fs::File::from(rfs::openat(dir, name, flags, Mode::empty())?).read_to_end(&mut out)?;
+    Ok(out)
+}
+
+/// Removes the old history, once the journal holds it.
+pub fn remove_old(state: &OwnedFd) {
+    let _ = crate::persist::fsops::remove_tree(state, OLD);
+}
+
+/// Takes in `state/history` (if there is one) as the journal in `dir`;
+/// returns the journal as read back.
+pub fn take_in(state: &OwnedFd, dir: &OwnedFd) -> io::Result<Option<Loaded>> {
+    let history = match crate::persist::fsops::open_dir(state, OLD) {
+        Ok(fd) => fd,
+        Err(e) if e.kind() == io::ErrorKind::NotFound => return Ok(None),
+        Err(e) => return Err(e),
+    };
+    let text = match read_all(&history, "log") {
+        Ok(text) => text,
+        Err(e) if e.kind() == io::ErrorKind::NotFound => Vec::new(),
+        Err(e) => return Err(e),
+    };
+    let objects = crate::persist::fsops::open_dir(&history, "objects").ok();
+    // The rows as the old history read them: void ones, and those they
+    // void, left out.
+    let mut rows: Vec<Row> = text
+        .split(|&b| b == b'\n')
+        .filter(|l| !l.is_empty())
+        .filter_map(|l| serde_json::from_slice(l).ok())
+        .collect();
+    let voided: HashSet<u64> = rows
+        .iter()
+        .filter(|r| r.op == Op::Void)
+        .filter_map(|r| r.replaces.as_deref().and_then(|v| v.parse().ok()))
+        .collect();
+    rows.retain(|r| r.op != Op::Void && !voided.contains(&r.id()));
+    // What each file holds by the rows.
+    let mut live: BTreeMap<MemPath, (String, u64, u64, bool)> = BTreeMap::new();
+    for r in &rows {
+        let Ok(path) = MemPath::parse(&r.path) else {
+            continue;
+        };
+        if r.op.leaves_content() && r.sha256.is_some() {
+            if r.note.as_deref() != Some(super::versions::EXCHANGED) {
+                if let Some(from) = r.from.as_deref().and_then(|f| MemPath::parse(f).ok()) {
+                    live.remove(&from);
+                }
+            }
+            let in_file = r.pruned && r.note.as_deref() == Some(BEFORE_HISTORY);
+            live.insert(
+                path,
+                (
+                    r.sha256.clone().unwrap_or_default(),
+                    r.size.unwrap_or(0),
+                    r.id(),
+                    in_file,
+                ),
+            );
+        } else if matches!(r.op, Op::Delete | Op::Expire | Op::Found) {
+            live.remove(&path);
+        }
+    }
+    // Each kept content once.
+    let mut contents = Vec::new();
+    let mut body = Vec::new();
+    let mut seen = HashSet::new();
+    for r in &rows {
+        let Some(sha) = r.sha256.as_deref() else {
+            continue;
+        };
+        if r.pruned || r.redacted || !seen.insert(sha.to_string()) {
+            continue;
+        }
+        let Some(data) = objects.as_ref().and_then(|o| read_all(o, sha).ok()) else {
+            continue;
+        };
+        if Sha::parse(sha) != Some(Sha::of(&data)) {
+            continue; // damaged: not taken in
+        }
+        contents.push(ContentRec {
+            sha256: sha.to_string(),
+            at: body.len() as u64,
+            len: data.len() as u64,
+        });
+        body.extend_from_slice(&data);
+    }
+    let kept_shas: HashSet<&str> = contents.iter().map(|c| c.sha256.as_str()).collect();
+    let meta = MetaRec {
+        perm: crate::store::FILE_MODE,
+        uid: rustix::process::geteuid().as_raw(),
+        gid: rustix::process::getegid().as_raw(),
+        atime: (0, 0),
+        mtime: (0, 0),
+    };
+    let mut nodes = Vec::new();
+    let mut dirs = std::collections::BTreeSet::new();
+    for (path, (sha, size, version, in_file)) in &live {
+        let mut at = path.parent();
+        while let Some(dir) = at.filter(|d| !d.is_root()) {
+            at = dir.parent();
+            dirs.insert(dir);
+        }
+        nodes.push(NodeRec {
+            path: path.to_string(),
+            kind: NodeRecKind::File {
+                sha256: sha.clone(),
+                size: *size,
+                version: *version,
+                in_file: *in_file || !kept_shas.contains(sha.as_str()),
+            },
+            meta,
+        });
+    }
+    for dir in dirs {
+        nodes.push(NodeRec {
+            path: dir.to_string(),
+            kind: NodeRecKind::Dir,
+            meta: MetaRec {
+                perm: crate::store::DIR_MODE,
+                ..meta
+            },
+        });
+    }
+    let batch = rows.iter().map(|r| r.batch).max().unwrap_or(0) + 1;
+    let origin = startup::new_state().origin;
+    let header = Header {
+        segment: Some(SegmentInfo {
+            number: 1,
+            origin,
+            covers: None,
+            prev: None,
+        }),
+        batch: Some(batch),
+        time: Some(super::now_text()),
+        checkpoint: Some(batch),
+        snapshot: Some(nodes),
+        kept: rows,
+        contents,
+        ..Header::default()
+    };
+    let head = serde_json::to_vec(&header).expect("a header serializes");
+    let bytes = frame::encode(&head, &[&body]);
+    let name = segment::name(1);
+    let new = format!("{name}.new");
+    let flags = OFlags::WRONLY | OFlags::CREATE | OFlags::TRUNC | OFlags::NOFOLLOW | OFlags::CLOEXEC;
+    let fd = rfs::openat(dir, new.as_str(), flags, Mode::from_raw_mode(0o600))?;
+    let mut rest = bytes.as_slice();
+    let mut pos = 0u64;
+    while !rest.is_empty() {
+        let n = rustix::io::pwrite(&fd, rest, pos)?;
+        rest = &rest[n..];
+        pos += n as u64;
+    }
+    rfs::fdatasync(&fd)?;
+    drop(fd);
+    rfs::renameat(dir, new.as_str(), dir, name.as_str())?;
+    rfs::fsync(dir)?;
+    let _ = rfs::unlinkat(dir, new.as_str(), AtFlags::empty());
+    remove_old(state);
+    tracing::info!("the history kept before the journal is now in .memfs/journal");
+    startup::read(dir, true)
+}

@@ -1,0 +1,349 @@
+//! The journal: the one write path, and the history.
+//!
+//! Every batch of store changes (group commit) is appended to
+//! `DIR/.memfs/journal/` as one checksummed frame, made durable by one
+//! `fdatasync` of one file, and only then acknowledged. Each frame holds
+//! the batch's changes as ops (what the files become) and versions (the
+//! history), with the contents they need (a content already in the journal
+//! is named, not written again). The plain files (`DIR/memories`, the SDK's
+//! layout) are a checkpoint: brought up to date behind the acknowledgement,
+//! off the write path ([`checkpoint`]); at start any tail past the last
+//! checkpoint is replayed into them before anything is served ([`startup`]).
+//! The history commands read the journal ([`history`]): there is no second
+//! log, so a file's state and its history never disagree.
+//!
+//! ```text
+//! DIR/.memfs/journal/NNNNNNNNNNNNNNNN.jrn   segments, frames one after another
+//! ```
+//! The format is in `frame.rs` (the framing) and `record.rs` (the headers).
+//! Ids: a version is unique across hosts as the journal's origin (random,
+//! made with the journal) plus its number, which is never reused; each
+//! change has a number too, so a replica applies it once.
+
+mod checkpoint;
+mod compact;
+mod frame;
+mod history;
+mod migrate;
+mod record;
+mod rewrite;
+pub mod row;
+mod segment;
+mod startup;
+mod state;
+mod versions;
+mod view;
+mod writer;
+
+use std::io;
+use std::os::fd::OwnedFd;
+use std::sync::mpsc::Sender;
+use std::sync::Arc;
+use std::thread::JoinHandle;
+use std::time::{Duration, SystemTime};
+
+pub use checkpoint::Files;
+pub use history::{History, Refusal};
+pub use row::{Actor, Op, Row};
+pub use versions::EXCHANGED;
+pub use writer::Stats;
+
+use crate::store::{ChangeSink, Refused, Tree};
+
+/// How much history is kept: versions younger than `age`, and at most
+/// `bytes` of journal (older versions are dropped first).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Keep {
+    pub age: Duration,
+    pub bytes: u64,
+}
+
+impl Default for Keep {
+    fn default() -> Self {
+        Keep {
+            age: Duration::from_secs(90 * 24 * 3600),
+            bytes: 1 << 30,
+        }
+    }
+}
+
+impl std::str::FromStr for Keep {
+    type Err = String;
+
+    /// `90d`, `512MiB`, or both: `30d,256MiB`.
+    fn from_str(s: &str) -> Result<Keep, String> {
+        let mut keep = Keep::default();
+        for part in s.split(',').map(str::trim).filter(|p| !p.is_empty()) {
+            // A size has digits only, or an upper-case K, M or G (`30m` is
+            // thirty minutes, `30M` thirty MiB).
+            let unit = part.trim_end_matches("iB").trim_end_matches('B');
+            if part.bytes().all(|b| b.is_ascii_digit()) || unit.ends_with(['K', 'M', 'G']) {
+                keep.bytes = crate::units::parse_size(part)?;
+            } else {
+                keep.age = humantime::parse_duration(part).map_err(|e| {
+                    format!("`{part}` is not an age like 90d or a size like 1GiB: {e}")
+                })?;
+            }
+        }
+        Ok(keep)
+    }
+}
+
+/// How the journal works.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Options {
+    pub keep: Keep,
+    /// How long the checkpointer waits after a batch before it brings the
+    /// plain files up to date (everything that came meanwhile goes at once).
+    pub checkpoint_delay: Duration,
+    /// A segment is closed, and the next begun, past this size.
+    pub segment_bytes: u64,
+}
+
+impl Default for Options {
+    fn default() -> Self {
+        Options {
+            keep: Keep::default(),
+            checkpoint_delay: Duration::from_millis(
+                env_number("MEMFS_CHECKPOINT_MS").unwrap_or(200),
+            ),
+            segment_bytes: env_number("MEMFS_SEGMENT_BYTES").unwrap_or(32 << 20),
+        }
+    }
+}
+
+fn env_number(name: &str) -> Option<u64> {
+    std::env::var(name).ok()?.parse().ok()
+}
+
+pub fn now_text() -> String {
+    humantime::format_rfc3339_millis(SystemTime::now()).to_string()
+}
+
+/// What opening the journal found and did.
+#[derive(Debug, Default, Clone, PartialEq, Eq)]
+pub struct Opened {
+    /// Batches past the last checkpoint, replayed into the plain files.
+    pub replayed_batches: usize,
+    /// Paths the replay changed on disk.
+    pub replayed_paths: usize,
+    /// Versions recorded for what was found changed on disk.
+    pub found: usize,
+    /// A history kept before the journal was taken in.
+    pub upgraded: bool,
+}
+
+pub struct Journal {
+    shared: Arc<writer::Shared>,
+    writer: Option<JoinHandle<()>>,
+    checkpointer: Option<JoinHandle<()>>,
+    compactor: Option<JoinHandle<()>>,
+}
+
+impl Journal {
+    /// Opens the journal in the state dir `state` (made if missing, taking
+    /// in a history kept before it), squares the plain files in `files` and
+    /// `tree` (loaded from them) with it, and starts its threads. Nothing
+    /// may be served from `tree` before this returns.
+    pub fn open(
+        state: &OwnedFd,
+        files: &Files,
+        tree: &mut Tree,
+        opts: Options,
+    ) -> io::Result<(Journal, Opened)> {
+        let dir = crate::persist::private_subdir(state, "journal", true)?;
+        let mut opened = Opened::default();
+        let mut loaded = startup::read(&dir, true)?;
+        if loaded.is_none() {
+            if let Some(upgraded) = migrate::take_in(state, &dir)? {
+                opened.upgraded = true;
+                loaded = Some(upgraded);
+            }
+        }
+        let first = loaded.is_none();
+        let (mut st, tail, tail_batches) = match loaded {
+            Some(l) => (l.state, l.tail, l.tail_batches),
+            None => (startup::new_state(), startup::Tail::default(), 0),
+        };
+        let time = now_text();
+        let batch = st.next_batch;
+        let content = |st: &state::State, sha: &crate::digest::Sha| {
+            history::content_of(&dir, st, sha).ok().flatten()
+        };
+        let squared = startup::square(&mut st, &tail, first, tree, &content, &time, batch);
+        let mut replay_failed = false;
+        if !squared.replayed.is_empty() {
+            if let Err(e) = checkpoint::apply_now(files, squared.replayed.clone()) {
+                // Served all the same: the journal holds it, and the
+                // checkpointer tries again.
+                tracing::warn!(
+                    "the plain files could not be brought up to date with the journal at start ({e}); memfs tries again"
+                );
+                replay_failed = true;
+            }
+            tree.apply_ops(&squared.replayed);
+        }
+        opened.replayed_batches = tail_batches;
+        opened.replayed_paths = squared.replayed.len();
+        opened.found = squared.found_files;
+        let checkpointed = st.checkpoint_written;
+        let shared = Arc::new(writer::Shared::new(
+            st,
+            dir,
+            files.memories.try_clone()?,
+            opts,
+            checkpointed,
+        ));
+        // The start's own frame: what was found, and that the files are
+        // current through everything before it.
+        let must_write = squared.found.is_some() || !tail.is_empty() || opened.upgraded;
+        if must_write {
+            let written =
+                shared.write_start(squared.found, squared.needed, batch, &time, !replay_failed);
+            if let Err(e) = written {
+                tracing::warn!(
+                    "what start-up found could not be written to the journal ({}); it goes with the next change",
+                    crate::units::describe_io(&e)
+                );
+            }
+        }
+        // Everything is checkpointed now: old history past the policy goes.
+        if compact::due(&shared.state.lock(), &opts.keep, None) {
+            if let Err(e) = compact::compact(&shared, opts.keep) {
+                tracing::warn!("old history could not be compacted: {e}");
+            }
+            shared.compact.lock().last = Some(std::time::Instant::now());
+        }
+        let (tx, rx) = std::sync::mpsc::channel();
+        *shared.checkpointer.lock() = Some(tx);
+        let ck_files = files.try_clone()?;
+        let ck_shared = shared.clone();
+        let delay = opts.checkpoint_delay;
+        let checkpointer = std::thread::Builder::new()
+            .name("memfs-checkpoint".into())
+            .spawn(move || checkpoint::run(ck_files, rx, ck_shared, delay))?;
+        if replay_failed {
+            let change = crate::store::Change {
+                seq: 0,
+                origin: crate::store::Origin::Memfs,
+                ops: squared.replayed,
+                touched: Vec::new(),
+                undo: None,
+                overwrites: Vec::new(),
+            };
+            shared.hand_over(batch, vec![change]);
+        }
+        let worker = shared.clone();
+        let writer = std::thread::Builder::new()
+            .name("memfs-journal".into())
+            .spawn(move || worker.run())?;
+        let worker = shared.clone();
+        let compactor = std::thread::Builder::new()
+            .name("memfs-compact".into())
+            .spawn(move || worker.run_compactor())?;
+        Ok((
+            Journal {
+                shared,
+                writer: Some(writer),
+                checkpointer: Some(checkpointer),
+                compactor: Some(compactor),
+            },
+            opened,
+        ))
+    }
+
+    /// The sink to build the store with.
+    pub fn sink(&self) -> Arc<dyn ChangeSink> {
+        self.shared.clone()
+    }
+
+    /// Where refused batches go for the store to decide what memory becomes.
+    pub fn recover_through(&self, tx: Sender<Refused>) {
+        *self.shared.recovery.lock() = Some(tx);
+    }
+
+    pub fn history(&self) -> History {
+        History {
+            shared: self.shared.clone(),
+        }
+    }
+
+    pub fn stats(&self) -> Stats {
+        self.shared.stats()
+    }
+
+    /// Writes out everything queued, brings the plain files up to date,
+    /// then stops both threads.
+    pub fn shutdown(&mut self) {
+        if self.writer.is_none() {
+            return; // stopped already
+        }
+        if let Some(thread) = self.compactor.take() {
+            self.shared.compact.lock().stop = true;
+            self.shared.compact_wake.notify_all();
+            let _ = thread.join();
+        }
+        self.shared.queue.lock().stop = true;
+        self.shared.wake.notify_all();
+        if let Some(thread) = self.writer.take() {
+            let _ = thread.join();
+        }
+        // The writer's last act told the checkpointer to stop.
+        self.shared.checkpointer.lock().take();
+        self.shared.recovery.lock().take();
+        // A clean stop leaves the journal within its retention.
+        let due = compact::due(&self.shared.state.lock(), &self.shared.opts.keep, None);
+        if due {
+            if let Err(e) = compact::compact(&self.shared, self.shared.opts.keep) {
+                tracing::warn!("old history could not be compacted: {e}");
+            }
+        }
+        if let Some(thread) = self.checkpointer.take() {
+            let _ = thread.join();
+        }
+    }
+}
+
+impl Drop for Journal {
+    fn drop(&mut self) {
+        self.shutdown();
+    }
+}
+
+/// Every kept version's content, read from the journal of the data dir at
+/// `dir` without taking its lock (for reports such as `memfs scan`): rows
+/// newest first, each content once, with the versions that hold it.
+pub fn kept_contents(dir: &std::path::Path) -> io::Result<Vec<(Vec<Row>, Vec<u8>)>> {
+    let state = crate::persist::open_state_dir(&dir.join(".memfs"))?;
+    let journal = crate::persist::private_subdir(&state, "journal", false)?;
+    let Some(loaded) = startup::read(&journal, false)? else {
+        return Ok(Vec::new());
+    };
+    let st = loaded.state;
+    let rows = history::rows(&journal, &st)?;
+    let mut by_content: Vec<(Vec<Row>, Vec<u8>)> = Vec::new();
+    let mut index = std::collections::HashMap::new();
+    for row in rows.into_iter().rev() {
+        let Some(sha) = row
+            .sha256
+            .as_deref()
+            .filter(|_| !row.pruned && !row.redacted)
+            .and_then(crate::digest::Sha::parse)
+        else {
+            continue;
+        };
+        match index.get(&sha) {
+            Some(&i) => {
+                let entry: &mut (Vec<Row>, Vec<u8>) = &mut by_content[i];
+                entry.0.push(row);
+            }
+            None => {
+                if let Ok(Some(data)) = history::content_of(&journal, &st, &sha) {
+                    index.insert(sha, by_content.len());
+                    by_content.push((vec![row], data));
+                }
+            }
+        }
+    }
+    Ok(by_content)
+}

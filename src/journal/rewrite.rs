@@ -1,0 +1,244 @@
+//! Rewriting a segment: the frames it holds, changed, in a new file that
+//! takes its name in one rename (a crash leaves the old segment or the new
+//! one, whole). Redaction uses it to take a content's bytes (or a path's
+//! text) out of the journal, so that they are gone from the disk.
+
+use std::io;
+
+use rustix::fs::{self as rfs, AtFlags, Mode, OFlags};
+
+use super::frame;
+use super::history::{refuse, History, Refusal};
+use super::record::{ContentRec, Header, OpRec};
+use super::row::REDACTED_PATH;
+use super::segment;
+use super::state::{Active, Loc, State};
+use super::writer::Shared;
+use crate::digest::Sha;
+use crate::path::MemPath;
+
+/// A frame as rewriting sees it: its header and each of its contents.
+pub struct Parts {
+    pub header: Header,
+    pub contents: Vec<(ContentRec, Vec<u8>)>,
+}
+
+/// Rewrites segment `number` with `change` applied to each frame; the
+/// contents index follows. The segment appends go to is closed first (the
+/// next frame begins a new one).
+pub(super) fn rewrite_segment(
+    sh: &Shared,
+    st: &mut State,
+    number: u64,
+    change: &mut dyn FnMut(&mut Parts),
+) -> io::Result<()> {
+    if st.active.number == number && !st.active.fresh {
+        st.active = Active {
+            number: number + 1,
+            end: 0,
+            reserved: 0,
+            fresh: true,
+            seal_at: None,
+            prev: st.active.seal_at.map(|end| super::record::Seal { segment: number, end }),
+        };
+    }
+    let bytes = st.segments.get(&number).map_or(0, |s| s.bytes);
+    let fd = segment::open_read(&sh.dir, number)?;
+    let mut frames: Vec<Parts> = Vec::new();
+    segment::read(&sh.dir, number, Some(bytes), false, &mut |f| {
+        let mut contents = Vec::with_capacity(f.header.contents.len());
+        for c in &f.header.contents {
+            let data = segment::read_at(&fd, f.body_at + c.at, c.len)?;
+            contents.push((c.clone(), data));
+        }
+        frames.push(Parts {
+            header: f.header,
+            contents,
+        });
+        Ok(())
+    })?;
+    drop(fd);
+    let mut out = Vec::new();
+    let mut locs = Vec::new();
+    for mut parts in frames {
+        change(&mut parts);
+        let mut at = 0;
+        let mut recs = Vec::new();
+        for (c, data) in &parts.contents {
+            recs.push(ContentRec {
+                sha256: c.sha256.clone(),
+                at,
+                len: data.len() as u64,
+            });
+            at += data.len() as u64;
+        }
+        parts.header.contents = recs.clone();
+        let head = serde_json::to_vec(&parts.header).expect("a header serializes");
+        let body: Vec<&[u8]> = parts.contents.iter().map(|(_, d)| d.as_slice()).collect();
+        let body_at = (out.len() + frame::HEAD + head.len()) as u64;
+        for c in &recs {
+            if let Some(sha) = Sha::parse(&c.sha256) {
+                locs.push((sha, body_at + c.at, c.len));
+            }
+        }
+        out.extend(frame::encode(&head, &body));
+    }
+    let name = segment::name(number);
+    let new = format!("{name}.new");
+    let flags = OFlags::WRONLY | OFlags::CREATE | OFlags::TRUNC | OFlags::NOFOLLOW | OFlags::CLOEXEC;
+    let written = (|| -> io::Result<()> {
+        let fd = rfs::openat(&sh.dir, new.as_str(), flags, Mode::from_raw_mode(0o600))?;
+        let mut rest = out.as_slice();
+        let mut pos = 0u64;
+        while !rest.is_empty() {
+            let n = rustix::io::pwrite(&fd, rest, pos)?;
+            rest = &rest[n..];
+            pos += n as u64;
+        }
+        rfs::fdatasync(&fd)?;
+        rfs::renameat(&sh.dir, new.as_str(), &sh.dir, name.as_str())?;
+        rfs::fsync(&sh.dir)?;
+        Ok(())
+    })();
+    if let Err(e) = written {
+        let _ = rfs::unlinkat(&sh.dir, new.as_str(), AtFlags::empty());
+        return Err(e);
+    }
+    st.contents.retain(|_, l| l.segment != number);
+    for (sha, at, len) in locs {
+        st.contents.insert(
+            sha,
+            Loc {
+                segment: number,
+                at,
+                len,
+            },
+        );
+    }
+    if let Some(seg) = st.segments.get_mut(&number) {
+        seg.bytes = out.len() as u64;
+    }
+    Ok(())
+}
+
+/// The stand-in for an erased path in the ops that name it, so that the
+/// journal still replays to the same state (the path exists nowhere now).
+fn stand_in(version: u64) -> String {
+    format!("/memories/.memfs-redacted-{version}")
+}
+
+impl History {
+    /// Erases the content of `version` everywhere the journal keeps it (every
+    /// version with the same content), and with `path`, that path's text
+    /// from every row. The rows stay, marked redacted. Refused while a file
+    /// holds the content (or the path).
+    pub fn redact(&self, version: u64, path: bool) -> Result<String, Refusal> {
+        let rows = self.all()?;
+        let Some(row) = rows.iter().find(|r| r.id() == version).cloned() else {
+            return refuse(format!(
+                "no version {version} in the history (it may have been pruned)"
+            ));
+        };
+        let sh = &self.shared;
+        let mut st = sh.state.lock();
+        let sha = row.sha256.as_deref().and_then(Sha::parse);
+        if let Some(sha) = &sha {
+            if History::is_live_content(&st, sha) {
+                return refuse(format!(
+                    "a file in the memory still holds the content of version {version}; change or delete it first, then redact"
+                ));
+            }
+        }
+        let erase_path = path && row.path != REDACTED_PATH;
+        if erase_path {
+            if let Ok(p) = MemPath::parse(&row.path) {
+                if st.view.get(&p).is_some() {
+                    return refuse(format!(
+                        "{} exists in the memory; rename or delete it first, then redact its path",
+                        row.path
+                    ));
+                }
+            }
+        }
+        let sha_text = sha.map(|s| s.hex());
+        let versions = rows
+            .iter()
+            .filter(|r| sha_text.is_some() && r.sha256 == sha_text)
+            .count();
+        let stand_in = stand_in(version);
+        let mut paths = 0;
+        let mut marked_alone = false;
+        let numbers: Vec<u64> = st.segments.keys().copied().collect();
+        for number in numbers {
+            let mut redact_frame = |parts: &mut Parts| {
+                let h = &mut parts.header;
+                let mut fix_row = |r: &mut super::row::Row| {
+                    if sha_text.is_some() && r.sha256 == sha_text {
+                        r.sha256 = None;
+                        r.redacted = true;
+                    } else if sha_text.is_none() && r.id() == version {
+                        r.redacted = true;
+                        marked_alone = true;
+                    }
+                    if erase_path {
+                        for p in [Some(&mut r.path), r.from.as_mut()].into_iter().flatten() {
+                            if *p == row.path {
+                                *p = REDACTED_PATH.to_string();
+                                paths += 1;
+                            }
+                        }
+                    }
+                };
+                for r in h.kept.iter_mut() {
+                    fix_row(r);
+                }
+                for c in h.changes.iter_mut() {
+                    for r in c.rows.iter_mut() {
+                        fix_row(r);
+                    }
+                    if erase_path {
+                        for op in c.ops.iter_mut() {
+                            for p in op_paths(op) {
+                                if *p == row.path {
+                                    *p = stand_in.clone();
+                                }
+                            }
+                        }
+                    }
+                }
+                if let Some(text) = &sha_text {
+                    parts.contents.retain(|(c, _)| &c.sha256 != text);
+                }
+            };
+            rewrite_segment(sh, &mut st, number, &mut redact_frame).map_err(|e| {
+                Refusal(format!(
+                    "the history could not be rewritten: {}",
+                    crate::units::describe_io(&e)
+                ))
+            })?;
+        }
+        if let Some(sha) = &sha {
+            st.contents.remove(sha);
+        }
+        let _ = marked_alone;
+        let mut said = format!("version {version}: content erased from {versions} version(s)");
+        if erase_path {
+            said.push_str(&format!(", path erased from {paths} place(s)"));
+        }
+        Ok(said)
+    }
+}
+
+/// The path texts an op record names.
+fn op_paths(op: &mut OpRec) -> Vec<&mut String> {
+    match op {
+        OpRec::Write { path, .. }
+        | OpRec::Mkdir { path, .. }
+        | OpRec::Remove { path }
+        | OpRec::Symlink { path, .. }
+        | OpRec::Meta { path, .. }
+        | OpRec::Times { path, .. } => vec![path],
+        OpRec::Rename { from, to, .. } => vec![from, to],
+        OpRec::Exchange { a, b } => vec![a, b],
+    }
+}

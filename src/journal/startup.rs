@@ -1,0 +1,694 @@
+//! Start-up: reading the journal back, and squaring the plain files with it
+//! before anything is served.
+//!
+//! The journal is the truth for every path a batch after the last
+//! checkpoint touched (the tail): those paths are made on disk, and in the
+//! tree loaded from it, what the journal says, whatever a crash left there
+//! (the checkpoint of those batches may have been cut off anywhere). Any
+//! other path where the files and the journal disagree was changed while no
+//! memfs ran: the files win, and the journal records it (a `found` version
+//! for a file). So after any crash the history holds one version for each
+//! change the files show, and none for a change they do not.
+
+use std::collections::{BTreeMap, BTreeSet, HashMap};
+use std::io;
+use std::os::fd::OwnedFd;
+use std::sync::Arc;
+use std::time::SystemTime;
+
+use super::record::{op_rec, ChangeRec, Header, NodeRecKind, OpRec};
+use super::row::{Actor, Op, Row};
+use super::segment::{self, Frame};
+use super::state::{Active, Loc, State};
+use super::versions::{self, Ids, Needed, BEFORE_HISTORY};
+use super::view::{VKind, VNode, View};
+use crate::digest::Sha;
+use crate::path::MemPath;
+use crate::store::{ChangeOp, Meta, NodeKind, Tree};
+
+/// What the batches after the checkpoint touched: paths, and whole subtrees.
+#[derive(Debug, Default)]
+pub struct Tail {
+    exact: BTreeSet<MemPath>,
+    subtrees: BTreeSet<MemPath>,
+}
+
+impl Tail {
+    pub fn is_empty(&self) -> bool {
+        self.exact.is_empty() && self.subtrees.is_empty()
+    }
+
+    /// Whether the journal decides what `path` is.
+    pub fn covers(&self, path: &MemPath) -> bool {
+        if self.exact.contains(path) {
+            return true;
+        }
+        let mut at = Some(path.clone());
+        while let Some(p) = at {
+            if self.subtrees.contains(&p) {
+                return true;
+            }
+            at = p.parent();
+        }
+        false
+    }
+
+    fn touch(&mut self, op: &ChangeOp) {
+        let above = |tail: &mut Tail, p: &MemPath| {
+            let mut at = p.parent();
+            while let Some(dir) = at {
+                at = dir.parent();
+                tail.exact.insert(dir);
+            }
+        };
+        match op {
+            ChangeOp::Write { path, .. }
+            | ChangeOp::MakeDir { path, .. }
+            | ChangeOp::Symlink { path, .. } => {
+                above(self, path);
+                self.subtrees.insert(path.clone());
+            }
+            ChangeOp::Remove { path } => {
+                self.subtrees.insert(path.clone());
+            }
+            ChangeOp::Rename { from, to, .. } => {
+                above(self, to);
+                self.subtrees.insert(from.clone());
+                self.subtrees.insert(to.clone());
+            }
+            ChangeOp::Exchange { a, b } => {
+                self.subtrees.insert(a.clone());
+                self.subtrees.insert(b.clone());
+            }
+            ChangeOp::SetMeta { path, .. } | ChangeOp::SetTimes { path, .. } => {
+                self.exact.insert(path.clone());
+            }
+        }
+    }
+}
+
+/// The journal as read back.
+pub struct Loaded {
+    pub state: State,
+    /// The plain files were current (and durable) through this batch.
+    pub checkpoint: u64,
+    pub tail: Tail,
+    /// How many batches the tail holds.
+    pub tail_batches: usize,
+}
+
+fn empty_state(origin: String) -> State {
+    State {
+        view: View::default(),
+        contents: HashMap::new(),
+        ids: Ids {
+            next_version: 1,
+            next_change: 1,
+        },
+        next_batch: 1,
+        origin,
+        segments: BTreeMap::new(),
+        active: Active {
+            number: 1,
+            end: 0,
+            reserved: 0,
+            fresh: true,
+            seal_at: None,
+            prev: None,
+        },
+        checkpoint_written: 0,
+        checkpoint_known: 0,
+    }
+}
+
+/// A new journal's state (nothing on disk yet: its first frame begins it).
+pub fn new_state() -> State {
+    let mut bytes = [0u8; 8];
+    // SAFETY: `bytes` is a live, writable buffer of exactly the length
+    // passed; getrandom(2) writes at most that many bytes into it and keeps
+    // no pointer to it after it returns.
+    let got = unsafe { libc::getrandom(bytes.as_mut_ptr().cast(), bytes.len(), 0) };
+    if got != bytes.len() as isize {
+        // No randomness to be had: the time and the pid still tell journals apart.
+        let now = SystemTime::now()
+            .duration_since(std::time::UNIX_EPOCH)
+            .unwrap_or_default()
+            .as_nanos() as u64;
+        bytes = (now ^ u64::from(std::process::id()).rotate_left(40)).to_le_bytes();
+    }
+    let origin: String = bytes.iter().map(|b| format!("{b:02x}")).collect();
+    empty_state(origin)
+}
+
+/// A journal being read back, frame by frame: the state it builds, the
+/// last checkpoint seen, and the batches read after it with what they
+/// touched; with `rows`, every row too (compaction).
+pub(super) struct Reading {
+    pub state: State,
+    pub checkpoint: u64,
+    pub pending: Vec<(u64, Vec<ChangeOp>)>,
+    pub rows: Option<Vec<Row>>,
+}
+
+impl Reading {
+    pub fn new(origin: String) -> Reading {
+        Reading {
+            state: empty_state(origin),
+            checkpoint: 0,
+            pending: Vec::new(),
+            rows: None,
+        }
+    }
+
+    pub fn take(&mut self, number: u64, frame: Frame) {
+        let st = &mut self.state;
+        let h = frame.header;
+        if let Some(info) = &h.segment {
+            if st.origin.is_empty() {
+                st.origin = info.origin.clone();
+            }
+        }
+        for c in &h.contents {
+            if let Some(sha) = Sha::parse(&c.sha256) {
+                st.contents.insert(
+                    sha,
+                    Loc {
+                        segment: number,
+                        at: frame.body_at + c.at,
+                        len: c.len,
+                    },
+                );
+            }
+        }
+        if let Some(nodes) = &h.snapshot {
+            st.view.reset(nodes.iter().filter_map(|n| {
+                let path = MemPath::parse(&n.path).ok()?;
+                let kind = match &n.kind {
+                    NodeRecKind::File {
+                        sha256,
+                        size,
+                        version,
+                        in_file,
+                    } => VKind::File {
+                        sha: Sha::parse(sha256)?,
+                        size: *size,
+                        version: *version,
+                        in_file: *in_file,
+                    },
+                    NodeRecKind::Dir => VKind::Dir,
+                    NodeRecKind::Symlink { target } => VKind::Symlink(target.clone()),
+                };
+                Some((
+                    path,
+                    VNode {
+                        kind,
+                        meta: (&n.meta).into(),
+                    },
+                ))
+            }));
+        }
+        let batch = h.batch.unwrap_or(0);
+        if let Some(b) = h.batch {
+            st.next_batch = st.next_batch.max(b + 1);
+            let seg = st.segments.entry(number).or_default();
+            seg.last_batch = seg.last_batch.max(b);
+            if seg.first_time.is_none() {
+                seg.first_time = h.time.clone();
+            }
+        }
+        let mut touched = Vec::new();
+        for rec in &h.changes {
+            st.ids.next_change = st.ids.next_change.max(rec.change + 1);
+            for op in &rec.ops {
+                let Some(cop) = op.to_op(Arc::default) else {
+                    continue;
+                };
+                let write = match op {
+                    OpRec::Write { sha256, size, .. } => Sha::parse(sha256).map(|s| (s, *size)),
+                    _ => None,
+                };
+                st.view.apply(&cop, write, None);
+                if let (OpRec::Write { in_file: true, .. }, ChangeOp::Write { path, .. }) = (op, &cop) {
+                    st.view.mark_in_file(path);
+                }
+                touched.push(cop);
+            }
+            for row in &rec.rows {
+                st.ids.next_version = st.ids.next_version.max(row.id() + 1);
+            }
+            let contents = &st.contents;
+            versions::settle_read(&mut st.view, &rec.rows, &|s| contents.contains_key(s));
+        }
+        for row in &h.kept {
+            st.ids.next_version = st.ids.next_version.max(row.id() + 1);
+        }
+        if let Some(rows) = &mut self.rows {
+            rows.extend(h.kept.iter().cloned());
+            rows.extend(h.changes.iter().flat_map(|c| c.rows.iter().cloned()));
+        }
+        if !touched.is_empty() {
+            self.pending.push((batch, touched));
+        }
+        if let Some(c) = h.checkpoint {
+            self.checkpoint = self.checkpoint.max(c);
+            let c = self.checkpoint;
+            self.pending.retain(|(b, _)| *b > c);
+        }
+        if h.snapshot.is_some() {
+            // Everything before a snapshot was checkpointed.
+            self.pending.clear();
+            self.checkpoint = self.checkpoint.max(batch);
+        }
+    }
+}
+
+/// Reads the journal in `dir`; `None` when there is none. Damage anywhere
+/// but a torn tail is an error. With `write`, a torn tail is cut off and
+/// what compaction left behind is removed (the owner's start).
+pub fn read(dir: &OwnedFd, write: bool) -> io::Result<Option<Loaded>> {
+    let numbers = segment::list(dir)?;
+    if numbers.is_empty() {
+        return Ok(None);
+    }
+    let mut infos = BTreeMap::new();
+    for &n in &numbers {
+        let info = segment::first_header(dir, n)?.and_then(|h: Header| h.segment);
+        infos.insert(n, info);
+    }
+    // A compacted segment stands for the ones it covers.
+    let mut superseded = BTreeSet::new();
+    for (&n, info) in &infos {
+        if let Some(last) = info.as_ref().and_then(|i| i.covers) {
+            superseded.extend(numbers.iter().copied().filter(|&m| m > n && m <= last));
+        }
+    }
+    let mut live: Vec<u64> = numbers
+        .iter()
+        .copied()
+        .filter(|n| !superseded.contains(n))
+        .collect();
+    // Segments at the end whose first frame never became durable.
+    let mut unbegun = Vec::new();
+    while let Some(&n) = live.last() {
+        if infos[&n].is_some() {
+            break;
+        }
+        unbegun.push(n);
+        live.pop();
+    }
+    let mut limits = HashMap::new();
+    for n in &live {
+        if let Some(Some(info)) = infos.get(n) {
+            if let Some(seal) = info.prev {
+                limits.insert(seal.segment, seal.end);
+            }
+        }
+    }
+    let mut reading = Reading::new(String::new());
+    let mut last_end = None;
+    for (i, &n) in live.iter().enumerate() {
+        let last = i + 1 == live.len();
+        let ending = segment::read(dir, n, limits.get(&n).copied(), last, &mut |frame| {
+            reading.take(n, frame);
+            Ok(())
+        })?;
+        reading.state.segments.entry(n).or_default().bytes = ending.end;
+        if last {
+            last_end = Some((n, ending));
+        }
+    }
+    let mut state = reading.state;
+    state.checkpoint_written = reading.checkpoint;
+    match last_end {
+        Some((n, ending)) => {
+            state.active = Active {
+                number: n,
+                end: ending.end,
+                reserved: 0,
+                fresh: false,
+                seal_at: None,
+                prev: None,
+            };
+            if ending.longer {
+                // A torn tail: cut off, so nothing follows it; where that
+                // cannot be done, the next frame begins a new segment.
+                let cut = write && cut_tail(dir, n, ending.end).is_ok();
+                if !cut {
+                    state.active.seal_at = Some(ending.end);
+                }
+            }
+        }
+        None => {
+            let next = numbers.last().copied().unwrap_or(0) + 1;
+            state.active.number = next;
+        }
+    }
+    if state.origin.is_empty() {
+        state.origin = new_state().origin;
+    }
+    if write {
+        for n in superseded.into_iter().chain(unbegun) {
+            let _ = rustix::fs::unlinkat(dir, segment::name(n).as_str(), rustix::fs::AtFlags::empty());
+        }
+    }
+    let mut tail = Tail::default();
+    let tail_batches = reading.pending.len();
+    for (_, ops) in &reading.pending {
+        for op in ops {
+            tail.touch(op);
+        }
+    }
+    Ok(Some(Loaded {
+        state,
+        checkpoint: reading.checkpoint,
+        tail,
+        tail_batches,
+    }))
+}
+
+fn cut_tail(dir: &OwnedFd, number: u64, end: u64) -> io::Result<()> {
+    use rustix::fs::{Mode, OFlags};
+    let flags = OFlags::WRONLY | OFlags::NOFOLLOW | OFlags::CLOEXEC;
+    let fd = rustix::fs::openat(dir, segment::name(number).as_str(), flags, Mode::empty())?;
+    rustix::fs::ftruncate(&fd, end)?;
+    rustix::fs::fdatasync(&fd)?;
+    Ok(())
+}
+
+/// A node of the plain files, as loaded.
+enum Disk {
+    File(Sha, Arc<Vec<u8>>),
+    Dir,
+    Symlink(String),
+}
+
+struct DiskNode {
+    kind: Disk,
+    meta: Meta,
+}
+
+/// What squaring the files with the journal did, and the records it makes.
+pub struct Squared {
+    /// Ops that made the plain files (and the tree) what the journal says.
+    pub replayed: Vec<ChangeOp>,
+    /// memfs' own change recording what was found changed on disk.
+    pub found: Option<ChangeRec>,
+    pub found_files: usize,
+    /// New contents the found change needs kept.
+    pub needed: Vec<Needed>,
+}
+
+fn same_owner_and_mode(a: &Meta, b: &Meta) -> bool {
+    a.perm == b.perm && a.uid == b.uid && a.gid == b.gid
+}
+
+/// Squares `tree` (the plain files as loaded) with the journal's view in
+/// `state`; see the module's text. `first`: the journal begins now (the
+/// files found are recorded without copying their contents). `content`
+/// reads a content the journal holds.
+pub fn square(
+    state: &mut State,
+    tail: &Tail,
+    first: bool,
+    tree: &Tree,
+    content: &dyn Fn(&State, &Sha) -> Option<Vec<u8>>,
+    time: &str,
+    batch: u64,
+) -> Squared {
+    let mut disk: BTreeMap<MemPath, DiskNode> = BTreeMap::new();
+    let mut by_sha: HashMap<Sha, Arc<Vec<u8>>> = HashMap::new();
+    for (path, node) in tree.walk() {
+        if path.is_root() {
+            continue;
+        }
+        let kind = match &node.kind {
+            NodeKind::File(data) => {
+                let sha = Sha::of(data);
+                by_sha.insert(sha, data.clone());
+                Disk::File(sha, data.clone())
+            }
+            NodeKind::Dir(_) => Disk::Dir,
+            NodeKind::Symlink(target) => Disk::Symlink(target.clone()),
+            NodeKind::Special { .. } => continue,
+        };
+        disk.insert(
+            path,
+            DiskNode {
+                kind,
+                meta: Meta::from(&node.attr),
+            },
+        );
+    }
+    let mut paths: BTreeSet<MemPath> = disk.keys().cloned().collect();
+    paths.extend(state.view.iter().map(|(p, _)| p.clone()));
+
+    // The tail: the journal decides.
+    let mut removals: Vec<ChangeOp> = Vec::new();
+    let mut makes: Vec<ChangeOp> = Vec::new();
+    let mut removed: BTreeSet<MemPath> = BTreeSet::new();
+    let remove = |removals: &mut Vec<ChangeOp>, removed: &mut BTreeSet<MemPath>, p: &MemPath| {
+        let mut at = p.parent();
+        while let Some(dir) = at {
+            if removed.contains(&dir) {
+                return;
+            }
+            at = dir.parent();
+        }
+        removed.insert(p.clone());
+        removals.push(ChangeOp::Remove { path: p.clone() });
+    };
+    for p in paths.iter().filter(|p| tail.covers(p)) {
+        let want = state.view.get(p);
+        let have = disk.get(p);
+        match (want, have) {
+            (None, None) => {}
+            (None, Some(_)) => remove(&mut removals, &mut removed, p),
+            (Some(w), h) => match (&w.kind, h.map(|h| &h.kind)) {
+                (VKind::File { sha, .. }, Some(Disk::File(s, _))) if s == sha => {
+                    if !same_owner_and_mode(&w.meta, &h.expect("some").meta) {
+                        makes.push(ChangeOp::SetMeta {
+                            path: p.clone(),
+                            meta: w.meta,
+                        });
+                    }
+                }
+                (VKind::File { sha, .. }, other) => {
+                    let data = by_sha
+                        .get(sha)
+                        .cloned()
+                        .or_else(|| content(state, sha).map(Arc::new));
+                    let Some(data) = data else {
+                        tracing::error!(
+                            "the journal names content {sha} for {p}, and neither the journal nor the plain files hold it; {p} is left as the plain files have it"
+                        );
+                        continue;
+                    };
+                    if other.is_some() {
+                        remove(&mut removals, &mut removed, p);
+                    }
+                    makes.push(ChangeOp::Write {
+                        path: p.clone(),
+                        data,
+                        meta: w.meta,
+                    });
+                }
+                (VKind::Dir, Some(Disk::Dir)) => {
+                    if !same_owner_and_mode(&w.meta, &h.expect("some").meta) {
+                        makes.push(ChangeOp::SetMeta {
+                            path: p.clone(),
+                            meta: w.meta,
+                        });
+                    }
+                }
+                (VKind::Dir, other) => {
+                    if other.is_some() {
+                        remove(&mut removals, &mut removed, p);
+                    }
+                    makes.push(ChangeOp::MakeDir {
+                        path: p.clone(),
+                        meta: w.meta,
+                    });
+                }
+                (VKind::Symlink(t), Some(Disk::Symlink(u))) if t == u => {}
+                (VKind::Symlink(t), other) => {
+                    if other.is_some() {
+                        remove(&mut removals, &mut removed, p);
+                    }
+                    makes.push(ChangeOp::Symlink {
+                        path: p.clone(),
+                        target: t.clone(),
+                        meta: w.meta,
+                    });
+                }
+            },
+        }
+    }
+    let mut replayed = removals;
+    replayed.extend(makes);
+
+    // Everything else: the files win, and the journal records what it found.
+    let mut rows = Vec::new();
+    let mut ops = Vec::new();
+    let mut needed = Vec::new();
+    let mut gone: BTreeSet<MemPath> = BTreeSet::new();
+    let mut ids = state.ids;
+    let change = ids.next_change;
+    let found_row = |ids: &mut Ids, path: &MemPath, sha: Option<(Sha, u64)>, replaces: Option<u64>| {
+        let id = ids.next_version;
+        ids.next_version += 1;
+        Row {
+            version: id.to_string(),
+            time: time.to_string(),
+            actor: Actor::memfs(),
+            op: Op::Found,
+            path: path.to_string(),
+            from: None,
+            sha256: sha.map(|s| s.0.hex()),
+            size: sha.map(|s| s.1),
+            replaces: replaces.filter(|v| *v > 0).map(|v| v.to_string()),
+            redacted: false,
+            pruned: first && sha.is_some(),
+            note: (first && sha.is_some()).then(|| BEFORE_HISTORY.to_string()),
+            batch,
+            change: Some(change),
+            origin: None,
+        }
+    };
+    for p in paths.iter().filter(|p| !tail.covers(p)) {
+        if gone.iter().any(|g| p.starts_with(g)) {
+            continue;
+        }
+        let want = state.view.get(p).cloned();
+        let have = disk.get(p);
+        let was_file = want.as_ref().and_then(|w| w.file());
+        match (have.map(|h| (&h.kind, h.meta)), want.as_ref().map(|w| &w.kind)) {
+            (None, None) => {}
+            (Some((Disk::File(s, data), meta)), w) => {
+                let same = matches!(w, Some(VKind::File { sha, .. }) if sha == s);
+                if same {
+                    if !same_owner_and_mode(&meta, &want.as_ref().expect("some").meta) {
+                        ops.push(ChangeOp::SetMeta {
+                            path: p.clone(),
+                            meta,
+                        });
+                    }
+                    continue;
+                }
+                if matches!(w, Some(VKind::Dir)) {
+                    for (f, _, _, v, _) in state.view.files_under(p) {
+                        rows.push(found_row(&mut ids, &f, None, Some(v)));
+                    }
+                    ops.push(ChangeOp::Remove { path: p.clone() });
+                    gone.insert(p.clone());
+                }
+                rows.push(found_row(
+                    &mut ids,
+                    p,
+                    Some((*s, data.len() as u64)),
+                    was_file.map(|f| f.2),
+                ));
+                if !first {
+                    needed.push(Needed {
+                        sha: *s,
+                        data: data.clone(),
+                    });
+                }
+                ops.push(ChangeOp::Write {
+                    path: p.clone(),
+                    data: data.clone(),
+                    meta,
+                });
+            }
+            (None, Some(_)) => {
+                for (f, _, _, v, _) in state.view.files_under(p) {
+                    rows.push(found_row(&mut ids, &f, None, Some(v)));
+                }
+                ops.push(ChangeOp::Remove { path: p.clone() });
+                gone.insert(p.clone());
+            }
+            (Some((Disk::Dir, meta)), w) => match w {
+                Some(VKind::Dir) => {
+                    if !same_owner_and_mode(&meta, &want.as_ref().expect("some").meta) {
+                        ops.push(ChangeOp::SetMeta {
+                            path: p.clone(),
+                            meta,
+                        });
+                    }
+                }
+                _ => {
+                    if let Some(f) = was_file {
+                        rows.push(found_row(&mut ids, p, None, Some(f.2)));
+                    }
+                    ops.push(ChangeOp::MakeDir {
+                        path: p.clone(),
+                        meta,
+                    });
+                }
+            },
+            (Some((Disk::Symlink(t), meta)), w) => {
+                if matches!(w, Some(VKind::Symlink(u)) if u == t) {
+                    continue;
+                }
+                if matches!(w, Some(VKind::Dir)) {
+                    for (f, _, _, v, _) in state.view.files_under(p) {
+                        rows.push(found_row(&mut ids, &f, None, Some(v)));
+                    }
+                    gone.insert(p.clone());
+                }
+                if let Some(f) = was_file {
+                    rows.push(found_row(&mut ids, p, None, Some(f.2)));
+                }
+                ops.push(ChangeOp::Symlink {
+                    path: p.clone(),
+                    target: t.clone(),
+                    meta,
+                });
+            }
+        }
+    }
+    let found_files = rows.len();
+    let found = if ops.is_empty() && rows.is_empty() {
+        None
+    } else {
+        ids.next_change += 1;
+        // The view takes the files' side.
+        for op in &ops {
+            let write = match op {
+                ChangeOp::Write { data, .. } => Some((Sha::of(data), data.len() as u64)),
+                _ => None,
+            };
+            state.view.apply(op, write, None);
+            if let (true, ChangeOp::Write { path, .. }) = (first, op) {
+                state.view.mark_in_file(path);
+            }
+        }
+        let mut undo = Vec::new();
+        versions::settle_versions(&mut state.view, &rows, &mut undo);
+        let op_recs = ops
+            .iter()
+            .map(|op| {
+                let sha = match op {
+                    ChangeOp::Write { data, .. } => Some(Sha::of(data).hex()),
+                    _ => None,
+                };
+                let mut rec = op_rec(op, sha.as_deref());
+                if let OpRec::Write { in_file, .. } = &mut rec {
+                    *in_file = first;
+                }
+                rec
+            })
+            .collect();
+        Some(ChangeRec {
+            change,
+            ops: op_recs,
+            rows,
+        })
+    };
+    state.ids = ids;
+    Squared {
+        replayed,
+        found,
+        found_files,
+        needed,
+    }
+}

@@ -1,0 +1,278 @@
+//! How one store change becomes journal records: its ops as they go to
+//! disk, and the versions (history rows) it makes, decided against the
+//! journal's view of what each path held before it.
+//!
+//! Every change to a file is a version: an id (never reused), the time, the
+//! actor, what it did, the content after it (sha256 and size), and the
+//! version it replaces. Directory deletes and renames make one version per
+//! file below them. A file written again unchanged makes none.
+
+use std::sync::Arc;
+
+use super::record::{op_rec, ChangeRec};
+use super::row::{Actor, Op, Row};
+use super::view::{Undo, View};
+use crate::digest::Sha;
+use crate::path::MemPath;
+use crate::store::{Change, ChangeOp, Origin};
+
+/// The note on the rows of an exchange (`renameat2(RENAME_EXCHANGE)`).
+pub const EXCHANGED: &str = "exchanged";
+/// The note on a file found when the journal began, its content not copied.
+pub const BEFORE_HISTORY: &str =
+    "there before the history began; its content is kept at its first change";
+/// The note on the copy of such a content, kept at the file's first change.
+pub const CAPTURED: &str = "the content it had when the history began";
+
+/// The ids the journal hands out.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Ids {
+    pub next_version: u64,
+    pub next_change: u64,
+}
+
+/// A content a record needs in the journal: new ones go in the frame's body.
+pub struct Needed {
+    pub sha: Sha,
+    pub data: Arc<Vec<u8>>,
+}
+
+/// What the journal must know about one change to write it.
+pub struct Context<'a> {
+    pub time: &'a str,
+    pub batch: u64,
+    /// Reads a file's bytes from the plain files (a content found when the
+    /// journal began, kept at its first change).
+    pub read_plain: &'a dyn Fn(&MemPath) -> Option<Vec<u8>>,
+}
+
+fn row(ids: &mut Ids, cx: &Context, actor: &Actor, op: Op, path: &MemPath, change: u64) -> Row {
+    let id = ids.next_version;
+    ids.next_version += 1;
+    Row {
+        version: id.to_string(),
+        time: cx.time.to_string(),
+        actor: actor.clone(),
+        op,
+        path: path.to_string(),
+        from: None,
+        sha256: None,
+        size: None,
+        replaces: None,
+        redacted: false,
+        pruned: false,
+        note: None,
+        batch: cx.batch,
+        change: Some(change),
+        origin: None,
+    }
+}
+
+/// The records of `change`, applied to `view` as they are made (noted in
+/// `undo`), and the contents they need.
+pub fn record(
+    view: &mut View,
+    change: &Change,
+    ids: &mut Ids,
+    cx: &Context,
+    undo: &mut Undo,
+    needed: &mut Vec<Needed>,
+) -> ChangeRec {
+    let number = ids.next_change;
+    ids.next_change += 1;
+    let actor = Actor::of(&change.origin);
+    let mut rows = Vec::new();
+    let mut ops = Vec::new();
+    for op in &change.ops {
+        // A file found when the history began keeps its content before its
+        // first change: the change must have something to go back to.
+        rows.extend(capture(view, op, ids, cx, number, undo, needed));
+        let mut sha = None;
+        let mut made = Vec::new();
+        match op {
+            ChangeOp::Write { path, data, .. } => {
+                let new = Sha::of(data);
+                sha = Some(new);
+                let prev = view.get(path).and_then(|n| n.file());
+                if prev.is_some_and(|(s, ..)| s == new) {
+                    // Written again, unchanged: no version (its meta may move).
+                    view.apply(op, Some((new, data.len() as u64)), Some(undo));
+                    ops.push(op_rec(op, Some(&new.hex())));
+                    continue;
+                }
+                let replaces = prev.map(|p| p.2).filter(|v| *v > 0);
+                let kind = match &change.origin {
+                    Origin::Revert { .. } => Op::Revert,
+                    _ if change.overwrites.contains(path) => Op::Overwrite,
+                    _ if prev.is_none() => Op::Create,
+                    _ => Op::Write,
+                };
+                let mut r = row(ids, cx, &actor, kind, path, number);
+                r.sha256 = Some(new.hex());
+                r.size = Some(data.len() as u64);
+                r.replaces = replaces.map(|v| v.to_string());
+                if let Origin::Revert { note, .. } = &change.origin {
+                    r.note = note.as_deref().map(str::to_string);
+                }
+                needed.push(Needed {
+                    sha: new,
+                    data: data.clone(),
+                });
+                made.push(r);
+            }
+            ChangeOp::Remove { path } => {
+                let kind = match change.origin {
+                    Origin::Expiry => Op::Expire,
+                    _ => Op::Delete,
+                };
+                for (gone, _, _, version, _) in view.files_under(path) {
+                    let mut r = row(ids, cx, &actor, kind, &gone, number);
+                    r.replaces = (version > 0).then(|| version.to_string());
+                    made.push(r);
+                }
+            }
+            ChangeOp::Rename { from, to, .. } => {
+                let moved = view.files_under(from);
+                for (old, _, _, version, _) in view.files_under(to) {
+                    // Replaced by the move: the move's row says what it replaced.
+                    if !moved.iter().any(|m| m.0.rebase(from, to) == old) {
+                        let mut r = row(ids, cx, &actor, Op::Delete, &old, number);
+                        r.replaces = (version > 0).then(|| version.to_string());
+                        made.push(r);
+                    }
+                }
+                for (old, sha, size, _, _) in moved {
+                    let new = old.rebase(from, to);
+                    let kind = match change.overwrites.contains(&new) {
+                        true => Op::Overwrite,
+                        false => Op::Rename,
+                    };
+                    let replaced = view.get(&new).and_then(|n| n.file()).map(|f| f.2);
+                    let mut r = row(ids, cx, &actor, kind, &new, number);
+                    r.from = Some(old.to_string());
+                    r.sha256 = Some(sha.hex());
+                    r.size = Some(size);
+                    r.replaces = replaced.filter(|v| *v > 0).map(|v| v.to_string());
+                    made.push(r);
+                }
+            }
+            ChangeOp::Exchange { a, b } => {
+                let moves = view
+                    .files_under(a)
+                    .into_iter()
+                    .map(|f| (f.0.rebase(a, b), f))
+                    .chain(
+                        view.files_under(b)
+                            .into_iter()
+                            .map(|f| (f.0.rebase(b, a), f)),
+                    )
+                    .collect::<Vec<_>>();
+                for (new, (old, sha, size, _, _)) in moves {
+                    let mut r = row(ids, cx, &actor, Op::Rename, &new, number);
+                    r.from = Some(old.to_string());
+                    r.sha256 = Some(sha.hex());
+                    r.size = Some(size);
+                    r.note = Some(EXCHANGED.to_string());
+                    made.push(r);
+                }
+            }
+            ChangeOp::MakeDir { .. }
+            | ChangeOp::Symlink { .. }
+            | ChangeOp::SetMeta { .. }
+            | ChangeOp::SetTimes { .. } => {}
+        }
+        let write = sha.map(|s| (s, op_data_len(op)));
+        view.apply(op, write, Some(undo));
+        settle_versions(view, &made, undo);
+        ops.push(op_rec(op, sha.map(|s| s.hex()).as_deref()));
+        rows.extend(made);
+    }
+    ChangeRec {
+        change: number,
+        ops,
+        rows,
+    }
+}
+
+fn op_data_len(op: &ChangeOp) -> u64 {
+    match op {
+        ChangeOp::Write { data, .. } => data.len() as u64,
+        _ => 0,
+    }
+}
+
+/// After an op is applied to the view: each row that leaves content at its
+/// path is now that file's version.
+pub fn settle_versions(view: &mut View, rows: &[Row], undo: &mut Undo) {
+    for r in rows {
+        if r.op.leaves_content() && r.sha256.is_some() {
+            if let Ok(path) = MemPath::parse(&r.path) {
+                view.set_version(&path, r.id(), Some(undo));
+            }
+        }
+    }
+}
+
+/// [`settle_versions`] when reading the journal back: a file whose version
+/// names a content the journal holds has it in the journal (not only in
+/// the plain file).
+pub fn settle_read(view: &mut View, rows: &[Row], in_journal: &dyn Fn(&Sha) -> bool) {
+    for r in rows {
+        if !r.op.leaves_content() {
+            continue;
+        }
+        let (Ok(path), Some(sha)) = (MemPath::parse(&r.path), r.sha256.as_deref()) else {
+            continue;
+        };
+        match Sha::parse(sha) {
+            Some(sha) if in_journal(&sha) => view.mark_in_journal(&path, r.id(), None),
+            _ => view.set_version(&path, r.id(), None),
+        }
+    }
+}
+
+/// For each file `op` changes, moves or removes whose content is only in
+/// the plain file (found when the history began): a `found` version with
+/// that content, read from the file (not yet changed on disk: the
+/// checkpoint runs behind the journal).
+fn capture(
+    view: &mut View,
+    op: &ChangeOp,
+    ids: &mut Ids,
+    cx: &Context,
+    change: u64,
+    undo: &mut Undo,
+    needed: &mut Vec<Needed>,
+) -> Vec<Row> {
+    if matches!(op, ChangeOp::SetMeta { .. } | ChangeOp::SetTimes { .. }) {
+        return Vec::new();
+    }
+    let mut out = Vec::new();
+    for at in op.paths() {
+        for (path, sha, size, _, in_file) in view.files_under(at) {
+            if !in_file {
+                continue;
+            }
+            let Some(data) = (cx.read_plain)(&path).filter(|d| Sha::of(d) == sha) else {
+                continue; // changed behind memfs' back: not that content
+            };
+            let mut r = row(ids, cx, &Actor::memfs(), Op::Found, &path, change);
+            r.sha256 = Some(sha.hex());
+            r.size = Some(size);
+            r.replaces = view
+                .get(&path)
+                .and_then(|n| n.file())
+                .map(|f| f.2)
+                .filter(|v| *v > 0)
+                .map(|v| v.to_string());
+            r.note = Some(CAPTURED.to_string());
+            needed.push(Needed {
+                sha,
+                data: Arc::new(data),
+            });
+            view.mark_in_journal(&path, r.id(), Some(undo));
+            out.push(r);
+        }
+    }
+    out
+}

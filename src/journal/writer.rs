@@ -1,0 +1,852 @@
+//! The journal's writer: one thread that appends the store's changes in
+//! the order they were applied, as one frame per batch (group commit: all
+//! the changes that queued while the last flush ran), made durable by one
+//! `fdatasync` of one file, and only then acknowledged. The frame then goes
+//! to the checkpointer, which brings the plain files up to date behind it.
+//!
+//! A segment file is opened for each frame and closed after it, so that
+//! no file stays open for writing (a read-only remount of the disk must not
+//! be refused as busy).
+//!
+//! When the disk refuses: a frame that could not be written is truncated
+//! away (or, if even that fails, the next frame begins a new segment that
+//! seals the old one before it); its changes are handed back to the store,
+//! which takes back what it can (an agent's: "did not take effect") and
+//! keeps the rest in memory, written again with the next change. A frame
+//! written whose flush failed is treated the same way, except that nothing
+//! of it is taken back ("is in memory"), and the next frame begins a new
+//! segment sealing the old one before it, so a frame whose flush failed is
+//! never read back. Either way the view is put back as it was: the versions
+//! those changes made are written again when their content is.
+
+use std::collections::VecDeque;
+use std::io;
+use std::os::fd::OwnedFd;
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::sync::mpsc::{self, Sender};
+use std::sync::Arc;
+use std::time::Duration;
+
+use parking_lot::{Condvar, Mutex};
+use rustix::fs::{self as rfs, Mode, OFlags};
+
+use super::checkpoint::Msg;
+use super::frame;
+use super::record::{ContentRec, Header, Seal, SegmentInfo};
+use super::segment;
+use super::state::{Active, Loc, State};
+use super::versions::{self, Context, Needed};
+use super::view::Undo;
+use super::Options;
+use crate::digest::Sha;
+use crate::error::{DiskError, Error};
+use crate::store::{Change, ChangeSink, Refused, Ticket};
+
+/// Counters of the journal's work, for benchmarks and `--stats`.
+#[derive(Debug, Default, Clone, Copy, PartialEq, Eq)]
+pub struct Stats {
+    pub changes: u64,
+    pub batches: u64,
+    /// Flushes of the journal (one per frame written).
+    pub barriers: u64,
+}
+
+#[derive(Default)]
+pub(super) struct Queue {
+    pub items: VecDeque<(Change, Ticket)>,
+    pub stop: bool,
+}
+
+/// Every barrier with a sequence number below `below` was queued before a
+/// change ahead of it was refused and kept in memory: it must not answer
+/// that everything before it is durable.
+#[derive(Default)]
+struct Taint {
+    below: u64,
+    error: Option<DiskError>,
+}
+
+pub(super) struct Shared {
+    pub queue: Mutex<Queue>,
+    pub wake: Condvar,
+    pub state: Mutex<State>,
+    /// `DIR/.memfs/journal`.
+    pub dir: OwnedFd,
+    /// `DIR/memories`, to read a content found there before its first change.
+    pub memories: OwnedFd,
+    pub opts: Options,
+    /// Where refused batches go (taken at shutdown, which ends the
+    /// store's side of the channel).
+    pub recovery: Mutex<Option<Sender<Refused>>>,
+    pub checkpointer: Mutex<Option<Sender<Msg>>>,
+    /// The newest batch the checkpointer made the plain files current
+    /// (and durable) through.
+    pub checkpointed: AtomicU64,
+    /// Bytes of plain files the checkpointer has yet to write.
+    pub unwritten: AtomicU64,
+    pub changes: AtomicU64,
+    pub batches: AtomicU64,
+    pub barriers: AtomicU64,
+    taint: Mutex<Taint>,
+    /// The disk refused the last batch (said once, until it takes one again).
+    refusing: AtomicBool,
+    /// Held while segments are rewritten (compaction, redaction).
+    pub rewriting: Mutex<()>,
+    /// While a compaction runs: the contents new frames named without
+    /// holding them (it must not drop those).
+    pub named_meanwhile: Mutex<Option<std::collections::HashSet<Sha>>>,
+    /// What start-up found, when the disk refused to take it then: it goes
+    /// first in the next frame.
+    pending_start: Mutex<Option<(super::record::ChangeRec, Vec<Needed>)>>,
+    /// Wakes the compactor; and when it last ran.
+    pub compact: Mutex<Compaction>,
+    pub compact_wake: Condvar,
+}
+
+#[derive(Default)]
+pub(super) struct Compaction {
+    pub asked: bool,
+    pub stop: bool,
+    pub last: Option<std::time::Instant>,
+}
+
+/// How long an idle writer waits before it writes down how far the
+/// checkpointer got (so that a later start has less to replay).
+const IDLE: Duration = Duration::from_secs(2);
+/// Space kept allocated past a segment's end, so that on a full disk a
+/// frame without contents (a delete, which makes room) can still go in.
+const RESERVE: u64 = 256 << 10;
+
+impl Shared {
+    pub fn new(
+        state: State,
+        dir: OwnedFd,
+        memories: OwnedFd,
+        opts: Options,
+        checkpointed: u64,
+    ) -> Shared {
+        Shared {
+            queue: Mutex::default(),
+            wake: Condvar::new(),
+            state: Mutex::new(state),
+            dir,
+            memories,
+            opts,
+            recovery: Mutex::new(None),
+            checkpointer: Mutex::new(None),
+            checkpointed: AtomicU64::new(checkpointed),
+            unwritten: AtomicU64::new(0),
+            changes: AtomicU64::new(0),
+            batches: AtomicU64::new(0),
+            barriers: AtomicU64::new(0),
+            taint: Mutex::default(),
+            refusing: AtomicBool::new(false),
+            rewriting: Mutex::new(()),
+            named_meanwhile: Mutex::new(None),
+            pending_start: Mutex::new(None),
+            compact: Mutex::default(),
+            compact_wake: Condvar::new(),
+        }
+    }
+
+    /// The compactor thread: compacts when asked, until stopped.
+    pub fn run_compactor(&self) {
+        loop {
+            {
+                let mut c = self.compact.lock();
+                while !c.asked && !c.stop {
+                    self.compact_wake.wait(&mut c);
+                }
+                if c.stop {
+                    return;
+                }
+                c.asked = false;
+            }
+            if let Err(e) = super::compact::compact(self, self.opts.keep) {
+                tracing::warn!(
+                    "old history could not be compacted ({}); memfs tries again later",
+                    crate::units::describe_io(&e)
+                );
+            }
+            self.compact.lock().last = Some(std::time::Instant::now());
+        }
+    }
+
+    /// Asks the compactor to run if the journal is past its retention.
+    fn compact_if_due(&self, st: &State) {
+        let mut c = self.compact.lock();
+        if !c.asked && super::compact::due(st, &self.opts.keep, c.last) {
+            c.asked = true;
+            self.compact_wake.notify_one();
+        }
+    }
+
+    pub fn stats(&self) -> Stats {
+        Stats {
+            changes: self.changes.load(Ordering::Relaxed),
+            batches: self.batches.load(Ordering::Relaxed),
+            barriers: self.barriers.load(Ordering::Relaxed),
+        }
+    }
+
+    /// The writer thread: batches until stopped, then the last checkpoint.
+    pub fn run(&self) {
+        loop {
+            let items: Vec<(Change, Ticket)> = {
+                let mut queue = self.queue.lock();
+                loop {
+                    if !queue.items.is_empty() {
+                        break;
+                    }
+                    if queue.stop {
+                        drop(queue);
+                        self.finish();
+                        return;
+                    }
+                    let idle = self.wake.wait_for(&mut queue, IDLE).timed_out();
+                    if idle && queue.items.is_empty() && !queue.stop {
+                        drop(queue);
+                        self.write_checkpoint();
+                        queue = self.queue.lock();
+                    }
+                }
+                queue.items.drain(..).collect()
+            };
+            self.commit(items);
+        }
+    }
+
+    fn send(&self, msg: Msg) -> bool {
+        match self.checkpointer.lock().as_ref() {
+            Some(tx) => tx.send(msg).is_ok(),
+            None => false,
+        }
+    }
+
+    /// At shutdown: the checkpointer writes out everything, then the
+    /// journal says so (a clean stop leaves nothing to replay).
+    fn finish(&self) {
+        let (tx, rx) = mpsc::sync_channel(1);
+        if self.send(Msg::Stop(tx)) && rx.recv() == Ok(false) {
+            tracing::warn!(
+                "the plain files could not all be brought up to date before stopping; the journal holds every change, and the next start replays it into them"
+            );
+        }
+        self.write_checkpoint();
+    }
+
+    /// Asks the checkpointer to write out what it holds now and waits for it
+    /// (at most `limit`): a delete it has not carried out yet may free the
+    /// room a write needs.
+    /// Whether the plain files are current through everything handed over
+    /// (`None`: no answer within `limit`).
+    pub(super) fn checkpoint_now(&self, limit: Duration) -> Option<bool> {
+        let (tx, rx) = mpsc::sync_channel(1);
+        match self.send(Msg::Flush(tx)) {
+            true => rx.recv_timeout(limit).ok(),
+            false => Some(true),
+        }
+    }
+
+    /// A frame with nothing but how far the checkpointer got, if that moved.
+    fn write_checkpoint(&self) {
+        let mut st = self.state.lock();
+        let known = self.checkpointed.load(Ordering::Acquire);
+        if known <= st.checkpoint_written {
+            return;
+        }
+        let header = Header {
+            checkpoint: Some(known),
+            ..Header::default()
+        };
+        let _ = self.append(&mut st, header, &[], 0);
+    }
+
+    fn commit(&self, items: Vec<(Change, Ticket)>) {
+        self.batches.fetch_add(1, Ordering::Relaxed);
+        self.changes.fetch_add(items.len() as u64, Ordering::Relaxed);
+        let (changes, tickets): (Vec<Change>, Vec<Ticket>) = items.into_iter().unzip();
+        if changes.iter().all(|c| c.ops.is_empty()) {
+            // Barriers only: every frame before them is durable already.
+            self.settle(&changes, &tickets);
+            return;
+        }
+        let mut st = self.state.lock();
+        let time = crate::journal::now_text();
+        let batch = st.next_batch;
+        let read_plain = |path: &crate::path::MemPath| crate::persist::read_file(&self.memories, path).ok();
+        let cx = Context {
+            time: &time,
+            batch,
+            read_plain: &read_plain,
+        };
+        // Each change's records, applied to the view as they are made.
+        let mut records = Vec::with_capacity(changes.len());
+        let mut undos: Vec<Undo> = Vec::with_capacity(changes.len());
+        let mut needs: Vec<Vec<Needed>> = Vec::with_capacity(changes.len());
+        for change in &changes {
+            let mut undo = Undo::new();
+            let mut needed = Vec::new();
+            let record = if change.ops.is_empty() {
+                None
+            } else {
+                let State { view, ids, .. } = &mut *st;
+                Some(versions::record(view, change, ids, &cx, &mut undo, &mut needed))
+            };
+            records.push(record);
+            undos.push(undo);
+            needs.push(needed);
+        }
+        // What start-up found and could not write then goes first.
+        let start = self.pending_start.lock().take();
+        // The contents to put in the body: each new one once.
+        let mut body: Vec<Arc<Vec<u8>>> = Vec::new();
+        let mut placed: Vec<ContentRec> = Vec::new();
+        let mut new_bytes = vec![0u64; changes.len()];
+        let mut at = 0u64;
+        let start_len;
+        {
+            let mut seen = std::collections::HashSet::new();
+            for n in start.iter().flat_map(|(_, needed)| needed) {
+                if !st.contents.contains_key(&n.sha) && seen.insert(n.sha) {
+                    placed.push(ContentRec {
+                        sha256: n.sha.hex(),
+                        at,
+                        len: n.data.len() as u64,
+                    });
+                    at += n.data.len() as u64;
+                    body.push(n.data.clone());
+                }
+            }
+            start_len = at;
+            let mut named = self.named_meanwhile.lock();
+            for (i, needed) in needs.iter().enumerate() {
+                for n in needed {
+                    if st.contents.contains_key(&n.sha) {
+                        if let Some(named) = named.as_mut() {
+                            named.insert(n.sha);
+                        }
+                        continue;
+                    }
+                    if !seen.insert(n.sha) {
+                        continue;
+                    }
+                    placed.push(ContentRec {
+                        sha256: n.sha.hex(),
+                        at,
+                        len: n.data.len() as u64,
+                    });
+                    at += n.data.len() as u64;
+                    new_bytes[i] += n.data.len() as u64;
+                    body.push(n.data.clone());
+                }
+            }
+        }
+        // Room on the disk: a change needs room for its new contents here
+        // and for the files it writes in the plain files (the checkpointer
+        // writes them later, with what it has not written yet); one that
+        // writes nothing fits in the reserve.
+        let plain: Vec<u64> = changes.iter().map(plain_bytes).collect();
+        let mut fits = self.room_for(&st, &new_bytes, &plain);
+        if fits < changes.len() {
+            drop(st);
+            self.checkpoint_now(Duration::from_secs(2));
+            st = self.state.lock();
+            fits = self.room_for(&st, &new_bytes, &plain);
+        }
+        let no_room = DiskError::new("writing the journal", io::Error::from_raw_os_error(libc::ENOSPC));
+        // What did not fit is taken out again: the view back, latest first.
+        for undo in undos.drain(fits..).rev() {
+            st.view.roll_back(undo);
+        }
+        let body_len: u64 = start_len + new_bytes[..fits].iter().sum::<u64>();
+        let (body, placed) = trim_body(body, placed, body_len);
+        let header = Header {
+            batch: Some(batch),
+            time: Some(time.clone()),
+            checkpoint: None,
+            changes: start
+                .iter()
+                .map(|(rec, _)| rec.clone())
+                .chain(records[..fits].iter().flatten().cloned())
+                .collect(),
+            contents: placed.clone(),
+            ..Header::default()
+        };
+        let parts: Vec<&[u8]> = body.iter().map(|b| b.as_slice()).collect();
+        let written = if fits > 0 {
+            self.append(&mut st, header, &parts, batch)
+        } else {
+            Err(Failure::Refused(no_room.clone()))
+        };
+        match written {
+            Ok(body_at) => {
+                let segment = st.active.number;
+                for c in &placed {
+                    if let Some(sha) = Sha::parse(&c.sha256) {
+                        st.contents.insert(
+                            sha,
+                            Loc {
+                                segment,
+                                at: body_at + c.at,
+                                len: c.len,
+                            },
+                        );
+                    }
+                }
+                st.next_batch = batch + 1;
+                self.compact_if_due(&st);
+                drop(st);
+                self.say_how_the_disk_is(None);
+                let durable: Vec<Change> = changes[..fits]
+                    .iter()
+                    .filter(|c| !c.ops.is_empty())
+                    .cloned()
+                    .collect();
+                if !durable.is_empty() {
+                    let plain = plain[..fits].iter().sum();
+                    self.unwritten.fetch_add(plain, Ordering::AcqRel);
+                    self.send(Msg::Batch {
+                        batch,
+                        changes: durable,
+                        plain,
+                    });
+                }
+                if fits < changes.len() {
+                    self.refuse(&changes, &tickets, fits, no_room, false);
+                } else {
+                    self.settle(&changes, &tickets);
+                }
+            }
+            Err(failure) => {
+                for undo in undos.into_iter().rev() {
+                    st.view.roll_back(undo);
+                }
+                if start.is_some() {
+                    *self.pending_start.lock() = start;
+                }
+                drop(st);
+                match failure {
+                    // Nothing of the frame reached the disk.
+                    Failure::Refused(e) => self.refuse(&changes, &tickets, 0, e, false),
+                    // Written, not confirmed: kept, written again.
+                    Failure::Unconfirmed(e) => self.refuse(&changes, &tickets, fits, e, true),
+                }
+            }
+        }
+    }
+
+    /// The start's own frame (before the threads run): what was found
+    /// changed on disk, and that the plain files are current through it.
+    pub fn write_start(
+        &self,
+        found: Option<super::record::ChangeRec>,
+        needed: Vec<Needed>,
+        batch: u64,
+        time: &str,
+        files_current: bool,
+    ) -> io::Result<()> {
+        let mut st = self.state.lock();
+        st.next_batch = batch + 1;
+        let mut body: Vec<Arc<Vec<u8>>> = Vec::new();
+        let mut placed = Vec::new();
+        let mut at = 0;
+        let mut seen = std::collections::HashSet::new();
+        for n in needed {
+            if st.contents.contains_key(&n.sha) || !seen.insert(n.sha) {
+                continue;
+            }
+            placed.push(ContentRec {
+                sha256: n.sha.hex(),
+                at,
+                len: n.data.len() as u64,
+            });
+            at += n.data.len() as u64;
+            body.push(n.data);
+        }
+        if files_current {
+            self.checkpointed.fetch_max(batch, Ordering::AcqRel);
+        }
+        let header = Header {
+            batch: Some(batch),
+            time: Some(time.to_string()),
+            changes: found.clone().into_iter().collect(),
+            contents: placed.clone(),
+            ..Header::default()
+        };
+        let parts: Vec<&[u8]> = body.iter().map(|b| b.as_slice()).collect();
+        match self.append(&mut st, header, &parts, batch) {
+            Ok(body_at) => {
+                let segment = st.active.number;
+                for c in &placed {
+                    if let Some(sha) = Sha::parse(&c.sha256) {
+                        let loc = Loc {
+                            segment,
+                            at: body_at + c.at,
+                            len: c.len,
+                        };
+                        st.contents.insert(sha, loc);
+                    }
+                }
+                Ok(())
+            }
+            Err(Failure::Refused(e) | Failure::Unconfirmed(e)) => {
+                // It goes first in the next frame.
+                if let Some(found) = found {
+                    let needed = body
+                        .into_iter()
+                        .zip(&placed)
+                        .filter_map(|(data, c)| Some(Needed { sha: Sha::parse(&c.sha256)?, data }))
+                        .collect();
+                    *self.pending_start.lock() = Some((found, needed));
+                }
+                Err(io::Error::from_raw_os_error(e.errno))
+            }
+        }
+    }
+
+    /// Hands a batch to the checkpointer (start-up's replay, to try again).
+    pub fn hand_over(&self, batch: u64, changes: Vec<Change>) {
+        let plain = changes.iter().map(plain_bytes).sum();
+        self.unwritten.fetch_add(plain, Ordering::AcqRel);
+        self.send(Msg::Batch {
+            batch,
+            changes,
+            plain,
+        });
+    }
+
+    /// How many of the batch's changes (in order) the disk has room for.
+    fn room_for(&self, st: &State, new_bytes: &[u64], plain: &[u64]) -> usize {
+        let Some(free) = free_bytes(&self.dir) else {
+            return new_bytes.len();
+        };
+        let have = free + st.active.reserved.min(RESERVE / 2);
+        let mut need = self.unwritten.load(Ordering::Acquire) + RESERVE / 2;
+        for (i, (&n, &p)) in new_bytes.iter().zip(plain).enumerate() {
+            if n + p == 0 {
+                continue; // rows only: the reserve takes them
+            }
+            need += n + p;
+            if need > have {
+                return i;
+            }
+        }
+        new_bytes.len()
+    }
+
+    /// Changes from `from` on did not take effect on disk (with `kept`, the
+    /// ones before `from` were written but not confirmed): the store decides
+    /// what memory becomes, then every ticket is settled.
+    fn refuse(&self, changes: &[Change], tickets: &[Ticket], from: usize, e: DiskError, kept: bool) {
+        self.say_how_the_disk_is(Some(&e));
+        let (done, refused) = changes.split_at(from);
+        let unconfirmed = if kept { done } else { &[] };
+        let undone = self.recover(refused, unconfirmed);
+        let kept_any = kept || undone.iter().any(|u| !u);
+        if kept_any {
+            self.taint_queued_barriers(e.clone());
+        }
+        for (i, ticket) in tickets.iter().enumerate() {
+            let outcome = match i.checked_sub(from) {
+                None if kept => Err(Error::Unsaved(e.clone())),
+                None => self.barrier_outcome(&changes[i]),
+                Some(j) if undone[j] => Err(Error::Disk(e.clone())),
+                Some(_) => Err(Error::Unsaved(e.clone())),
+            };
+            ticket.settle(outcome);
+        }
+    }
+
+    /// Every change of the batch is durable.
+    fn settle(&self, changes: &[Change], tickets: &[Ticket]) {
+        for (change, ticket) in changes.iter().zip(tickets) {
+            ticket.settle(self.barrier_outcome(change));
+        }
+    }
+
+    /// Ok, unless `change` is a barrier queued before a change ahead of it
+    /// was kept unsaved (it promises everything before it is on disk).
+    fn barrier_outcome(&self, change: &Change) -> Result<(), Error> {
+        if !change.ops.is_empty() {
+            return Ok(());
+        }
+        let taint = self.taint.lock();
+        match (&taint.error, change.seq < taint.below) {
+            (Some(e), true) => Err(Error::Unsaved(e.clone())),
+            _ => Ok(()),
+        }
+    }
+
+    /// The store decides what memory becomes before anyone hears of a
+    /// failure: what it can take back it does; the rest stays in memory and
+    /// is written again with its next change. Nothing is reloaded.
+    fn recover(&self, refused: &[Change], unconfirmed: &[Change]) -> Vec<bool> {
+        let none = vec![false; refused.len()];
+        let Some(tx) = self.recovery.lock().clone() else {
+            return none;
+        };
+        let (answer, rx) = mpsc::sync_channel(1);
+        let asked = tx.send(Refused {
+            refused: refused.to_vec(),
+            unconfirmed: unconfirmed.to_vec(),
+            answer,
+        });
+        match asked {
+            Ok(()) => rx.recv().unwrap_or(none),
+            Err(_) => none,
+        }
+    }
+
+    /// A change was refused (or not confirmed) and kept in memory: its
+    /// paths are written again with the next change the store makes, but
+    /// the barriers already queued were made before the store knew, so they
+    /// do not carry them. Each of those answers `Unsaved` (the caller may
+    /// ask again: a new barrier carries the paths).
+    fn taint_queued_barriers(&self, cause: DiskError) {
+        let queue = self.queue.lock();
+        let Some((last, _)) = queue.items.back() else {
+            return;
+        };
+        let mut taint = self.taint.lock();
+        taint.below = taint.below.max(last.seq + 1);
+        taint.error = Some(cause);
+    }
+
+    /// Logs a refusing disk once (not once per refused change), and when it
+    /// takes writes again.
+    fn say_how_the_disk_is(&self, refused: Option<&DiskError>) {
+        let was = self.refusing.swap(refused.is_some(), Ordering::Relaxed);
+        match (refused, was) {
+            (Some(e), false) => tracing::warn!(
+                "the disk refuses writes ({e}); agents' changes are taken back, people's kept in memory and written again later"
+            ),
+            (None, true) => {
+                tracing::info!("the disk takes writes again; everything kept in memory is written")
+            }
+            _ => {}
+        }
+    }
+
+    /// Appends one frame and makes it durable; returns where its body is.
+    /// `batch` 0: a frame of no batch (a checkpoint alone).
+    pub(super) fn append(
+        &self,
+        st: &mut State,
+        mut header: Header,
+        body: &[&[u8]],
+        batch: u64,
+    ) -> Result<u64, Failure> {
+        self.barriers.fetch_add(1, Ordering::Relaxed);
+        // A new segment when this one is full, or must be sealed.
+        if let Some(end) = st.active.seal_at.take() {
+            st.active = Active {
+                number: st.active.number + 1,
+                end: 0,
+                reserved: 0,
+                fresh: true,
+                seal_at: None,
+                prev: Some(Seal {
+                    segment: st.active.number,
+                    end,
+                }),
+            };
+        } else if !st.active.fresh && st.active.end >= self.opts.segment_bytes {
+            st.active = Active {
+                number: st.active.number + 1,
+                end: 0,
+                reserved: 0,
+                fresh: true,
+                seal_at: None,
+                prev: None,
+            };
+        }
+        let fresh = st.active.fresh;
+        if fresh {
+            header.segment = Some(SegmentInfo {
+                number: st.active.number,
+                origin: st.origin.clone(),
+                covers: None,
+                prev: st.active.prev,
+            });
+        }
+        let known = self.checkpointed.load(Ordering::Acquire);
+        if known > st.checkpoint_written {
+            header.checkpoint = Some(known);
+        }
+        let head = serde_json::to_vec(&header).expect("a header serializes");
+        let bytes = frame::encode(&head, body);
+        let body_at = st.active.end + frame::HEAD as u64 + head.len() as u64;
+        let number = st.active.number;
+        let end = st.active.end;
+        let name = segment::name(number);
+        let flags = match fresh {
+            true => OFlags::WRONLY | OFlags::CREATE | OFlags::TRUNC,
+            false => OFlags::WRONLY,
+        } | OFlags::NOFOLLOW
+            | OFlags::CLOEXEC;
+        let refused = |e: io::Error| Failure::Refused(DiskError::new("writing the journal", e));
+        let fd = rfs::openat(&self.dir, name.as_str(), flags, Mode::from_raw_mode(0o600))
+            .map_err(|e| refused(e.into()))?;
+        st.active.reserved = reserve(&fd, end + bytes.len() as u64, st.active.reserved, bytes.len() as u64);
+        if let Err(e) = write_all_at(&fd, &bytes, end) {
+            // Not a byte of it may stay for a later frame to follow.
+            if !fresh && rfs::ftruncate(&fd, end).is_err() {
+                st.active.seal_at = Some(end);
+            }
+            return Err(refused(e));
+        }
+        let unconfirmed = |e: io::Error| Failure::Unconfirmed(DiskError::new("flushing to stable storage", e));
+        let synced = sync_data(&fd).and_then(|()| match fresh {
+            true => sync_dir(&self.dir),
+            false => Ok(()),
+        });
+        drop(fd);
+        if let Err(e) = synced {
+            // It may or may not be on disk: never read it back. A segment
+            // it began is begun again by the next frame (same number, same
+            // seal of the one before); any other is sealed before it.
+            if !fresh {
+                st.active.seal_at = Some(end);
+            }
+            return Err(unconfirmed(e));
+        }
+        st.active.end = end + bytes.len() as u64;
+        st.active.reserved = st.active.reserved.saturating_sub(bytes.len() as u64);
+        st.active.fresh = false;
+        st.active.prev = None;
+        if let Some(c) = header.checkpoint {
+            st.checkpoint_written = c;
+        }
+        let seg = st.segments.entry(number).or_default();
+        seg.bytes = st.active.end;
+        if batch > 0 {
+            seg.last_batch = batch;
+            if seg.first_time.is_none() {
+                seg.first_time = header.time.clone();
+            }
+        }
+        Ok(body_at)
+    }
+}
+
+/// Why a frame did not become durable.
+pub(super) enum Failure {
+    /// Nothing of it is on disk (or ever read back).
+    Refused(DiskError),
+    /// Written, but its flush failed: it may or may not be on disk, and is
+    /// never read back.
+    Unconfirmed(DiskError),
+}
+
+/// Bytes a change writes into the plain files.
+fn plain_bytes(change: &Change) -> u64 {
+    change
+        .ops
+        .iter()
+        .map(|op| match op {
+            crate::store::ChangeOp::Write { data, .. } => data.len() as u64,
+            _ => 0,
+        })
+        .sum()
+}
+
+/// The body with only the contents of the changes that fit (they come
+/// first: contents are placed in change order).
+fn trim_body(
+    body: Vec<Arc<Vec<u8>>>,
+    placed: Vec<ContentRec>,
+    len: u64,
+) -> (Vec<Arc<Vec<u8>>>, Vec<ContentRec>) {
+    let keep = placed.iter().take_while(|c| c.at + c.len <= len).count();
+    (
+        body.into_iter().take(keep).collect(),
+        placed.into_iter().take(keep).collect(),
+    )
+}
+
+impl ChangeSink for Shared {
+    fn submit(&self, change: &Change) -> Ticket {
+        let ticket = Ticket::pending();
+        let mut queue = self.queue.lock();
+        if queue.stop {
+            ticket.settle(Err(DiskError::new(
+                "shutting down",
+                io::Error::from_raw_os_error(libc::ESHUTDOWN),
+            )
+            .into()));
+            return ticket;
+        }
+        queue.items.push_back((change.clone(), ticket.clone()));
+        drop(queue);
+        self.wake.notify_one();
+        ticket
+    }
+}
+
+/// A disk step a test can make fail (the `fail` crate, with the
+/// `failpoints` feature): `fail::cfg(NAME, "return(ENOSPC)")`.
+macro_rules! step {
+    ($name:literal) => {
+        fail::fail_point!($name, |errno: Option<String>| Err(injected(errno)))
+    };
+}
+
+#[cfg_attr(not(feature = "failpoints"), allow(dead_code))]
+fn injected(errno: Option<String>) -> io::Error {
+    let code = match errno.as_deref() {
+        Some("ENOSPC") => libc::ENOSPC,
+        Some("EROFS") => libc::EROFS,
+        _ => libc::EIO,
+    };
+    io::Error::from_raw_os_error(code)
+}
+
+/// Writes all of `bytes` at `at` (`pwrite`: the journal's own syscall, which
+/// nothing else in memfs uses, so fault tests can aim at it).
+fn write_all_at(fd: &OwnedFd, mut bytes: &[u8], mut at: u64) -> io::Result<()> {
+    step!("journal::write");
+    while !bytes.is_empty() {
+        match rustix::io::pwrite(fd, bytes, at) {
+            Ok(0) => return Err(io::ErrorKind::WriteZero.into()),
+            Ok(n) => {
+                bytes = &bytes[n..];
+                at += n as u64;
+            }
+            Err(rustix::io::Errno::INTR) => {}
+            Err(e) => return Err(e.into()),
+        }
+    }
+    Ok(())
+}
+
+fn sync_data(fd: &OwnedFd) -> io::Result<()> {
+    step!("journal::sync");
+    Ok(rfs::fdatasync(fd)?)
+}
+
+fn sync_dir(dir: &OwnedFd) -> io::Result<()> {
+    step!("journal::sync");
+    Ok(rfs::fsync(dir)?)
+}
+
+/// Keeps space allocated past the end (best effort: a disk too full for it
+/// just has less reserve). Returns how much is reserved past `end`.
+fn reserve(fd: &OwnedFd, end: u64, had: u64, used: u64) -> u64 {
+    let left = had.saturating_sub(used);
+    if left >= RESERVE / 2 {
+        return left;
+    }
+    for len in [RESERVE, RESERVE / 4, RESERVE / 16] {
+        if rfs::fallocate(fd, rfs::FallocateFlags::KEEP_SIZE, end, len).is_ok() {
+            return len;
+        }
+    }
+    left
+}
+
+/// Free bytes on the journal's file system (for ordinary users).
+fn free_bytes(fd: &OwnedFd) -> Option<u64> {
+    let st = rfs::fstatvfs(fd).ok()?;
+    Some(st.f_bavail.saturating_mul(st.f_frsize))
+}

@@ -1,0 +1,65 @@
+//! What people last read, and who last changed each path's content: for
+//! telling a lost update (a person saving over an agent's change that
+//! their process had not read) from an ordinary save. Decided here, when
+//! the change is made, and carried on the change (`Change::overwrites`).
+
+use std::collections::HashMap;
+
+use super::change::{ChangeOp, Origin};
+use crate::path::MemPath;
+
+/// Bound on what is remembered: past it, the oldest knowledge is dropped
+/// (a save then counts as an ordinary write).
+const MAX: usize = 65_536;
+
+#[derive(Default)]
+pub struct Fresh {
+    /// (pid, path) → the store's change counter when that process last
+    /// opened the file to read it (or wrote it: it knows its own content).
+    reads: HashMap<(u32, MemPath), u64>,
+    /// path → (change counter, by an agent?) of the change that put its
+    /// content there last.
+    content_at: HashMap<MemPath, (u64, bool)>,
+}
+
+impl Fresh {
+    pub fn note_read(&mut self, pid: u32, path: MemPath, seq: u64) {
+        if self.reads.len() >= MAX {
+            self.reads.clear();
+        }
+        self.reads.insert((pid, path), seq);
+    }
+
+    /// The paths change `seq` (by `origin`, doing `ops`) saves over an
+    /// agent's change its process had not read; and notes who wrote what.
+    pub fn judge(&mut self, seq: u64, origin: &Origin, ops: &[ChangeOp]) -> Vec<MemPath> {
+        let person = match origin {
+            Origin::Person { pid, .. } => Some(*pid),
+            _ => None,
+        };
+        let mut stale = Vec::new();
+        for op in ops {
+            let path = match op {
+                ChangeOp::Write { path, .. } => path,
+                ChangeOp::Rename { to, .. } => to,
+                _ => continue,
+            };
+            if let Some(pid) = person {
+                let read = self.reads.get(&(pid, path.clone())).copied();
+                let by_agent = self.content_at.get(path).copied();
+                if let (Some(read), Some((at, true))) = (read, by_agent) {
+                    if at > read {
+                        stale.push(path.clone());
+                    }
+                }
+                self.note_read(pid, path.clone(), seq);
+            }
+            if self.content_at.len() >= MAX && !self.content_at.contains_key(path) {
+                self.content_at.clear();
+            }
+            self.content_at
+                .insert(path.clone(), (seq, matches!(origin, Origin::Agent { .. })));
+        }
+        stale
+    }
+}
