@@ -64,9 +64,18 @@ impl Memory {
         progress.done();
         let (mut tree, skipped) = loaded.map_err(fail("loading memories"))?;
         let files = Files {
-            memories: data_dir.memories.try_clone().map_err(fail("opening memories"))?,
-            tmp: data_dir.tmp.try_clone().map_err(fail("opening .memfs/tmp"))?,
-            trash: data_dir.trash.try_clone().map_err(fail("opening .memfs/trash"))?,
+            memories: data_dir
+                .memories
+                .try_clone()
+                .map_err(fail("opening memories"))?,
+            tmp: data_dir
+                .tmp
+                .try_clone()
+                .map_err(fail("opening .memfs/tmp"))?,
+            trash: data_dir
+                .trash
+                .try_clone()
+                .map_err(fail("opening .memfs/trash"))?,
         };
         let mut journal_options = journal::Options {
             keep: options.history_keep,
@@ -97,7 +106,8 @@ impl Memory {
                 .map_err(fail("starting its recovery thread"))?
         };
         store.restore_usage(usage::load(&data_dir.state));
-        let saver = save_usage_now_and_then(&store, &data_dir).map_err(fail("starting a thread"))?;
+        let saver =
+            save_usage_now_and_then(&store, &data_dir).map_err(fail("starting a thread"))?;
         if let Some(idle) = options.expire_idle {
             crate::control::expire::schedule(&store, idle)
                 .map_err(fail("starting its expiry thread"))?;

@@ -69,6 +69,14 @@ impl MemPath {
         &self.names
     }
 
+    /// The path of these names, which came from a valid path (not checked
+    /// again: the journal's keys, made from paths).
+    pub(crate) fn from_names(names: impl IntoIterator<Item = String>) -> MemPath {
+        MemPath {
+            names: names.into_iter().collect(),
+        }
+    }
+
     pub fn is_root(&self) -> bool {
         self.names.is_empty()
     }

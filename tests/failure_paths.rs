@@ -14,7 +14,7 @@ use std::time::{Duration, Instant};
 
 use serde_json::Value;
 
-use common::{content, exec, skip, skip_without_fuse, Mounted};
+use common::{content, disk_state, exec, history_matches_disk, skip, skip_without_fuse, Mounted};
 
 fn have_strace(test: &str) -> bool {
     let found = Command::new("strace")
@@ -508,84 +508,6 @@ fn a_crash_at_any_disk_step_keeps_every_acknowledged_change() {
     }
     assert!(failures.is_empty(), "{}", failures.join("\n"));
     assert!(crashes >= 12, "only {crashes} runs crashed");
-}
-
-/// The history after a restart tells exactly what is on disk: replaying
-/// its rows gives every file with its content, and no change needed a
-/// `found` row (every change memfs made has its own version, every version
-/// its change).
-fn history_matches_disk(dir: &Path) -> Result<(), String> {
-    let out = common::memfs()
-        .arg("--data")
-        .arg(dir)
-        .args(["log", "--json", "--all"])
-        .output()
-        .unwrap();
-    let text = String::from_utf8(out.stdout).unwrap();
-    let mut rows: Vec<serde_json::Value> = text
-        .lines()
-        .map(|l| serde_json::from_str(l).unwrap())
-        .collect();
-    rows.reverse();
-    let mut live = std::collections::BTreeMap::new();
-    for row in &rows {
-        let path = row["path"].as_str().unwrap().to_string();
-        match row["op"].as_str().unwrap() {
-            "found" => return Err(format!("a change without its version: {row}")),
-            "delete" | "expire" => {
-                live.remove(&path);
-            }
-            "rename" | "overwrite" if row["from"].is_string() => {
-                live.remove(row["from"].as_str().unwrap());
-                live.insert(path, row["sha256"].as_str().unwrap().to_string());
-            }
-            _ => {
-                live.insert(path, row["sha256"].as_str().unwrap().to_string());
-            }
-        }
-    }
-    let on_disk: std::collections::BTreeMap<String, String> = disk_state(dir)
-        .into_iter()
-        .filter(|(_, text)| text != "<dir>")
-        .map(|(rel, text)| {
-            (
-                format!("/memories/{rel}"),
-                memfs::digest::sha256_hex(text.as_bytes()),
-            )
-        })
-        .collect();
-    if live != on_disk {
-        return Err(format!(
-            "the history says {live:?}, the disk holds {on_disk:?}"
-        ));
-    }
-    Ok(())
-}
-
-/// Every file under `dir/memories` with its text, and every directory.
-fn disk_state(dir: &Path) -> Vec<(String, String)> {
-    fn walk(root: &Path, at: &Path, out: &mut Vec<(String, String)>) {
-        let mut entries: Vec<_> = fs::read_dir(at)
-            .unwrap()
-            .map(|e| e.unwrap().path())
-            .collect();
-        entries.sort();
-        for path in entries {
-            let rel = path.strip_prefix(root).unwrap().display().to_string();
-            if path.is_dir() {
-                out.push((rel, "<dir>".into()));
-                walk(root, &path, out);
-            } else {
-                out.push((rel, fs::read_to_string(&path).unwrap()));
-            }
-        }
-    }
-    let root = dir.join("memories");
-    let mut out = Vec::new();
-    if root.exists() {
-        walk(&root, &root, &mut out);
-    }
-    out
 }
 
 /// Four `fsync`s waiting for a slow disk (strace delays every flush memfs

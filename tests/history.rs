@@ -712,7 +712,10 @@ fn without_history_only_each_files_current_version_is_kept() {
     );
     let (code, out, err) = run(d, &["--no-history", "log", "--json"]);
     assert_eq!(code, 0, "{err}");
-    let rows: Vec<Value> = out.lines().map(|l| serde_json::from_str(l).unwrap()).collect();
+    let rows: Vec<Value> = out
+        .lines()
+        .map(|l| serde_json::from_str(l).unwrap())
+        .collect();
     assert_eq!(ops(&rows), ["prune", "write"], "{rows:?}");
     assert_eq!(rows[1]["sha256"], sha256(b"changed\n"));
     // The old content is gone from the journal's disk, not just unlisted.
@@ -764,7 +767,10 @@ fn files_from_before_the_history_are_kept_at_their_first_change() {
     assert_eq!(rows[1]["sha256"], sha256(b"from before\n"));
     assert_eq!(rows[0]["replaces"], rows[1]["version"]);
     assert!(journal_holds("from before"), "kept at its first change");
-    assert!(!journal_holds("untouched"), "a file never changed is not copied");
+    assert!(
+        !journal_holds("untouched"),
+        "a file never changed is not copied"
+    );
     let (code, _, err) = run(d, &["revert", rows[1]["version"].as_str().unwrap()]);
     assert_eq!(code, 0, "{err}");
     assert_eq!(

@@ -5,8 +5,8 @@ use std::sync::{Arc, Weak};
 use std::time::{Duration, SystemTime};
 
 use super::request::Reply;
-use crate::journal::Refusal;
 use crate::error::Error;
+use crate::journal::Refusal;
 use crate::path::MemPath;
 use crate::store::Store;
 

@@ -222,7 +222,11 @@ impl SyncSet {
 fn apply(files: &Files, held: &[(u64, Vec<Change>)], progress: &mut Progress) -> io::Result<()> {
     let ops: Vec<(u64, &ChangeOp)> = held
         .iter()
-        .flat_map(|(b, changes)| changes.iter().flat_map(move |c| c.ops.iter().map(move |op| (*b, op))))
+        .flat_map(|(b, changes)| {
+            changes
+                .iter()
+                .flat_map(move |c| c.ops.iter().map(move |op| (*b, op)))
+        })
         .collect();
     let skip = superseded(&ops);
     let mut times: BTreeMap<MemPath, Meta> = BTreeMap::new();
@@ -315,9 +319,9 @@ fn apply_op(
             sync.nodes.insert(path.clone());
         }
         ChangeOp::Remove { path } => {
-            match fsops::open_parent(root, path, false)
-                .and_then(|parent| fsops::rename_noreplace(&parent, leaf(path), &files.trash, stage))
-            {
+            match fsops::open_parent(root, path, false).and_then(|parent| {
+                fsops::rename_noreplace(&parent, leaf(path), &files.trash, stage)
+            }) {
                 Ok(()) => progress.trash.push(stage.to_string()),
                 // Already gone from the disk (or a file stands where a
                 // directory on its path would be): the removal holds.
@@ -335,7 +339,14 @@ fn apply_op(
             let moved = if *replace {
                 // One atomic step: a crash leaves the old or the new node at
                 // `to`, never none.
-                fsops::replace(&from_dir, leaf(from), &to_dir, leaf(to), &files.trash, stage)
+                fsops::replace(
+                    &from_dir,
+                    leaf(from),
+                    &to_dir,
+                    leaf(to),
+                    &files.trash,
+                    stage,
+                )
             } else {
                 fsops::rename_noreplace(&from_dir, leaf(from), &to_dir, leaf(to)).map(|()| false)
             };
@@ -411,7 +422,8 @@ fn apply_op(
 /// Flushes what a pass changed: each file's data, each directory's entries
 /// and each node's attributes (or, past `MAX_SYNCS`, the whole file system).
 fn flush(files: &Files, sync: &SyncSet) -> io::Result<()> {
-    let flushing = |e: io::Error| io::Error::new(e.kind(), format!("flushing to stable storage: {e}"));
+    let flushing =
+        |e: io::Error| io::Error::new(e.kind(), format!("flushing to stable storage: {e}"));
     if sync.files.len() + sync.nodes.len() > MAX_SYNCS {
         return fsops::sync_filesystem(&files.memories).map_err(flushing);
     }

@@ -24,7 +24,7 @@ use super::record::{ContentRec, Header, MetaRec, NodeRec, NodeRecKind, OpRec, Se
 use super::row::{Actor, Op, Row};
 use super::segment;
 use super::startup::Reading;
-use super::state::{Active, Loc, Segment};
+use super::state::{Loc, Segment};
 use super::view::VKind;
 use super::writer::Shared;
 use super::Keep;
@@ -38,14 +38,18 @@ const EVERY: Duration = Duration::from_secs(5);
 
 /// Whether the journal is past what `keep` allows (and may be compacted now).
 pub(super) fn due(st: &super::state::State, keep: &Keep, last: Option<Instant>) -> bool {
-    if last.is_some_and(|t| t.elapsed() < EVERY) {
-        return false;
-    }
     let history: u64 = st
         .segments
         .values()
         .map(|s| s.bytes.saturating_sub(s.state_bytes))
         .sum();
+    // Far past the budget: whatever the time (a fast writer must not outrun it).
+    if history > keep.bytes.saturating_mul(4) + (1 << 20) {
+        return true;
+    }
+    if last.is_some_and(|t| t.elapsed() < EVERY) {
+        return false;
+    }
     if history > keep.bytes {
         return true;
     }
@@ -70,6 +74,7 @@ fn row_bytes(r: &Row) -> u64 {
 /// Compacts what `keep` allows; says what it dropped (`None`: nothing to do).
 pub(super) fn compact(sh: &Shared, keep: Keep) -> io::Result<Option<String>> {
     let _alone = sh.rewriting.lock();
+    close_the_open_segment(sh);
     // Which segments: from the first, those the plain files hold all of.
     let (range, limits, later, origin, prune_id) = {
         let mut st = sh.state.lock();
@@ -89,26 +94,14 @@ pub(super) fn compact(sh: &Shared, keep: Keep) -> io::Result<Option<String>> {
             range.push(n);
         }
         if range.is_empty() {
+            tracing::debug!("nothing to compact yet (checkpoint {checkpoint})");
             return Ok(None);
         }
         if range.contains(&active.number) {
             // Closed: the next frame begins a new segment.
-            st.active = Active {
-                number: active.number + 1,
-                end: 0,
-                reserved: 0,
-                fresh: true,
-                seal_at: None,
-                prev: active.seal_at.map(|end| super::record::Seal {
-                    segment: active.number,
-                    end,
-                }),
-            };
+            st.active = active.next();
         }
-        let limits: HashMap<u64, u64> = range
-            .iter()
-            .map(|n| (*n, st.segments[n].bytes))
-            .collect();
+        let limits: HashMap<u64, u64> = range.iter().map(|n| (*n, st.segments[n].bytes)).collect();
         let later: Vec<(u64, u64)> = st
             .segments
             .iter()
@@ -120,6 +113,7 @@ pub(super) fn compact(sh: &Shared, keep: Keep) -> io::Result<Option<String>> {
         st.ids.next_version += 1;
         (range, limits, later, st.origin.clone(), prune_id)
     };
+    tracing::debug!("compacting segments {range:?}");
     let outcome = build(sh, keep, &range, &limits, &later, &origin, prune_id);
     let named = sh.named_meanwhile.lock().take().unwrap_or_default();
     let Some(built) = outcome? else {
@@ -127,6 +121,7 @@ pub(super) fn compact(sh: &Shared, keep: Keep) -> io::Result<Option<String>> {
     };
     let mut st = sh.state.lock();
     if built.dropped.iter().any(|s| named.contains(s)) {
+        tracing::debug!("a compaction gave way to a frame that names what it would drop");
         // A new frame named a content this would drop: another time.
         let _ = rfs::unlinkat(&sh.dir, built.tmp.as_str(), AtFlags::empty());
         return Ok(None);
@@ -150,9 +145,13 @@ pub(super) fn compact(sh: &Shared, keep: Keep) -> io::Result<Option<String>> {
     let gone: Vec<MemPath> = st
         .view
         .iter()
-        .filter_map(|(p, n)| match n.kind {
-            VKind::File { sha, in_file: false, .. } if !built.kept.contains(&sha) && built.dropped.contains(&sha) => {
-                Some(p.clone())
+        .filter_map(|(k, n)| match n.kind {
+            VKind::File {
+                sha,
+                in_file: false,
+                ..
+            } if !built.kept.contains(&sha) && built.dropped.contains(&sha) => {
+                Some(super::view::path(k))
             }
             _ => None,
         })
@@ -162,6 +161,29 @@ pub(super) fn compact(sh: &Shared, keep: Keep) -> io::Result<Option<String>> {
     }
     tracing::info!("history: {}", built.note);
     Ok(Some(built.note))
+}
+
+/// The segment appends go to holds history too, and is always ahead of
+/// the checkpoint: it is closed (the next frame begins a new one), and the
+/// checkpoint given a moment to pass it, so that it can be compacted.
+fn close_the_open_segment(sh: &Shared) {
+    let wanted = {
+        let mut st = sh.state.lock();
+        let active = st.active;
+        let Some(seg) = st.segments.get(&active.number) else {
+            return;
+        };
+        if active.fresh || seg.bytes == 0 || seg.last_batch <= st.checkpoint_written {
+            return;
+        }
+        let wanted = seg.last_batch;
+        st.active = active.next();
+        wanted
+    };
+    let deadline = Instant::now() + Duration::from_secs(5);
+    while sh.state.lock().checkpoint_written < wanted && Instant::now() < deadline {
+        std::thread::sleep(Duration::from_millis(50));
+    }
 }
 
 struct Built {
@@ -211,9 +233,17 @@ fn build(
                         named_later.extend(Sha::parse(sha256));
                     }
                 }
-                named_later.extend(c.rows.iter().filter_map(|r| r.sha256.as_deref().and_then(Sha::parse)));
+                named_later.extend(
+                    c.rows
+                        .iter()
+                        .filter_map(|r| r.sha256.as_deref().and_then(Sha::parse)),
+                );
             }
-            named_later.extend(h.kept.iter().filter_map(|r| r.sha256.as_deref().and_then(Sha::parse)));
+            named_later.extend(
+                h.kept
+                    .iter()
+                    .filter_map(|r| r.sha256.as_deref().and_then(Sha::parse)),
+            );
             Ok(())
         })?;
     }
@@ -225,9 +255,13 @@ fn build(
         .filter(|v| *v > 0)
         .collect();
     let cutoff = cutoff_text(keep.age);
-    let content_of = |r: &Row| r.sha256.as_deref().and_then(Sha::parse).filter(|_| !r.pruned);
+    let content_of = |r: &Row| {
+        r.sha256
+            .as_deref()
+            .and_then(Sha::parse)
+            .filter(|_| !r.pruned)
+    };
     let mut kept_rows: Vec<Option<Row>> = rows.into_iter().map(Some).collect();
-    let mut dropped_rows = 0usize;
     let mut by_age = 0usize;
     let drop_row = |slot: &mut Option<Row>, n: &mut usize| {
         let Some(r) = slot.as_mut() else { return };
@@ -242,53 +276,56 @@ fn build(
         }
     };
     for slot in kept_rows.iter_mut() {
-        if slot.as_ref().is_some_and(|r| r.time.as_str() < cutoff.as_str()) {
+        if slot
+            .as_ref()
+            .is_some_and(|r| r.time.as_str() < cutoff.as_str())
+        {
             drop_row(slot, &mut by_age);
         }
     }
-    let size = |kept_rows: &[Option<Row>]| -> u64 {
-        let mut seen = HashSet::new();
-        let mut total = later_bytes;
-        for r in kept_rows.iter().flatten() {
-            // A current version's row is the state, not history.
-            if !current.contains(&r.id()) {
-                total += row_bytes(r);
-            }
-            if let Some(sha) = content_of(r) {
-                if seen.insert(sha) {
-                    total += contents.get(&sha).map_or(0, |l| l.len);
-                }
-            }
+    // How many kept rows name each content, and the history's size: the
+    // rows (a current version's row is the state, not history) and each
+    // named content once.
+    let mut refs: HashMap<Sha, usize> = HashMap::new();
+    let mut total = later_bytes;
+    for r in kept_rows.iter().flatten() {
+        if !current.contains(&r.id()) {
+            total += row_bytes(r);
         }
-        total
-    };
+        if let Some(sha) = content_of(r) {
+            let n = refs.entry(sha).or_insert(0);
+            if *n == 0 {
+                total += contents.get(&sha).map_or(0, |l| l.len);
+            }
+            *n += 1;
+        }
+    }
     let mut by_size = 0usize;
     let target = keep.bytes / 2;
-    if size(&kept_rows) > keep.bytes {
+    if total > keep.bytes {
         // Oldest first, down to half of SIZE (so the next batch does not
-        // compact again); measured as it goes, one pass.
-        let mut total = size(&kept_rows);
-        for i in 0..kept_rows.len() {
+        // compact again), measured as it goes.
+        for slot in kept_rows.iter_mut() {
             if total <= target {
                 break;
             }
-            let before = kept_rows[i].as_ref().map(|r| {
-                let bytes = match current.contains(&r.id()) {
-                    true => 0,
-                    false => row_bytes(r),
-                };
-                (bytes, content_of(r))
-            });
-            drop_row(&mut kept_rows[i], &mut by_size);
-            if let Some((bytes, content)) = before {
-                if kept_rows[i].is_none() {
-                    total = total.saturating_sub(bytes);
-                }
-                if let Some(sha) = content {
-                    let still = kept_rows.iter().flatten().any(|r| content_of(r) == Some(sha));
-                    if !still {
-                        total = total.saturating_sub(contents.get(&sha).map_or(0, |l| l.len));
-                    }
+            let Some((id, bytes, content)) =
+                slot.as_ref().map(|r| (r.id(), row_bytes(r), content_of(r)))
+            else {
+                continue;
+            };
+            drop_row(slot, &mut by_size);
+            if slot.is_none() && !current.contains(&id) {
+                total = total.saturating_sub(bytes);
+            }
+            let lost = slot
+                .as_ref()
+                .map_or(content, |r| content.filter(|_| r.pruned));
+            if let Some(sha) = lost {
+                let n = refs.entry(sha).or_insert(1);
+                *n -= 1;
+                if *n == 0 {
+                    total = total.saturating_sub(contents.get(&sha).map_or(0, |l| l.len));
                 }
             }
         }
@@ -301,10 +338,7 @@ fn build(
     let why = match (by_age > 0, by_size > 0) {
         (true, false) => format!("older than {}", humantime::format_duration(keep.age)),
         (false, _) if dropped_total == 0 => "none".to_string(),
-        _ => format!(
-            "over {} of history",
-            crate::units::human_bytes(keep.bytes)
-        ),
+        _ => format!("over {} of history", crate::units::human_bytes(keep.bytes)),
     };
     let note = format!(
         "dropped {dropped_total} old version(s) ({why}); a file's current version keeps its row"
@@ -340,12 +374,16 @@ fn build(
             keep_content.push(sha);
         }
     }
-    let dropped: HashSet<Sha> = contents.keys().filter(|s| !kept.contains(s)).copied().collect();
+    let dropped: HashSet<Sha> = contents
+        .keys()
+        .filter(|s| !kept.contains(s))
+        .copied()
+        .collect();
     // The snapshot: the state after the last compacted batch.
     let nodes: Vec<NodeRec> = view
         .iter()
-        .map(|(p, n)| NodeRec {
-            path: p.to_string(),
+        .map(|(k, n)| NodeRec {
+            path: super::view::path(k).to_string(),
             kind: match &n.kind {
                 VKind::File {
                     sha,
@@ -380,7 +418,10 @@ fn build(
         snapshot: Some(nodes),
         ..Header::default()
     };
-    out.extend(frame::encode(&serde_json::to_vec(&snapshot).expect("serializes"), &[]));
+    out.extend(frame::encode(
+        &serde_json::to_vec(&snapshot).expect("serializes"),
+        &[],
+    ));
     let state_bytes = out.len() as u64;
     // Then the kept rows, with their contents, a few MiB of contents a frame.
     let mut locs = Vec::new();
@@ -458,7 +499,8 @@ fn build(
         out.extend(frame::encode(&head, &[&body]));
     }
     let tmp = format!("{}.new", segment::name(first));
-    let flags = OFlags::WRONLY | OFlags::CREATE | OFlags::TRUNC | OFlags::NOFOLLOW | OFlags::CLOEXEC;
+    let flags =
+        OFlags::WRONLY | OFlags::CREATE | OFlags::TRUNC | OFlags::NOFOLLOW | OFlags::CLOEXEC;
     let written = (|| -> io::Result<()> {
         let fd = rfs::openat(dir, tmp.as_str(), flags, Mode::from_raw_mode(0o600))?;
         let mut rest = out.as_slice();

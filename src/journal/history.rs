@@ -200,8 +200,8 @@ impl History {
             }
             Op::Found if row.sha256.is_none() && !row.redacted => {
                 return refuse(format!(
-                    "version {version} records that the file was gone; there is nothing to bring back"
-                ))
+                "version {version} records that the file was gone; there is nothing to bring back"
+            ))
             }
             _ => version,
         };

@@ -170,7 +170,8 @@ pub fn take_in(state: &OwnedFd, dir: &OwnedFd) -> io::Result<Option<Loaded>> {
     let bytes = frame::encode(&head, &[&body]);
     let name = segment::name(1);
     let new = format!("{name}.new");
-    let flags = OFlags::WRONLY | OFlags::CREATE | OFlags::TRUNC | OFlags::NOFOLLOW | OFlags::CLOEXEC;
+    let flags =
+        OFlags::WRONLY | OFlags::CREATE | OFlags::TRUNC | OFlags::NOFOLLOW | OFlags::CLOEXEC;
     let fd = rfs::openat(dir, new.as_str(), flags, Mode::from_raw_mode(0o600))?;
     let mut rest = bytes.as_slice();
     let mut pos = 0u64;

@@ -12,7 +12,7 @@ use super::history::{refuse, History, Refusal};
 use super::record::{ContentRec, Header, OpRec};
 use super::row::REDACTED_PATH;
 use super::segment;
-use super::state::{Active, Loc, State};
+use super::state::{Loc, State};
 use super::writer::Shared;
 use crate::digest::Sha;
 use crate::path::MemPath;
@@ -23,25 +23,16 @@ pub struct Parts {
     pub contents: Vec<(ContentRec, Vec<u8>)>,
 }
 
-/// Rewrites segment `number` with `change` applied to each frame; the
-/// contents index follows. The segment appends go to is closed first (the
-/// next frame begins a new one).
+/// Rewrites segment `number` with `change` applied to each frame (it says
+/// whether it changed the frame; a segment no frame of which changed is left
+/// as it is); the contents index follows. The segment appends go to is
+/// closed first (the next frame begins a new one).
 pub(super) fn rewrite_segment(
     sh: &Shared,
     st: &mut State,
     number: u64,
-    change: &mut dyn FnMut(&mut Parts),
+    change: &mut dyn FnMut(&mut Parts) -> bool,
 ) -> io::Result<()> {
-    if st.active.number == number && !st.active.fresh {
-        st.active = Active {
-            number: number + 1,
-            end: 0,
-            reserved: 0,
-            fresh: true,
-            seal_at: None,
-            prev: st.active.seal_at.map(|end| super::record::Seal { segment: number, end }),
-        };
-    }
     let bytes = st.segments.get(&number).map_or(0, |s| s.bytes);
     let fd = segment::open_read(&sh.dir, number)?;
     let mut frames: Vec<Parts> = Vec::new();
@@ -58,10 +49,19 @@ pub(super) fn rewrite_segment(
         Ok(())
     })?;
     drop(fd);
+    let mut changed = false;
+    for parts in frames.iter_mut() {
+        changed |= change(parts);
+    }
+    if !changed {
+        return Ok(());
+    }
+    if st.active.number == number && !st.active.fresh {
+        st.active = st.active.next();
+    }
     let mut out = Vec::new();
     let mut locs = Vec::new();
     for mut parts in frames {
-        change(&mut parts);
         let mut at = 0;
         let mut recs = Vec::new();
         for (c, data) in &parts.contents {
@@ -85,7 +85,8 @@ pub(super) fn rewrite_segment(
     }
     let name = segment::name(number);
     let new = format!("{name}.new");
-    let flags = OFlags::WRONLY | OFlags::CREATE | OFlags::TRUNC | OFlags::NOFOLLOW | OFlags::CLOEXEC;
+    let flags =
+        OFlags::WRONLY | OFlags::CREATE | OFlags::TRUNC | OFlags::NOFOLLOW | OFlags::CLOEXEC;
     let written = (|| -> io::Result<()> {
         let fd = rfs::openat(&sh.dir, new.as_str(), flags, Mode::from_raw_mode(0o600))?;
         let mut rest = out.as_slice();
@@ -140,6 +141,8 @@ impl History {
             ));
         };
         let sh = &self.shared;
+        // Not beside a compaction (it reads segments outside the state lock).
+        let _alone = sh.rewriting.lock();
         let mut st = sh.state.lock();
         let sha = row.sha256.as_deref().and_then(Sha::parse);
         if let Some(sha) = &sha {
@@ -167,48 +170,56 @@ impl History {
             .count();
         let stand_in = stand_in(version);
         let mut paths = 0;
-        let mut marked_alone = false;
         let numbers: Vec<u64> = st.segments.keys().copied().collect();
         for number in numbers {
-            let mut redact_frame = |parts: &mut Parts| {
+            let mut redact_frame = |parts: &mut Parts| -> bool {
+                let mut touched = false;
                 let h = &mut parts.header;
-                let mut fix_row = |r: &mut super::row::Row| {
+                let mut fix_row = |r: &mut super::row::Row| -> bool {
+                    let mut fixed = false;
                     if sha_text.is_some() && r.sha256 == sha_text {
                         r.sha256 = None;
                         r.redacted = true;
+                        fixed = true;
                     } else if sha_text.is_none() && r.id() == version {
                         r.redacted = true;
-                        marked_alone = true;
+                        fixed = true;
                     }
                     if erase_path {
                         for p in [Some(&mut r.path), r.from.as_mut()].into_iter().flatten() {
                             if *p == row.path {
                                 *p = REDACTED_PATH.to_string();
                                 paths += 1;
+                                fixed = true;
                             }
                         }
                     }
+                    fixed
                 };
                 for r in h.kept.iter_mut() {
-                    fix_row(r);
+                    touched |= fix_row(r);
                 }
                 for c in h.changes.iter_mut() {
                     for r in c.rows.iter_mut() {
-                        fix_row(r);
+                        touched |= fix_row(r);
                     }
                     if erase_path {
                         for op in c.ops.iter_mut() {
                             for p in op_paths(op) {
                                 if *p == row.path {
                                     *p = stand_in.clone();
+                                    touched = true;
                                 }
                             }
                         }
                     }
                 }
                 if let Some(text) = &sha_text {
+                    let before = parts.contents.len();
                     parts.contents.retain(|(c, _)| &c.sha256 != text);
+                    touched |= parts.contents.len() != before;
                 }
+                touched
             };
             rewrite_segment(sh, &mut st, number, &mut redact_frame).map_err(|e| {
                 Refusal(format!(
@@ -220,7 +231,6 @@ impl History {
         if let Some(sha) = &sha {
             st.contents.remove(sha);
         }
-        let _ = marked_alone;
         let mut said = format!("version {version}: content erased from {versions} version(s)");
         if erase_path {
             said.push_str(&format!(", path erased from {paths} place(s)"));

@@ -40,14 +40,17 @@ pub fn list(dir: &OwnedFd) -> io::Result<Vec<u64>> {
 
 pub fn open_read(dir: &OwnedFd, number: u64) -> io::Result<OwnedFd> {
     let flags = OFlags::RDONLY | OFlags::NOFOLLOW | OFlags::CLOEXEC;
-    Ok(rfs::openat(dir, name(number).as_str(), flags, Mode::empty())?)
+    Ok(rfs::openat(
+        dir,
+        name(number).as_str(),
+        flags,
+        Mode::empty(),
+    )?)
 }
 
 /// One good frame of a segment.
 #[derive(Debug)]
 pub struct Frame {
-    /// Where it starts in its segment.
-    pub offset: u64,
     /// Where its body starts in its segment.
     pub body_at: u64,
     pub body_len: u64,
@@ -93,9 +96,12 @@ pub fn read_at(fd: &OwnedFd, at: u64, len: u64) -> io::Result<Vec<u8>> {
 
 /// What reading one frame at an offset found.
 enum Read {
-    Good(Frame),
+    Good(Box<Frame>),
     /// Not a good frame (cut short, or bad).
-    Bad { cut_short: bool, why: &'static str },
+    Bad {
+        cut_short: bool,
+        why: &'static str,
+    },
 }
 
 fn read_frame(fd: &OwnedFd, at: u64, size: u64) -> io::Result<Read> {
@@ -136,12 +142,11 @@ fn read_frame(fd: &OwnedFd, at: u64, size: u64) -> io::Result<Read> {
             why: "its header is not one this memfs can read",
         });
     };
-    Ok(Read::Good(Frame {
-        offset: at,
+    Ok(Read::Good(Box::new(Frame {
         body_at,
         body_len: head.body_len,
         header,
-    }))
+    })))
 }
 
 fn feed_body(fd: &OwnedFd, mut at: u64, head: &Head, check: &mut Checker) -> io::Result<()> {
@@ -195,14 +200,16 @@ pub fn read(
         match read_frame(&fd, at, stop)? {
             Read::Good(frame) => {
                 at = frame.end();
-                on_frame(frame)?;
+                on_frame(*frame)?;
             }
             Read::Bad { cut_short, why } => {
-                let torn = limit.is_none()
-                    && last
-                    && (cut_short || !good_frame_after(&fd, at, size)?);
+                let torn =
+                    limit.is_none() && last && (cut_short || !good_frame_after(&fd, at, size)?);
                 if torn {
-                    return Ok(Ending { end: at, longer: true });
+                    return Ok(Ending {
+                        end: at,
+                        longer: true,
+                    });
                 }
                 return Err(frame::damaged(format!(
                     "the journal is damaged: .memfs/journal/{} at offset {at}: {why}. memfs does not start on a damaged journal, so that no acknowledged change is skipped; nothing was changed. Restore .memfs/journal from a backup, or move that segment out of .memfs/journal to start from the plain files as they are",

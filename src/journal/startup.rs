@@ -10,7 +10,7 @@
 //! for a file). So after any crash the history holds one version for each
 //! change the files show, and none for a change they do not.
 
-use std::collections::{BTreeMap, BTreeSet, HashMap};
+use std::collections::{BTreeMap, BTreeSet, HashMap, HashSet};
 use std::io;
 use std::os::fd::OwnedFd;
 use std::sync::Arc;
@@ -21,16 +21,17 @@ use super::row::{Actor, Op, Row};
 use super::segment::{self, Frame};
 use super::state::{Active, Loc, State};
 use super::versions::{self, Ids, Needed, BEFORE_HISTORY};
-use super::view::{VKind, VNode, View};
+use super::view::{self, VKind, VNode, View};
 use crate::digest::Sha;
 use crate::path::MemPath;
-use crate::store::{ChangeOp, Meta, NodeKind, Tree};
+use crate::store::{ChangeOp, Meta, NodeKind, Tree, ROOT_INO};
 
-/// What the batches after the checkpoint touched: paths, and whole subtrees.
+/// What the batches after the checkpoint touched: paths, and whole
+/// subtrees (as view keys, so that a check reads a path once).
 #[derive(Debug, Default)]
 pub struct Tail {
-    exact: BTreeSet<MemPath>,
-    subtrees: BTreeSet<MemPath>,
+    exact: HashSet<String>,
+    subtrees: HashSet<String>,
 }
 
 impl Tail {
@@ -38,27 +39,23 @@ impl Tail {
         self.exact.is_empty() && self.subtrees.is_empty()
     }
 
-    /// Whether the journal decides what `path` is.
-    pub fn covers(&self, path: &MemPath) -> bool {
-        if self.exact.contains(path) {
+    /// Whether the journal decides what the node at view key `k` is.
+    pub fn covers_key(&self, k: &str) -> bool {
+        if self.is_empty() {
+            return false;
+        }
+        if self.exact.contains(k) || self.subtrees.contains(k) {
             return true;
         }
-        let mut at = Some(path.clone());
-        while let Some(p) = at {
-            if self.subtrees.contains(&p) {
-                return true;
-            }
-            at = p.parent();
-        }
-        false
+        k.match_indices('\0')
+            .any(|(i, _)| self.subtrees.contains(&k[..i]))
     }
 
     fn touch(&mut self, op: &ChangeOp) {
         let above = |tail: &mut Tail, p: &MemPath| {
-            let mut at = p.parent();
-            while let Some(dir) = at {
-                at = dir.parent();
-                tail.exact.insert(dir);
+            let k = view::key(p);
+            for (i, _) in k.match_indices('\0') {
+                tail.exact.insert(k[..i].to_string());
             }
         };
         match op {
@@ -66,22 +63,22 @@ impl Tail {
             | ChangeOp::MakeDir { path, .. }
             | ChangeOp::Symlink { path, .. } => {
                 above(self, path);
-                self.subtrees.insert(path.clone());
+                self.subtrees.insert(view::key(path));
             }
             ChangeOp::Remove { path } => {
-                self.subtrees.insert(path.clone());
+                self.subtrees.insert(view::key(path));
             }
             ChangeOp::Rename { from, to, .. } => {
                 above(self, to);
-                self.subtrees.insert(from.clone());
-                self.subtrees.insert(to.clone());
+                self.subtrees.insert(view::key(from));
+                self.subtrees.insert(view::key(to));
             }
             ChangeOp::Exchange { a, b } => {
-                self.subtrees.insert(a.clone());
-                self.subtrees.insert(b.clone());
+                self.subtrees.insert(view::key(a));
+                self.subtrees.insert(view::key(b));
             }
             ChangeOp::SetMeta { path, .. } | ChangeOp::SetTimes { path, .. } => {
-                self.exact.insert(path.clone());
+                self.exact.insert(view::key(path));
             }
         }
     }
@@ -89,9 +86,9 @@ impl Tail {
 
 /// The journal as read back.
 pub struct Loaded {
+    /// (Its `checkpoint_written`: the plain files were current, and
+    /// durable, through that batch.)
     pub state: State,
-    /// The plain files were current (and durable) through this batch.
-    pub checkpoint: u64,
     pub tail: Tail,
     /// How many batches the tail holds.
     pub tail_batches: usize,
@@ -117,7 +114,6 @@ fn empty_state(origin: String) -> State {
             prev: None,
         },
         checkpoint_written: 0,
-        checkpoint_known: 0,
     }
 }
 
@@ -228,7 +224,9 @@ impl Reading {
                     _ => None,
                 };
                 st.view.apply(&cop, write, None);
-                if let (OpRec::Write { in_file: true, .. }, ChangeOp::Write { path, .. }) = (op, &cop) {
+                if let (OpRec::Write { in_file: true, .. }, ChangeOp::Write { path, .. }) =
+                    (op, &cop)
+                {
                     st.view.mark_in_file(path);
                 }
                 touched.push(cop);
@@ -348,7 +346,8 @@ pub fn read(dir: &OwnedFd, write: bool) -> io::Result<Option<Loaded>> {
     }
     if write {
         for n in superseded.into_iter().chain(unbegun) {
-            let _ = rustix::fs::unlinkat(dir, segment::name(n).as_str(), rustix::fs::AtFlags::empty());
+            let _ =
+                rustix::fs::unlinkat(dir, segment::name(n).as_str(), rustix::fs::AtFlags::empty());
         }
     }
     let mut tail = Tail::default();
@@ -360,7 +359,6 @@ pub fn read(dir: &OwnedFd, write: bool) -> io::Result<Option<Loaded>> {
     }
     Ok(Some(Loaded {
         state,
-        checkpoint: reading.checkpoint,
         tail,
         tail_batches,
     }))
@@ -402,6 +400,41 @@ fn same_owner_and_mode(a: &Meta, b: &Meta) -> bool {
     a.perm == b.perm && a.uid == b.uid && a.gid == b.gid
 }
 
+/// Every node of `tree` but the root, by view key (no recursion, one
+/// allocation a node however deep).
+fn disk_nodes(tree: &Tree) -> BTreeMap<String, DiskNode> {
+    let mut out = BTreeMap::new();
+    let mut stack = vec![(String::new(), ROOT_INO)];
+    while let Some((k, ino)) = stack.pop() {
+        let node = tree.node(ino);
+        let kind = match &node.kind {
+            NodeKind::File(data) => Disk::File(Sha::of(data), data.clone()),
+            NodeKind::Dir(entries) => {
+                for (name, child) in entries {
+                    let child_key = match k.is_empty() {
+                        true => name.clone(),
+                        false => format!("{k}\0{name}"),
+                    };
+                    stack.push((child_key, *child));
+                }
+                Disk::Dir
+            }
+            NodeKind::Symlink(target) => Disk::Symlink(target.clone()),
+            NodeKind::Special { .. } => continue,
+        };
+        if !k.is_empty() {
+            out.insert(
+                k,
+                DiskNode {
+                    kind,
+                    meta: Meta::from(&node.attr),
+                },
+            );
+        }
+    }
+    out
+}
+
 /// Squares `tree` (the plain files as loaded) with the journal's view in
 /// `state`; see the module's text. `first`: the journal begins now (the
 /// files found are recorded without copying their contents). `content`
@@ -415,59 +448,48 @@ pub fn square(
     time: &str,
     batch: u64,
 ) -> Squared {
-    let mut disk: BTreeMap<MemPath, DiskNode> = BTreeMap::new();
+    let disk = disk_nodes(tree);
     let mut by_sha: HashMap<Sha, Arc<Vec<u8>>> = HashMap::new();
-    for (path, node) in tree.walk() {
-        if path.is_root() {
-            continue;
+    for node in disk.values() {
+        if let Disk::File(sha, data) = &node.kind {
+            by_sha.insert(*sha, data.clone());
         }
-        let kind = match &node.kind {
-            NodeKind::File(data) => {
-                let sha = Sha::of(data);
-                by_sha.insert(sha, data.clone());
-                Disk::File(sha, data.clone())
-            }
-            NodeKind::Dir(_) => Disk::Dir,
-            NodeKind::Symlink(target) => Disk::Symlink(target.clone()),
-            NodeKind::Special { .. } => continue,
-        };
-        disk.insert(
-            path,
-            DiskNode {
-                kind,
-                meta: Meta::from(&node.attr),
-            },
-        );
     }
-    let mut paths: BTreeSet<MemPath> = disk.keys().cloned().collect();
-    paths.extend(state.view.iter().map(|(p, _)| p.clone()));
+    // Directories on disk with something below them (made with it).
+    let mut filled: HashSet<&str> = HashSet::new();
+    for k in disk.keys() {
+        if let Some(i) = k.rfind('\0') {
+            filled.insert(&k[..i]);
+        }
+    }
+    let mut keys: BTreeSet<String> = disk.keys().cloned().collect();
+    keys.extend(state.view.iter().map(|(k, _)| k.to_string()));
 
     // The tail: the journal decides.
     let mut removals: Vec<ChangeOp> = Vec::new();
     let mut makes: Vec<ChangeOp> = Vec::new();
-    let mut removed: BTreeSet<MemPath> = BTreeSet::new();
-    let remove = |removals: &mut Vec<ChangeOp>, removed: &mut BTreeSet<MemPath>, p: &MemPath| {
-        let mut at = p.parent();
-        while let Some(dir) = at {
-            if removed.contains(&dir) {
-                return;
-            }
-            at = dir.parent();
+    let mut removed: Vec<String> = Vec::new();
+    let remove = |removals: &mut Vec<ChangeOp>, removed: &mut Vec<String>, k: &str| {
+        if removed.iter().any(|r| view::within(k, r)) {
+            return;
         }
-        removed.insert(p.clone());
-        removals.push(ChangeOp::Remove { path: p.clone() });
+        removed.push(k.to_string());
+        removals.push(ChangeOp::Remove {
+            path: view::path(k),
+        });
     };
-    for p in paths.iter().filter(|p| tail.covers(p)) {
-        let want = state.view.get(p);
-        let have = disk.get(p);
+    for k in keys.iter().filter(|k| tail.covers_key(k)) {
+        let want = state.view.get_key(k);
+        let have = disk.get(k.as_str());
+        let p = || view::path(k);
         match (want, have) {
             (None, None) => {}
-            (None, Some(_)) => remove(&mut removals, &mut removed, p),
+            (None, Some(_)) => remove(&mut removals, &mut removed, k),
             (Some(w), h) => match (&w.kind, h.map(|h| &h.kind)) {
                 (VKind::File { sha, .. }, Some(Disk::File(s, _))) if s == sha => {
                     if !same_owner_and_mode(&w.meta, &h.expect("some").meta) {
                         makes.push(ChangeOp::SetMeta {
-                            path: p.clone(),
+                            path: p(),
                             meta: w.meta,
                         });
                     }
@@ -479,15 +501,16 @@ pub fn square(
                         .or_else(|| content(state, sha).map(Arc::new));
                     let Some(data) = data else {
                         tracing::error!(
-                            "the journal names content {sha} for {p}, and neither the journal nor the plain files hold it; {p} is left as the plain files have it"
+                            "the journal names content {sha} for {}, and neither the journal nor the plain files hold it; it is left as the plain files have it",
+                            p()
                         );
                         continue;
                     };
                     if other.is_some() {
-                        remove(&mut removals, &mut removed, p);
+                        remove(&mut removals, &mut removed, k);
                     }
                     makes.push(ChangeOp::Write {
-                        path: p.clone(),
+                        path: p(),
                         data,
                         meta: w.meta,
                     });
@@ -495,27 +518,27 @@ pub fn square(
                 (VKind::Dir, Some(Disk::Dir)) => {
                     if !same_owner_and_mode(&w.meta, &h.expect("some").meta) {
                         makes.push(ChangeOp::SetMeta {
-                            path: p.clone(),
+                            path: p(),
                             meta: w.meta,
                         });
                     }
                 }
                 (VKind::Dir, other) => {
                     if other.is_some() {
-                        remove(&mut removals, &mut removed, p);
+                        remove(&mut removals, &mut removed, k);
                     }
                     makes.push(ChangeOp::MakeDir {
-                        path: p.clone(),
+                        path: p(),
                         meta: w.meta,
                     });
                 }
                 (VKind::Symlink(t), Some(Disk::Symlink(u))) if t == u => {}
                 (VKind::Symlink(t), other) => {
                     if other.is_some() {
-                        remove(&mut removals, &mut removed, p);
+                        remove(&mut removals, &mut removed, k);
                     }
                     makes.push(ChangeOp::Symlink {
-                        path: p.clone(),
+                        path: p(),
                         target: t.clone(),
                         meta: w.meta,
                     });
@@ -530,60 +553,70 @@ pub fn square(
     let mut rows = Vec::new();
     let mut ops = Vec::new();
     let mut needed = Vec::new();
-    let mut gone: BTreeSet<MemPath> = BTreeSet::new();
+    let mut gone: Vec<String> = Vec::new();
     let mut ids = state.ids;
     let change = ids.next_change;
-    let found_row = |ids: &mut Ids, path: &MemPath, sha: Option<(Sha, u64)>, replaces: Option<u64>| {
-        let id = ids.next_version;
-        ids.next_version += 1;
-        Row {
-            version: id.to_string(),
-            time: time.to_string(),
-            actor: Actor::memfs(),
-            op: Op::Found,
-            path: path.to_string(),
-            from: None,
-            sha256: sha.map(|s| s.0.hex()),
-            size: sha.map(|s| s.1),
-            replaces: replaces.filter(|v| *v > 0).map(|v| v.to_string()),
-            redacted: false,
-            pruned: first && sha.is_some(),
-            note: (first && sha.is_some()).then(|| BEFORE_HISTORY.to_string()),
-            batch,
-            change: Some(change),
-            origin: None,
-        }
-    };
-    for p in paths.iter().filter(|p| !tail.covers(p)) {
-        if gone.iter().any(|g| p.starts_with(g)) {
+    let found_row =
+        |ids: &mut Ids, path: &MemPath, sha: Option<(Sha, u64)>, replaces: Option<u64>| {
+            let id = ids.next_version;
+            ids.next_version += 1;
+            Row {
+                version: id.to_string(),
+                time: time.to_string(),
+                actor: Actor::memfs(),
+                op: Op::Found,
+                path: path.to_string(),
+                from: None,
+                sha256: sha.map(|s| s.0.hex()),
+                size: sha.map(|s| s.1),
+                replaces: replaces.filter(|v| *v > 0).map(|v| v.to_string()),
+                redacted: false,
+                pruned: first && sha.is_some(),
+                note: (first && sha.is_some()).then(|| BEFORE_HISTORY.to_string()),
+                batch,
+                change: Some(change),
+                origin: None,
+            }
+        };
+    for k in keys.iter().filter(|k| !tail.covers_key(k)) {
+        if gone.iter().any(|g| view::within(k, g)) {
             continue;
         }
-        let want = state.view.get(p).cloned();
-        let have = disk.get(p);
+        let want = state.view.get_key(k).cloned();
+        let have = disk.get(k.as_str());
         let was_file = want.as_ref().and_then(|w| w.file());
-        match (have.map(|h| (&h.kind, h.meta)), want.as_ref().map(|w| &w.kind)) {
+        // Every file the view holds at or below `k`, recorded as gone.
+        let files_gone = |rows: &mut Vec<Row>, ids: &mut Ids| {
+            for (f, _, _, v, _) in state.view.files_under(&view::path(k)) {
+                rows.push(found_row(ids, &f, None, Some(v)));
+            }
+        };
+        match (
+            have.map(|h| (&h.kind, h.meta)),
+            want.as_ref().map(|w| &w.kind),
+        ) {
             (None, None) => {}
             (Some((Disk::File(s, data), meta)), w) => {
-                let same = matches!(w, Some(VKind::File { sha, .. }) if sha == s);
-                if same {
+                if matches!(w, Some(VKind::File { sha, .. }) if sha == s) {
                     if !same_owner_and_mode(&meta, &want.as_ref().expect("some").meta) {
                         ops.push(ChangeOp::SetMeta {
-                            path: p.clone(),
+                            path: view::path(k),
                             meta,
                         });
                     }
                     continue;
                 }
                 if matches!(w, Some(VKind::Dir)) {
-                    for (f, _, _, v, _) in state.view.files_under(p) {
-                        rows.push(found_row(&mut ids, &f, None, Some(v)));
-                    }
-                    ops.push(ChangeOp::Remove { path: p.clone() });
-                    gone.insert(p.clone());
+                    files_gone(&mut rows, &mut ids);
+                    ops.push(ChangeOp::Remove {
+                        path: view::path(k),
+                    });
+                    gone.push(k.clone());
                 }
+                let path = view::path(k);
                 rows.push(found_row(
                     &mut ids,
-                    p,
+                    &path,
                     Some((*s, data.len() as u64)),
                     was_file.map(|f| f.2),
                 ));
@@ -594,52 +627,47 @@ pub fn square(
                     });
                 }
                 ops.push(ChangeOp::Write {
-                    path: p.clone(),
+                    path,
                     data: data.clone(),
                     meta,
                 });
             }
             (None, Some(_)) => {
-                for (f, _, _, v, _) in state.view.files_under(p) {
-                    rows.push(found_row(&mut ids, &f, None, Some(v)));
-                }
-                ops.push(ChangeOp::Remove { path: p.clone() });
-                gone.insert(p.clone());
+                files_gone(&mut rows, &mut ids);
+                ops.push(ChangeOp::Remove {
+                    path: view::path(k),
+                });
+                gone.push(k.clone());
             }
-            (Some((Disk::Dir, meta)), w) => match w {
-                Some(VKind::Dir) => {
-                    if !same_owner_and_mode(&meta, &want.as_ref().expect("some").meta) {
-                        ops.push(ChangeOp::SetMeta {
-                            path: p.clone(),
-                            meta,
-                        });
-                    }
+            // A directory: made with what is below it, or alone when
+            // empty (its mode is the disk's; not compared, not a version).
+            (Some((Disk::Dir, meta)), w) => {
+                if matches!(w, Some(VKind::Dir)) {
+                    continue;
                 }
-                _ => {
-                    if let Some(f) = was_file {
-                        rows.push(found_row(&mut ids, p, None, Some(f.2)));
-                    }
+                if let Some(f) = was_file {
+                    rows.push(found_row(&mut ids, &view::path(k), None, Some(f.2)));
+                }
+                if was_file.is_some() || !filled.contains(k.as_str()) {
                     ops.push(ChangeOp::MakeDir {
-                        path: p.clone(),
+                        path: view::path(k),
                         meta,
                     });
                 }
-            },
+            }
             (Some((Disk::Symlink(t), meta)), w) => {
                 if matches!(w, Some(VKind::Symlink(u)) if u == t) {
                     continue;
                 }
                 if matches!(w, Some(VKind::Dir)) {
-                    for (f, _, _, v, _) in state.view.files_under(p) {
-                        rows.push(found_row(&mut ids, &f, None, Some(v)));
-                    }
-                    gone.insert(p.clone());
+                    files_gone(&mut rows, &mut ids);
+                    gone.push(k.clone());
                 }
                 if let Some(f) = was_file {
-                    rows.push(found_row(&mut ids, p, None, Some(f.2)));
+                    rows.push(found_row(&mut ids, &view::path(k), None, Some(f.2)));
                 }
                 ops.push(ChangeOp::Symlink {
-                    path: p.clone(),
+                    path: view::path(k),
                     target: t.clone(),
                     meta,
                 });

@@ -48,6 +48,24 @@ pub struct Active {
     pub prev: Option<Seal>,
 }
 
+impl Active {
+    /// The segment to begin after this one, sealing this one where it must
+    /// be (`seal_at`: nothing of it past that offset is read).
+    pub fn next(&self) -> Active {
+        Active {
+            number: self.number + 1,
+            end: 0,
+            reserved: 0,
+            fresh: true,
+            seal_at: None,
+            prev: self.seal_at.map(|end| Seal {
+                segment: self.number,
+                end,
+            }),
+        }
+    }
+}
+
 pub struct State {
     pub view: View,
     pub contents: HashMap<Sha, Loc>,
@@ -56,15 +74,7 @@ pub struct State {
     pub origin: String,
     pub segments: BTreeMap<u64, Segment>,
     pub active: Active,
-    /// The last checkpoint written to the journal, and the newest one the
-    /// checkpointer reported (written with the next frame).
+    /// The last checkpoint written to the journal (the newest one the
+    /// checkpointer reported goes with the next frame).
     pub checkpoint_written: u64,
-    pub checkpoint_known: u64,
-}
-
-impl State {
-    /// Bytes of all segments.
-    pub fn bytes(&self) -> u64 {
-        self.segments.values().map(|s| s.bytes).sum()
-    }
 }

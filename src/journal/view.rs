@@ -5,6 +5,11 @@
 //! which contents it has already) and what start-up compares the plain
 //! files with. It holds no file bytes. Applying the same ops as the store
 //! keeps it equal to the store's tree (for the nodes that persist).
+//!
+//! Paths are kept as one string each, the names joined by NUL (a byte no
+//! name holds, and the least one, so that a subtree's keys sort together
+//! right after its top): one allocation and one comparison per path, however
+//! deep.
 
 use std::collections::BTreeMap;
 
@@ -26,7 +31,7 @@ pub enum VKind {
         /// The version that made this content (0: none yet).
         version: u64,
         /// The content is in the plain file only (found when the journal
-        /// began, never copied into it).
+        /// began, or dropped by retention), not in the journal.
         in_file: bool,
     },
     Dir,
@@ -47,127 +52,148 @@ impl VNode {
     }
 }
 
+/// A path as the view keys it: names joined by NUL (the root is empty).
+pub fn key(path: &MemPath) -> String {
+    path.names().join("\0")
+}
+
+/// The path a key stands for.
+pub fn path(key: &str) -> MemPath {
+    match key.is_empty() {
+        true => MemPath::root(),
+        false => MemPath::from_names(key.split('\0').map(str::to_string)),
+    }
+}
+
+/// The key of `key`'s parent; `None` for the root.
+fn parent(key: &str) -> Option<&str> {
+    match key.rfind('\0') {
+        Some(i) => Some(&key[..i]),
+        None if key.is_empty() => None,
+        None => Some(""),
+    }
+}
+
+/// Whether `key` is `top` or below it.
+pub fn within(key: &str, top: &str) -> bool {
+    top.is_empty()
+        || key == top
+        || (key.len() > top.len() && key.starts_with(top) && key.as_bytes()[top.len()] == 0)
+}
+
 /// What to put back if a batch is refused: each path's node before.
-pub type Undo = Vec<(MemPath, Option<VNode>)>;
+pub type Undo = Vec<(String, Option<VNode>)>;
 
 #[derive(Debug, Default, Clone)]
 pub struct View {
-    nodes: BTreeMap<MemPath, VNode>,
+    nodes: BTreeMap<String, VNode>,
     /// The memory root's attributes, once a change set them.
     pub root_meta: Option<Meta>,
 }
 
 impl View {
     pub fn get(&self, path: &MemPath) -> Option<&VNode> {
-        self.nodes.get(path)
+        self.nodes.get(&key(path))
     }
 
-    pub fn len(&self) -> usize {
-        self.nodes.len()
+    pub fn get_key(&self, key: &str) -> Option<&VNode> {
+        self.nodes.get(key)
     }
 
-    pub fn is_empty(&self) -> bool {
-        self.nodes.is_empty()
+    /// Every node, by key, in path order.
+    pub fn iter(&self) -> impl Iterator<Item = (&str, &VNode)> {
+        self.nodes.iter().map(|(k, n)| (k.as_str(), n))
     }
 
-    pub fn iter(&self) -> impl Iterator<Item = (&MemPath, &VNode)> {
-        self.nodes.iter()
-    }
-
-    /// Every node at or below `at`, in path order.
-    pub fn under(&self, at: &MemPath) -> Vec<(MemPath, VNode)> {
-        if at.is_root() {
-            return self
-                .nodes
-                .iter()
-                .map(|(p, n)| (p.clone(), n.clone()))
-                .collect();
-        }
-        self.nodes
-            .range(at.clone()..)
-            .take_while(|(p, _)| p.starts_with(at))
-            .map(|(p, n)| (p.clone(), n.clone()))
-            .collect()
+    /// Every node at or below `top` (a key), in path order.
+    fn under(&self, top: &str) -> Vec<(String, VNode)> {
+        let iter: Box<dyn Iterator<Item = (&String, &VNode)>> = match top.is_empty() {
+            true => Box::new(self.nodes.iter()),
+            false => Box::new(
+                self.nodes
+                    .range(top.to_string()..)
+                    .take_while(|(k, _)| within(k, top)),
+            ),
+        };
+        iter.map(|(k, n)| (k.clone(), n.clone())).collect()
     }
 
     /// Every file at or below `at`, with its content and version.
     pub fn files_under(&self, at: &MemPath) -> Vec<(MemPath, Sha, u64, u64, bool)> {
-        self.under(at)
-            .into_iter()
-            .filter_map(|(p, n)| n.file().map(|(s, z, v, f)| (p, s, z, v, f)))
-            .collect()
+        let top = key(at);
+        let files = |(k, n): (&String, &VNode)| n.file().map(|(s, z, v, f)| (path(k), s, z, v, f));
+        match top.is_empty() {
+            true => self.nodes.iter().filter_map(files).collect(),
+            false => self
+                .nodes
+                .range(top.clone()..)
+                .take_while(|(k, _)| within(k, &top))
+                .filter_map(files)
+                .collect(),
+        }
     }
 
-    /// Sets (or removes) the node at `path`, noting what was there in `undo`.
-    pub fn set(&mut self, path: &MemPath, node: Option<VNode>, undo: Option<&mut Undo>) {
+    /// Sets (or removes) the node at `key`, noting what was there in `undo`.
+    fn set(&mut self, key: &str, node: Option<VNode>, undo: Option<&mut Undo>) {
         let old = match node {
-            Some(node) => self.nodes.insert(path.clone(), node),
-            None => self.nodes.remove(path),
+            Some(node) => self.nodes.insert(key.to_string(), node),
+            None => self.nodes.remove(key),
         };
         if let Some(undo) = undo {
-            undo.push((path.clone(), old));
+            undo.push((key.to_string(), old));
         }
     }
 
     /// Puts back what `undo` noted, latest first.
     pub fn roll_back(&mut self, undo: Undo) {
-        for (path, old) in undo.into_iter().rev() {
+        for (key, old) in undo.into_iter().rev() {
             match old {
-                Some(node) => self.nodes.insert(path, node),
-                None => self.nodes.remove(&path),
+                Some(node) => self.nodes.insert(key, node),
+                None => self.nodes.remove(&key),
             };
         }
     }
 
-    /// Sets the version that made the file at `path` hold its content.
-    pub fn set_version(&mut self, path: &MemPath, v: u64, mut undo: Option<&mut Undo>) {
-        if let Some(node) = self.nodes.get(path).cloned() {
+    fn update_file(
+        &mut self,
+        path: &MemPath,
+        undo: Option<&mut Undo>,
+        f: impl FnOnce(&mut u64, &mut bool),
+    ) {
+        let k = key(path);
+        if let Some(mut node) = self.nodes.get(&k).cloned() {
             if let VKind::File {
-                sha, size, in_file, ..
-            } = node.kind
+                version, in_file, ..
+            } = &mut node.kind
             {
-                let node = VNode {
-                    kind: VKind::File {
-                        sha,
-                        size,
-                        version: v,
-                        in_file,
-                    },
-                    meta: node.meta,
-                };
-                self.set(path, Some(node), undo.as_deref_mut());
+                f(version, in_file);
+                self.set(&k, Some(node), undo);
             }
         }
+    }
+
+    /// Sets the version that made the file at `path` hold its content.
+    pub fn set_version(&mut self, path: &MemPath, v: u64, undo: Option<&mut Undo>) {
+        self.update_file(path, undo, |version, _| *version = v);
     }
 
     /// The file at `path` now has its content in the journal too, as
     /// version `v` (a content found when the journal began, just kept).
     pub fn mark_in_journal(&mut self, path: &MemPath, v: u64, undo: Option<&mut Undo>) {
-        if let Some(node) = self.nodes.get(path).cloned() {
-            if let VKind::File { sha, size, .. } = node.kind {
-                let kind = VKind::File {
-                    sha,
-                    size,
-                    version: v,
-                    in_file: false,
-                };
-                self.set(path, Some(VNode { kind, ..node }), undo);
-            }
-        }
+        self.update_file(path, undo, |version, in_file| {
+            *version = v;
+            *in_file = false;
+        });
     }
 
     /// The file at `path` has its content only in the plain file.
     pub fn mark_in_file(&mut self, path: &MemPath) {
-        if let Some(node) = self.nodes.get_mut(path) {
-            if let VKind::File { in_file, .. } = &mut node.kind {
-                *in_file = true;
-            }
-        }
+        self.update_file(path, None, |_, in_file| *in_file = true);
     }
 
     /// Replaces everything with the nodes of a snapshot.
     pub fn reset(&mut self, nodes: impl IntoIterator<Item = (MemPath, VNode)>) {
-        self.nodes = nodes.into_iter().collect();
+        self.nodes = nodes.into_iter().map(|(p, n)| (key(&p), n)).collect();
     }
 
     /// Applies one store op; `write` is a write's content hash and size.
@@ -175,8 +201,9 @@ impl View {
         match op {
             ChangeOp::Write { path, meta, data } => {
                 let (sha, size) = write.unwrap_or_else(|| (Sha::of(data), data.len() as u64));
-                self.make_parents(path, meta, undo.as_deref_mut());
-                let version = match self.nodes.get(path).map(|n| &n.kind) {
+                let k = key(path);
+                self.make_parents(&k, meta, undo.as_deref_mut());
+                let version = match self.nodes.get(&k).map(|n| &n.kind) {
                     Some(VKind::File {
                         sha: old, version, ..
                     }) if *old == sha => *version,
@@ -188,60 +215,77 @@ impl View {
                     version,
                     in_file: false,
                 };
-                self.remove_below(path, undo.as_deref_mut());
-                self.set(path, Some(VNode { kind, meta: *meta }), undo);
+                self.remove_below(&k, undo.as_deref_mut());
+                self.set(&k, Some(VNode { kind, meta: *meta }), undo);
             }
             ChangeOp::MakeDir { path, meta } => {
-                self.make_parents(path, meta, undo.as_deref_mut());
-                if !matches!(self.nodes.get(path).map(|n| &n.kind), Some(VKind::Dir)) {
-                    self.remove_below(path, undo.as_deref_mut());
+                let k = key(path);
+                self.make_parents(&k, meta, undo.as_deref_mut());
+                if !matches!(self.nodes.get(&k).map(|n| &n.kind), Some(VKind::Dir)) {
+                    self.remove_below(&k, undo.as_deref_mut());
                 }
                 let node = VNode {
                     kind: VKind::Dir,
                     meta: *meta,
                 };
-                self.set(path, Some(node), undo);
+                self.set(&k, Some(node), undo);
             }
             ChangeOp::Symlink { path, target, meta } => {
-                self.make_parents(path, meta, undo.as_deref_mut());
-                self.remove_below(path, undo.as_deref_mut());
+                let k = key(path);
+                self.make_parents(&k, meta, undo.as_deref_mut());
+                self.remove_below(&k, undo.as_deref_mut());
                 let node = VNode {
                     kind: VKind::Symlink(target.clone()),
                     meta: *meta,
                 };
-                self.set(path, Some(node), undo);
+                self.set(&k, Some(node), undo);
             }
-            ChangeOp::Remove { path } => self.remove_tree(path, undo),
+            ChangeOp::Remove { path } => self.remove_tree(&key(path), undo),
             ChangeOp::Rename { from, to, .. } => {
-                let moved = self.under(from);
+                let (from, to) = (key(from), key(to));
+                let moved = self.under(&from);
                 if moved.is_empty() {
                     return;
                 }
                 let meta = moved[0].1.meta;
-                self.remove_tree(from, undo.as_deref_mut());
-                self.remove_tree(to, undo.as_deref_mut());
-                self.make_parents(to, &meta, undo.as_deref_mut());
-                for (path, node) in moved {
-                    self.set(&path.rebase(from, to), Some(node), undo.as_deref_mut());
+                self.remove_tree(&from, undo.as_deref_mut());
+                self.remove_tree(&to, undo.as_deref_mut());
+                self.make_parents(&to, &meta, undo.as_deref_mut());
+                for (k, node) in moved {
+                    let new = format!("{to}{}", &k[from.len()..]);
+                    self.set(&new, Some(node), undo.as_deref_mut());
                 }
             }
             ChangeOp::Exchange { a, b } => {
-                let side_a = self.under(a);
-                let side_b = self.under(b);
-                self.remove_tree(a, undo.as_deref_mut());
-                self.remove_tree(b, undo.as_deref_mut());
-                for (path, node) in side_a {
-                    self.set(&path.rebase(a, b), Some(node), undo.as_deref_mut());
+                let (a, b) = (key(a), key(b));
+                let side_a = self.under(&a);
+                let side_b = self.under(&b);
+                self.remove_tree(&a, undo.as_deref_mut());
+                self.remove_tree(&b, undo.as_deref_mut());
+                for (k, node) in side_a {
+                    let new = format!("{b}{}", &k[a.len()..]);
+                    self.set(&new, Some(node), undo.as_deref_mut());
                 }
-                for (path, node) in side_b {
-                    self.set(&path.rebase(b, a), Some(node), undo.as_deref_mut());
+                for (k, node) in side_b {
+                    let new = format!("{a}{}", &k[b.len()..]);
+                    self.set(&new, Some(node), undo.as_deref_mut());
                 }
             }
             ChangeOp::SetMeta { path, meta } => {
                 if path.is_root() {
                     self.root_meta = Some(*meta);
-                } else if let Some(node) = self.nodes.get(path).cloned() {
-                    self.set(path, Some(VNode { meta: *meta, ..node }), undo);
+                    return;
+                }
+                let k = key(path);
+                if let Some(node) = self.nodes.get(&k).cloned() {
+                    self.set(
+                        &k,
+                        Some(VNode {
+                            meta: *meta,
+                            ..node
+                        }),
+                        undo,
+                    );
                 }
             }
             ChangeOp::SetTimes { path, meta } => {
@@ -250,53 +294,62 @@ impl View {
                     m.atime = meta.atime;
                     m.mtime = meta.mtime;
                     self.root_meta = Some(m);
-                } else if let Some(node) = self.nodes.get(path).cloned() {
+                    return;
+                }
+                let k = key(path);
+                if let Some(node) = self.nodes.get(&k).cloned() {
                     let mut m = node.meta;
                     m.atime = meta.atime;
                     m.mtime = meta.mtime;
-                    self.set(path, Some(VNode { meta: m, ..node }), undo);
+                    self.set(&k, Some(VNode { meta: m, ..node }), undo);
                 }
             }
         }
     }
 
-    /// Removes `path` and everything below it.
-    fn remove_tree(&mut self, path: &MemPath, mut undo: Option<&mut Undo>) {
-        for (p, _) in self.under(path) {
-            self.set(&p, None, undo.as_deref_mut());
+    /// Removes `top` and everything below it.
+    fn remove_tree(&mut self, top: &str, mut undo: Option<&mut Undo>) {
+        if top.is_empty() {
+            return; // the root stays
+        }
+        for (k, _) in self.under(top) {
+            self.set(&k, None, undo.as_deref_mut());
         }
     }
 
-    /// Removes what is below `path` (not `path` itself).
-    fn remove_below(&mut self, path: &MemPath, mut undo: Option<&mut Undo>) {
-        for (p, _) in self.under(path) {
-            if &p != path {
-                self.set(&p, None, undo.as_deref_mut());
+    /// Removes what is below `top` (not `top` itself).
+    fn remove_below(&mut self, top: &str, mut undo: Option<&mut Undo>) {
+        for (k, _) in self.under(top) {
+            if k != top {
+                self.set(&k, None, undo.as_deref_mut());
             }
         }
     }
 
-    /// Missing directories above `path` (as the disk makes them: mode 0700,
+    /// Missing directories above `key` (as the disk makes them: mode 0700,
     /// owned as `like`).
-    fn make_parents(&mut self, path: &MemPath, like: &Meta, mut undo: Option<&mut Undo>) {
-        let mut at = MemPath::root();
-        let names = path.names();
-        for name in &names[..names.len().saturating_sub(1)] {
-            at = at.join(name);
-            match self.nodes.get(&at).map(|n| &n.kind) {
-                Some(VKind::Dir) => {}
-                _ => {
-                    let meta = Meta {
-                        perm: DIR_MODE,
-                        ..*like
-                    };
-                    let node = VNode {
-                        kind: VKind::Dir,
-                        meta,
-                    };
-                    self.remove_below(&at, undo.as_deref_mut());
-                    self.set(&at, Some(node), undo.as_deref_mut());
-                }
+    fn make_parents(&mut self, key: &str, like: &Meta, mut undo: Option<&mut Undo>) {
+        // The view is a tree: when the parent is a directory, so is every
+        // directory above it.
+        let Some(up) = parent(key) else {
+            return;
+        };
+        if up.is_empty() || matches!(self.nodes.get(up).map(|n| &n.kind), Some(VKind::Dir)) {
+            return;
+        }
+        let meta = Meta {
+            perm: DIR_MODE,
+            ..*like
+        };
+        for (i, _) in key.match_indices('\0') {
+            let dir = &key[..i];
+            if !matches!(self.nodes.get(dir).map(|n| &n.kind), Some(VKind::Dir)) {
+                self.remove_below(dir, undo.as_deref_mut());
+                let node = VNode {
+                    kind: VKind::Dir,
+                    meta,
+                };
+                self.set(dir, Some(node), undo.as_deref_mut());
             }
         }
     }
@@ -331,7 +384,19 @@ mod tests {
     }
 
     fn paths(view: &View) -> Vec<String> {
-        view.iter().map(|(p, _)| p.to_string()).collect()
+        view.iter().map(|(k, _)| path(k).to_string()).collect()
+    }
+
+    #[test]
+    fn keys_sort_a_subtree_together() {
+        assert!(within("a\0b", "a"));
+        assert!(!within("a-c", "a"));
+        assert!(!within("ab", "a"));
+        assert!(within("a", ""));
+        let mut keys = vec!["a-c".to_string(), key(&p("/memories/a/b")), "a".to_string()];
+        keys.sort();
+        assert_eq!(keys, ["a", "a\0b", "a-c"]);
+        assert_eq!(path(&key(&p("/memories/x/y"))), p("/memories/x/y"));
     }
 
     #[test]
@@ -370,7 +435,9 @@ mod tests {
         };
         view.apply(&exchange, None, None);
         assert_eq!(
-            view.get(&p("/memories/d2.md/e/f.md")).and_then(|n| n.file()).map(|f| f.1),
+            view.get(&p("/memories/d2.md/e/f.md"))
+                .and_then(|n| n.file())
+                .map(|f| f.1),
             Some(1)
         );
         assert!(view.get(&p("/memories/x/y")).unwrap().file().is_some());

@@ -32,9 +32,9 @@ use rustix::fs::{self as rfs, Mode, OFlags};
 
 use super::checkpoint::Msg;
 use super::frame;
-use super::record::{ContentRec, Header, Seal, SegmentInfo};
+use super::record::{ContentRec, Header, SegmentInfo};
 use super::segment;
-use super::state::{Active, Loc, State};
+use super::state::{Loc, State};
 use super::versions::{self, Context, Needed};
 use super::view::Undo;
 use super::Options;
@@ -264,7 +264,8 @@ impl Shared {
 
     fn commit(&self, items: Vec<(Change, Ticket)>) {
         self.batches.fetch_add(1, Ordering::Relaxed);
-        self.changes.fetch_add(items.len() as u64, Ordering::Relaxed);
+        self.changes
+            .fetch_add(items.len() as u64, Ordering::Relaxed);
         let (changes, tickets): (Vec<Change>, Vec<Ticket>) = items.into_iter().unzip();
         if changes.iter().all(|c| c.ops.is_empty()) {
             // Barriers only: every frame before them is durable already.
@@ -274,7 +275,8 @@ impl Shared {
         let mut st = self.state.lock();
         let time = crate::journal::now_text();
         let batch = st.next_batch;
-        let read_plain = |path: &crate::path::MemPath| crate::persist::read_file(&self.memories, path).ok();
+        let read_plain =
+            |path: &crate::path::MemPath| crate::persist::read_file(&self.memories, path).ok();
         let cx = Context {
             time: &time,
             batch,
@@ -291,7 +293,14 @@ impl Shared {
                 None
             } else {
                 let State { view, ids, .. } = &mut *st;
-                Some(versions::record(view, change, ids, &cx, &mut undo, &mut needed))
+                Some(versions::record(
+                    view,
+                    change,
+                    ids,
+                    &cx,
+                    &mut undo,
+                    &mut needed,
+                ))
             };
             records.push(record);
             undos.push(undo);
@@ -354,7 +363,10 @@ impl Shared {
             st = self.state.lock();
             fits = self.room_for(&st, &new_bytes, &plain);
         }
-        let no_room = DiskError::new("writing the journal", io::Error::from_raw_os_error(libc::ENOSPC));
+        let no_room = DiskError::new(
+            "writing the journal",
+            io::Error::from_raw_os_error(libc::ENOSPC),
+        );
         // What did not fit is taken out again: the view back, latest first.
         for undo in undos.drain(fits..).rev() {
             st.view.roll_back(undo);
@@ -375,6 +387,7 @@ impl Shared {
         };
         let parts: Vec<&[u8]> = body.iter().map(|b| b.as_slice()).collect();
         let written = if fits > 0 {
+            self.barriers.fetch_add(1, Ordering::Relaxed);
             self.append(&mut st, header, &parts, batch)
         } else {
             Err(Failure::Refused(no_room.clone()))
@@ -496,7 +509,12 @@ impl Shared {
                     let needed = body
                         .into_iter()
                         .zip(&placed)
-                        .filter_map(|(data, c)| Some(Needed { sha: Sha::parse(&c.sha256)?, data }))
+                        .filter_map(|(data, c)| {
+                            Some(Needed {
+                                sha: Sha::parse(&c.sha256)?,
+                                data,
+                            })
+                        })
                         .collect();
                     *self.pending_start.lock() = Some((found, needed));
                 }
@@ -538,7 +556,14 @@ impl Shared {
     /// Changes from `from` on did not take effect on disk (with `kept`, the
     /// ones before `from` were written but not confirmed): the store decides
     /// what memory becomes, then every ticket is settled.
-    fn refuse(&self, changes: &[Change], tickets: &[Ticket], from: usize, e: DiskError, kept: bool) {
+    fn refuse(
+        &self,
+        changes: &[Change],
+        tickets: &[Ticket],
+        from: usize,
+        e: DiskError,
+        kept: bool,
+    ) {
         self.say_how_the_disk_is(Some(&e));
         let (done, refused) = changes.split_at(from);
         let unconfirmed = if kept { done } else { &[] };
@@ -637,29 +662,11 @@ impl Shared {
         body: &[&[u8]],
         batch: u64,
     ) -> Result<u64, Failure> {
-        self.barriers.fetch_add(1, Ordering::Relaxed);
         // A new segment when this one is full, or must be sealed.
-        if let Some(end) = st.active.seal_at.take() {
-            st.active = Active {
-                number: st.active.number + 1,
-                end: 0,
-                reserved: 0,
-                fresh: true,
-                seal_at: None,
-                prev: Some(Seal {
-                    segment: st.active.number,
-                    end,
-                }),
-            };
-        } else if !st.active.fresh && st.active.end >= self.opts.segment_bytes {
-            st.active = Active {
-                number: st.active.number + 1,
-                end: 0,
-                reserved: 0,
-                fresh: true,
-                seal_at: None,
-                prev: None,
-            };
+        if st.active.seal_at.is_some()
+            || (!st.active.fresh && st.active.end >= self.opts.segment_bytes)
+        {
+            st.active = st.active.next();
         }
         let fresh = st.active.fresh;
         if fresh {
@@ -688,7 +695,12 @@ impl Shared {
         let refused = |e: io::Error| Failure::Refused(DiskError::new("writing the journal", e));
         let fd = rfs::openat(&self.dir, name.as_str(), flags, Mode::from_raw_mode(0o600))
             .map_err(|e| refused(e.into()))?;
-        st.active.reserved = reserve(&fd, end + bytes.len() as u64, st.active.reserved, bytes.len() as u64);
+        st.active.reserved = reserve(
+            &fd,
+            end + bytes.len() as u64,
+            st.active.reserved,
+            bytes.len() as u64,
+        );
         if let Err(e) = write_all_at(&fd, &bytes, end) {
             // Not a byte of it may stay for a later frame to follow.
             if !fresh && rfs::ftruncate(&fd, end).is_err() {
@@ -696,7 +708,8 @@ impl Shared {
             }
             return Err(refused(e));
         }
-        let unconfirmed = |e: io::Error| Failure::Unconfirmed(DiskError::new("flushing to stable storage", e));
+        let unconfirmed =
+            |e: io::Error| Failure::Unconfirmed(DiskError::new("flushing to stable storage", e));
         let synced = sync_data(&fd).and_then(|()| match fresh {
             true => sync_dir(&self.dir),
             false => Ok(()),

@@ -24,9 +24,9 @@ use rustix::fs::{self as rfs, AtFlags, Mode};
 
 use super::lines;
 use super::pipeline::{Activity, Bounds};
+use crate::control::Control;
 use crate::fuse::Hosted;
 use crate::store::{Door, Origin};
-use crate::control::Control;
 use crate::tool::Tool;
 
 /// Clients served at once; past that, the longest-idle one makes room.

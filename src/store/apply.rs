@@ -4,7 +4,6 @@
 //! made). Nothing here is seen by the kernel: the tree is not served yet,
 //! or the caller invalidates what it returns.
 
-use std::sync::Arc;
 use std::time::SystemTime;
 
 use super::change::{ChangeOp, Meta};
@@ -33,9 +32,21 @@ fn place(tree: &mut Tree, path: &MemPath, now: SystemTime) -> Option<(Ino, Strin
             Some(next) if tree.node(next).is_dir() => at = next,
             Some(_) => {
                 tree.remove(at, n, now, &|_| false);
-                at = tree.add(at, n, NodeKind::Dir(Default::default()), Attr::new(0o700, now));
+                at = tree.add(
+                    at,
+                    n,
+                    NodeKind::Dir(Default::default()),
+                    Attr::new(0o700, now),
+                );
             }
-            None => at = tree.add(at, n, NodeKind::Dir(Default::default()), Attr::new(0o700, now)),
+            None => {
+                at = tree.add(
+                    at,
+                    n,
+                    NodeKind::Dir(Default::default()),
+                    Attr::new(0o700, now),
+                )
+            }
         }
     }
     Some((at, name))
@@ -157,14 +168,10 @@ impl Tree {
     }
 }
 
-/// A write op's bytes, shared.
-pub fn shared(data: Vec<u8>) -> Arc<Vec<u8>> {
-    Arc::new(data)
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
+    use std::sync::Arc;
     use std::time::UNIX_EPOCH;
 
     fn p(s: &str) -> MemPath {
@@ -187,7 +194,7 @@ mod tests {
         tree.apply_ops(&[
             ChangeOp::Write {
                 path: p("/memories/a/b.md"),
-                data: shared(b"one".to_vec()),
+                data: Arc::new(b"one".to_vec()),
                 meta: meta(),
             },
             ChangeOp::MakeDir {
