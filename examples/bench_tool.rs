@@ -117,9 +117,20 @@ fn main() {
             (k, json!({"p50_us": percentile(&v, 0.5), "p99_us": percentile(&v, 0.99), "n": v.len()}))
         })
         .collect();
+    // What the journal wrote for the rounds' changes (its frames' bytes).
+    let journal: u64 = std::fs::read_dir(std::path::Path::new(dir).join(".memfs/journal"))
+        .map(|entries| {
+            entries
+                .flatten()
+                .filter_map(|e| e.metadata().ok())
+                .map(|m| m.len())
+                .sum()
+        })
+        .unwrap_or(0);
     let out = json!({
         "door": "library", "threads": threads, "ops": ops, "seconds": seconds, "ops_per_s": ops as f64 / seconds,
         "changes": after.changes - before.changes, "barriers": after.barriers - before.barriers, "kinds": per_kind,
+        "journal_bytes": journal,
     });
     println!("{out}");
 }

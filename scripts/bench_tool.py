@@ -7,7 +7,12 @@ its real durability. Prints JSON rows (one per door and mode) on stdout.
 Per round: view a 4 KiB file, view a directory of 1,000 files, create,
 str_replace, insert, rename, delete.
 
-usage: bench_tool.py MEMFS_BIN LIB_BENCH_BIN [--rounds N] [--runs R]
+Also, in the same run: the durability floor (examples/bench_floor.rs: append
+a record of a write's size to one file and fdatasync it, on the same disk),
+and a write-heavy mix (the five writing commands, no view) one at a time
+through the SDK and pipelined through stdio.
+
+usage: bench_tool.py MEMFS_BIN LIB_BENCH_BIN FLOOR_BIN [--rounds N] [--runs R]
 """
 import argparse
 import json
@@ -29,7 +34,15 @@ def setup_cmds():
         yield {"command": "create", "path": f"/memories/dir/f{i:04d}.md", "file_text": "x\n"}
 
 
-def round_cmds(r):
+WRITES = {"create", "str_replace", "insert", "rename", "delete"}
+
+
+def round_cmds(r, writes_only=False):
+    cmds = all_round_cmds(r)
+    return [c for c in cmds if c[0] in WRITES] if writes_only else cmds
+
+
+def all_round_cmds(r):
     p, q = f"/memories/w0/f{r}.md", f"/memories/w0/g{r}.md"
     return [
         ("view_file", {"command": "view", "path": "/memories/seed.md"}),
@@ -54,21 +67,21 @@ def summarize(door, mode, samples, seconds, extra=None):
     return out
 
 
-def one_at_a_time(call, rounds):
+def one_at_a_time(call, rounds, writes_only=False):
     """Sets the store up through `call`, then times each call of the rounds."""
     for c in setup_cmds():
         call(c)
     samples = []
     start = time.perf_counter()
     for r in range(rounds):
-        for kind, c in round_cmds(r):
+        for kind, c in round_cmds(r, writes_only):
             t = time.perf_counter()
             call(c)
             samples.append((kind, (time.perf_counter() - t) * 1e6))
     return samples, time.perf_counter() - start
 
 
-def sdk(rounds):
+def sdk(rounds, writes_only=False):
     with tempfile.TemporaryDirectory() as d:
         tool = BetaLocalFilesystemMemoryTool(base_path=d)
 
@@ -78,8 +91,9 @@ def sdk(rounds):
             except ToolError as e:
                 raise SystemExit(f"SDK failed {c}: {e}")
 
-        samples, seconds = one_at_a_time(call, rounds)
-        return summarize("sdk", "one at a time", samples, seconds)
+        samples, seconds = one_at_a_time(call, rounds, writes_only)
+        mode = "one at a time, writes only" if writes_only else "one at a time"
+        return summarize("sdk", mode, samples, seconds)
 
 
 class Stdio:
@@ -108,12 +122,12 @@ def stdio_one(binary, rounds):
         return summarize("stdio", "one at a time", samples, seconds, {"stats": s.close()})
 
 
-def stdio_pipelined(binary, rounds):
+def stdio_pipelined(binary, rounds, writes_only=False):
     with tempfile.TemporaryDirectory() as d:
         s = Stdio(binary, d)
         for c in setup_cmds():
             s.call(c)
-        lines = [json.dumps(c) + "\n" for r in range(rounds) for _, c in round_cmds(r)]
+        lines = [json.dumps(c) + "\n" for r in range(rounds) for _, c in round_cmds(r, writes_only)]
         start = time.perf_counter()
 
         def feed():
@@ -128,7 +142,8 @@ def stdio_pipelined(binary, rounds):
                 raise SystemExit("memfs failed a pipelined command")
         w.join()
         seconds = time.perf_counter() - start
-        return {"door": "stdio", "mode": "pipelined", "ops": len(lines), "seconds": seconds,
+        mode = "pipelined, writes only" if writes_only else "pipelined"
+        return {"door": "stdio", "mode": mode, "ops": len(lines), "seconds": seconds,
                 "ops_per_s": len(lines) / seconds, "kinds": {}, "stats": s.close()}
 
 
@@ -138,6 +153,15 @@ def library(lib_bin, rounds, threads):
         row = json.loads(out.stdout)
         row["mode"] = "one at a time" if threads == 1 else f"{threads} threads at once"
         return row
+
+
+def floor(floor_bin, size, count):
+    """The floor: append `size` bytes and fdatasync, `count` times, on this disk."""
+    with tempfile.TemporaryDirectory() as d:
+        out = subprocess.run([floor_bin, d, str(size), str(count)], capture_output=True, text=True, check=True)
+        row = json.loads(out.stdout)
+        return {"door": "floor", "mode": f"append {size} B + fdatasync", "ops": count, "seconds": 0,
+                "ops_per_s": 1e6 / row["p50_us"], "kinds": {"append": row}, "record_bytes": size}
 
 
 def median_row(rows):
@@ -150,19 +174,41 @@ def main():
     ap = argparse.ArgumentParser()
     ap.add_argument("memfs")
     ap.add_argument("lib_bench")
+    ap.add_argument("floor_bin")
     ap.add_argument("--rounds", type=int, default=200)
     ap.add_argument("--runs", type=int, default=5)
     a = ap.parse_args()
+    # The floor's record sizes: a frame of a write that brings a 4 KiB
+    # content, and one of a rename or delete (measured from the journal).
+    count = max(200, a.rounds * 2)
     doers = [
         lambda: sdk(a.rounds),
         lambda: library(a.lib_bench, a.rounds, 1),
         lambda: stdio_one(a.memfs, a.rounds),
         lambda: library(a.lib_bench, a.rounds, 4),
         lambda: stdio_pipelined(a.memfs, a.rounds),
+        lambda: sdk(a.rounds, writes_only=True),
+        lambda: stdio_pipelined(a.memfs, a.rounds, writes_only=True),
     ]
-    for do in doers:
-        row = median_row([do() for _ in range(a.runs)])
+    rows = {}
+    # Each door and the floor take turns, run after run, so that a slow
+    # moment of the disk falls on all of them alike.
+    for _ in range(a.runs):
+        for i, do in enumerate(doers):
+            rows.setdefault(i, []).append(do())
+        lib = rows[1][-1]
+        frame = lib.get("journal_bytes", 0) / max(1, lib.get("barriers", 1))
+        rows.setdefault("floor_content", []).append(floor(a.floor_bin, 4096 + 900, count))
+        rows.setdefault("floor_small", []).append(floor(a.floor_bin, 900, count))
+        rows.setdefault("frame", []).append(frame)
+    for key, runs in rows.items():
+        if key == "frame":
+            continue
+        row = median_row(runs) if key not in ("floor_content", "floor_small") else \
+            sorted(runs, key=lambda r: r["kinds"]["append"]["p50_us"])[len(runs) // 2]
         row["runs"] = a.runs
+        if key == 1:
+            row["mean_frame_bytes"] = statistics.median(rows["frame"])
         print(json.dumps(row), flush=True)
 
 

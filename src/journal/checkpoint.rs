@@ -15,7 +15,7 @@
 //! journal holds everything meanwhile (and a start replays it), so nothing
 //! is lost and nobody is told: the plain files are only behind.
 
-use std::collections::{BTreeMap, BTreeSet, HashMap};
+use std::collections::{BTreeMap, BTreeSet};
 use std::io;
 use std::os::fd::OwnedFd;
 use std::sync::atomic::Ordering;
@@ -231,9 +231,20 @@ fn apply(files: &Files, held: &[(u64, Vec<Change>)], progress: &mut Progress) ->
     let skip = superseded(&ops);
     let mut times: BTreeMap<MemPath, Meta> = BTreeMap::new();
     for (i, (batch, op)) in ops.iter().enumerate().skip(progress.done) {
-        if !skip[i] {
-            apply_op(files, op, &format!("{batch}-{i}"), progress, &mut times)
-                .map_err(|e| io::Error::new(e.kind(), format!("{}: {e}", doing(op))))?;
+        match (skip[i], op) {
+            (Skip::No, _) => apply_op(files, op, &format!("{batch}-{i}"), progress, &mut times)
+                .map_err(|e| io::Error::new(e.kind(), format!("{}: {e}", doing(op))))?,
+            (Skip::Removed, ChangeOp::Write { path, .. }) => {
+                // The directories it would have made stay (as in memory).
+                if path.parent().is_some_and(|p| !p.is_root()) {
+                    let made = fsops::open_parent(&files.memories, path, true).map_err(|e| {
+                        io::Error::new(e.kind(), format!("making a directory: {e}"))
+                    })?;
+                    drop(made);
+                    progress.sync.with_ancestors(path);
+                }
+            }
+            _ => {}
         }
         progress.done = i + 1;
     }
@@ -260,24 +271,68 @@ fn doing(op: &ChangeOp) -> &'static str {
     }
 }
 
-/// Which writes a later write of the same path makes pointless (nothing
-/// that moves, removes or replaces a node in between).
-fn superseded(ops: &[(u64, &ChangeOp)]) -> Vec<bool> {
-    let mut skip = vec![false; ops.len()];
-    let mut last: HashMap<&MemPath, usize> = HashMap::new();
+/// What a pass does with each op.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Skip {
+    /// Apply it.
+    No,
+    /// A write a later write of the same file makes pointless.
+    Superseded,
+    /// A write whose file a later op removes (or replaces): only the
+    /// directories it would have made are made.
+    Removed,
+}
+
+/// Which writes later ops make pointless. A write is followed through the
+/// renames that move it (a renamed file that is then deleted is never
+/// written); an exchange ends what is known of both sides.
+fn superseded(ops: &[(u64, &ChangeOp)]) -> Vec<Skip> {
+    let mut skip = vec![Skip::No; ops.len()];
+    // Each pending write's current path, by the write's index.
+    let mut pending: BTreeMap<MemPath, usize> = BTreeMap::new();
+    let under = |pending: &BTreeMap<MemPath, usize>, at: &MemPath| -> Vec<MemPath> {
+        pending
+            .range(at.clone()..)
+            .take_while(|(p, _)| p.starts_with(at))
+            .map(|(p, _)| p.clone())
+            .collect()
+    };
     for (i, (_, op)) in ops.iter().enumerate() {
         match op {
             ChangeOp::Write { path, .. } => {
-                if let Some(j) = last.insert(path, i) {
-                    skip[j] = true;
+                if let Some(j) = pending.insert(path.clone(), i) {
+                    skip[j] = Skip::Superseded;
                 }
             }
             ChangeOp::SetMeta { .. } | ChangeOp::SetTimes { .. } => {}
             ChangeOp::MakeDir { path, .. } | ChangeOp::Symlink { path, .. } => {
-                last.remove(path);
+                if let Some(j) = pending.remove(path) {
+                    skip[j] = Skip::Removed;
+                }
             }
-            ChangeOp::Remove { .. } | ChangeOp::Rename { .. } | ChangeOp::Exchange { .. } => {
-                last.clear()
+            ChangeOp::Remove { path } => {
+                for p in under(&pending, path) {
+                    if let Some(j) = pending.remove(&p) {
+                        skip[j] = Skip::Removed;
+                    }
+                }
+            }
+            ChangeOp::Rename { from, to, .. } => {
+                for p in under(&pending, to) {
+                    if let Some(j) = pending.remove(&p) {
+                        skip[j] = Skip::Removed;
+                    }
+                }
+                for p in under(&pending, from) {
+                    if let Some(j) = pending.remove(&p) {
+                        pending.insert(p.rebase(from, to), j);
+                    }
+                }
+            }
+            ChangeOp::Exchange { a, b } => {
+                for p in under(&pending, a).into_iter().chain(under(&pending, b)) {
+                    pending.remove(&p);
+                }
             }
         }
     }

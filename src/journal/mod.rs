@@ -194,6 +194,7 @@ impl Journal {
             opts,
             checkpointed,
         ));
+        let _ = shared.me.set(Arc::downgrade(&shared));
         // The start's own frame: what was found, and that the files are
         // current through everything before it.
         let must_write = squared.found.is_some() || !tail.is_empty() || opened.upgraded;
