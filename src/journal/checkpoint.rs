@@ -234,15 +234,14 @@ fn apply(files: &Files, held: &[(u64, Vec<Change>)], progress: &mut Progress) ->
         match (skip[i], op) {
             (Skip::No, _) => apply_op(files, op, &format!("{batch}-{i}"), progress, &mut times)
                 .map_err(|e| io::Error::new(e.kind(), format!("{}: {e}", doing(op))))?,
-            (Skip::Removed, ChangeOp::Write { path, .. }) => {
-                // The directories it would have made stay (as in memory).
-                if path.parent().is_some_and(|p| !p.is_root()) {
-                    let made = fsops::open_parent(&files.memories, path, true).map_err(|e| {
-                        io::Error::new(e.kind(), format!("making a directory: {e}"))
-                    })?;
-                    drop(made);
-                    progress.sync.with_ancestors(path);
-                }
+            // The directories it would have made stay (as in memory).
+            (Skip::Removed, ChangeOp::Write { path, .. })
+                if path.parent().is_some_and(|p| !p.is_root()) =>
+            {
+                let made = fsops::open_parent(&files.memories, path, true)
+                    .map_err(|e| io::Error::new(e.kind(), format!("making a directory: {e}")))?;
+                drop(made);
+                progress.sync.with_ancestors(path);
             }
             _ => {}
         }
