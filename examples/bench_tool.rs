@@ -81,6 +81,18 @@ fn main() {
     };
     let memory = Memory::open(dir, options).expect("open the data dir");
     setup(&memory);
+    let journal_bytes = || -> u64 {
+        std::fs::read_dir(std::path::Path::new(dir).join(".memfs/journal"))
+            .map(|entries| {
+                entries
+                    .flatten()
+                    .filter_map(|e| e.metadata().ok())
+                    .map(|m| m.len())
+                    .sum()
+            })
+            .unwrap_or(0)
+    };
+    let journal_before = journal_bytes();
     let before = memory.persist_stats();
     let start = Instant::now();
     let samples: Vec<Vec<(&'static str, f64)>> = std::thread::scope(|s| {

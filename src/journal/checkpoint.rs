@@ -229,11 +229,28 @@ fn apply(files: &Files, held: &[(u64, Vec<Change>)], progress: &mut Progress) ->
         })
         .collect();
     let skip = superseded(&ops);
+    let staged = stage_in_bulk(files, &ops, &skip, progress.done)?;
     let mut times: BTreeMap<MemPath, Meta> = BTreeMap::new();
     for (i, (batch, op)) in ops.iter().enumerate().skip(progress.done) {
         match (skip[i], op) {
-            (Skip::No, _) => apply_op(files, op, &format!("{batch}-{i}"), progress, &mut times)
-                .map_err(|e| io::Error::new(e.kind(), format!("{}: {e}", doing(op))))?,
+            (Skip::No, _) => {
+                let stage = format!("{batch}-{i}");
+                let done = apply_op(files, op, &stage, staged.contains(&i), progress, &mut times)
+                    .map_err(|e| io::Error::new(e.kind(), format!("{}: {e}", doing(op))));
+                if let Err(e) = done {
+                    // What was staged and not placed goes (staged again next time).
+                    for (j, (b, _)) in ops.iter().enumerate().skip(i) {
+                        if staged.contains(&j) {
+                            let _ = rustix::fs::unlinkat(
+                                &files.tmp,
+                                format!("{b}-{j}").as_str(),
+                                rustix::fs::AtFlags::empty(),
+                            );
+                        }
+                    }
+                    return Err(e);
+                }
+            }
             // The directories it would have made stay (as in memory).
             (Skip::Removed, ChangeOp::Write { path, .. })
                 if path.parent().is_some_and(|p| !p.is_root()) =>
@@ -257,6 +274,63 @@ fn apply(files: &Files, held: &[(u64, Vec<Change>)], progress: &mut Progress) ->
         let _ = fsops::remove_tree(&files.trash, &name);
     }
     Ok(())
+}
+
+/// A pass writing more files than this stages them all first and makes
+/// their data durable with one `syncfs` before the first is renamed into
+/// place (rather than waiting for each file's data in turn: a start-up that
+/// replays 100,000 new files, say).
+const BULK: usize = 256;
+
+/// For a pass of many writes: each new content staged in `.memfs/tmp/`
+/// (not yet written back), then all of them made durable at once. Returns
+/// the indices of the ops staged.
+fn stage_in_bulk(
+    files: &Files,
+    ops: &[(u64, &ChangeOp)],
+    skip: &[Skip],
+    from: usize,
+) -> io::Result<std::collections::HashSet<usize>> {
+    let mut staged = std::collections::HashSet::new();
+    let writes = (from..ops.len())
+        .filter(|&i| skip[i] == Skip::No && matches!(ops[i].1, ChangeOp::Write { .. }))
+        .count();
+    if writes <= BULK {
+        return Ok(staged);
+    }
+    let unstage = |staged: &std::collections::HashSet<usize>| {
+        for &j in staged {
+            let _ = rustix::fs::unlinkat(
+                &files.tmp,
+                format!("{}-{j}", ops[j].0).as_str(),
+                rustix::fs::AtFlags::empty(),
+            );
+        }
+    };
+    for (i, (batch, op)) in ops.iter().enumerate().skip(from) {
+        let (Skip::No, ChangeOp::Write { data, meta, .. }) = (skip[i], op) else {
+            continue;
+        };
+        let name = format!("{batch}-{i}");
+        match fsops::write_new_file_unsynced(&files.tmp, &name, data, meta) {
+            Ok(fd) => drop(fd),
+            Err(e) => {
+                let _ =
+                    rustix::fs::unlinkat(&files.tmp, name.as_str(), rustix::fs::AtFlags::empty());
+                unstage(&staged);
+                return Err(io::Error::new(e.kind(), format!("writing a file: {e}")));
+            }
+        }
+        staged.insert(i);
+    }
+    if let Err(e) = fsops::sync_filesystem(&files.tmp) {
+        unstage(&staged);
+        return Err(io::Error::new(
+            e.kind(),
+            format!("flushing to stable storage: {e}"),
+        ));
+    }
+    Ok(staged)
 }
 
 fn doing(op: &ChangeOp) -> &'static str {
@@ -346,6 +420,7 @@ fn apply_op(
     files: &Files,
     op: &ChangeOp,
     stage: &str,
+    staged: bool,
     progress: &mut Progress,
     times: &mut BTreeMap<MemPath, Meta>,
 ) -> io::Result<()> {
@@ -353,11 +428,13 @@ fn apply_op(
     let sync = &mut progress.sync;
     match op {
         ChangeOp::Write { path, data, meta } => {
-            let written = fsops::write_new_file(&files.tmp, stage, data, meta);
-            if written.is_err() {
-                let _ = rustix::fs::unlinkat(&files.tmp, stage, rustix::fs::AtFlags::empty());
+            if !staged {
+                let written = fsops::write_new_file(&files.tmp, stage, data, meta);
+                if written.is_err() {
+                    let _ = rustix::fs::unlinkat(&files.tmp, stage, rustix::fs::AtFlags::empty());
+                }
+                drop(written?);
             }
-            drop(written?);
             if let Err(e) = fsops::place(root, &files.tmp, stage, path) {
                 let _ = rustix::fs::unlinkat(&files.tmp, stage, rustix::fs::AtFlags::empty());
                 let _ = fsops::remove_tree(&files.tmp, format!("{stage}.dirs"));

@@ -119,6 +119,19 @@ pub fn place(root: &OwnedFd, tmp: &OwnedFd, staged: &str, path: &MemPath) -> io:
 /// the mode, owner and times of `meta`.
 /// Returns the open file, for the batch's barrier to make it durable.
 pub fn write_new_file(dir: impl AsFd, name: &str, data: &[u8], meta: &Meta) -> io::Result<OwnedFd> {
+    let fd = write_new_file_unsynced(dir, name, data, meta)?;
+    write_back(&fd)?;
+    Ok(fd)
+}
+
+/// [`write_new_file`] without writing the data back: for many files at once,
+/// made durable together (one `syncfs`) before any is renamed into place.
+pub fn write_new_file_unsynced(
+    dir: impl AsFd,
+    name: &str,
+    data: &[u8],
+    meta: &Meta,
+) -> io::Result<OwnedFd> {
     step!("persist::write");
     let flags = OFlags::WRONLY | OFlags::CREATE | OFlags::EXCL | OFlags::NOFOLLOW | OFlags::CLOEXEC;
     let fd = rfs::openat(dir, name, flags, Mode::from_raw_mode(FILE_MODE))?;
@@ -129,7 +142,6 @@ pub fn write_new_file(dir: impl AsFd, name: &str, data: &[u8], meta: &Meta) -> i
     }
     rfs::fchmod(&fd, Mode::from_raw_mode(meta.perm))?;
     rfs::futimens(&fd, &timestamps(meta))?;
-    write_back(&fd)?;
     Ok(fd)
 }
 
