@@ -130,15 +130,7 @@ fn main() {
         })
         .collect();
     // What the journal wrote for the rounds' changes (its frames' bytes).
-    let journal: u64 = std::fs::read_dir(std::path::Path::new(dir).join(".memfs/journal"))
-        .map(|entries| {
-            entries
-                .flatten()
-                .filter_map(|e| e.metadata().ok())
-                .map(|m| m.len())
-                .sum()
-        })
-        .unwrap_or(0);
+    let journal = journal_bytes().saturating_sub(journal_before);
     let out = json!({
         "door": "library", "threads": threads, "ops": ops, "seconds": seconds, "ops_per_s": ops as f64 / seconds,
         "changes": after.changes - before.changes, "barriers": after.barriers - before.barriers, "kinds": per_kind,
