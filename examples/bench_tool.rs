@@ -95,18 +95,24 @@ fn main() {
     let journal_before = journal_bytes();
     let before = memory.persist_stats();
     let start = Instant::now();
-    let samples: Vec<Vec<(&'static str, f64)>> = std::thread::scope(|s| {
+    let samples: Vec<Vec<(&'static str, f64, u64)>> = std::thread::scope(|s| {
         let workers: Vec<_> = (0..threads)
             .map(|t| {
                 let memory = &memory;
                 s.spawn(move || {
                     let mut out = Vec::new();
+                    let mut bytes = journal_bytes();
                     for r in 0..rounds {
                         for (kind, input) in round(t, r) {
                             let began = Instant::now();
                             let result = memory.call(&input);
+                            let took = began.elapsed().as_secs_f64() * 1e6;
                             assert!(!result.is_error, "{kind}: {result:?}");
-                            out.push((kind, began.elapsed().as_secs_f64() * 1e6));
+                            // (One call at a time: what the journal grew by is
+                            // this call's frame.)
+                            let now = journal_bytes();
+                            out.push((kind, took, now.saturating_sub(bytes)));
+                            bytes = now;
                         }
                     }
                     out
@@ -118,15 +124,20 @@ fn main() {
     let seconds = start.elapsed().as_secs_f64();
     let after = memory.persist_stats();
     let mut kinds: BTreeMap<&str, Vec<f64>> = BTreeMap::new();
-    for (kind, us) in samples.into_iter().flatten() {
+    let mut frames: BTreeMap<&str, Vec<u64>> = BTreeMap::new();
+    for (kind, us, frame) in samples.into_iter().flatten() {
         kinds.entry(kind).or_default().push(us);
+        frames.entry(kind).or_default().push(frame);
     }
     let ops: usize = kinds.values().map(Vec::len).sum();
     let per_kind: BTreeMap<&str, Value> = kinds
         .into_iter()
         .map(|(k, mut v)| {
             v.sort_by(f64::total_cmp);
-            (k, json!({"p50_us": percentile(&v, 0.5), "p99_us": percentile(&v, 0.99), "n": v.len()}))
+            let mut f = frames.remove(k).unwrap_or_default();
+            f.sort_unstable();
+            let frame = f.get(f.len() / 2).copied().unwrap_or(0);
+            (k, json!({"p50_us": percentile(&v, 0.5), "p99_us": percentile(&v, 0.99), "n": v.len(), "frame_bytes": frame}))
         })
         .collect();
     // What the journal wrote for the rounds' changes (its frames' bytes).

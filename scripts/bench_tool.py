@@ -192,23 +192,22 @@ def main():
     ]
     rows = {}
     # Each door and the floor take turns, run after run, so that a slow
-    # moment of the disk falls on all of them alike.
+    # moment of the disk falls on all of them alike. The floor appends
+    # records of the size of each write's journal frame (as the library run
+    # measured them: a content the journal holds already is only named).
     for _ in range(a.runs):
         for i, do in enumerate(doers):
             rows.setdefault(i, []).append(do())
         lib = rows[1][-1]
-        frame = lib.get("journal_bytes", 0) / max(1, lib.get("barriers", 1))
-        rows.setdefault("floor_content", []).append(floor(a.floor_bin, 4096 + 900, count))
-        rows.setdefault("floor_small", []).append(floor(a.floor_bin, 900, count))
-        rows.setdefault("frame", []).append(frame)
+        for kind in sorted(WRITES):
+            size = max(64, int(lib["kinds"][kind].get("frame_bytes", 900)))
+            rows.setdefault(("floor", kind), []).append(dict(floor(a.floor_bin, size, count), op=kind))
     for key, runs in rows.items():
-        if key == "frame":
-            continue
-        row = median_row(runs) if key not in ("floor_content", "floor_small") else \
-            sorted(runs, key=lambda r: r["kinds"]["append"]["p50_us"])[len(runs) // 2]
+        if isinstance(key, tuple):
+            row = sorted(runs, key=lambda r: r["kinds"]["append"]["p50_us"])[len(runs) // 2]
+        else:
+            row = median_row(runs)
         row["runs"] = a.runs
-        if key == 1:
-            row["mean_frame_bytes"] = statistics.median(rows["frame"])
         print(json.dumps(row), flush=True)
 
 

@@ -2,7 +2,9 @@
 # The longer, randomized runs of the property tests, each with a fresh seed
 # (printed, so a failure can be replayed with PROPTEST_RNG_SEED=that seed):
 # the failpoint property test at MEMFS_SOAK_FAILPOINT_CASES (1000), the
-# model, fuzz and secrets tests at MEMFS_SOAK_SCALE (4) times their CI size.
+# model, fuzz and secrets tests at MEMFS_SOAK_SCALE (4) times their CI size;
+# and the journal's soaks: kill -9 at random instants (MEMFS_KILL_TRIALS,
+# 30) and a running owner under retention (MEMFS_SOAK_EDITS, 20000 edits).
 #
 #   scripts/soak.sh               run them
 #   scripts/soak.sh --if-changed  run them only when the store, the
@@ -34,6 +36,8 @@ export MEMFS_PROPTEST_SCALE="${MEMFS_SOAK_SCALE:-4}"
 MEMFS_FAILPOINT_CASES="${MEMFS_SOAK_FAILPOINT_CASES:-1000}" \
   cargo test --quiet --features failpoints --test failpoints tool_and_person
 cargo test --quiet --test model --test fuzz --test secrets
+MEMFS_KILL_TRIALS="${MEMFS_KILL_TRIALS:-30}" MEMFS_SOAK_EDITS="${MEMFS_SOAK_EDITS:-20000}" \
+  cargo test --quiet --test journal -- kill_9_at_random_instants retention_bounds
 echo "soak: passed with PROPTEST_RNG_SEED=$seed"
 if [ "$mode" = "--record" ]; then
   git rev-parse HEAD > .ci/soaked

@@ -447,6 +447,7 @@ fn a_crash_at_any_disk_step_keeps_every_acknowledged_change() {
         .unwrap_or(3);
     for call in [
         "openat",
+        "fallocate",
         "pwrite64",
         "write",
         "renameat",
