@@ -28,6 +28,7 @@ HEADER_DIR_MEMFS = "excluding hidden items and node_modules:"
 
 class Memfs:
     def __init__(self, binary, data):
+        self.binary, self.data = binary, data
         self.proc = subprocess.Popen(
             [binary, "--data", data, "serve", "--stdio"],
             stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True, encoding="utf-8",
@@ -42,6 +43,11 @@ class Memfs:
         r = json.loads(line)
         content = r["content"] if isinstance(r["content"], str) else json.dumps(r["content"])
         return (r["is_error"], content)
+
+    def checkpoint(self):
+        """The plain files are a moment behind memfs' journal: made current
+        before they are read here."""
+        subprocess.run([self.binary, "--data", self.data, "checkpoint"], check=True, capture_output=True)
 
     def close(self):
         self.proc.stdin.close()
@@ -324,6 +330,7 @@ def run(binary, name, seq, counts, failures):
                 if a == b:
                     counts["identical"] = counts.get("identical", 0) + 1
                     if cmd["command"] == "insert" and not a[0]:
+                        mem.checkpoint()
                         why = insert_contents_differ(cmd, sdk_dir, mem_dir)
                         if why == "?":
                             failures.append(f"{name} #{i} {json.dumps(cmd)}: the files differ after the insert")
@@ -338,6 +345,7 @@ def run(binary, name, seq, counts, failures):
                     return
                 counts[rule[0]] = counts.get(rule[0], 0) + 1
                 if rule[1]:
+                    mem.checkpoint()
                     resync(mem_dir, sdk_dir)
         finally:
             mem.close()

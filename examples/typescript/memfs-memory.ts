@@ -5,7 +5,7 @@
  *   // or memfsMemoryTool({ spawn: ['memfs', '--data', './memory'] });     // a child `memfs serve --stdio`
  *   const runner = client.beta.messages.toolRunner({ model, max_tokens, messages, tools: [memory.tool] });
  *   const final = await runner;
- *   memory.close();
+ *   await memory.close();   // a spawned memfs has written everything out when this resolves
  *
  * Every command is one JSON line to memfs and one line back; an error result
  * becomes the SDK's ToolError, so the runner sends it with `is_error: true`.
@@ -24,7 +24,7 @@ type Answer = { content: string | Array<any>; is_error: boolean };
 class LineChannel {
   private waiting: Array<{ resolve: (a: Answer) => void; reject: (e: Error) => void }> = [];
 
-  constructor(private output: Writable, input: Readable, private closer: () => void) {
+  constructor(private output: Writable, input: Readable, private closer: () => Promise<void>) {
     const lines = readline.createInterface({ input });
     lines.on('line', (line) => {
       const next = this.waiting.shift();
@@ -47,8 +47,8 @@ class LineChannel {
     });
   }
 
-  close(): void {
-    this.closer();
+  close(): Promise<void> {
+    return this.closer();
   }
 }
 
@@ -59,7 +59,7 @@ export function memfsMemoryTool(options: MemfsOptions) {
   let channel: LineChannel;
   if ('socket' in options) {
     const conn = net.createConnection(options.socket);
-    channel = new LineChannel(conn, conn, () => conn.end());
+    channel = new LineChannel(conn, conn, () => new Promise<void>((r) => conn.end(r)));
     if (options.session !== undefined) {
       // Answered before any call, in order; a refusal fails the first call's await.
       void channel.call({ type: 'memfs_hello', session: options.session });
@@ -68,7 +68,12 @@ export function memfsMemoryTool(options: MemfsOptions) {
     const [command, ...args] = options.spawn;
     const named = options.session !== undefined ? ['--as', options.session] : [];
     const child = spawn(command!, [...args, ...named, 'serve', '--stdio'], { stdio: ['pipe', 'pipe', 'inherit'] });
-    channel = new LineChannel(child.stdin, child.stdout, () => child.stdin.end());
+    // Closing ends its input; it then writes everything out and exits.
+    const exited = new Promise<void>((r) => child.on('exit', () => r()));
+    channel = new LineChannel(child.stdin, child.stdout, () => {
+      child.stdin.end();
+      return exited;
+    });
   }
   const run = async (command: object) => {
     const answer = await channel.call(command);

@@ -141,15 +141,17 @@ def check_requests(requests, final):
 ACME = "# Acme\n- prefers email follow-ups\n- account manager: Dana\n"
 
 
-def test_tool_runner_through_the_socket_of_a_mount(mounted):
+def test_tool_runner_through_the_socket_of_a_mount(mounted, memfs_bin):
     if mounted is None:
         pytest.skip("needs root and /dev/fuse")
     data, mnt = mounted
     with MemfsMemoryTool(socket=str(data / ".memfs" / "sock"), session="python-socket-session") as tool:
         requests, final = run_conversation(tool)
     check_requests(requests, final)
-    # The person sees it in the mount; the disk has it too.
+    # The person sees it in the mount; the disk has it too (the plain files
+    # follow the journal: made current first, as a person would).
     assert (mnt / "customers" / "acme.md").read_text() == ACME
+    subprocess.run([memfs_bin, "--data", str(data), "checkpoint"], check=True)
     assert (data / "memories" / "customers" / "acme.md").read_text() == ACME
 
 

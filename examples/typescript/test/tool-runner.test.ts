@@ -55,7 +55,7 @@ async function converse(data: string, session?: string): Promise<any[]> {
     const final = await runner;
     assert.equal((final.content[0] as any).text, 'Noted.');
   } finally {
-    memory.close();
+    await memory.close();
     server.close();
   }
   return requests;
