@@ -1,7 +1,13 @@
-//! Scans every Markdown file below the given directories for credentials
-//! (the false-alarm corpus of docs/SECRETS.md): prints each finding and the
-//! totals. usage: scan_corpus DIR...
+//! Scans the Markdown, Rust, TOML and text files below the given
+//! directories for credentials (the false-alarm corpus of docs/SECRETS.md):
+//! prints each finding and the totals. usage: scan_corpus DIR...
+//! `SCAN_EXT=py,md` scans files with those extensions instead.
 fn main() {
+    let exts: Vec<String> = std::env::var("SCAN_EXT")
+        .unwrap_or_else(|_| "md,rs,txt,toml".into())
+        .split(',')
+        .map(str::to_string)
+        .collect();
     let mut files = 0;
     let mut bytes = 0;
     let mut findings = 0;
@@ -18,7 +24,7 @@ fn main() {
         }
         let is_doc = path
             .extension()
-            .is_some_and(|e| e == "md" || e == "rs" || e == "txt" || e == "toml");
+            .is_some_and(|e| exts.iter().any(|x| e == x.as_str()));
         if !is_doc {
             continue;
         }

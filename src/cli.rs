@@ -249,6 +249,15 @@ pub enum Cmd {
     /// and waits until they are on disk: before reading or copying them with
     /// other tools while a memfs runs (they are otherwise a moment behind).
     Checkpoint,
+    /// Deletes everything under /memories (the SDK's `clear_all_memory`),
+    /// each delete kept in the history (`memfs log`, then `memfs revert`
+    /// brings a file back). An application's or a person's act: no agent
+    /// can clear a memory through the tool's doors.
+    Clear {
+        /// Says that everything is to go (memfs clear refuses without it).
+        #[arg(long)]
+        yes: bool,
+    },
     /// Prints a shell completion script: `memfs completions bash >
     /// /etc/bash_completion.d/memfs` (also zsh, fish, elvish, powershell).
     Completions {

@@ -14,8 +14,8 @@ use memfs::Memory;
 use crate::cli::{Cli, Cmd};
 
 /// The request a history subcommand makes; `None` for the other subcommands.
-pub fn request_of(cmd: &Cmd) -> Option<Request> {
-    Some(match cmd {
+pub fn request_of(cli: &Cli) -> Option<Request> {
+    Some(match &cli.command {
         Cmd::Log { path, json, all } => Request::Log {
             path: path.clone(),
             json: *json,
@@ -40,6 +40,10 @@ pub fn request_of(cmd: &Cmd) -> Option<Request> {
         },
         Cmd::Export { .. } => Request::Export,
         Cmd::Checkpoint => Request::Checkpoint,
+        Cmd::Clear { .. } => Request::Clear {
+            door: memfs::store::Door::Exec.name().to_string(),
+            session: cli.common.session.clone(),
+        },
         Cmd::Expire {
             idle,
             dry_run,
@@ -56,15 +60,19 @@ pub fn request_of(cmd: &Cmd) -> Option<Request> {
 pub fn run(cli: &Cli, request: Request) -> ExitCode {
     let data = &cli.common.data;
     if !data.join(".memfs").is_dir() && !data.join("memories").is_dir() {
-        eprintln!(
+        memfs::say!(
             "memfs: no memory at {} (no memories/ there)",
             data.display()
         );
         return ExitCode::from(2);
     }
+    if let Cmd::Clear { yes: false } = &cli.command {
+        memfs::say!("memfs: clear deletes everything under /memories (each delete is kept in the history, and `memfs revert` brings a file back); run `memfs clear --yes` to do it");
+        return ExitCode::from(2);
+    }
     if let Cmd::Export { git } = &cli.command {
         if let Err(e) = check_empty(git) {
-            eprintln!("memfs: {e}");
+            memfs::say!("memfs: {e}");
             return ExitCode::from(2);
         }
     }
@@ -72,14 +80,14 @@ pub fn run(cli: &Cli, request: Request) -> ExitCode {
         Ok(memory) => {
             let reply = handle(memory.store(), memory.control(), &request);
             if !memory.write_out() {
-                eprintln!("memfs: some changes could not be written to disk");
+                memfs::say!("memfs: some changes could not be written to disk");
                 return ExitCode::FAILURE;
             }
             reply
         }
         Err(OpenError::Busy { .. }) => through_owner(&data.join(".memfs"), &request),
         Err(e) => {
-            eprintln!("memfs: {e}");
+            memfs::say!("memfs: {e}");
             return ExitCode::from(2);
         }
     };
@@ -100,7 +108,7 @@ fn through_owner(state_dir: &Path, request: &Request) -> Reply {
             ))
         }
     }
-    let answer = Link::connect(state_dir, None)
+    let answer = Link::connect(state_dir)
         .map_err(|e| e.to_string())
         .and_then(|mut link| {
             link.call(line.to_string().as_bytes())
@@ -118,12 +126,12 @@ fn print(reply: &Reply) -> ExitCode {
     let mut out = std::io::stdout().lock();
     if let Err(e) = out.write_all(&reply.out).and_then(|()| out.flush()) {
         if e.kind() != std::io::ErrorKind::BrokenPipe {
-            eprintln!("memfs: cannot write the output: {e}");
+            memfs::say!("memfs: cannot write the output: {e}");
             return ExitCode::FAILURE;
         }
     }
     if !reply.err.is_empty() {
-        eprintln!("memfs: {}", reply.err);
+        memfs::say!("memfs: {}", reply.err);
     }
     ExitCode::from(reply.code)
 }
@@ -143,18 +151,32 @@ fn check_empty(dir: &Path) -> Result<(), String> {
 /// Feeds the stream to `git fast-import` in a new repository at `dir`.
 fn export(dir: &Path, stream: &[u8]) -> ExitCode {
     let git = |args: &[&str]| Command::new("git").arg("-C").arg(dir).args(args).status();
-    if let Err(e) = std::fs::create_dir_all(dir) {
-        eprintln!("memfs: cannot make {}: {e}", dir.display());
+    // Private like the memory (0700 directories, 0600 files): the export
+    // holds every past version, deleted ones too. git and what it runs
+    // inherit the mask; this process has nothing else open by now.
+    rustix::process::umask(rustix::fs::Mode::from_raw_mode(0o077));
+    if let Err(e) =
+        std::os::unix::fs::DirBuilderExt::mode(std::fs::DirBuilder::new().recursive(true), 0o700)
+            .create(dir)
+    {
+        memfs::say!("memfs: cannot make {}: {e}", dir.display());
+        return ExitCode::from(2);
+    }
+    // An empty directory given for it becomes private too.
+    if let Err(e) =
+        std::fs::set_permissions(dir, std::os::unix::fs::PermissionsExt::from_mode(0o700))
+    {
+        memfs::say!("memfs: cannot make {} private: {e}", dir.display());
         return ExitCode::from(2);
     }
     match git(&["init", "-q", "-b", "main"]) {
         Ok(s) if s.success() => {}
         Ok(_) => {
-            eprintln!("memfs: `git init` failed in {}", dir.display());
+            memfs::say!("memfs: `git init` failed in {}", dir.display());
             return ExitCode::FAILURE;
         }
         Err(e) => {
-            eprintln!("memfs: cannot run git (is it installed?): {e}");
+            memfs::say!("memfs: cannot run git (is it installed?): {e}");
             return ExitCode::from(2);
         }
     }
@@ -179,11 +201,11 @@ fn export(dir: &Path, stream: &[u8]) -> ExitCode {
     match imported {
         Ok(s) if s.success() => {}
         Ok(_) => {
-            eprintln!("memfs: `git fast-import` refused the history");
+            memfs::say!("memfs: `git fast-import` refused the history");
             return ExitCode::FAILURE;
         }
         Err(e) => {
-            eprintln!("memfs: cannot run git fast-import: {e}");
+            memfs::say!("memfs: cannot run git fast-import: {e}");
             return ExitCode::FAILURE;
         }
     }
@@ -193,7 +215,7 @@ fn export(dir: &Path, stream: &[u8]) -> ExitCode {
             ExitCode::SUCCESS
         }
         _ => {
-            eprintln!(
+            memfs::say!(
                 "memfs: the history is in {}, but checking it out failed",
                 dir.display()
             );

@@ -40,9 +40,21 @@ pub mod path;
 pub mod persist;
 pub mod serve;
 pub mod store;
+pub mod text;
 pub mod tool;
 pub mod units;
 
 pub use error::Error;
 pub use memory::{Memory, Options};
 pub use tool::{ToolConfig, ToolResult};
+
+/// `eprintln!` that cannot panic: when stderr cannot be written (closed, or
+/// a full disk behind `2>file`), the message is lost, never the process (a
+/// panic there would end an owner before it wrote its memory out).
+#[macro_export]
+macro_rules! say {
+    ($($arg:tt)*) => {{
+        use std::io::Write as _;
+        let _ = writeln!(std::io::stderr(), $($arg)*);
+    }};
+}

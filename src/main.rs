@@ -8,7 +8,6 @@ mod serving;
 use std::io::{self, Read};
 use std::path::Path;
 use std::process::ExitCode;
-use std::sync::Arc;
 use std::time::Duration;
 
 use clap::Parser;
@@ -43,14 +42,14 @@ fn main() -> ExitCode {
                 Ok(()) => ExitCode::SUCCESS,
                 Err(e) if e.kind() == io::ErrorKind::BrokenPipe => ExitCode::SUCCESS,
                 Err(e) => {
-                    eprintln!("memfs: cannot write the man page: {e}");
+                    memfs::say!("memfs: cannot write the man page: {e}");
                     ExitCode::FAILURE
                 }
             };
         }
         _ => {}
     }
-    if let Some(request) = history_cli::request_of(&cli.command) {
+    if let Some(request) = history_cli::request_of(&cli) {
         return history_cli::run(&cli, request);
     }
     let doors = Doors {
@@ -63,18 +62,15 @@ fn main() -> ExitCode {
         // A running memfs owns the data dir: attach to it.
         Err(OpenError::Busy { dir, pid }) => return attached(&cli, doors, &dir, pid),
         Err(e) => {
-            eprintln!("memfs: {e}");
+            memfs::say!("memfs: {e}");
             return ExitCode::from(2);
         }
     };
     for warning in memory.warnings() {
-        eprintln!("memfs: {warning}");
+        memfs::say!("memfs: {warning}");
     }
     let max_line = doors.max_line;
-    let origin = |door| Origin::Agent {
-        door,
-        session: cli.common.session.as_deref().map(Arc::from),
-    };
+    let origin = |door| Origin::session(door, cli.common.session.as_deref());
     match cli.command {
         Cmd::Exec { input, raw } => match exec_line(&input, raw) {
             Ok(line) => {
@@ -111,9 +107,11 @@ fn main() -> ExitCode {
             );
             if stats {
                 let s = memory.persist_stats();
-                eprintln!(
+                memfs::say!(
                     "memfs: {} changes in {} batches, {} disk barriers",
-                    s.changes, s.batches, s.barriers
+                    s.changes,
+                    s.batches,
+                    s.barriers
                 );
             }
             code
@@ -149,7 +147,8 @@ fn main() -> ExitCode {
         | Cmd::Redact { .. }
         | Cmd::Export { .. }
         | Cmd::Expire { .. }
-        | Cmd::Checkpoint => ExitCode::SUCCESS,
+        | Cmd::Checkpoint
+        | Cmd::Clear { .. } => ExitCode::SUCCESS,
     }
 }
 
@@ -184,7 +183,7 @@ fn attached(cli: &Cli, doors: Doors, dir: &str, pid: Option<u32>) -> ExitCode {
                 dir: dir.to_string(),
                 pid,
             };
-            eprintln!("memfs: {busy}; `serve` without --stdio, and `--mount`, need the data dir to themselves (run `memfs mount` beside it instead)");
+            memfs::say!("memfs: {busy}; `serve` without --stdio, and `--mount`, need the data dir to themselves (run `memfs mount` beside it instead)");
             return ExitCode::from(2);
         }
     };
@@ -199,7 +198,7 @@ fn attached(cli: &Cli, doors: Doors, dir: &str, pid: Option<u32>) -> ExitCode {
     let mut backend = match attach.open() {
         Ok(backend) => backend,
         Err(e) => {
-            eprintln!("memfs: {e}");
+            memfs::say!("memfs: {e}");
             return ExitCode::from(2);
         }
     };
@@ -226,7 +225,7 @@ fn attached(cli: &Cli, doors: Doors, dir: &str, pid: Option<u32>) -> ExitCode {
                 }
                 Err(e) if e.kind() == io::ErrorKind::BrokenPipe => ExitCode::SUCCESS,
                 Err(e) => {
-                    eprintln!("memfs: serving stdio failed: {e}");
+                    memfs::say!("memfs: serving stdio failed: {e}");
                     ExitCode::FAILURE
                 }
             };
@@ -236,7 +235,7 @@ fn attached(cli: &Cli, doors: Doors, dir: &str, pid: Option<u32>) -> ExitCode {
     if backend.close() {
         code
     } else {
-        eprintln!("memfs: some changes could not be written to disk");
+        memfs::say!("memfs: some changes could not be written to disk");
         ExitCode::FAILURE
     }
 }
@@ -255,7 +254,7 @@ fn serve_lines_attached(backend: &mut Backend, attach: &Attach) -> ExitCode {
             Ok(Next::TooLong) => line::too_long(attach.max_line).finish(),
             Ok(Next::TimedOut(_)) | Ok(Next::End) => return ExitCode::SUCCESS,
             Err(e) => {
-                eprintln!("memfs: reading stdin failed: {e}");
+                memfs::say!("memfs: reading stdin failed: {e}");
                 return ExitCode::FAILURE;
             }
         };
@@ -281,7 +280,7 @@ fn mount_helper() -> Option<ExitCode> {
     match memfs::fuse::mountpoint::remount(Path::new(mountpoint), &options.to_string_lossy()) {
         Ok(()) => Some(ExitCode::SUCCESS),
         Err(e) => {
-            eprintln!(
+            memfs::say!(
                 "memfs: cannot remount {}: {e}",
                 Path::new(mountpoint).display()
             );
@@ -297,7 +296,7 @@ fn read_input(input: &str) -> Result<String, ExitCode> {
     }
     let mut text = String::new();
     io::stdin().read_to_string(&mut text).map_err(|e| {
-        eprintln!("memfs: cannot read the command from stdin: {e}");
+        memfs::say!("memfs: cannot read the command from stdin: {e}");
         ExitCode::from(2)
     })?;
     Ok(text)
@@ -329,7 +328,7 @@ fn print_answer(answer: &str, raw: bool) -> ExitCode {
             if is_error == Some(false) {
                 println!("{text}");
             } else {
-                eprintln!("{text}");
+                memfs::say!("{text}");
             }
         }
         _ => println!("{answer}"),
@@ -346,26 +345,31 @@ fn scan(data: &Path, at: &str, json: bool) -> ExitCode {
     let at = match memfs::path::MemPath::parse(at) {
         Ok(at) => at,
         Err(e) => {
-            eprintln!("memfs: invalid path `{}`: {e}", memfs::tool::clip_text(at));
+            memfs::say!("memfs: invalid path `{}`: {e}", memfs::tool::clip_text(at));
             return ExitCode::from(2);
         }
     };
     let tree = match memfs::persist::load::read_only(data) {
         Ok(tree) => tree,
         Err(e) => {
-            eprintln!("memfs: cannot read the data dir {}: {e}", data.display());
+            memfs::say!("memfs: cannot read the data dir {}: {e}", data.display());
             return ExitCode::from(2);
         }
     };
     let found = memfs::guard::scan_tree(&tree, &at);
-    for (path, f) in &found {
-        if json {
-            println!(
+    for found in &found {
+        let (path, f) = (&found.shown, &found.finding);
+        match (json, found.in_name) {
+            (true, true) => println!(
                 "{}",
-                serde_json::json!({"path": path.to_string(), "line": f.line, "kind": f.kind})
-            );
-        } else {
-            println!("{path}:{}: {}", f.line, f.kind);
+                serde_json::json!({"path": path, "name": true, "kind": f.kind})
+            ),
+            (true, false) => println!(
+                "{}",
+                serde_json::json!({"path": path, "line": f.line, "kind": f.kind})
+            ),
+            (false, true) => println!("{path}: {} in the name", f.kind),
+            (false, false) => println!("{path}:{}: {}", f.line, f.kind),
         }
     }
     // And every version the history keeps (a credential an edit removed is
@@ -394,19 +398,22 @@ fn scan(data: &Path, at: &str, json: bool) -> ExitCode {
                 if json {
                     println!(
                         "{}",
-                        serde_json::json!({"version": row.version, "path": row.path, "line": f.line, "kind": f.kind})
+                        serde_json::json!({"version": row.version, "path": memfs::guard::shown_path(&row.path), "line": f.line, "kind": f.kind})
                     );
                 } else {
                     println!(
                         "version {} {}:{}: {}",
-                        row.version, row.path, f.line, f.kind
+                        row.version,
+                        memfs::guard::shown_path(&row.path),
+                        f.line,
+                        f.kind
                     );
                 }
             }
         }
     }
     if in_history > 0 && !json {
-        eprintln!("memfs: versions in the history hold credentials too; `memfs redact VERSION` erases one");
+        memfs::say!("memfs: versions in the history hold credentials too; `memfs redact VERSION` erases one");
     }
     if found.is_empty() && in_history == 0 {
         ExitCode::SUCCESS

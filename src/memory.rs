@@ -247,13 +247,19 @@ impl LoadProgress {
         self.last = nodes;
         if self.terminal && nodes / PROGRESS_EVERY > self.shown / PROGRESS_EVERY {
             self.shown = nodes;
-            eprint!("\rmemfs: loading the memory: {nodes} files and directories");
+            {
+                use std::io::Write as _;
+                let _ = write!(
+                    std::io::stderr(),
+                    "\rmemfs: loading the memory: {nodes} files and directories"
+                );
+            }
         }
     }
 
     fn done(&self) {
         if self.shown > 0 {
-            eprintln!(
+            crate::say!(
                 "\rmemfs: loaded {} files and directories in {:.1} s          ",
                 self.last,
                 self.started.elapsed().as_secs_f64()

@@ -6,6 +6,8 @@
 
 use std::fmt;
 
+use unicode_normalization::UnicodeNormalization;
+
 /// The prefix every agent path starts with.
 pub const ROOT: &str = "/memories";
 /// Longest accepted path, in bytes (Linux `PATH_MAX`).
@@ -20,7 +22,7 @@ pub enum PathError {
     OutsideRoot,
     #[error("the path contains a `.` or `..` segment; use a plain path under /memories")]
     DotSegment,
-    #[error("the path contains a percent-encoded `.`, `/` or `\\` (a traversal attempt)")]
+    #[error("a name in the path is `.` or `..`, or holds a `/` or `\\`, once percent-decoded (a traversal attempt)")]
     EncodedTraversal,
     #[error("the path contains a backslash")]
     Backslash,
@@ -30,6 +32,10 @@ pub enum PathError {
     NameTooLong,
     #[error("the path is longer than 4096 bytes")]
     PathTooLong,
+    /// Only a name from the mount or the disk can be one: the tool's paths
+    /// are normalized as they are taken in.
+    #[error("a name in the path is not in Unicode NFC, the one spelling memfs keeps")]
+    NotNfc,
 }
 
 /// A validated path below the memory root: zero names is the root itself.
@@ -56,6 +62,13 @@ impl MemPath {
         let rest = match raw.strip_prefix(ROOT) {
             Some(rest) if rest.is_empty() || rest.starts_with('/') => rest,
             _ => return Err(PathError::OutsideRoot),
+        };
+        // One spelling per name: an agent's path is taken in Unicode NFC
+        // (as the hosted memory stores take theirs), so that `café` typed
+        // composed or decomposed is one file, never two that look alike.
+        let rest: std::borrow::Cow<str> = match unicode_normalization::is_nfc_quick(rest.chars()) {
+            unicode_normalization::IsNormalized::Yes => std::borrow::Cow::Borrowed(rest),
+            _ => std::borrow::Cow::Owned(rest.nfc().collect()),
         };
         let mut names = Vec::new();
         for name in rest.split('/').filter(|n| !n.is_empty()) {
@@ -126,14 +139,23 @@ pub fn check_name(name: &str) -> Result<(), PathError> {
     if name == "." || name == ".." {
         return Err(PathError::DotSegment);
     }
+    if encoded_traversal(name) {
+        return Err(PathError::EncodedTraversal);
+    }
     if name.len() > MAX_NAME_BYTES {
         return Err(PathError::NameTooLong);
+    }
+    // A name the tool would spell otherwise (it takes paths in NFC) is one
+    // it could not address: the mount refuses to make it, and one found on
+    // disk is left out as other such names are.
+    if !unicode_normalization::is_nfc(name) {
+        return Err(PathError::NotNfc);
     }
     Ok(())
 }
 
 /// What no part of a path may hold: control characters (a forged listing
-/// row, terminal escapes), backslashes, percent-encoded `.`, `/` or `\`.
+/// row, terminal escapes) and backslashes.
 fn check_text(text: &str) -> Result<(), PathError> {
     if text.chars().any(|c| c.is_control()) {
         return Err(PathError::ControlChar);
@@ -141,11 +163,54 @@ fn check_text(text: &str) -> Result<(), PathError> {
     if text.contains('\\') {
         return Err(PathError::Backslash);
     }
-    let lower = text.to_ascii_lowercase();
-    if ["%2e", "%2f", "%5c"].iter().any(|e| lower.contains(e)) {
-        return Err(PathError::EncodedTraversal);
-    }
     Ok(())
+}
+
+/// Whether a name, percent-decoded (once or twice, for `%252e`), is `.` or
+/// `..` or holds a separator: a traversal for any layer that decodes it. A
+/// percent in an ordinary name (`100%2easy`, `50%25`) is just a character.
+fn encoded_traversal(name: &str) -> bool {
+    let mut text = std::borrow::Cow::Borrowed(name);
+    for _ in 0..3 {
+        let Some(decoded) = percent_decoded(&text) else {
+            return false;
+        };
+        if decoded == "." || decoded == ".." || decoded.contains(['/', '\\']) {
+            return true;
+        }
+        text = std::borrow::Cow::Owned(decoded);
+    }
+    false
+}
+
+/// `text` with each `%XX` decoded, or `None` when it has none.
+fn percent_decoded(text: &str) -> Option<String> {
+    if !text.contains('%') {
+        return None;
+    }
+    let bytes = text.as_bytes();
+    let mut out = Vec::with_capacity(bytes.len());
+    let mut i = 0;
+    let mut any = false;
+    while i < bytes.len() {
+        let hex = |b: u8| (b as char).to_digit(16);
+        match (
+            bytes[i],
+            bytes.get(i + 1).and_then(|&b| hex(b)),
+            bytes.get(i + 2).and_then(|&b| hex(b)),
+        ) {
+            (b'%', Some(hi), Some(lo)) => {
+                out.push((hi * 16 + lo) as u8);
+                i += 3;
+                any = true;
+            }
+            (b, _, _) => {
+                out.push(b);
+                i += 1;
+            }
+        }
+    }
+    any.then(|| String::from_utf8_lossy(&out).into_owned())
 }
 
 impl fmt::Display for MemPath {
@@ -173,6 +238,13 @@ mod tests {
         assert_eq!(p.relative(), "notes/a.txt");
         // A literal percent that is not an encoded traversal is a valid name.
         assert!(MemPath::parse("/memories/100%25 done").is_ok());
+        assert!(MemPath::parse("/memories/100%2easy").is_ok());
+        assert!(MemPath::parse("/memories/%2e%2e.md").is_ok());
+        // Composed and decomposed spellings are one name (NFC).
+        assert_eq!(
+            MemPath::parse("/memories/cafe\u{301}.md").unwrap(),
+            MemPath::parse("/memories/caf\u{e9}.md").unwrap()
+        );
         assert!(MemPath::parse("/memories/...").is_ok());
         assert!(MemPath::parse("/memories/.hidden").is_ok());
     }
@@ -198,6 +270,9 @@ mod tests {
             ("/memories/%2E%2E%2Fetc", EncodedTraversal),
             ("/memories/a%2fb", EncodedTraversal),
             ("/memories/a%5Cb", EncodedTraversal),
+            ("/memories/.%2e/x", EncodedTraversal),
+            ("/memories/%2e", EncodedTraversal),
+            ("/memories/%252e%252e/x", EncodedTraversal),
             ("/memories/..\\..\\x", Backslash),
             ("/memories/a\u{0}b", ControlChar),
             ("/memories/a\nb", ControlChar),
@@ -226,6 +301,8 @@ mod tests {
             "..",
             "...",
             "100%25",
+            "100%2easy",
+            "%2e",
         ] {
             let as_path = MemPath::parse(&format!("/memories/{name}")).map(|_| ());
             assert_eq!(check_name(name), as_path, "{name:?}");

@@ -57,7 +57,7 @@ pub fn run(
     let signals = match watch_signals(tell.clone()) {
         Ok(handle) => handle,
         Err(e) => {
-            eprintln!("memfs: cannot handle signals: {e}");
+            memfs::say!("memfs: cannot handle signals: {e}");
             return ExitCode::from(2);
         }
     };
@@ -75,7 +75,7 @@ pub fn run(
     ) {
         Ok(server) => server,
         Err(e) => {
-            eprintln!("memfs: cannot serve the socket in the data dir: {e}");
+            memfs::say!("memfs: cannot serve the socket in the data dir: {e}");
             return ExitCode::from(2);
         }
     };
@@ -96,7 +96,7 @@ pub fn run(
                 let _ = tell.send(Stop::InputEnded(serve(tool, control)));
             });
         if let Err(e) = started {
-            eprintln!("memfs: cannot start serving stdio: {e}");
+            memfs::say!("memfs: cannot start serving stdio: {e}");
             return ExitCode::from(2);
         }
     }
@@ -124,13 +124,13 @@ pub fn run(
     let mut code = ExitCode::SUCCESS;
     if let Stop::InputEnded(Err(e)) = &stop {
         if e.kind() != io::ErrorKind::BrokenPipe {
-            eprintln!("memfs: serving stdio failed: {e}");
+            memfs::say!("memfs: serving stdio failed: {e}");
             code = ExitCode::FAILURE;
         }
     }
     server.stop();
     if !hosted.unmount_all() {
-        eprintln!("memfs: writing out a mount served for another memfs failed");
+        memfs::say!("memfs: writing out a mount served for another memfs failed");
         code = ExitCode::FAILURE;
     }
     if let Some(mounted) = mounted.take() {
@@ -139,7 +139,7 @@ pub fn run(
         }
     }
     if !memory.write_out() {
-        eprintln!(
+        memfs::say!(
             "memfs: {} path(s) are in memory but could not be written to disk",
             memory.store().unsaved_paths()
         );
@@ -168,10 +168,10 @@ fn watch_signals(tell: mpsc::Sender<Stop>) -> io::Result<signal_hook::iterator::
 /// Mounts the memory at `at`.
 fn open_mount(memory: &Memory, at: &Path, options: MountOptions) -> Result<Mounted, ExitCode> {
     let mounted = memfs::fuse::mount(memory.store().clone(), at, options).map_err(|e| {
-        eprintln!("memfs: {e}");
+        memfs::say!("memfs: {e}");
         ExitCode::from(2)
     })?;
-    eprintln!(
+    memfs::say!(
         "memfs: mounted {} at {}; Ctrl-C or `umount {}` to stop",
         memory.data_dir().shown(),
         at.display(),
@@ -185,11 +185,11 @@ fn unmount(mounted: Mounted) -> ExitCode {
     let at = mounted.mountpoint().display().to_string();
     match mounted.unmount() {
         Ok(()) => {
-            eprintln!("memfs: unmounted {at}; everything is written out");
+            memfs::say!("memfs: unmounted {at}; everything is written out");
             ExitCode::SUCCESS
         }
         Err(e) => {
-            eprintln!("memfs: unmounted {at}, but writing out failed: {e}");
+            memfs::say!("memfs: unmounted {at}, but writing out failed: {e}");
             ExitCode::FAILURE
         }
     }
@@ -210,14 +210,14 @@ pub fn mount_beside_owner(
     let stop = Arc::new(AtomicBool::new(false));
     for signal in [signal_hook::consts::SIGINT, signal_hook::consts::SIGTERM] {
         if let Err(e) = signal_hook::flag::register(signal, stop.clone()) {
-            eprintln!("memfs: cannot handle signals: {e}");
+            memfs::say!("memfs: cannot handle signals: {e}");
             return ExitCode::from(2);
         }
     }
     let at = match std::path::absolute(at) {
         Ok(at) => at,
         Err(e) => {
-            eprintln!("memfs: cannot use the mount point {}: {e}", at.display());
+            memfs::say!("memfs: cannot use the mount point {}: {e}", at.display());
             return ExitCode::from(2);
         }
     };
@@ -227,11 +227,11 @@ pub fn mount_beside_owner(
             Ok(memory) => return run(&memory, Some((&at, options)), doors, None),
             Err(OpenError::Busy { .. }) => {}
             Err(e) => {
-                eprintln!("memfs: {e}");
+                memfs::say!("memfs: {e}");
                 return ExitCode::from(2);
             }
         }
-        let mut link = match Link::connect(state_dir, None) {
+        let mut link = match Link::connect(state_dir) {
             Ok(link) => link,
             // The owner is starting or stopping: try again.
             Err(_) if std::time::Instant::now() < deadline => {
@@ -239,7 +239,7 @@ pub fn mount_beside_owner(
                 continue;
             }
             Err(e) => {
-                eprintln!("memfs: the data dir is in use, and its owner does not answer: {e}");
+                memfs::say!("memfs: the data dir is in use, and its owner does not answer: {e}");
                 return ExitCode::from(2);
             }
         };
@@ -256,10 +256,10 @@ pub fn mount_beside_owner(
         };
         if answer.is_error {
             let text = answer.text().unwrap_or_default();
-            eprintln!("memfs: {}", text.trim_start_matches("Error: "));
+            memfs::say!("memfs: {}", text.trim_start_matches("Error: "));
             return ExitCode::from(2);
         }
-        eprintln!(
+        memfs::say!(
             "memfs: mounted at {} by the memfs that owns the data dir (pid {}); Ctrl-C or `umount {}` to stop",
             at.display(),
             link.owner_pid().unwrap_or_default(),
@@ -274,18 +274,18 @@ pub fn mount_beside_owner(
                     .map(|a| attach::result_of(&a))
                 {
                     Ok(done) if !done.is_error => {
-                        eprintln!(
+                        memfs::say!(
                             "memfs: unmounted {}; everything is written out",
                             at.display()
                         );
                         ExitCode::SUCCESS
                     }
                     Ok(failed) => {
-                        eprintln!("memfs: {}", failed.text().unwrap_or_default());
+                        memfs::say!("memfs: {}", failed.text().unwrap_or_default());
                         ExitCode::FAILURE
                     }
                     Err(_) => {
-                        eprintln!("memfs: the owner of the data dir stopped while unmounting; it writes out at its exit");
+                        memfs::say!("memfs: the owner of the data dir stopped while unmounting; it writes out at its exit");
                         ExitCode::FAILURE
                     }
                 };

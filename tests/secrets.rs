@@ -35,6 +35,8 @@ const FORMATS: &[(&str, &str)] = &[
     ("private_key", "-----BEGIN RSA PRIVATE KEY-----\n[A-Za-z0-9+/]{64}\n[A-Za-z0-9+/]{64}\n-----END RSA PRIVATE KEY-----"),
     ("jwt", "eyJ[A-Za-z0-9_\\-]{20}\\.eyJ[A-Za-z0-9_\\-]{30}\\.[A-Za-z0-9_\\-]{43}"),
     ("database_url_password", "postgres://app:[A-Za-z0-9]{12}@db\\.example\\.com:5432/app"),
+    ("url_password", "https://deploy:[A-Za-z0-9]{12}@git\\.example\\.com/repo\\.git"),
+    ("authorization_header", "Authorization: Bearer [A-Za-z0-9]{32}"),
     ("password_assignment", "password=[a-z]{4}[0-9]{2}[A-Z!#%]{2}"),
     ("secret_assignment", "api_key = [A-Za-z]{16}[0-9]{4}[A-Za-z0-9]{12}"),
 ];
@@ -88,6 +90,15 @@ fn prose_and_code_about_secrets_pass() {
         "Use a JWT (a header, a payload and a signature: eyJ...) for sessions.",
         "-----BEGIN PRIVATE KEY----- is how a PEM key starts.",
         "AWS keys start with AKIA; GitHub tokens with ghp_.",
+        // The code the wider corpus of docs/SECRETS.md taught us to pass.
+        "pub type SET_SERVICE_ACCOUNT_PASSWORD = Option<unsafe extern \"system\" fn()>;",
+        "password: Optional[HiddenText] = None",
+        "headers[\"Proxy-Authorization\"] = _basic_auth_str(username, password)",
+        "user = User(username='scolvin', password='password1')",
+        "url = URL(\"https://jo%40email.com:a%20secret@example.de:1234/\")",
+        "MultiHostUrl('https://foo.com:123,foo:bar@bar.com/path')",
+        "DB_PASSWORD_FILE=/run/secrets/db_password",
+        "export declare function pbkdf2(password: Uint8Array, salt: Uint8Array): Uint8Array;",
     ];
     for text in prose {
         assert_eq!(secrets::scan(text), vec![], "{text}");
@@ -275,4 +286,183 @@ fn allow_turns_screening_off_and_scan_finds_what_is_stored() {
     );
     let (code, text) = scan(&["/memories/a/clean.md"]);
     assert_eq!((code, text.as_str()), (Some(0), ""));
+}
+
+/// The forms of issue 19 that a user expects caught: `.env` and config
+/// lines whose key names end in the word, headers, URLs of any scheme, and
+/// keys glued to other text or with an invisible character inside.
+#[test]
+fn the_usual_env_config_header_and_url_forms_are_caught() {
+    let glued = format!("x{GITHUB}x");
+    let zero_width = format!("{}\u{200b}{}", &GITHUB[..12], &GITHUB[12..]);
+    let soft_hyphen = format!("{}\u{ad}{}", &GITHUB[..20], &GITHUB[20..]);
+    let cases: Vec<(String, &str)> = [
+        ("DB_PASSWORD=Sup3rS3cretPw!", "password_assignment"),
+        ("MYSQL_ROOT_PASSWORD=Hunter2Hunter2", "password_assignment"),
+        ("POSTGRES_PASSWORD=pg-Secr3t-99", "password_assignment"),
+        ("PGPASSWORD=Kx9mQ2vLp7", "password_assignment"),
+        ("db_password: Tr0ub4dor&3", "password_assignment"),
+        ("adminPassword = \"Adm1nPa55word\"", "password_assignment"),
+        ("API_TOKEN=Zq8Xw3Rt6Yu1Io9Pa4Sd7Fg2", "secret_assignment"),
+        (
+            "access_token: 8f2k1m9x7q4w3e5r6t8y0u2i",
+            "secret_assignment",
+        ),
+        (
+            "DJANGO_SECRET_KEY=k8#2m!x9q$w4e7r1t6y3u0i5o",
+            "secret_assignment",
+        ),
+        (
+            "Authorization: Bearer 9f8e7d6c5b4a39281706f5e4d3c2b1a0",
+            "authorization_header",
+        ),
+        (
+            "curl -H 'authorization: token Zq8Xw3Rt6Yu1Io9Pa4Sd7Fg2' ...",
+            "authorization_header",
+        ),
+        (
+            "https://alice:S3cretPass99@git.example.com/repo.git",
+            "url_password",
+        ),
+        (
+            "smtp://mailer:Qw3rty-Zx9@mail.example.com:587",
+            "url_password",
+        ),
+    ]
+    .into_iter()
+    .map(|(t, k)| (t.to_string(), k))
+    .chain([
+        (glued, "github_token"),
+        (zero_width, "github_token"),
+        (soft_hyphen, "github_token"),
+        ("keyAKIAIOSFODNN7EXAMPLEQ".to_string(), "aws_access_key_id"),
+    ])
+    .collect();
+    for (text, kind) in &cases {
+        let line = format!("notes\n{text}\n");
+        let found = secrets::scan(&line);
+        assert!(
+            found.iter().any(|f| f.kind == *kind && f.line == 2),
+            "{kind} not caught in {text:?}: {found:?}"
+        );
+        // The finding covers the credential in the text as given (the
+        // invisible characters included), so redaction leaves none of it.
+        let redacted = secrets::redact(&line, &found);
+        assert!(!redacted.contains(&GITHUB[..12]), "{redacted:?}");
+    }
+    // And what stays allowed: references, placeholders, paths, prose.
+    for fine in [
+        "DB_PASSWORD=${DB_PASSWORD}",
+        "PGPASSWORD=$(cat /run/secrets/pg)",
+        "db_password: /run/secrets/db_password",
+        "PWD=/home/alice/project",
+        "OLDPWD=~/src/memfs",
+        "Authorization: Bearer $TOKEN",
+        "Authorization: Bearer <token>",
+        "https://user:${PASS}@example.com/",
+        "https://github.com/owner/repo@v1",
+        "access_token: null",
+        "API_TOKEN=changeme",
+    ] {
+        assert_eq!(secrets::scan(fine), vec![], "{fine}");
+    }
+}
+
+/// Files under `dir` whose path or bytes hold `needle`.
+fn holding(dir: &std::path::Path, needle: &str) -> Vec<String> {
+    let out = std::process::Command::new("grep")
+        .args(["-r", "-l", "-F", "-e", needle])
+        .arg(dir)
+        .output()
+        .unwrap();
+    let mut found: Vec<String> = String::from_utf8_lossy(&out.stdout)
+        .lines()
+        .map(str::to_string)
+        .collect();
+    let names = std::process::Command::new("find")
+        .arg(dir)
+        .args(["-name", &format!("*{needle}*")])
+        .output()
+        .unwrap();
+    found.extend(
+        String::from_utf8_lossy(&names.stdout)
+            .lines()
+            .map(str::to_string),
+    );
+    found
+}
+
+#[test]
+fn credentials_in_names_are_refused_and_scan_finds_them_without_showing_them() {
+    let dir = tempfile::tempdir().unwrap();
+    let anthropic = "sk-ant-api03-0123456789abcdefghijklmnopqrstuvwxyzABCDEF";
+    let aws = "AKIAIOSFODNN7EXAMPL2";
+    let mut server = Server::start(dir.path(), &[]);
+    let made = server.call(r#"{"command":"create","path":"/memories/ok.md","file_text":"fine\n"}"#);
+    assert_eq!(made["is_error"], false);
+    for (input, kind) in [
+        (
+            json!({"command": "create", "path": format!("/memories/s/{GITHUB}"), "file_text": "x\n"}),
+            "github_token",
+        ),
+        (
+            json!({"command": "create", "path": format!("/memories/{anthropic}/notes.md"), "file_text": "x\n"}),
+            "anthropic_api_key",
+        ),
+        (
+            json!({"command": "rename", "old_path": "/memories/ok.md", "new_path": format!("/memories/{aws}.md")}),
+            "aws_access_key_id",
+        ),
+    ] {
+        let refused = server.call(&input.to_string());
+        assert_eq!(refused["is_error"], true, "{input}: {refused}");
+        let text = content(&refused);
+        assert!(text.contains(kind) && text.contains("name"), "{text}");
+        for key in [GITHUB, anthropic, aws] {
+            assert!(!text.contains(key), "the error echoes the name: {text}");
+        }
+    }
+    // Under --secrets redact too: a name is refused, not rewritten.
+    let listing = server.call(r#"{"command":"view","path":"/memories"}"#);
+    assert!(content(&listing).contains("ok.md"), "{listing}");
+    assert!(server.finish().success());
+    let (_, refused, _) = exec_stdin(
+        dir.path(),
+        &["--secrets", "redact"],
+        &json!({"command": "create", "path": format!("/memories/{GITHUB}.md"), "file_text": "x\n"}),
+    );
+    assert_eq!(refused["is_error"], true, "{refused}");
+    for key in [GITHUB, anthropic, aws] {
+        assert_eq!(holding(dir.path(), key), Vec::<String>::new());
+    }
+
+    // A person made a directory with a key for its name, on disk: `memfs
+    // scan` finds it and never prints it.
+    let by_hand = dir.path().join("memories").join(GITHUB);
+    std::fs::create_dir_all(&by_hand).unwrap();
+    std::fs::write(by_hand.join("notes.md"), "plain\n").unwrap();
+    let out = memfs()
+        .arg("--data")
+        .arg(dir.path())
+        .arg("scan")
+        .output()
+        .unwrap();
+    assert_eq!(out.status.code(), Some(1), "{out:?}");
+    let text = String::from_utf8(out.stdout).unwrap();
+    assert_eq!(
+        text,
+        "/memories/[REDACTED:github_token]: github_token in the name\n"
+    );
+    let out = memfs()
+        .arg("--data")
+        .arg(dir.path())
+        .args(["scan", "--json"])
+        .output()
+        .unwrap();
+    let row: serde_json::Value =
+        serde_json::from_str(String::from_utf8(out.stdout).unwrap().trim()).unwrap();
+    assert_eq!(
+        row,
+        json!({"path": "/memories/[REDACTED:github_token]", "name": true, "kind": "github_token"})
+    );
 }

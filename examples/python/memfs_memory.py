@@ -18,6 +18,7 @@ Results are durable on disk before they come back.
 from __future__ import annotations
 
 import json
+import os
 import socket as _socket
 import subprocess
 import threading
@@ -96,6 +97,7 @@ class MemfsMemoryTool(BetaAbstractMemoryTool):
         super().__init__(**kwargs)
         if (socket is None) == (spawn is None):
             raise ValueError("give exactly one of socket= (a running memfs) or spawn= (the memfs command to start)")
+        self._socket, self._spawn, self._session = socket, spawn, session
         if socket is not None:
             self._channel = _socket_channel(socket)
             if session is not None:
@@ -140,11 +142,27 @@ class MemfsMemoryTool(BetaAbstractMemoryTool):
         return self._run(tool_input)
 
     def clear_all_memory(self) -> str:  # type: ignore[override]
-        """Deletes everything under /memories (each delete is kept in memfs' history)."""
-        answer = self._channel.call({"type": "memfs_clear"})
-        if answer.get("is_error") is not False:
-            raise ToolError(answer.get("content", "memfs could not clear the memory"))
-        return answer["content"]
+        """Deletes everything under /memories (each delete is kept in memfs' history).
+
+        Clearing is the application's act, not the agent's: it carries the
+        owner's key (read from the data dir's `.memfs/key`, beside the
+        socket), or, for a memfs this adapter spawned, runs `memfs clear`."""
+        if self._socket is not None:
+            key_file = os.path.join(os.path.dirname(self._socket), "key")
+            try:
+                with open(key_file, encoding="utf-8") as f:
+                    key = f.read().strip()
+            except OSError as err:
+                raise MemfsError(f"cannot read memfs' key beside its socket: {err.strerror}") from err
+            answer = self._channel.call({"type": "memfs_clear", "key": key})
+            if answer.get("is_error") is not False:
+                raise ToolError(answer.get("content", "memfs could not clear the memory"))
+            return answer["content"]
+        named = ["--as", self._session] if self._session is not None else []
+        done = subprocess.run([*self._spawn, *named, "clear", "--yes"], capture_output=True, text=True)
+        if done.returncode != 0:
+            raise ToolError(done.stderr.strip() or "memfs could not clear the memory")
+        return done.stdout.strip()
 
     def close(self) -> None:
         self._channel.close()

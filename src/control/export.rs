@@ -5,9 +5,28 @@ use std::io::Write;
 
 use crate::journal::{History, Op, Refusal, Row};
 
+/// A name git will not check out (`.git` in any case, and the spellings
+/// Windows and macOS take for it: trailing dots or spaces, `git~1`).
+fn refused_by_git(name: &str) -> bool {
+    let bare = name.trim_end_matches(['.', ' ']).to_ascii_lowercase();
+    bare == ".git" || bare == "git~1"
+}
+
+/// The name a file or directory has in the export: its own, except that a
+/// name git refuses gets `~memfs` after it (`.git` is exported as
+/// `.git~memfs`), so that the rest of the memory still checks out.
+pub fn exported_name(name: &str) -> std::borrow::Cow<'_, str> {
+    match refused_by_git(name) {
+        true => std::borrow::Cow::Owned(format!("{name}~memfs")),
+        false => std::borrow::Cow::Borrowed(name),
+    }
+}
+
 /// A path as fast-import reads it: C-style quoted, relative to the memory.
 fn quoted(path: &str) -> Option<String> {
     let rel = path.strip_prefix("/memories/")?;
+    let rel: Vec<_> = rel.split('/').map(exported_name).collect();
+    let rel = rel.join("/");
     let mut out = String::from("\"");
     for c in rel.chars() {
         match c {

@@ -4,6 +4,7 @@
 //! acting beyond the tool must carry. Above the store and the journal:
 //! it uses both, neither knows it.
 
+pub mod clear;
 pub mod expire;
 pub mod export;
 pub mod request;

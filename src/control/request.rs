@@ -44,6 +44,12 @@ pub enum Request {
     Export,
     /// The plain files brought up to date now.
     Checkpoint,
+    /// Everything in the memory deleted (`memfs clear`), credited to the
+    /// session `session` through `door`.
+    Clear {
+        door: String,
+        session: Option<String>,
+    },
     Expire {
         idle: String,
         dry_run: bool,
@@ -124,13 +130,21 @@ impl From<Refusal> for Reply {
     }
 }
 
+/// A version as `memfs log` prints it (`42`), or with one `v` (`v42`):
+/// digits only, no sign, space or leading zero, so that one version has
+/// one spelling.
 fn version(text: &str) -> Result<u64, Refusal> {
-    text.trim().trim_start_matches('v').parse().map_err(|_| {
-        Refusal(format!(
+    let digits = text.strip_prefix('v').unwrap_or(text);
+    let canonical = !digits.is_empty()
+        && digits.bytes().all(|b| b.is_ascii_digit())
+        && (digits == "0" || !digits.starts_with('0'));
+    match canonical.then(|| digits.parse::<u64>().ok()).flatten() {
+        Some(v) => Ok(v),
+        None => Err(Refusal(format!(
             "`{}` is not a version; versions are numbers, as `memfs log` shows them",
-            crate::tool::clip_text(text)
-        ))
-    })
+            crate::text::label(text)
+        ))),
+    }
 }
 
 fn path(text: Option<&str>) -> Result<MemPath, Refusal> {
@@ -153,6 +167,10 @@ fn path(text: Option<&str>) -> Result<MemPath, Refusal> {
 
 /// Runs a request against the memory `store` serves.
 pub fn handle(store: &Arc<Store>, control: &Control, request: &Request) -> Reply {
+    if let Request::Clear { door, session } = request {
+        // Needs no history: the deletes are kept in it when there is one.
+        return clear(store, door, session.as_deref());
+    }
     let Some(history) = control.history() else {
         return Reply::error("this memory keeps no history");
     };
@@ -244,10 +262,25 @@ fn run(store: &Arc<Store>, history: &History, request: &Request) -> Result<Reply
             Ok(Reply::ok(format!("{at}: back to version {v}\n")))
         }
         Request::Redact { version: v, path } => {
-            let said = history.redact(version(v)?, *path)?;
+            let v = version(v)?;
+            let mut removed = 0;
+            if *path {
+                if let Some(at) = history.row(v)?.and_then(|r| MemPath::parse(&r.path).ok()) {
+                    removed = remove_empty_dirs_above(store, &at)?;
+                    store.forget_paths(&at);
+                }
+            }
+            let mut said = history.redact(v, *path)?;
+            if removed > 0 {
+                said.push_str(&format!(
+                    "; {removed} director{} left empty on that path removed",
+                    if removed == 1 { "y" } else { "ies" }
+                ));
+            }
             Ok(Reply::ok(format!("{said}\n")))
         }
         Request::Export => Ok(Reply::ok(super::export::fast_import(history)?)),
+        Request::Clear { door, session } => Ok(clear(store, door, session.as_deref())),
         Request::Checkpoint => {
             history.checkpoint()?;
             Ok(Reply::ok("the plain files are current and on disk\n"))
@@ -264,6 +297,45 @@ fn run(store: &Arc<Store>, history: &History, request: &Request) -> Result<Reply
     }
 }
 
+/// Removes the directories on `at` (a path being redacted) that are empty,
+/// from the deepest up: their names are part of the path. How many.
+fn remove_empty_dirs_above(store: &Store, at: &MemPath) -> Result<usize, Refusal> {
+    if store.with_tree(|tree| tree.resolve(at).is_ok()) {
+        return Ok(0); // redact refuses a path that exists
+    }
+    let mut removed = 0;
+    let mut dir = at.parent();
+    while let Some(d) = dir.filter(|d| !d.is_root()) {
+        let empty = store.with_tree(|tree| {
+            tree.resolve(&d)
+                .ok()
+                .and_then(|ino| tree.children(ino))
+                .is_some_and(|c| c.is_empty())
+        });
+        if !empty {
+            break;
+        }
+        store
+            .remove(&d, Origin::Memfs)
+            .and_then(|ticket| ticket.wait())
+            .map_err(|e| Refusal(format!("cannot remove the empty directory {d}: {e}")))?;
+        store.forget_paths(&d);
+        removed += 1;
+        dir = d.parent();
+    }
+    Ok(removed)
+}
+
+/// `memfs clear`: everything deleted as the agent session `session` of
+/// `door` (the CLI's own is `exec`).
+fn clear(store: &Store, door: &str, session: Option<&str>) -> Reply {
+    let door = crate::store::Door::named(door).unwrap_or(crate::store::Door::Exec);
+    match super::clear::clear(store, &Origin::session(door, session)) {
+        Ok(()) => Reply::ok(format!("{}\n", super::clear::CLEARED)),
+        Err(e) => Reply::error(e),
+    }
+}
+
 /// The content at a version; nothing for a delete (so a diff shows it all removed).
 fn content_or_empty(history: &History, v: u64) -> Result<(Row, Vec<u8>), Refusal> {
     match history.content(v) {
@@ -275,14 +347,41 @@ fn content_or_empty(history: &History, v: u64) -> Result<(Row, Vec<u8>), Refusal
     }
 }
 
+/// How long `memfs diff` looks for the smallest diff before it settles for
+/// a correct, larger one (the contents are an agent's: two files with every
+/// line different would otherwise take time quadratic in their lines).
+pub const DIFF_DEADLINE: std::time::Duration = std::time::Duration::from_secs(2);
+
+/// The largest side `memfs diff` compares line by line.
+pub const DIFF_MAX_BYTES: usize = 16 << 20;
+
 fn unified(before: &str, old: &[u8], after: &str, new: &[u8]) -> Vec<u8> {
+    if old.len().max(new.len()) > DIFF_MAX_BYTES {
+        return format!(
+            "{before} and {after} are too large to compare line by line here (over {}); compare `memfs show` of each with other tools\n",
+            crate::tool::human_size(DIFF_MAX_BYTES as u64)
+        )
+        .into_bytes();
+    }
     match (std::str::from_utf8(old), std::str::from_utf8(new)) {
-        (Ok(a), Ok(b)) => similar::TextDiff::from_lines(a, b)
-            .unified_diff()
-            .context_radius(3)
-            .header(before, after)
-            .to_string()
-            .into_bytes(),
+        (Ok(a), Ok(b)) => {
+            let started = std::time::Instant::now();
+            let diff = similar::TextDiff::configure()
+                .timeout(DIFF_DEADLINE)
+                .diff_lines(a, b);
+            let mut out = diff
+                .unified_diff()
+                .context_radius(3)
+                .header(before, after)
+                .to_string();
+            if started.elapsed() >= DIFF_DEADLINE {
+                out.push_str(&format!(
+                    "\\ memfs: the search for the smallest diff stopped after {} s; this diff is correct but may mark more lines than changed\n",
+                    DIFF_DEADLINE.as_secs()
+                ));
+            }
+            out.into_bytes()
+        }
         _ if old == new => Vec::new(),
         _ => format!("Binary contents of {before} and {after} differ\n").into_bytes(),
     }

@@ -756,7 +756,7 @@ impl Syncer {
                 }
             });
         if let Err(e) = started {
-            eprintln!(
+            crate::say!(
                 "memfs: cannot start the fsync thread ({e}); fsync answers on the request's thread"
             );
         }

@@ -128,7 +128,7 @@ impl Mounted {
                 // Busy (a file is still open): detach now; the kernel lets go
                 // of the connection when the last file closes or we exit.
                 if !mountpoint::lazy_unmount(&self.mountpoint) {
-                    eprintln!(
+                    crate::say!(
                         "memfs: could not unmount {}; run: fusermount3 -u -z {}",
                         self.mountpoint.display(),
                         self.mountpoint.display()

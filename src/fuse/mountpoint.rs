@@ -50,7 +50,7 @@ pub fn check(mountpoint: &Path) -> Result<(), MountError> {
             if std::fs::read_dir(mountpoint).is_err() || is_mount_point(mountpoint) {
                 return Err(MountError::Stale(shown));
             }
-            eprintln!("memfs: cleared a stale mount at {shown}");
+            crate::say!("memfs: cleared a stale mount at {shown}");
         }
         Err(e) if e.kind() == io::ErrorKind::NotFound => return Err(MountError::Missing(shown)),
         Err(e) if e.raw_os_error() == Some(libc::ENOTDIR) => return Err(MountError::NotDir(shown)),

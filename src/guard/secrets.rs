@@ -46,7 +46,7 @@ struct Rule {
 const RULES: &[Rule] = &[
     Rule {
         kind: "aws_access_key_id",
-        pattern: r"\b(?:AKIA|ASIA|ABIA|ACCA)[0-9A-Z]{16}\b",
+        pattern: r"(?:AKIA|ASIA|ABIA|ACCA)[0-9A-Z]{16,}",
         check: None,
     },
     Rule {
@@ -57,7 +57,7 @@ const RULES: &[Rule] = &[
     // (A capture is the credential itself when the pattern needs the character after it.)
     Rule {
         kind: "gcp_api_key",
-        pattern: r"\b(AIza[0-9A-Za-z_\-]{35})(?:[^0-9A-Za-z_\-]|$)",
+        pattern: r"AIza[0-9A-Za-z_\-]{35,}",
         check: None,
     },
     Rule {
@@ -67,7 +67,7 @@ const RULES: &[Rule] = &[
     },
     Rule {
         kind: "google_oauth_client_secret",
-        pattern: r"\bGOCSPX-[A-Za-z0-9_\-]{28}",
+        pattern: r"GOCSPX-[A-Za-z0-9_\-]{28,}",
         check: None,
     },
     Rule {
@@ -77,52 +77,52 @@ const RULES: &[Rule] = &[
     },
     Rule {
         kind: "anthropic_api_key",
-        pattern: r"\bsk-ant-[a-z]{3,5}\d{2}-[A-Za-z0-9_\-]{32,}",
+        pattern: r"sk-ant-[a-z]{3,5}\d{2}-[A-Za-z0-9_\-]{32,}",
         check: None,
     },
     Rule {
         kind: "openai_api_key",
-        pattern: r"\bsk-(?:proj-|svcacct-|admin-)?[A-Za-z0-9_\-]{16,}T3BlbkFJ[A-Za-z0-9_\-]{16,}|\bsk-proj-[A-Za-z0-9_\-]{40,}",
+        pattern: r"sk-(?:proj-|svcacct-|admin-)?[A-Za-z0-9_\-]{16,}T3BlbkFJ[A-Za-z0-9_\-]{16,}|sk-proj-[A-Za-z0-9_\-]{40,}",
         check: None,
     },
     Rule {
         kind: "github_token",
-        pattern: r"\b(?:ghp|gho|ghu|ghs|ghr)_[A-Za-z0-9]{36}\b|\bgithub_pat_[A-Za-z0-9_]{82}\b",
+        pattern: r"(?:ghp|gho|ghu|ghs|ghr)_[A-Za-z0-9]{36,}|github_pat_[A-Za-z0-9_]{82,}",
         check: None,
     },
     Rule {
         kind: "gitlab_token",
-        pattern: r"\b(glpat-[A-Za-z0-9_\-]{20})(?:[^A-Za-z0-9_\-]|$)",
+        pattern: r"glpat-[A-Za-z0-9_\-]{20,}",
         check: None,
     },
     Rule {
         kind: "slack_token",
-        pattern: r"\bxox[abposr]-[0-9]{6,}-[A-Za-z0-9\-]{10,}|https://hooks\.slack\.com/services/T[A-Z0-9]{6,}/B[A-Z0-9]{6,}/[A-Za-z0-9]{20,}",
+        pattern: r"xox[abposr]-[0-9]{6,}-[A-Za-z0-9\-]{10,}|https://hooks\.slack\.com/services/T[A-Z0-9]{6,}/B[A-Z0-9]{6,}/[A-Za-z0-9]{20,}",
         check: None,
     },
     Rule {
         kind: "stripe_key",
-        pattern: r"\b(?:sk|rk)_(?:live|test)_[A-Za-z0-9]{24,}\b",
+        pattern: r"(?:sk|rk)_(?:live|test)_[A-Za-z0-9]{24,}",
         check: None,
     },
     Rule {
         kind: "huggingface_token",
-        pattern: r"\bhf_[A-Za-z0-9]{34}\b",
+        pattern: r"hf_[A-Za-z0-9]{34,}",
         check: None,
     },
     Rule {
         kind: "npm_token",
-        pattern: r"\bnpm_[A-Za-z0-9]{36}\b",
+        pattern: r"npm_[A-Za-z0-9]{36,}",
         check: None,
     },
     Rule {
         kind: "pypi_token",
-        pattern: r"\bpypi-AgEIcHlwaS5vcmc[A-Za-z0-9_\-]{50,}",
+        pattern: r"pypi-AgEIcHlwaS5vcmc[A-Za-z0-9_\-]{50,}",
         check: None,
     },
     Rule {
         kind: "sendgrid_api_key",
-        pattern: r"\b(SG\.[A-Za-z0-9_\-]{22}\.[A-Za-z0-9_\-]{43})(?:[^A-Za-z0-9_\-]|$)",
+        pattern: r"SG\.[A-Za-z0-9_\-]{22}\.[A-Za-z0-9_\-]{43,}",
         check: None,
     },
     Rule {
@@ -133,7 +133,7 @@ const RULES: &[Rule] = &[
     },
     Rule {
         kind: "jwt",
-        pattern: r"\beyJ[A-Za-z0-9_\-]{10,}\.eyJ[A-Za-z0-9_\-]{10,}\.[A-Za-z0-9_\-]{10,}",
+        pattern: r"eyJ[A-Za-z0-9_\-]{10,}\.eyJ[A-Za-z0-9_\-]{10,}\.[A-Za-z0-9_\-]{10,}",
         check: None,
     },
     Rule {
@@ -142,13 +142,27 @@ const RULES: &[Rule] = &[
         check: Some(url_password),
     },
     Rule {
+        kind: "url_password",
+        // Any other scheme's `user:password@` (https, ftp, smtp, ...).
+        pattern: r"(?i)\b[a-z][a-z0-9+.\-]{1,20}://[^\s:/@]+:([^\s@/:]+)@",
+        check: Some(url_password),
+    },
+    Rule {
+        kind: "authorization_header",
+        pattern: r#"(?i)\bauthorization["']?\s*[:=]\s*["']?(?:bearer|token|basic)\s+([A-Za-z0-9._~+/\-]{16,}=*)"#,
+        check: Some(header_credential),
+    },
+    // The key names below end in the word (`DB_PASSWORD`, `PGPASSWORD`,
+    // `adminPassword`, `API_TOKEN`, `DJANGO_SECRET_KEY`): `.env` files and
+    // configs prefix them freely.
+    Rule {
         kind: "password_assignment",
-        pattern: r#"(?i)\b(?:password|passwd|pwd)["']?\s*[:=]\s*["']?([^\s"'`,;)]+)"#,
+        pattern: r#"(?i)\b[a-z0-9_\-]*(?:password|passwd|pwd)["']?\s*[:=]\s*["']?([^\s"'`,;)]+)"#,
         check: Some(literal_password),
     },
     Rule {
         kind: "secret_assignment",
-        pattern: r#"(?i)\b(?:secret|token|api[_-]?key|access[_-]?key|client[_-]?secret|auth[_-]?token|secret[_-]?key)["']?\s*[:=]\s*["']?([^\s"'`,;)]+)"#,
+        pattern: r#"(?i)\b[a-z0-9_\-]*(?:secret|token|api[_-]?key|access[_-]?key|client[_-]?secret|auth[_-]?token|secret[_-]?key)["']?\s*[:=]\s*["']?([^\s"'`,;)]+)"#,
         check: Some(random_secret),
     },
 ];
@@ -160,6 +174,8 @@ fn placeholder(value: &str) -> bool {
     v.len() < 6
         || value.starts_with(['$', '<', '{', '%', '[', '(', '*', '#', '&', '@', ':'])
         || value.contains("${")
+        // A file that holds it (`/run/secrets/db`, `~/.pgpass`), or `$PWD`'s path.
+        || (value.starts_with(['/', '~', '.']) && value.contains('/'))
         // Code: a path (`libc::passwd`), a constant's name (`MAX_TOKEN_LEN`).
         || value.contains("::")
         || (value.contains('_')
@@ -175,13 +191,44 @@ fn placeholder(value: &str) -> bool {
         ]
         .iter()
         .any(|p| lower == *p || lower.starts_with("your") || lower.starts_with("my_"))
+        // A reference: `env["X"]`, `getenv("X")`, `config.db`, `self.pw`
+        // (the word alone, not a value that starts like it: `enva00##`).
         || ["env", "getenv", "environ", "process.", "os.", "config", "settings", "self.", "args", "opts", "options"]
             .iter()
-            .any(|p| lower.starts_with(p))
+            .any(|p| {
+                lower.starts_with(p)
+                    && (p.ends_with('.')
+                        || !v[p.len()..].starts_with(|c: char| c.is_ascii_alphanumeric()))
+            })
         // A name, not a value: `password = password_hash(...)`, `pwd = get_pwd()`.
         || value.contains('(')
+        // A generic type or an index: `Option<unsafe extern ...>`,
+        // `Optional[str]`, `headers["Proxy-Authorization"]`.
+        || generic_type(value)
+        // The examples of documentation: `password1`, `a%20secret`.
+        || (lower.starts_with("password") && lower[8..].chars().all(|c| c.is_ascii_digit()))
+        || lower.replace("%20", " ").ends_with(" secret")
         || (value.contains('.')
             && value.chars().all(|c| c.is_ascii_alphanumeric() || c == '.' || c == '_'))
+}
+
+/// `Name<...` or `name[...`: a type with parameters, or an index, in code.
+fn generic_type(value: &str) -> bool {
+    let Some(at) = value.find(['<', '[']) else {
+        return false;
+    };
+    let (name, rest) = value.split_at(at);
+    let word = name.starts_with(|c: char| c.is_ascii_alphabetic() || c == '_')
+        && name
+            .chars()
+            .all(|c| c.is_ascii_alphanumeric() || c == '_' || c == ':' || c == '.');
+    word && (rest.starts_with('[') || name.starts_with(|c: char| c.is_ascii_uppercase()))
+}
+
+/// A token in an `Authorization` header, unless it is a placeholder: long
+/// and varied enough to be one.
+fn header_credential(value: &str) -> bool {
+    !placeholder(value) && entropy(value) >= 3.0
 }
 
 /// A password in a URL, unless it is a placeholder.
@@ -194,8 +241,37 @@ fn literal_password(value: &str) -> bool {
     !placeholder(value) && !identifier(value)
 }
 
+/// A type named with its width (`Uint8Array`, `Float64Array`): code.
+fn sized_type(value: &str) -> bool {
+    let b = value.as_bytes();
+    let lower = |i: usize| b.get(i).is_some_and(u8::is_ascii_lowercase);
+    let mut i = 1;
+    if !b.first().is_some_and(u8::is_ascii_uppercase) {
+        return false;
+    }
+    while lower(i) {
+        i += 1;
+    }
+    let digits = i;
+    while b.get(i).is_some_and(u8::is_ascii_digit) {
+        i += 1;
+    }
+    if i == digits || !b.get(i).is_some_and(u8::is_ascii_uppercase) {
+        return false;
+    }
+    i += 1;
+    let rest = i;
+    while lower(i) {
+        i += 1;
+    }
+    i > rest && i == b.len()
+}
+
 /// An identifier (`user_password`, `newPassword`): code naming a variable.
 fn identifier(value: &str) -> bool {
+    if sized_type(value) {
+        return true;
+    }
     let words_only = value.chars().all(|c| c.is_ascii_alphabetic() || c == '_');
     words_only
         && (value.contains('_')
@@ -244,9 +320,55 @@ fn compiled() -> &'static Compiled {
     })
 }
 
+/// Characters that show as nothing (zero-width spaces and joiners, the
+/// word joiner, a byte-order mark, a soft hyphen): a key with one inside
+/// still works once copied, so the rules look at the text without them.
+fn invisible(c: char) -> bool {
+    matches!(
+        c,
+        '\u{200b}' | '\u{200c}' | '\u{200d}' | '\u{2060}' | '\u{feff}' | '\u{ad}'
+    )
+}
+
+/// Every credential in `text`, in order (positions are `text`'s own, even
+/// where invisible characters were skipped to find it).
+pub fn scan(text: &str) -> Vec<Finding> {
+    // The invisible characters' UTF-8 starts with one of these bytes: most
+    // text has none, and is scanned as it is.
+    if memchr::memchr3(0xe2, 0xef, 0xc2, text.as_bytes()).is_none() || !text.chars().any(invisible)
+    {
+        return scan_visible(text);
+    }
+    let mut visible = String::with_capacity(text.len());
+    // For each byte of `visible`, where it is in `text`.
+    let mut at = Vec::with_capacity(text.len() + 1);
+    for (i, c) in text.char_indices() {
+        if !invisible(c) {
+            visible.push(c);
+            at.extend(i..i + c.len_utf8());
+        }
+    }
+    at.push(text.len());
+    scan_visible(&visible)
+        .into_iter()
+        .map(|f| Finding {
+            start: at[f.start],
+            end: at[f.end - 1] + 1,
+            ..f
+        })
+        .map(|f| Finding {
+            // The last byte of a character, widened to the whole character.
+            end: (f.end..=text.len())
+                .find(|&e| text.is_char_boundary(e))
+                .unwrap_or(text.len()),
+            ..f
+        })
+        .collect()
+}
+
 /// Every credential in `text`, in order. One pass decides which rules can
 /// match at all; only those look for where.
-pub fn scan(text: &str) -> Vec<Finding> {
+fn scan_visible(text: &str) -> Vec<Finding> {
     let rules = compiled();
     let mut found = Vec::new();
     for i in rules.set.matches(text).iter() {

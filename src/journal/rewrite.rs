@@ -163,6 +163,14 @@ impl History {
                 }
             }
         }
+        // With the path, the names of the directories on it that no longer
+        // exist go too: `top` is the highest of them (or the path itself),
+        // and every path at or below it is erased (ops keep a stand-in, so
+        // that the journal replays to the same state).
+        let top = match erase_path {
+            true => erased_top(&st.view, &row.path),
+            false => row.path.clone(),
+        };
         let sha_text = sha.map(|s| s.hex());
         let versions = rows
             .iter()
@@ -187,8 +195,12 @@ impl History {
                     }
                     if erase_path {
                         for p in [Some(&mut r.path), r.from.as_mut()].into_iter().flatten() {
-                            if *p == row.path {
+                            if *p == row.path || *p == top {
                                 *p = REDACTED_PATH.to_string();
+                                paths += 1;
+                                fixed = true;
+                            } else if let Some(rest) = below(p, &top) {
+                                *p = format!("{REDACTED_PATH}{rest}");
                                 paths += 1;
                                 fixed = true;
                             }
@@ -199,6 +211,17 @@ impl History {
                 for r in h.kept.iter_mut() {
                     touched |= fix_row(r);
                 }
+                if erase_path {
+                    for node in h.snapshot.iter_mut().flatten() {
+                        if node.path == top {
+                            node.path = stand_in.clone();
+                            touched = true;
+                        } else if let Some(rest) = below(&node.path, &top) {
+                            node.path = format!("{stand_in}{rest}");
+                            touched = true;
+                        }
+                    }
+                }
                 for c in h.changes.iter_mut() {
                     for r in c.rows.iter_mut() {
                         touched |= fix_row(r);
@@ -206,8 +229,11 @@ impl History {
                     if erase_path {
                         for op in c.ops.iter_mut() {
                             for p in op_paths(op) {
-                                if *p == row.path {
+                                if *p == top {
                                     *p = stand_in.clone();
+                                    touched = true;
+                                } else if let Some(rest) = below(p, &top) {
+                                    *p = format!("{stand_in}{rest}");
                                     touched = true;
                                 }
                             }
@@ -237,6 +263,26 @@ impl History {
         }
         Ok(said)
     }
+}
+
+/// The highest directory on `path` that no longer exists in `view` (its
+/// name is part of the path being erased), or `path` itself.
+fn erased_top(view: &super::view::View, path: &str) -> String {
+    let Ok(mut at) = MemPath::parse(path) else {
+        return path.to_string();
+    };
+    while let Some(parent) = at.parent() {
+        if parent.is_root() || view.get(&parent).is_some() {
+            break;
+        }
+        at = parent;
+    }
+    at.to_string()
+}
+
+/// `path`'s rest below `top` (`/x` for `top/x`), if it lies below it.
+fn below<'a>(path: &'a str, top: &str) -> Option<&'a str> {
+    path.strip_prefix(top).filter(|rest| rest.starts_with('/'))
 }
 
 /// The path texts an op record names.

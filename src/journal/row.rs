@@ -3,7 +3,7 @@
 
 use serde::{Deserialize, Serialize};
 
-use crate::store::{Door, Origin};
+use crate::store::Origin;
 
 /// What a version did to its path.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
@@ -88,7 +88,7 @@ impl Actor {
         match origin {
             Origin::Agent { door, session } => Actor {
                 kind: "agent".into(),
-                door: Some(door_name(*door).into()),
+                door: Some(door.name().into()),
                 session: session.as_deref().map(str::to_string),
                 ..Actor::default()
             },
@@ -116,27 +116,17 @@ impl Actor {
             "agent" => {
                 let mut s = format!("agent:{}", self.door.as_deref().unwrap_or("?"));
                 if let Some(session) = &self.session {
-                    s.push_str(&format!("({session})"));
+                    s.push_str(&format!("({})", crate::text::printable(session)));
                 }
                 s
             }
             "person" => format!(
                 "person:{}[{}]",
-                self.process.as_deref().unwrap_or("?"),
+                crate::text::printable(self.process.as_deref().unwrap_or("?")),
                 self.uid.map_or("?".to_string(), |u| u.to_string())
             ),
             other => other.to_string(),
         }
-    }
-}
-
-pub fn door_name(door: Door) -> &'static str {
-    match door {
-        Door::Library => "library",
-        Door::Exec => "exec",
-        Door::Stdio => "stdio",
-        Door::Socket => "socket",
-        Door::Mcp => "mcp",
     }
 }
 
@@ -221,6 +211,9 @@ impl Row {
         if let Some(note) = &self.note {
             line.push_str(&format!("  {note}"));
         }
-        line
+        // Paths and notes are checked where they come in; this line is
+        // printed to a terminal, so whatever an older data dir holds never
+        // reaches it raw.
+        crate::text::printable(&line).into_owned()
     }
 }

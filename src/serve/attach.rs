@@ -9,7 +9,6 @@
 use std::io::{self, BufRead, BufReader, Write};
 use std::os::unix::net::UnixStream;
 use std::path::PathBuf;
-use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use serde_json::{json, Value};
@@ -61,10 +60,7 @@ pub enum Backend {
 
 impl Attach {
     fn origin(&self) -> Origin {
-        Origin::Agent {
-            door: self.door,
-            session: self.session.as_deref().map(Arc::from),
-        }
+        Origin::session(self.door, self.session.as_deref())
     }
 
     /// Becomes the owner if the data dir is free, else attaches to its
@@ -75,7 +71,11 @@ impl Attach {
             match Memory::open(&self.data, self.options.clone()) {
                 Ok(memory) => return self.own(memory),
                 Err(OpenError::Busy { dir, pid }) => {
-                    match Link::connect(&self.data.join(".memfs"), self.session.as_deref()) {
+                    match Link::forwarding(
+                        &self.data.join(".memfs"),
+                        self.door,
+                        self.session.as_deref(),
+                    ) {
                         Ok(link) => {
                             warn_on_different_options(&self.options, &link.owner);
                             return Ok(Backend::Client(link));
@@ -152,7 +152,9 @@ impl Backend {
     fn reopen(&mut self, attach: &Attach) {
         match attach.open() {
             Ok(backend) => *self = backend,
-            Err(e) => eprintln!("memfs: lost the owner of the data dir and cannot take over: {e}"),
+            Err(e) => {
+                crate::say!("memfs: lost the owner of the data dir and cannot take over: {e}")
+            }
         }
     }
 
@@ -190,7 +192,7 @@ fn warn_on_different_options(mine: &Options, owner: &Value) {
     for (name, want) in settings_of(&mine.limits, mine.tool.create_overwrites) {
         let has = &settings[name];
         if !has.is_null() && has != &want {
-            eprintln!(
+            crate::say!(
                 "memfs: the memfs that owns this data dir (pid {}) runs with {name} = {has}, not {want}; its settings apply",
                 owner["memfs"]["pid"]
             );
@@ -219,6 +221,10 @@ pub struct Link {
     reader: BufReader<UnixStream>,
     /// The owner's answer to the hello: its pid and settings.
     owner: Value,
+    /// The owner's key, which this process could read (same user).
+    key: Option<String>,
+    /// The door whose agent's lines this link passes on, if it does.
+    forwards: Option<Door>,
 }
 
 /// The owner went away before answering.
@@ -226,21 +232,51 @@ pub struct Link {
 pub struct Lost;
 
 impl Link {
-    /// Connects and says hello (naming the session, if any).
-    pub fn connect(state_dir: &std::path::Path, session: Option<&str>) -> io::Result<Link> {
+    /// Connects and says hello (for the CLI's own requests).
+    pub fn connect(state_dir: &std::path::Path) -> io::Result<Link> {
+        Link::open(state_dir, None, None)
+    }
+
+    /// Connects as `door` (an attached `exec`, `serve --stdio` or `mcp`),
+    /// whose agent's tool inputs it passes on as lines: its hello carries
+    /// the owner's key and says so, and from then on the owner takes no
+    /// line from it for a control line unless it carries the key, which an
+    /// agent never has.
+    pub fn forwarding(
+        state_dir: &std::path::Path,
+        door: Door,
+        session: Option<&str>,
+    ) -> io::Result<Link> {
+        Link::open(state_dir, Some(door), session)
+    }
+
+    fn open(
+        state_dir: &std::path::Path,
+        forwards: Option<Door>,
+        session: Option<&str>,
+    ) -> io::Result<Link> {
         let conn = socket::connect(state_dir)?;
         let reader = BufReader::new(conn.try_clone()?);
         let mut link = Link {
             conn,
             reader,
             owner: Value::Null,
+            key: crate::persist::read_key(state_dir).ok(),
+            forwards,
         };
         link.owner = link.hello(session)?;
         Ok(link)
     }
 
     fn hello(&mut self, session: Option<&str>) -> io::Result<Value> {
-        let hello = json!({"type": HELLO, "session": session});
+        let mut hello = json!({"type": HELLO, "session": session});
+        if let Some(door) = self.forwards {
+            hello["door"] = json!(door.name());
+            hello["forwards"] = json!(true);
+        }
+        if let Some(key) = &self.key {
+            hello["key"] = json!(key);
+        }
         let answer = self
             .call(hello.to_string().as_bytes())
             .map_err(|_| io::Error::from(io::ErrorKind::UnexpectedEof))?;

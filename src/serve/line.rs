@@ -115,10 +115,13 @@ pub fn handle(tool: &Tool, line: &[u8]) -> Reply {
                 .as_str()
                 .map(crate::tool::clip_text)
                 .unwrap_or_else(|| other.to_string());
-            let text = format!(
+            let mut text = format!(
                 "Error: a line must be a memory tool input or a tool_use block, not a `{}` block",
                 crate::tool::clip_text(&shown)
             );
+            if shown.starts_with("memfs_") {
+                text.push_str(" (memfs' own control lines need the owner's key, which an agent never has; an application clears a memory with `memfs clear` or its adapter's clear_all_memory)");
+            }
             Reply::now(ToolResult::error(text), Framing::Plain)
         }
     }

@@ -5,6 +5,7 @@ use std::io::{self, BufRead, Write};
 
 use std::time::Duration;
 
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
 
 use serde_json::Value;
@@ -25,6 +26,12 @@ struct ToolLines {
     control: Arc<Control>,
     /// Where mounts asked for over the socket are served (none on stdio).
     hosted: Option<Arc<Hosted>>,
+    /// A tool line has been answered: a hello without the key comes too late.
+    called: AtomicBool,
+    /// The peer is another memfs door (an attached `exec` or `mcp`) that
+    /// passes its agent's tool inputs on as lines: nothing after its keyed
+    /// hello is a control line unless it carries the key.
+    forwards: AtomicBool,
 }
 
 impl Protocol for ToolLines {
@@ -34,6 +41,7 @@ impl Protocol for ToolLines {
         if let Some(answer) = self.control(line) {
             return Some(Reply::text(answer));
         }
+        self.called.store(true, Ordering::Relaxed);
         let tool = self.tool.lock().clone();
         Some(line::handle(&tool, line))
     }
@@ -99,27 +107,37 @@ impl ToolLines {
             tool: parking_lot::Mutex::new(Arc::new(tool.clone())),
             control: control.clone(),
             hosted,
+            called: AtomicBool::new(false),
+            forwards: AtomicBool::new(false),
         }
     }
 
     /// A control line of memfs' own (`{"type": "memfs_..."}`): a hello that
-    /// names the session, or a `memfs mount` beside this owner asking it to
-    /// mount or unmount. The answer line; `None` for anything else.
+    /// names the session, a clear, a history command, or a `memfs mount`
+    /// beside this owner asking it to mount or unmount. The answer line;
+    /// `None` for anything else (answered as the tool line it then is).
+    ///
+    /// Every control line that acts must carry the owner's key: an agent's
+    /// tool input, passed on as a line by its harness, cannot (the agent
+    /// never sees memfs' own directory). The one line taken without it is
+    /// an application's hello naming its session, as the connection's first
+    /// line, on a connection that does not forward an agent's lines.
     fn control(&self, line: &[u8]) -> Option<String> {
         // Most lines are tool calls: not even parsed here.
         memchr::memmem::find(line, b"memfs_")?;
         let v = crate::json::parse(line).ok()?;
         let kind = v.get("type")?.as_str()?;
-        // Lines that act beyond the tool (history, mounts) must carry the
-        // owner's key: an agent's tool input, passed on as a line by its
-        // harness, cannot (it never sees memfs' own directory), and is
-        // answered as the tool call it then is.
         let keyed = self.control.is_key(v.get("key").and_then(Value::as_str));
-        if !keyed && !matches!(kind, attach::HELLO | attach::CLEAR) {
-            return None;
+        if !keyed {
+            let first = !self.called.load(Ordering::Relaxed);
+            let forwarded = self.forwards.load(Ordering::Relaxed);
+            return match kind == attach::HELLO && first && !forwarded {
+                true => Some(self.hello(&v, false)),
+                false => None,
+            };
         }
         match kind {
-            attach::HELLO => Some(self.hello(v.get("session").and_then(Value::as_str))),
+            attach::HELLO => Some(self.hello(&v, true)),
             kind @ (attach::MOUNT | attach::UNMOUNT) => Some(self.mount(kind, &v)),
             crate::control::request::TYPE => Some(self.history(v)),
             attach::CLEAR => Some(self.clear()),
@@ -127,46 +145,35 @@ impl ToolLines {
         }
     }
 
-    fn hello(&self, session: Option<&str>) -> String {
+    /// Names the session; a keyed hello (another memfs door attaching) also
+    /// says which door its calls come through and whether it forwards an
+    /// agent's lines.
+    fn hello(&self, v: &Value, keyed: bool) -> String {
         let mut tool = self.tool.lock();
-        let door = match tool.origin() {
+        let mut door = match tool.origin() {
             Origin::Agent { door, .. } => *door,
             _ => Door::Socket,
         };
-        *tool = Arc::new(tool.with_origin(Origin::Agent {
-            door,
-            session: session.map(|s| Arc::from(crate::tool::clip_text(s).as_str())),
-        }));
+        if keyed {
+            if let Some(named) = v.get("door").and_then(Value::as_str).and_then(Door::named) {
+                door = named;
+            }
+            if v.get("forwards").and_then(Value::as_bool) == Some(true) {
+                self.forwards.store(true, Ordering::Relaxed);
+            }
+        }
+        let session = v.get("session").and_then(Value::as_str);
+        *tool = Arc::new(tool.with_origin(Origin::session(door, session)));
         attach::hello_answer(&tool)
     }
 
-    /// Everything in the memory deleted, one top-level entry at a time, as
-    /// this connection's agent.
+    /// Everything in the memory deleted, as this connection's agent
+    /// (only ever asked for with the owner's key).
     fn clear(&self) -> String {
         let tool = self.tool.lock().clone();
-        let store = tool.store();
-        let names: Vec<String> = store.with_tree(|tree| {
-            tree.children(crate::store::ROOT_INO)
-                .map(|c| c.keys().cloned().collect())
-                .unwrap_or_default()
-        });
-        let mut failed = Vec::new();
-        for name in names {
-            let path = crate::path::MemPath::root().join(&name);
-            let done = store
-                .remove(&path, tool.origin().clone())
-                .and_then(|ticket| ticket.wait());
-            match done {
-                Ok(()) | Err(crate::error::Error::NotFound) => {}
-                Err(e) => failed.push(format!("{path}: {e}")),
-            }
-        }
-        let result = match failed.is_empty() {
-            true => crate::tool::ToolResult::ok("All memory cleared".to_string()),
-            false => crate::tool::ToolResult::error(format!(
-                "Error: not all memory could be cleared: {}",
-                failed.join("; ")
-            )),
+        let result = match crate::control::clear::clear(tool.store(), tool.origin()) {
+            Ok(()) => crate::tool::ToolResult::ok(crate::control::clear::CLEARED.to_string()),
+            Err(e) => crate::tool::ToolResult::error(format!("Error: {e}")),
         };
         line::render(&result, &line::Framing::Plain)
     }

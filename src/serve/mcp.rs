@@ -14,7 +14,6 @@ use std::io::{self, BufRead, Write};
 use serde_json::{json, Map, Value};
 
 use super::pipeline::{self, Protocol};
-use std::sync::Arc;
 
 use super::attach::{self, Attach, Backend};
 use crate::store::{Door, Origin};
@@ -260,15 +259,11 @@ impl Session {
         let Some(name) = params.pointer("/clientInfo/name").and_then(Value::as_str) else {
             return;
         };
-        let name = crate::tool::clip_text(name);
         match &mut *self.target.lock() {
             Target::Local(tool) => {
-                *tool = tool.with_origin(Origin::Agent {
-                    door: Door::Mcp,
-                    session: Some(Arc::from(name.as_str())),
-                });
+                *tool = tool.with_origin(Origin::session(Door::Mcp, Some(name)));
             }
-            Target::Attached { backend, attach } => backend.name_session(attach, &name),
+            Target::Attached { backend, attach } => backend.name_session(attach, name),
         }
     }
 }

@@ -261,7 +261,7 @@ fn accept_loop(
                 *last_client.lock() = Instant::now();
             });
         if spawned.is_err() {
-            eprintln!("memfs: cannot start a thread for a socket client");
+            crate::say!("memfs: cannot start a thread for a socket client");
             clients.lock().remove(&id);
         }
     }

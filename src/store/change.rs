@@ -51,6 +51,17 @@ impl Origin {
         }
     }
 
+    /// An agent's call through `door`, from the session a client named
+    /// `session`: the name is a client's data, kept as a label (control
+    /// characters escaped, at most [`crate::text::MAX_LABEL`] characters),
+    /// so that no name can forge a row of `memfs log` or act on a terminal.
+    pub fn session(door: Door, session: Option<&str>) -> Origin {
+        Origin::Agent {
+            door,
+            session: session.map(|name| Arc::from(crate::text::label(name).as_str())),
+        }
+    }
+
     pub fn is_agent(&self) -> bool {
         matches!(self, Origin::Agent { .. })
     }
@@ -71,12 +82,50 @@ pub enum Door {
     Mcp,
 }
 
+impl Door {
+    /// Its name in the history (`exec`, `mcp`, ...).
+    pub fn name(self) -> &'static str {
+        match self {
+            Door::Library => "library",
+            Door::Exec => "exec",
+            Door::Stdio => "stdio",
+            Door::Socket => "socket",
+            Door::Mcp => "mcp",
+        }
+    }
+
+    /// The door of that name (not `library`: only a process's own calls).
+    pub fn named(name: &str) -> Option<Door> {
+        match name {
+            "exec" => Some(Door::Exec),
+            "stdio" => Some(Door::Stdio),
+            "socket" => Some(Door::Socket),
+            "mcp" => Some(Door::Mcp),
+            _ => None,
+        }
+    }
+}
+
 /// A process's name as the kernel keeps it (`comm`: at most 15 bytes).
 #[derive(Clone, Copy, Default, PartialEq, Eq, Hash)]
 pub struct Process([u8; 16]);
 
 impl Process {
+    /// A process's name as memfs keeps it: any character that must not be
+    /// printed (a name set with `prctl(PR_SET_NAME)` can hold an escape
+    /// sequence) becomes `?`.
     pub fn new(name: &str) -> Process {
+        let cleaned: String;
+        let name = match crate::text::is_printable(name) {
+            true => name,
+            false => {
+                cleaned = name
+                    .chars()
+                    .map(|c| if crate::text::unprintable(c) { '?' } else { c })
+                    .collect();
+                &cleaned
+            }
+        };
         let mut bytes = [0u8; 16];
         let mut end = name.len().min(15);
         while !name.is_char_boundary(end) {

@@ -62,4 +62,11 @@ impl Fresh {
         }
         stale
     }
+
+    /// Forgets every path at or below `at` (a redacted path: memfs keeps
+    /// its name nowhere, in memory either).
+    pub fn forget(&mut self, at: &MemPath) {
+        self.reads.retain(|(_, p), _| !p.starts_with(at));
+        self.content_at.retain(|p, _| !p.starts_with(at));
+    }
 }

@@ -128,6 +128,12 @@ impl Store {
     }
 
     /// Runs `f` on the tree under the read lock (snapshots, tests, statistics).
+    /// Forgets what the store remembers of paths at or below `at` (who last
+    /// read and wrote them), once their path is redacted.
+    pub fn forget_paths(&self, at: &MemPath) {
+        self.fresh.lock().forget(at);
+    }
+
     pub fn with_tree<R>(&self, f: impl FnOnce(&Tree) -> R) -> R {
         f(&self.tree.read())
     }

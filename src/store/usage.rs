@@ -74,16 +74,25 @@ impl Store {
         })
     }
 
-    /// Last reads by path, for keeping across restarts.
+    /// Last reads by path, for keeping across restarts. Forgets, on the
+    /// way, the reads of files that are gone (an inode number is never
+    /// used again) or written since: the table holds only what counts.
     pub fn usage(&self) -> Vec<(MemPath, SystemTime)> {
         let tree = self.tree.read();
-        let used = self.used.lock();
+        let mut used = self.used.lock();
+        used.retain(|&ino, &mut at| tree.get(ino).is_some_and(|node| at > node.attr.mtime));
         used.iter()
             .filter_map(|(&ino, &at)| {
                 let node = tree.get(ino)?;
                 (at > node.attr.mtime).then(|| Some((tree.path_of(ino)?, at)))?
             })
             .collect()
+    }
+
+    /// How many last reads the store holds (for tests of its bound).
+    #[doc(hidden)]
+    pub fn usage_entries(&self) -> usize {
+        self.used.lock().len()
     }
 
     /// Restores last reads kept by [`Store::usage`] (paths that are gone are passed over).

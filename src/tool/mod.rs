@@ -180,6 +180,7 @@ impl Tool {
 
     fn create(&self, raw: &str, text: String, expect: Option<&str>) -> Outcome {
         let path = parse_path(raw)?;
+        self.screen_name(None, &path)?;
         let (text, redacted) = self.screen(&path, "", text)?;
         let overwrite = self.config.create_overwrites || expect.is_some();
         let ticket = self
@@ -196,6 +197,28 @@ impl Tool {
         Ok(written(
             with_note(format!("File created successfully at: {path}"), redacted),
             ticket,
+        ))
+    }
+
+    /// Credential screening of the path an agent's create or rename names
+    /// (credentials that `old`, a rename's source, did not already hold).
+    /// Refused under `refuse` and `redact` alike (a name with a hole in it
+    /// is not the name the agent asked for), and the error never shows the
+    /// path, since the path is what holds the credential.
+    fn screen_name(&self, old: Option<&MemPath>, path: &MemPath) -> Result<(), String> {
+        use crate::guard::secrets::{self, Policy};
+        if self.config.secrets == Policy::Allow {
+            return Ok(());
+        }
+        let old = old.map(MemPath::to_string).unwrap_or_default();
+        let found = secrets::introduced(&old, &path.to_string());
+        let Some(first) = found.first() else {
+            return Ok(());
+        };
+        Err(format!(
+            "Error: the path would hold what looks like a credential (a {} in a file or directory name); memfs does not store credentials, and nothing was changed. \
+             Name the file for what it holds, and store a reference to where the credential lives instead.",
+            first.kind
         ))
     }
 
@@ -308,6 +331,7 @@ impl Tool {
     fn rename(&self, raw_old: &str, raw_new: &str, expect: Option<&str>) -> Outcome {
         let old = parse_path(raw_old)?;
         let new = parse_path(raw_new)?;
+        self.screen_name(Some(&old), &new)?;
         let renamed = self
             .store
             .rename_expecting(&old, &new, self.origin.clone(), expect);

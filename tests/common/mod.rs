@@ -6,7 +6,7 @@ use std::io::{BufRead, BufReader, Write};
 use std::path::Path;
 use std::process::{Child, ChildStdin, ChildStdout, Command, Output, Stdio};
 
-use serde_json::Value;
+use serde_json::{json, Value};
 
 pub fn memfs() -> Command {
     Command::new(env!("CARGO_BIN_EXE_memfs"))
@@ -466,4 +466,78 @@ pub fn disk_state(dir: &Path) -> Vec<(String, String)> {
         walk(&root, &root, &mut out);
     }
     out
+}
+
+/// A `memfs mcp` with its handshake done.
+pub struct Mcp {
+    pub child: Child,
+    stdin: ChildStdin,
+    stdout: BufReader<ChildStdout>,
+    next_id: u64,
+}
+
+impl Mcp {
+    pub fn start(dir: &Path, name: &str) -> Mcp {
+        let mut child = memfs()
+            .arg("--data")
+            .arg(dir)
+            .arg("mcp")
+            .stdin(Stdio::piped())
+            .stdout(Stdio::piped())
+            .stderr(Stdio::null())
+            .spawn()
+            .unwrap();
+        let mut mcp = Mcp {
+            stdin: child.stdin.take().unwrap(),
+            stdout: BufReader::new(child.stdout.take().unwrap()),
+            child,
+            next_id: 0,
+        };
+        let init = mcp.request(
+            "initialize",
+            json!({"protocolVersion": "2025-06-18", "capabilities": {},
+                   "clientInfo": {"name": name, "version": "1"}}),
+        );
+        assert!(init["result"]["serverInfo"].is_object(), "{init}");
+        writeln!(
+            mcp.stdin,
+            r#"{{"jsonrpc":"2.0","method":"notifications/initialized"}}"#
+        )
+        .unwrap();
+        mcp
+    }
+
+    pub fn request(&mut self, method: &str, params: Value) -> Value {
+        self.next_id += 1;
+        let message =
+            json!({"jsonrpc": "2.0", "id": self.next_id, "method": method, "params": params});
+        writeln!(self.stdin, "{message}").unwrap();
+        let mut line = String::new();
+        self.stdout.read_line(&mut line).unwrap();
+        serde_json::from_str(&line).unwrap_or_else(|e| panic!("{e}: {line:?}"))
+    }
+
+    /// A memory-tool call: its text and whether it is an error.
+    pub fn tool(&mut self, arguments: Value) -> (String, bool) {
+        let answer = self.request(
+            "tools/call",
+            json!({"name": "memory", "arguments": arguments}),
+        );
+        let result = &answer["result"];
+        (
+            result["content"][0]["text"]
+                .as_str()
+                .unwrap_or_default()
+                .to_string(),
+            result["isError"].as_bool().unwrap(),
+        )
+    }
+
+    pub fn finish(self) -> std::process::ExitStatus {
+        let Mcp {
+            mut child, stdin, ..
+        } = self;
+        drop(stdin);
+        child.wait().unwrap()
+    }
 }

@@ -190,6 +190,21 @@ def test_clear_all_memory_deletes_everything_and_keeps_it_in_the_history(memfs_b
     assert sorted(ops) == ["create", "create", "delete", "delete"]
 
 
+def test_clear_all_memory_through_the_socket_carries_the_key_and_the_agents_line_does_not(mounted, memfs_bin):
+    if mounted is None:
+        pytest.skip("needs root and /dev/fuse")
+    from anthropic.tools import ToolError
+    data, mnt = mounted
+    with MemfsMemoryTool(socket=str(data / ".memfs" / "sock"), session="python-clear") as tool:
+        tool.call({"command": "create", "path": "/memories/keep/a.md", "file_text": "x\n"})
+        # What an agent could send as its tool input: refused, nothing lost.
+        with pytest.raises(ToolError):
+            tool.run({"type": "memfs_clear"})
+        assert (mnt / "keep" / "a.md").read_text() == "x\n"
+        assert tool.clear_all_memory() == "All memory cleared"
+    assert list(mnt.iterdir()) == []
+
+
 def test_the_adapter_imports_only_public_modules_of_the_sdk():
     import ast
     source = pathlib.Path(__file__).resolve().parents[2] / "examples" / "python" / "memfs_memory.py"
