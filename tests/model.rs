@@ -198,9 +198,14 @@ impl Model {
                 if *at < 0 || *at as usize > ls.len() {
                     return (true, format!("Error: Invalid `insert_line` parameter: {at}. It should be within the range of lines of the file: [0, {}]", ls.len()));
                 }
-                ls.insert(*at as usize, text.strip_suffix('\n').unwrap_or(text));
+                let n = ls.len();
+                let body = text.strip_suffix('\n').unwrap_or(text);
+                ls.insert(*at as usize, body);
                 let mut out = ls.join("\n");
-                if (t.is_empty() && text.ends_with('\n')) || t.ends_with('\n') {
+                // An empty last line put after a file's last line needs the
+                // final newline the file did not have (docs/SEMANTICS.md).
+                let empty_last = *at as usize == n && (body.is_empty() || body.ends_with('\n'));
+                if (t.is_empty() && text.ends_with('\n')) || (!t.is_empty() && (t.ends_with('\n') || empty_last)) {
                     out.push('\n');
                 }
                 self.entries.insert(p.clone(), Entry::File(out));

@@ -239,9 +239,11 @@ fn view_images_and_binary_files() {
             ..
         }
     ));
+    // A readable text file is viewable whatever its name.
+    let fake = t.call(&json!({"command": "view", "path": "/memories/fake.jpg"}));
     assert_eq!(
-        err(&t, json!({"command": "view", "path": "/memories/fake.jpg"})),
-        "Error: /memories/fake.jpg is named as an image but its bytes are not a PNG, JPEG, GIF or WebP image"
+        fake.content_json(),
+        json!("Here's the content of /memories/fake.jpg with line numbers:\n     1\tnot really")
     );
     assert_eq!(
         err(&t, json!({"command": "view", "path": "/memories/blob.bin"})),

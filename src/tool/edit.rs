@@ -116,7 +116,12 @@ pub fn insert(text: &str, after: i64, insert: &str) -> Result<String, EditError>
     let final_newline = if text.is_empty() {
         insert.ends_with('\n')
     } else {
+        // The file's final newline, or its absence, is kept; but a text
+        // that ends in an empty line, put after the last line of a file
+        // without one, can only be written with a final newline (else its
+        // empty line would vanish and the insert add nothing).
         text.ends_with('\n')
+            || (after as usize == n_lines && (body.is_empty() || body.ends_with('\n')))
     };
     if final_newline {
         out.push('\n');
@@ -180,6 +185,13 @@ mod tests {
         assert_eq!(insert("", 0, "x").unwrap(), "x");
         assert_eq!(insert("a\r\nb\r\n", 1, "x\r\n").unwrap(), "a\r\nx\r\nb\r\n");
         assert_eq!(insert("a\n", 1, "x\n\n").unwrap(), "a\nx\n\n");
+        // An empty line after the last line of a file without a final
+        // newline: the line is there, and so is the newline that ends it.
+        assert_eq!(insert("a", 1, "").unwrap(), "a\n\n");
+        assert_eq!(insert("a", 1, "\n").unwrap(), "a\n\n");
+        assert_eq!(insert("a", 1, "x\n\n").unwrap(), "a\nx\n\n");
+        assert_eq!(insert("a", 0, "").unwrap(), "\na");
+        assert_eq!(insert("a", 1, "x").unwrap(), "a\nx");
         assert_eq!(
             insert("a\nb\n", 3, "x"),
             Err(EditError::BadInsertLine { n_lines: 2 })

@@ -5,9 +5,6 @@ use base64::Engine;
 /// Largest image a view returns.
 pub const MAX_IMAGE_BYTES: usize = 5 << 20;
 
-/// Names whose view is always an image (or an error saying it is not one).
-const IMAGE_EXTENSIONS: [&str; 3] = ["png", "jpg", "jpeg"];
-
 /// The media type the bytes carry, if they are a PNG, JPEG, GIF or WebP image.
 pub fn sniff(bytes: &[u8]) -> Option<&'static str> {
     if bytes.starts_with(b"\x89PNG\r\n\x1a\n") {
@@ -21,12 +18,6 @@ pub fn sniff(bytes: &[u8]) -> Option<&'static str> {
     } else {
         None
     }
-}
-
-/// True when the name promises an image (`.png`, `.jpg`, `.jpeg`, any case).
-pub fn has_image_extension(name: &str) -> bool {
-    name.rsplit_once('.')
-        .is_some_and(|(_, ext)| IMAGE_EXTENSIONS.iter().any(|e| ext.eq_ignore_ascii_case(e)))
 }
 
 pub fn encode(bytes: &[u8]) -> String {
@@ -45,8 +36,6 @@ mod tests {
         assert_eq!(sniff(b"RIFF\0\0\0\0WEBPVP8 "), Some("image/webp"));
         assert_eq!(sniff(b"RIFF\0\0\0\0WAVE"), None);
         assert_eq!(sniff(b"hello"), None);
-        assert!(has_image_extension("a.PNG") && has_image_extension("x.y.jpeg"));
-        assert!(!has_image_extension("png") && !has_image_extension("a.gif"));
         assert_eq!(encode(b"hi!"), "aGkh");
     }
 }

@@ -129,9 +129,7 @@ impl Fields<'_> {
     fn integer(&self, name: &str) -> Result<i64, String> {
         match self.obj.get(name) {
             None | Some(Value::Null) => Err(self.missing(name)),
-            Some(v) => v
-                .as_i64()
-                .ok_or_else(|| self.mistyped(name, "an integer", v)),
+            Some(v) => loose_integer(v).ok_or_else(|| self.mistyped(name, "an integer", v)),
         }
     }
 
@@ -145,7 +143,7 @@ impl Fields<'_> {
         match self.obj.get("view_range") {
             None | Some(Value::Null) => Ok(None),
             Some(Value::Array(items)) if items.len() == 2 => {
-                match (items[0].as_i64(), items[1].as_i64()) {
+                match (loose_integer(&items[0]), loose_integer(&items[1])) {
                     (Some(start), Some(end)) => Ok(Some((start, end))),
                     _ => Err(bad()),
                 }
@@ -167,6 +165,32 @@ impl Fields<'_> {
             self.command,
             kind(got)
         )
+    }
+}
+
+/// An integer as a model may spell it: `2`, `2.0`, or the string `"2"`
+/// (`" 2 "`, `"+2"`, `"02"`, `"2.0"`), as the SDK's lax parsing takes it.
+/// Not a boolean, a fraction, an exponent or any other text: those are errors.
+fn loose_integer(v: &Value) -> Option<i64> {
+    match v {
+        Value::Number(n) => n.as_i64().or_else(|| {
+            let f = n.as_f64()?;
+            (f.fract() == 0.0 && f.abs() < 9.0e15).then_some(f as i64)
+        }),
+        Value::String(s) => {
+            let s = s.trim();
+            let whole = match s.split_once('.') {
+                Some((whole, zeros)) if zeros.bytes().all(|b| b == b'0') => whole,
+                Some(_) => return None,
+                None => s,
+            };
+            let digits = whole.strip_prefix(['+', '-']).unwrap_or(whole);
+            if digits.is_empty() || !digits.bytes().all(|b| b.is_ascii_digit()) {
+                return None;
+            }
+            whole.parse().ok()
+        }
+        _ => None,
     }
 }
 
@@ -252,8 +276,24 @@ mod tests {
                 "missing required field `file_text`",
             ),
             (
-                json!({"command": "insert", "path": "/memories/a", "insert_line": "2", "insert_text": ""}),
+                json!({"command": "insert", "path": "/memories/a", "insert_line": "two", "insert_text": ""}),
                 "must be an integer, not a string",
+            ),
+            (
+                json!({"command": "insert", "path": "/memories/a", "insert_line": "1e0", "insert_text": ""}),
+                "must be an integer, not a string",
+            ),
+            (
+                json!({"command": "insert", "path": "/memories/a", "insert_line": true, "insert_text": ""}),
+                "must be an integer, not a boolean",
+            ),
+            (
+                json!({"command": "view", "path": "/memories", "view_range": [1, 2, 3]}),
+                "must be an array of two integers",
+            ),
+            (
+                json!({"command": "view", "path": "/memories", "view_range": ["a", "b"]}),
+                "must be an array of two integers",
             ),
             (
                 json!({"command": "insert", "path": "/memories/a", "insert_line": 1.5, "insert_text": ""}),
@@ -277,6 +317,33 @@ mod tests {
             assert!(err.starts_with("Error: "), "{err}");
             assert!(err.contains(want), "{input} gave {err:?}, want {want:?}");
         }
+    }
+
+    #[test]
+    fn takes_integers_as_a_model_may_spell_them() {
+        for (given, want) in [
+            (json!(2), 2),
+            (json!(2.0), 2),
+            (json!("2"), 2),
+            (json!(" 2 "), 2),
+            (json!("+2"), 2),
+            (json!("02"), 2),
+            (json!("2.0"), 2),
+            (json!("-1"), -1),
+        ] {
+            let input = json!({"command": "insert", "path": "/memories/a", "insert_line": given, "insert_text": ""});
+            assert!(
+                matches!(parse(&input), Ok(Command::Insert { insert_line, .. }) if insert_line == want),
+                "{given}"
+            );
+        }
+        assert_eq!(
+            parse(&json!({"command": "view", "path": "/memories/a", "view_range": ["1", "-1"]})),
+            Ok(Command::View {
+                path: "/memories/a".into(),
+                view_range: Some((1, -1))
+            })
+        );
     }
 
     #[test]

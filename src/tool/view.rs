@@ -100,9 +100,9 @@ fn with_rest_note(mut out: String, listing: &Listing, shown: usize) -> String {
 }
 
 pub fn file(path: &MemPath, bytes: &[u8], range: Option<(i64, i64)>) -> ToolResult {
-    let name = path.file_name().unwrap_or_default();
-    let media_type = image::sniff(bytes);
-    if image::has_image_extension(name) || (media_type.is_some() && range.is_none()) {
+    // What the bytes are decides, not the name: a text file named
+    // `pic.jpg` is shown as text, an image named anything as an image.
+    if let Some(media_type) = image::sniff(bytes) {
         return image_view(path, bytes, media_type);
     }
     let Ok(text) = std::str::from_utf8(bytes) else {
@@ -144,12 +144,7 @@ fn check_range(start: i64, end: i64, n: usize) -> Option<(usize, usize)> {
     (1 <= start && start <= end && end <= n).then_some((start as usize, end as usize))
 }
 
-fn image_view(path: &MemPath, bytes: &[u8], media_type: Option<&'static str>) -> ToolResult {
-    let Some(media_type) = media_type else {
-        return ToolResult::error(format!(
-            "Error: {path} is named as an image but its bytes are not a PNG, JPEG, GIF or WebP image"
-        ));
-    };
+fn image_view(path: &MemPath, bytes: &[u8], media_type: &'static str) -> ToolResult {
     if bytes.len() > image::MAX_IMAGE_BYTES {
         return ToolResult::error(format!(
             "Error: the image {path} is {} bytes, over the {} byte limit for viewing an image",
