@@ -615,7 +615,13 @@ fn a_change_is_made_durable_without_flushing_the_whole_disk() {
     let dir = tempfile::tempdir().unwrap();
     let trace = dir.path().join("trace");
     let mut child = Command::new("strace")
-        .args(["-f", "-qq", "-e", "trace=syncfs,fdatasync,fsync", "-o"])
+        .args([
+            "-f",
+            "-qq",
+            "-e",
+            "trace=syncfs,fdatasync,fsync,sync_file_range",
+            "-o",
+        ])
         .arg(&trace)
         .arg(env!("CARGO_BIN_EXE_memfs"))
         .arg("--data")
@@ -634,10 +640,23 @@ fn a_change_is_made_durable_without_flushing_the_whole_disk() {
     ] {
         writeln!(stdin, "{line}").unwrap();
     }
+    // A burst of new files, pipelined: the checkpoint stages them in bulk
+    // (past 256 in one pass), and still waits only for their own data.
+    let mut burst = String::new();
+    for i in 0..600 {
+        burst.push_str(&format!(
+            "{{\"command\":\"create\",\"path\":\"/memories/burst/{i}.md\",\"file_text\":\"{i}\\n\"}}\n"
+        ));
+    }
+    stdin.write_all(burst.as_bytes()).unwrap();
     drop(stdin);
     assert!(child.wait().unwrap().success());
     let calls = fs::read_to_string(&trace).unwrap();
     assert!(!calls.contains("syncfs("), "{calls}");
+    assert!(
+        calls.contains("sync_file_range("),
+        "the burst was not staged in bulk"
+    );
     // The journal's flush of each batch, and the checkpoint's of the files.
     assert!(calls.matches("fdatasync(").count() >= 2, "{calls}");
     assert!(calls.matches(" fsync(").count() >= 2, "{calls}");

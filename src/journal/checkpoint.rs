@@ -124,7 +124,7 @@ pub fn run(files: Files, rx: Receiver<Msg>, journal: Arc<Shared>, delay: Duratio
             }
         }
         if !held.is_empty() {
-            match apply(&files, &held, &mut progress) {
+            match apply(&files, &held, &mut progress, Wait::OwnData) {
                 Ok(()) => {
                     let last = held.last().map_or(0, |(b, _)| *b);
                     journal.checkpointed.fetch_max(last, Ordering::AcqRel);
@@ -219,7 +219,22 @@ impl SyncSet {
 
 /// Brings the plain files up to date with `held`, from the op `progress`
 /// reached; then flushes everything the pass changed.
-fn apply(files: &Files, held: &[(u64, Vec<Change>)], progress: &mut Progress) -> io::Result<()> {
+/// What a pass of many new files waits for before renaming them in.
+#[derive(Clone, Copy, PartialEq, Eq)]
+enum Wait {
+    /// Each file's own data (while serving: never a neighbour's).
+    OwnData,
+    /// The whole file system at once, with one `syncfs` (at start-up, before
+    /// anything is served: the fastest way through 100,000 new files).
+    WholeDisk,
+}
+
+fn apply(
+    files: &Files,
+    held: &[(u64, Vec<Change>)],
+    progress: &mut Progress,
+    wait: Wait,
+) -> io::Result<()> {
     let ops: Vec<(u64, &ChangeOp)> = held
         .iter()
         .flat_map(|(b, changes)| {
@@ -229,7 +244,7 @@ fn apply(files: &Files, held: &[(u64, Vec<Change>)], progress: &mut Progress) ->
         })
         .collect();
     let skip = superseded(&ops);
-    let staged = stage_in_bulk(files, &ops, &skip, progress.done)?;
+    let staged = stage_in_bulk(files, &ops, &skip, progress.done, wait)?;
     let mut times: BTreeMap<MemPath, Meta> = BTreeMap::new();
     for (i, (batch, op)) in ops.iter().enumerate().skip(progress.done) {
         match (skip[i], op) {
@@ -276,11 +291,17 @@ fn apply(files: &Files, held: &[(u64, Vec<Change>)], progress: &mut Progress) ->
     Ok(())
 }
 
-/// A pass writing more files than this stages them all first and makes
-/// their data durable with one `syncfs` before the first is renamed into
-/// place (rather than waiting for each file's data in turn: a start-up that
-/// replays 100,000 new files, say).
+/// A pass writing more files than this stages them all first, with the
+/// device writing each while the next ones are written, before the first is
+/// renamed into place (rather than waiting for each file's data in turn: a
+/// start-up that replays 100,000 new files, say). While serving, each file's
+/// own data is waited for, never the whole disk's (a `syncfs` would wait for
+/// every other program's dirty pages too: stalls of many milliseconds under
+/// a neighbour's writes); at start-up one `syncfs` is the faster way.
 const BULK: usize = 256;
+
+/// Staged files whose write-back runs at once (and descriptors held open).
+const IN_FLIGHT: usize = 256;
 
 /// For a pass of many writes: each new content staged in `.memfs/tmp/`
 /// (not yet written back), then all of them made durable at once. Returns
@@ -290,6 +311,7 @@ fn stage_in_bulk(
     ops: &[(u64, &ChangeOp)],
     skip: &[Skip],
     from: usize,
+    wait: Wait,
 ) -> io::Result<std::collections::HashSet<usize>> {
     let mut staged = std::collections::HashSet::new();
     let writes = (from..ops.len())
@@ -307,13 +329,20 @@ fn stage_in_bulk(
             );
         }
     };
+    let flushing =
+        |e: io::Error| io::Error::new(e.kind(), format!("flushing to stable storage: {e}"));
+    let mut in_flight = std::collections::VecDeque::new();
     for (i, (batch, op)) in ops.iter().enumerate().skip(from) {
         let (Skip::No, ChangeOp::Write { data, meta, .. }) = (skip[i], op) else {
             continue;
         };
         let name = format!("{batch}-{i}");
         match fsops::write_new_file_unsynced(&files.tmp, &name, data, meta) {
-            Ok(fd) => drop(fd),
+            Ok(fd) if wait == Wait::WholeDisk => drop(fd),
+            Ok(fd) => {
+                fsops::start_write_back(&fd);
+                in_flight.push_back(fd);
+            }
             Err(e) => {
                 let _ =
                     rustix::fs::unlinkat(&files.tmp, name.as_str(), rustix::fs::AtFlags::empty());
@@ -322,13 +351,25 @@ fn stage_in_bulk(
             }
         }
         staged.insert(i);
+        if in_flight.len() >= IN_FLIGHT {
+            let oldest = in_flight.pop_front().expect("a file in flight");
+            if let Err(e) = fsops::wait_staged(&oldest) {
+                unstage(&staged);
+                return Err(flushing(e));
+            }
+        }
     }
-    if let Err(e) = fsops::sync_filesystem(&files.tmp) {
-        unstage(&staged);
-        return Err(io::Error::new(
-            e.kind(),
-            format!("flushing to stable storage: {e}"),
-        ));
+    for fd in in_flight {
+        if let Err(e) = fsops::wait_staged(&fd) {
+            unstage(&staged);
+            return Err(flushing(e));
+        }
+    }
+    if wait == Wait::WholeDisk {
+        if let Err(e) = fsops::sync_filesystem(&files.tmp) {
+            unstage(&staged);
+            return Err(flushing(e));
+        }
     }
     Ok(staged)
 }
@@ -586,6 +627,6 @@ pub fn apply_now(files: &Files, ops: Vec<ChangeOp>) -> Result<(), DiskError> {
         overwrites: Vec::new(),
     };
     let mut progress = Progress::default();
-    apply(files, &[(0, vec![change])], &mut progress)
+    apply(files, &[(0, vec![change])], &mut progress, Wait::WholeDisk)
         .map_err(|e| DiskError::new("bringing the plain files up to date", e))
 }

@@ -124,8 +124,9 @@ pub fn write_new_file(dir: impl AsFd, name: &str, data: &[u8], meta: &Meta) -> i
     Ok(fd)
 }
 
-/// [`write_new_file`] without writing the data back: for many files at once,
-/// made durable together (one `syncfs`) before any is renamed into place.
+/// [`write_new_file`] without waiting for the data: for many files at once,
+/// each one's write-back started here ([`start_write_back`]) and waited for
+/// later ([`wait_write_back`]), before any is renamed into place.
 pub fn write_new_file_unsynced(
     dir: impl AsFd,
     name: &str,
@@ -153,6 +154,30 @@ pub fn write_new_file_unsynced(
 /// no journal commit), so a batch needs one barrier, after its renames. Where
 /// a file system does not support it, a real `fdatasync` takes its place.
 fn write_back(fd: &OwnedFd) -> io::Result<()> {
+    wait_write_back(fd)
+}
+
+/// Starts writing a file's data to the device, without waiting: for many
+/// files staged at once, so that the device works on all of them while
+/// later ones are written. Best effort: [`wait_write_back`] is the guarantee.
+pub fn start_write_back(fd: &OwnedFd) {
+    use std::os::fd::AsRawFd;
+    // SAFETY: as in `wait_write_back`: a borrowed open descriptor, no memory
+    // of this process read or written, the whole file.
+    let _ = unsafe { libc::sync_file_range(fd.as_raw_fd(), 0, 0, libc::SYNC_FILE_RANGE_WRITE) };
+}
+
+/// [`wait_write_back`] for a file staged among many: the bulk pass's barrier
+/// (and its failpoint).
+pub fn wait_staged(fd: &OwnedFd) -> io::Result<()> {
+    step!("persist::barrier");
+    wait_write_back(fd)
+}
+
+/// Waits until a file's data is on the device (see [`write_new_file`]'s
+/// write-back): only this file's, never the other dirty pages of the disk,
+/// as a `syncfs` would (a neighbour's gigabytes included).
+pub fn wait_write_back(fd: &OwnedFd) -> io::Result<()> {
     use std::os::fd::AsRawFd;
     let flags = libc::SYNC_FILE_RANGE_WAIT_BEFORE
         | libc::SYNC_FILE_RANGE_WRITE
