@@ -422,6 +422,16 @@ def main():
         Path(args.out).write_text(report)
 
 
+def commit():
+    """The commit measured (with `+changes` when the tree differs from it)."""
+    try:
+        head = subprocess.run(["git", "rev-parse", "--short", "HEAD"], capture_output=True, text=True, check=True).stdout.strip()
+        dirty = subprocess.run(["git", "status", "--porcelain", "--untracked-files=no"], capture_output=True, text=True).stdout.strip()
+        return head + ("+changes" if dirty else "")
+    except (OSError, subprocess.CalledProcessError):
+        return "unknown"
+
+
 def render(args, tool_rows, rounds, mount, sizes, scale_rows, journal_rows):
     by = {(r["door"], r["mode"]): r for r in tool_rows}
     sdk, lib, stdio = by[("sdk", "one at a time")], by[("library", "one at a time")], by[("stdio", "one at a time")]
@@ -437,7 +447,7 @@ def render(args, tool_rows, rounds, mount, sizes, scale_rows, journal_rows):
           "with each peer measured in the same run; ratios compare with that run's peer.", "",
           f"- Machine: {os.cpu_count()} cores ({cpu}), {round(os.sysconf('SC_PAGE_SIZE') * os.sysconf('SC_PHYS_PAGES') / (1 << 30))} GiB, "
           f"Linux {platform.release()}; data dirs on the root file system.",
-          f"- Date: {time.strftime('%Y-%m-%d')}; medians of {args.runs} run(s) per row.",
+          f"- Date: {time.strftime('%Y-%m-%d')}; medians of {args.runs} run(s) per row; commit {commit()}.",
           "- Command: `scripts/bench.sh`" + (" --smoke" if args.smoke else "") + " (it installs fio, rclone and the pinned Python packages).", ""]
     L += ["## 1. Tool calls", "",
           f"The same mix through three doors, each with its real durability (the SDK fsyncs what it writes; memfs makes every acknowledged change durable). "
