@@ -62,6 +62,18 @@ proptest! {
     }
 }
 
+/// The shrunk failure of `every_generated_credential_is_caught` kept in
+/// tests/secrets.proptest-regressions: a password that starts like a
+/// reference (`env`) was taken for one.
+#[test]
+fn regression_a_password_that_starts_like_a_reference_word_is_caught() {
+    let text = "notes\nnvh vt v  u l password=enva00## and more\n";
+    let kinds: Vec<&str> = secrets::scan(text).iter().map(|f| f.kind).collect();
+    assert_eq!(kinds, ["password_assignment"], "{text}");
+    // The reference itself still passes.
+    assert_eq!(secrets::scan("password = env[\"DB_PASSWORD\"]"), vec![]);
+}
+
 #[test]
 fn the_formats_cover_every_kind() {
     let covered: std::collections::BTreeSet<&str> = FORMATS.iter().map(|(k, _)| *k).collect();
