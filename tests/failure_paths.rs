@@ -168,14 +168,38 @@ fn a_failed_barrier_is_not_reported_as_a_change_that_did_not_happen() {
     // The next barrier succeeds and covers it; memory, disk and the message agree.
     let again = call(r#"{"command":"view","path":"/memories/a.md"}"#);
     assert!(content(&again).ends_with("1\thello"), "{again}");
-    let next = call(r#"{"command":"create","path":"/memories/b.md","file_text":"b\n"}"#);
-    assert_eq!(next["is_error"], false, "{next}");
+    // strace counts `when=1` per thread, and the journal's appends are made
+    // by whichever thread leads a group commit: a later change whose leader
+    // had not synced before fails once too, the same way (never "did not
+    // take effect"). One of the next few succeeds, with everything before it.
+    let mut made = Vec::new();
+    let succeeded = (0..8).any(|i| {
+        let path = format!("/memories/b{i}.md");
+        let next = call(
+            &serde_json::json!({"command": "create", "path": path, "file_text": "b\n"}).to_string(),
+        );
+        made.push(path);
+        if next["is_error"] == true {
+            let text = content(&next);
+            assert!(text.contains("is in memory"), "{text}");
+            return false;
+        }
+        true
+    });
+    assert!(
+        succeeded,
+        "no change was confirmed after the disk recovered"
+    );
     drop(stdin);
     assert!(child.wait().unwrap().success());
     assert_eq!(
         fs::read_to_string(dir.path().join("memories/a.md")).unwrap(),
         "hello\n"
     );
+    for path in made {
+        let on_disk = dir.path().join(path.trim_start_matches('/'));
+        assert_eq!(fs::read_to_string(&on_disk).unwrap(), "b\n", "{path}");
+    }
 }
 
 /// SIGTERM while the unmount is slow (strace delays umount2 by half a second)
