@@ -3,6 +3,7 @@
 mod cli;
 mod history_cli;
 mod logging;
+mod scan_cli;
 mod serving;
 
 use std::io::{self, Read};
@@ -30,7 +31,7 @@ fn main() -> ExitCode {
     let cli = Cli::parse();
     logging::init(&cli.common);
     match &cli.command {
-        Cmd::Scan { path, json } => return scan(&cli.common.data, path, *json),
+        Cmd::Scan { path, json } => return scan_cli::scan(&cli.common.data, path, *json),
         Cmd::Completions { shell } => {
             let mut command = <Cli as clap::CommandFactory>::command();
             clap_complete::generate(*shell, &mut command, "memfs", &mut io::stdout());
@@ -136,9 +137,9 @@ fn main() -> ExitCode {
             doors,
             None,
         ),
-        Cmd::Scan { path, json } => scan(&cli.common.data, &path, json),
         // Answered before the data dir is opened.
         Cmd::Completions { .. }
+        | Cmd::Scan { .. }
         | Cmd::Man
         | Cmd::Log { .. }
         | Cmd::Show { .. }
@@ -334,88 +335,6 @@ fn print_answer(answer: &str, raw: bool) -> ExitCode {
         _ => println!("{answer}"),
     }
     if is_error == Some(false) {
-        ExitCode::SUCCESS
-    } else {
-        ExitCode::FAILURE
-    }
-}
-
-/// `memfs scan`: the credentials in the memory on disk.
-fn scan(data: &Path, at: &str, json: bool) -> ExitCode {
-    let at = match memfs::path::MemPath::parse(at) {
-        Ok(at) => at,
-        Err(e) => {
-            memfs::say!("memfs: invalid path `{}`: {e}", memfs::tool::clip_text(at));
-            return ExitCode::from(2);
-        }
-    };
-    let tree = match memfs::persist::load::read_only(data) {
-        Ok(tree) => tree,
-        Err(e) => {
-            memfs::say!("memfs: cannot read the data dir {}: {e}", data.display());
-            return ExitCode::from(2);
-        }
-    };
-    let found = memfs::guard::scan_tree(&tree, &at);
-    for found in &found {
-        let (path, f) = (&found.shown, &found.finding);
-        match (json, found.in_name) {
-            (true, true) => println!(
-                "{}",
-                serde_json::json!({"path": path, "name": true, "kind": f.kind})
-            ),
-            (true, false) => println!(
-                "{}",
-                serde_json::json!({"path": path, "line": f.line, "kind": f.kind})
-            ),
-            (false, true) => println!("{path}: {} in the name", f.kind),
-            (false, false) => println!("{path}:{}: {}", f.line, f.kind),
-        }
-    }
-    // And every version the history keeps (a credential an edit removed is
-    // still in the version before it).
-    let mut in_history = 0;
-    for (rows, data) in memfs::journal::kept_contents(data).unwrap_or_default() {
-        let Ok(text) = std::str::from_utf8(&data) else {
-            continue;
-        };
-        let findings = memfs::guard::secrets::scan(text);
-        // A version that is the file as it is now was reported above.
-        let current = |path: &memfs::path::MemPath| {
-            tree.resolve(path)
-                .ok()
-                .and_then(|ino| match &tree.node(ino).kind {
-                    memfs::store::NodeKind::File(now) => Some(memfs::digest::sha256_hex(now)),
-                    _ => None,
-                })
-        };
-        for row in rows.iter().filter(|r| {
-            memfs::path::MemPath::parse(&r.path)
-                .is_ok_and(|p| p.starts_with(&at) && current(&p).as_ref() != r.sha256.as_ref())
-        }) {
-            for f in &findings {
-                in_history += 1;
-                if json {
-                    println!(
-                        "{}",
-                        serde_json::json!({"version": row.version, "path": memfs::guard::shown_path(&row.path), "line": f.line, "kind": f.kind})
-                    );
-                } else {
-                    println!(
-                        "version {} {}:{}: {}",
-                        row.version,
-                        memfs::guard::shown_path(&row.path),
-                        f.line,
-                        f.kind
-                    );
-                }
-            }
-        }
-    }
-    if in_history > 0 && !json {
-        memfs::say!("memfs: versions in the history hold credentials too; `memfs redact VERSION` erases one");
-    }
-    if found.is_empty() && in_history == 0 {
         ExitCode::SUCCESS
     } else {
         ExitCode::FAILURE
