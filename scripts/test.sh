@@ -16,6 +16,8 @@ echo "property tests: PROPTEST_RNG_SEED=$PROPTEST_RNG_SEED"
 cargo fmt --all -- --check
 cargo clippy --all-targets --quiet -- -D warnings
 cargo clippy --all-targets --quiet --features failpoints -- -D warnings
+# No new import circle between modules (the known ones are in .ci/layers-baseline).
+python3 scripts/layers.py
 cargo test --quiet
 # Every disk step failing, once and repeatedly, with a fake kernel checking
 # the caches (bounded here; MEMFS_FAILPOINT_CASES=N and MEMFS_FUZZ_CASES=N

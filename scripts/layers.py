@@ -1,0 +1,160 @@
+#!/usr/bin/env python3
+"""Import circles between memfs' modules, from the source (`crate::` and
+`super::` paths in `use` lines and call sites).
+
+Two levels are checked: the top-level modules of the library (`store`,
+`journal`, `serve`, ...) and the modules inside each directory
+(`serve::attach`, `serve::lines`, ...). A circle is a strongly connected
+group of two or more modules. The circles that exist today are listed in
+.ci/layers-baseline (one per line, its modules sorted and joined by spaces);
+the check fails on any circle that is not inside one of those, so the
+architecture can only get better. `--write-baseline` rewrites the file
+(after a circle was removed, to keep it so).
+
+usage: scripts/layers.py [--write-baseline]
+"""
+import re
+import sys
+from collections import defaultdict
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[1]
+SRC = ROOT / "src"
+BASELINE = ROOT / ".ci" / "layers-baseline"
+# The binary's own modules (main.rs declares them): not part of the library.
+BINARY = {"main", "cli", "history_cli", "scan_cli", "serving", "logging"}
+
+
+def module_of(path):
+    rel = path.relative_to(SRC).with_suffix("")
+    parts = list(rel.parts)
+    if parts[-1] == "mod":
+        parts.pop()
+    if parts == ["lib"]:
+        return []
+    return parts
+
+
+def use_paths(text):
+    """Every `crate::a::b` and `super::a` path in the text, braces expanded."""
+    out = []
+    for m in re.finditer(r"\b(crate|super)::((?:\{[^;]*?\})|[A-Za-z_][A-Za-z0-9_:]*)", text):
+        head, rest = m.group(1), m.group(2)
+        if rest.startswith("{"):
+            for item in split_top(rest[1:-1]):
+                out.append((head, item.strip()))
+        else:
+            out.append((head, rest))
+    return out
+
+
+def split_top(s):
+    depth, cur, items = 0, "", []
+    for c in s:
+        if c == "{":
+            depth += 1
+        elif c == "}":
+            depth -= 1
+        if c == "," and depth == 0:
+            items.append(cur)
+            cur = ""
+        else:
+            cur += c
+    if cur.strip():
+        items.append(cur)
+    return items
+
+
+def graph():
+    modules = {}
+    for path in SRC.rglob("*.rs"):
+        mod = module_of(path)
+        if mod and mod[0] in BINARY:
+            continue
+        modules[tuple(mod)] = path.read_text(encoding="utf-8")
+    known = set(modules)
+    edges = defaultdict(set)
+    for mod, text in modules.items():
+        # Test modules may reach anything.
+        text = text.split("#[cfg(test)]\nmod tests", 1)[0]
+        for head, rest in use_paths(text):
+            names = [n for n in re.split(r"::", rest) if n and n[0].islower()]
+            if head == "super":
+                # The parent of a file's module (of `serve/attach.rs`: `serve`).
+                target = tuple(mod[:-1]) + tuple(names)
+            else:
+                target = tuple(names)
+            # The longest prefix that is a module.
+            while target and target not in known:
+                target = target[:-1]
+            if target and target != mod:
+                edges[mod].add(target)
+    return known, edges
+
+
+def level_edges(known, edges):
+    """Edges between top-level modules, and between siblings in a directory."""
+    top, inner = defaultdict(set), defaultdict(set)
+    for a, targets in edges.items():
+        for b in targets:
+            if a[0] != b[0]:
+                top[a[0]].add(b[0])
+            elif len(a) >= 2 and len(b) >= 2 and a[:-1] == b[:-1]:
+                inner["::".join(a)].add("::".join(b))
+    return top, inner
+
+
+def circles(edges):
+    index, low, stack, on, out = {}, {}, [], set(), []
+    counter = [0]
+    nodes = set(edges) | {b for t in edges.values() for b in t}
+
+    def visit(v):
+        index[v] = low[v] = counter[0]
+        counter[0] += 1
+        stack.append(v)
+        on.add(v)
+        for w in sorted(edges.get(v, ())):
+            if w not in index:
+                visit(w)
+                low[v] = min(low[v], low[w])
+            elif w in on:
+                low[v] = min(low[v], index[w])
+        if low[v] == index[v]:
+            group = []
+            while True:
+                w = stack.pop()
+                on.discard(w)
+                group.append(w)
+                if w == v:
+                    break
+            if len(group) > 1:
+                out.append(sorted(group))
+
+    sys.setrecursionlimit(10000)
+    for v in sorted(nodes):
+        if v not in index:
+            visit(v)
+    return out
+
+
+def main():
+    known, edges = graph()
+    top, inner = level_edges(known, edges)
+    found = circles(top) + circles(inner)
+    lines = sorted(" ".join(c) for c in found)
+    if "--write-baseline" in sys.argv:
+        BASELINE.write_text("".join(l + "\n" for l in lines))
+        print(f"layers: {len(lines)} circle(s) written to {BASELINE.relative_to(ROOT)}")
+        return 0
+    baseline = [set(l.split()) for l in BASELINE.read_text().splitlines() if l.strip()] if BASELINE.exists() else []
+    new = [c for c in found if not any(set(c) <= b for b in baseline)]
+    for c in found:
+        mark = "NEW " if c in new else ""
+        print(f"layers: {mark}circle: {' <-> '.join(c)}")
+    print(f"layers: {len(found)} circle(s), {len(baseline)} known in .ci/layers-baseline, {len(new)} new")
+    return 1 if new else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
