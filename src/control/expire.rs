@@ -4,7 +4,7 @@
 use std::sync::{Arc, Weak};
 use std::time::{Duration, SystemTime};
 
-use super::request::Reply;
+use super::reply::Reply;
 use crate::error::Error;
 use crate::journal::Refusal;
 use crate::path::MemPath;

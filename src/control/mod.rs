@@ -7,6 +7,7 @@
 pub mod clear;
 pub mod expire;
 pub mod export;
+pub mod reply;
 pub mod request;
 
 use crate::journal::History;

@@ -1,5 +1,6 @@
 //! Transports for tool calls. They frame lines; the commands live in `tool/`.
 
+pub mod activity;
 pub mod attach;
 pub mod line;
 pub mod lines;

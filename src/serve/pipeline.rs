@@ -42,20 +42,7 @@ pub struct Bounds {
     pub line_timeout: Option<Duration>,
 }
 
-/// Hooks a server uses to see what a peer is doing (the socket evicts only
-/// peers idle between whole calls). Every method does nothing by default.
-pub trait Activity: Sync {
-    /// The first bytes of a line arrived.
-    fn line_started(&self) {}
-    /// A whole line was read; `answered` says whether an answer will follow.
-    fn line_read(&self, _answered: bool) {}
-    /// An answer was written.
-    fn answer_written(&self) {}
-}
-
-/// No hooks.
-pub struct Unobserved;
-impl Activity for Unobserved {}
+pub use super::activity::{Activity, Unobserved};
 
 /// Bytes of answers waiting for the writer at most (one larger answer may
 /// still go through alone).

@@ -4,7 +4,7 @@
 use std::io::{self, BufRead};
 use std::time::{Duration, Instant};
 
-use super::pipeline::Activity;
+use super::activity::Activity;
 
 pub enum Next<'a> {
     Line(&'a [u8]),
@@ -113,7 +113,7 @@ mod tests {
     use super::*;
 
     fn lines(input: &str, max: usize) -> Vec<String> {
-        let activity = crate::serve::pipeline::Unobserved;
+        let activity = crate::serve::activity::Unobserved;
         let mut reader = LineReader::new(
             io::BufReader::with_capacity(4, input.as_bytes()),
             max,
