@@ -10,9 +10,9 @@ use std::sync::Arc;
 
 use serde_json::Value;
 
-use super::attach;
 use super::line::{self, Reply};
 use super::pipeline::{self, Activity, Bounds, Protocol, Unobserved};
+use super::vocab;
 use crate::control::Control;
 use crate::fuse::Hosted;
 use crate::store::{Door, Origin};
@@ -131,16 +131,16 @@ impl ToolLines {
         if !keyed {
             let first = !self.called.load(Ordering::Relaxed);
             let forwarded = self.forwards.load(Ordering::Relaxed);
-            return match kind == attach::HELLO && first && !forwarded {
+            return match kind == vocab::HELLO && first && !forwarded {
                 true => Some(self.hello(&v, false)),
                 false => None,
             };
         }
         match kind {
-            attach::HELLO => Some(self.hello(&v, true)),
-            kind @ (attach::MOUNT | attach::UNMOUNT) => Some(self.mount(kind, &v)),
+            vocab::HELLO => Some(self.hello(&v, true)),
+            kind @ (vocab::MOUNT | vocab::UNMOUNT) => Some(self.mount(kind, &v)),
             crate::control::request::TYPE => Some(self.history(v)),
-            attach::CLEAR => Some(self.clear()),
+            vocab::CLEAR => Some(self.clear()),
             _ => None,
         }
     }
@@ -164,7 +164,7 @@ impl ToolLines {
         }
         let session = v.get("session").and_then(Value::as_str);
         *tool = Arc::new(tool.with_origin(Origin::session(door, session)));
-        attach::hello_answer(&tool)
+        vocab::hello_answer(&tool)
     }
 
     /// Everything in the memory deleted, as this connection's agent
@@ -197,7 +197,7 @@ impl ToolLines {
         let result = match (&self.hosted, at) {
             (None, _) => Err("this memfs does not serve mounts for others".to_string()),
             (_, None) => Err("a mount request needs an absolute `path`".to_string()),
-            (Some(hosted), Some(at)) if kind == attach::MOUNT => {
+            (Some(hosted), Some(at)) if kind == vocab::MOUNT => {
                 let number = |k: &str| v[k].as_u64().and_then(|n| u32::try_from(n).ok());
                 let options = crate::fuse::MountOptions {
                     allow_other: v["allow_other"].as_bool().unwrap_or(false),

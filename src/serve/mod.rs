@@ -8,6 +8,7 @@ pub mod mcp;
 pub mod pipeline;
 pub mod reader;
 pub mod socket;
+pub mod vocab;
 
 /// The longest request line a transport reads, for a given file-size limit:
 /// room for a whole file's text JSON-escaped at its worst (`\u00XX`, 6 bytes a byte).
