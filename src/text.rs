@@ -18,10 +18,16 @@ pub fn unprintable(c: char) -> bool {
 /// escape (`\n`, `\t`, `\u{1b}`), and a backslash as `\\`, so that what is
 /// shown says exactly what was given and can never act on a terminal.
 pub fn escaped(text: &str) -> String {
-    let mut out = String::with_capacity(text.len());
+    escape(text, true)
+}
+
+/// `text` with each unprintable character escaped, and with `backslash`,
+/// each backslash too.
+fn escape(text: &str, backslash: bool) -> String {
+    let mut out = String::with_capacity(text.len() + 8);
     for c in text.chars() {
         match c {
-            '\\' => out.push_str("\\\\"),
+            '\\' if backslash => out.push_str("\\\\"),
             '\n' => out.push_str("\\n"),
             '\r' => out.push_str("\\r"),
             '\t' => out.push_str("\\t"),
@@ -40,17 +46,7 @@ pub fn printable(text: &str) -> std::borrow::Cow<'_, str> {
     if is_printable(text) {
         return std::borrow::Cow::Borrowed(text);
     }
-    let mut out = String::with_capacity(text.len() + 8);
-    for c in text.chars() {
-        match c {
-            '\n' => out.push_str("\\n"),
-            '\r' => out.push_str("\\r"),
-            '\t' => out.push_str("\\t"),
-            c if unprintable(c) => out.push_str(&format!("\\u{{{:x}}}", c as u32)),
-            c => out.push(c),
-        }
-    }
-    std::borrow::Cow::Owned(out)
+    std::borrow::Cow::Owned(escape(text, false))
 }
 
 /// Whether `text` would print as it is.

@@ -254,15 +254,7 @@ fn apply(
                     .map_err(|e| io::Error::new(e.kind(), format!("{}: {e}", doing(op))));
                 if let Err(e) = done {
                     // What was staged and not placed goes (staged again next time).
-                    for (j, (b, _)) in ops.iter().enumerate().skip(i) {
-                        if staged.contains(&j) {
-                            let _ = rustix::fs::unlinkat(
-                                &files.tmp,
-                                format!("{b}-{j}").as_str(),
-                                rustix::fs::AtFlags::empty(),
-                            );
-                        }
-                    }
+                    unstage(files, &ops, staged.iter().filter(|&&j| j >= i));
                     return Err(e);
                 }
             }
@@ -320,15 +312,8 @@ fn stage_in_bulk(
     if writes <= BULK {
         return Ok(staged);
     }
-    let unstage = |staged: &std::collections::HashSet<usize>| {
-        for &j in staged {
-            let _ = rustix::fs::unlinkat(
-                &files.tmp,
-                format!("{}-{j}", ops[j].0).as_str(),
-                rustix::fs::AtFlags::empty(),
-            );
-        }
-    };
+    let drop_staged =
+        |staged: &std::collections::HashSet<usize>| unstage(files, ops, staged.iter());
     let flushing =
         |e: io::Error| io::Error::new(e.kind(), format!("flushing to stable storage: {e}"));
     let mut in_flight = std::collections::VecDeque::new();
@@ -346,7 +331,7 @@ fn stage_in_bulk(
             Err(e) => {
                 let _ =
                     rustix::fs::unlinkat(&files.tmp, name.as_str(), rustix::fs::AtFlags::empty());
-                unstage(&staged);
+                drop_staged(&staged);
                 return Err(io::Error::new(e.kind(), format!("writing a file: {e}")));
             }
         }
@@ -354,24 +339,35 @@ fn stage_in_bulk(
         if in_flight.len() >= IN_FLIGHT {
             let oldest = in_flight.pop_front().expect("a file in flight");
             if let Err(e) = fsops::wait_staged(&oldest) {
-                unstage(&staged);
+                drop_staged(&staged);
                 return Err(flushing(e));
             }
         }
     }
     for fd in in_flight {
         if let Err(e) = fsops::wait_staged(&fd) {
-            unstage(&staged);
+            drop_staged(&staged);
             return Err(flushing(e));
         }
     }
     if wait == Wait::WholeDisk {
         if let Err(e) = fsops::sync_filesystem(&files.tmp) {
-            unstage(&staged);
+            drop_staged(&staged);
             return Err(flushing(e));
         }
     }
     Ok(staged)
+}
+
+/// Removes the staged copies of the ops at `staged` from `.memfs/tmp/`.
+fn unstage<'a>(files: &Files, ops: &[(u64, &ChangeOp)], staged: impl Iterator<Item = &'a usize>) {
+    for &j in staged {
+        let _ = rustix::fs::unlinkat(
+            &files.tmp,
+            format!("{}-{j}", ops[j].0).as_str(),
+            rustix::fs::AtFlags::empty(),
+        );
+    }
 }
 
 fn doing(op: &ChangeOp) -> &'static str {

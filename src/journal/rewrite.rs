@@ -195,15 +195,13 @@ impl History {
                     }
                     if erase_path {
                         for p in [Some(&mut r.path), r.from.as_mut()].into_iter().flatten() {
-                            if *p == row.path || *p == top {
+                            if *p == row.path {
                                 *p = REDACTED_PATH.to_string();
-                                paths += 1;
-                                fixed = true;
-                            } else if let Some(rest) = below(p, &top) {
-                                *p = format!("{REDACTED_PATH}{rest}");
-                                paths += 1;
-                                fixed = true;
+                            } else if !erase_under(p, &top, REDACTED_PATH) {
+                                continue;
                             }
+                            paths += 1;
+                            fixed = true;
                         }
                     }
                     fixed
@@ -213,13 +211,7 @@ impl History {
                 }
                 if erase_path {
                     for node in h.snapshot.iter_mut().flatten() {
-                        if node.path == top {
-                            node.path = stand_in.clone();
-                            touched = true;
-                        } else if let Some(rest) = below(&node.path, &top) {
-                            node.path = format!("{stand_in}{rest}");
-                            touched = true;
-                        }
+                        touched |= erase_under(&mut node.path, &top, &stand_in);
                     }
                 }
                 for c in h.changes.iter_mut() {
@@ -229,13 +221,7 @@ impl History {
                     if erase_path {
                         for op in c.ops.iter_mut() {
                             for p in op_paths(op) {
-                                if *p == top {
-                                    *p = stand_in.clone();
-                                    touched = true;
-                                } else if let Some(rest) = below(p, &top) {
-                                    *p = format!("{stand_in}{rest}");
-                                    touched = true;
-                                }
+                                touched |= erase_under(p, &top, &stand_in);
                             }
                         }
                     }
@@ -280,9 +266,20 @@ fn erased_top(view: &super::view::View, path: &str) -> String {
     at.to_string()
 }
 
-/// `path`'s rest below `top` (`/x` for `top/x`), if it lies below it.
-fn below<'a>(path: &'a str, top: &str) -> Option<&'a str> {
-    path.strip_prefix(top).filter(|rest| rest.starts_with('/'))
+/// `path` at or below `top` written with `with` in place of `top`
+/// (`top/x` becomes `with/x`); whether it was.
+fn erase_under(path: &mut String, top: &str, with: &str) -> bool {
+    if path == top {
+        *path = with.to_string();
+        return true;
+    }
+    match path.strip_prefix(top).filter(|rest| rest.starts_with('/')) {
+        Some(rest) => {
+            *path = format!("{with}{rest}");
+            true
+        }
+        None => false,
+    }
 }
 
 /// The path texts an op record names.
