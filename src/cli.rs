@@ -57,6 +57,16 @@ pub struct Common {
         help_heading = "Data"
     )]
     pub data: PathBuf,
+    /// A stores root for `serve --http` and `token`: one store per data dir
+    /// ROOT/STORE_ID, and the server's tokens in ROOT/.memfs.
+    #[arg(
+        long,
+        global = true,
+        env = "MEMFS_STORES",
+        value_name = "ROOT",
+        help_heading = "Data"
+    )]
+    pub stores: Option<PathBuf>,
     /// Largest file a write may leave (bytes, or with K, M, G).
     #[arg(long, global = true, default_value = "1M", value_parser = parse_size, value_name = "SIZE", help_heading = "Limits")]
     pub max_file_size: u64,
@@ -173,6 +183,19 @@ pub enum Cmd {
         mount: Option<PathBuf>,
         #[command(flatten)]
         mount_options: MountArgs,
+        /// With --stores: serve every store of ROOT over HTTP at this
+        /// address (e.g. 127.0.0.1:8700): the memory stores API at
+        /// /v1/memory_stores, the memory tool over MCP at /mcp.
+        #[arg(long, value_name = "ADDR", conflicts_with_all = ["stdio", "mount"])]
+        http: Option<String>,
+        #[command(flatten)]
+        http_options: HttpArgs,
+    },
+    /// Manages the tokens of a stores root (--stores): each names the
+    /// stores it reaches and whether it may write. Works while a server runs.
+    Token {
+        #[command(subcommand)]
+        action: TokenCmd,
     },
     /// Serves the memory tool as an MCP server on stdin/stdout (for Claude
     /// Code, Claude Desktop or any MCP host); with --mount, mounts it too.
@@ -275,6 +298,63 @@ pub enum Cmd {
         #[command(flatten)]
         mount_options: MountArgs,
     },
+}
+
+#[derive(Subcommand, Debug)]
+pub enum TokenCmd {
+    /// Makes a token and prints it on stdout (the only time it is shown).
+    Create {
+        /// Its name: the actor of every version it makes (default token-N).
+        #[arg(long)]
+        name: Option<String>,
+        /// It manages stores (create, update, archive, delete) and reaches all of them.
+        #[arg(long)]
+        admin: bool,
+        /// A store it may reach (repeatable).
+        #[arg(long = "store", id = "token_store", value_name = "ID")]
+        stores: Vec<String>,
+        /// It may read, not write.
+        #[arg(long)]
+        read_only: bool,
+    },
+    /// Lists the tokens (names, stores, access; never their secrets).
+    List {
+        /// One JSON object per line.
+        #[arg(long)]
+        json: bool,
+    },
+    /// Revokes the token NAME at once (a running server refuses it from its next request).
+    Revoke { name: String },
+}
+
+/// What bounds `serve --http`.
+#[derive(Args, Debug, Clone, Copy)]
+pub struct HttpArgs {
+    /// Requests per second each token may make on average (then 429).
+    #[arg(long, default_value_t = 200.0, value_name = "N", help_heading = "HTTP")]
+    pub http_rate: f64,
+    /// Requests each token may make at once, above its rate.
+    #[arg(long, default_value_t = 400.0, value_name = "N", help_heading = "HTTP")]
+    pub http_burst: f64,
+    /// Connections served at once (more wait to be accepted).
+    #[arg(long, default_value_t = 256, value_name = "N", help_heading = "HTTP")]
+    pub http_max_connections: usize,
+    /// Seconds a client may take to send a request's headers, and its body.
+    #[arg(
+        long,
+        default_value_t = 10,
+        value_name = "SECONDS",
+        help_heading = "HTTP"
+    )]
+    pub http_timeout: u64,
+    /// Seconds an unused store stays open.
+    #[arg(
+        long,
+        default_value_t = 60,
+        value_name = "SECONDS",
+        help_heading = "HTTP"
+    )]
+    pub store_idle: u64,
 }
 
 /// `--log-format`.

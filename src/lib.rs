@@ -33,6 +33,7 @@ pub mod digest;
 pub mod error;
 pub mod fuse;
 pub mod guard;
+pub mod http;
 pub mod journal;
 pub mod json;
 pub mod memory;

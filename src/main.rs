@@ -2,6 +2,7 @@
 
 mod cli;
 mod history_cli;
+mod http_cli;
 mod logging;
 mod scan_cli;
 mod serving;
@@ -50,6 +51,19 @@ fn main() -> ExitCode {
         }
         _ => {}
     }
+    match &cli.command {
+        Cmd::Token { action } => return http_cli::token(&cli, action),
+        Cmd::Serve {
+            http: Some(addr),
+            http_options,
+            ..
+        } => return http_cli::serve(&cli, addr, http_options),
+        _ if cli.common.stores.is_some() => {
+            memfs::say!("memfs: --stores is for `serve --http` and `token`; other commands take one store's data dir: --data ROOT/STORE_ID");
+            return ExitCode::from(2);
+        }
+        _ => {}
+    }
     if let Some(request) = history_cli::request_of(&cli) {
         return history_cli::run(&cli, request);
     }
@@ -86,6 +100,7 @@ fn main() -> ExitCode {
             stats,
             mount,
             mount_options,
+            ..
         } => {
             let origin = origin(Door::Stdio);
             let stdio: Option<serving::StdioServer> = stdio.then(|| -> serving::StdioServer {
@@ -149,6 +164,7 @@ fn main() -> ExitCode {
         | Cmd::Export { .. }
         | Cmd::Expire { .. }
         | Cmd::Checkpoint
+        | Cmd::Token { .. }
         | Cmd::Clear { .. } => ExitCode::SUCCESS,
     }
 }

@@ -62,7 +62,7 @@ impl Op {
 /// Who made a version.
 #[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
 pub struct Actor {
-    /// `agent`, `person` or `memfs`.
+    /// `agent`, `person`, `api` or `memfs`.
     pub kind: String,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub door: Option<String>,
@@ -74,6 +74,9 @@ pub struct Actor {
     pub pid: Option<u32>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub process: Option<String>,
+    /// The name of the HTTP API token that made it (kind `api`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub token: Option<String>,
 }
 
 impl Actor {
@@ -107,6 +110,11 @@ impl Actor {
                 ..Actor::default()
             },
             Origin::Memfs | Origin::Expiry => Actor::memfs(),
+            Origin::Api { token } => Actor {
+                kind: "api".into(),
+                token: Some(token.to_string()),
+                ..Actor::default()
+            },
         }
     }
 
@@ -124,6 +132,10 @@ impl Actor {
                 "person:{}[{}]",
                 crate::text::printable(self.process.as_deref().unwrap_or("?")),
                 self.uid.map_or("?".to_string(), |u| u.to_string())
+            ),
+            "api" => format!(
+                "api:{}",
+                crate::text::printable(self.token.as_deref().unwrap_or("?"))
             ),
             other => other.to_string(),
         }

@@ -268,6 +268,30 @@ impl Session {
     }
 }
 
+/// Answers one message for a transport that carries one message per
+/// request (MCP's streamable HTTP): `tool` already credits its changes to
+/// the session; `None` for a notification or a stray response.
+pub fn answer_one(tool: &Tool, message: &[u8]) -> Option<Value> {
+    let session = Session {
+        target: parking_lot::Mutex::new(Target::Local(tool.clone())),
+    };
+    handle_keeping_origin(&session, message).map(Answer::finish)
+}
+
+/// [`handle`], except that `initialize` leaves the tool's origin as it is
+/// (the transport names the session).
+fn handle_keeping_origin(session: &Session, message: &[u8]) -> Option<Answer> {
+    let keep = match &*session.target.lock() {
+        Target::Local(tool) => Some(tool.clone()),
+        Target::Attached { .. } => None,
+    };
+    let answer = handle(session, message);
+    if let Some(tool) = keep {
+        *session.target.lock() = Target::Local(tool);
+    }
+    answer
+}
+
 struct Mcp(Session);
 
 impl Protocol for Mcp {

@@ -40,6 +40,9 @@ pub enum Origin {
     },
     /// memfs removing a file nobody read or wrote for a while (`memfs expire`).
     Expiry,
+    /// A call of the memory stores API (`serve --http`), made with the
+    /// token named `token` (an application's act, not an agent's).
+    Api { token: Arc<str> },
 }
 
 impl Origin {
@@ -80,6 +83,8 @@ pub enum Door {
     Socket,
     /// `memfs mcp`.
     Mcp,
+    /// The memory tool over MCP's streamable HTTP (`serve --http`, `/mcp`).
+    Http,
 }
 
 impl Door {
@@ -91,6 +96,7 @@ impl Door {
             Door::Stdio => "stdio",
             Door::Socket => "socket",
             Door::Mcp => "mcp",
+            Door::Http => "http",
         }
     }
 
@@ -101,6 +107,7 @@ impl Door {
             "stdio" => Some(Door::Stdio),
             "socket" => Some(Door::Socket),
             "mcp" => Some(Door::Mcp),
+            "http" => Some(Door::Http),
             _ => None,
         }
     }

@@ -79,6 +79,8 @@ pub struct Tool {
     config: ToolConfig,
     /// Who its changes are credited to.
     origin: Origin,
+    /// Views only: every other command is refused (a read-only token).
+    read_only: bool,
 }
 
 impl Tool {
@@ -88,6 +90,15 @@ impl Tool {
             store,
             config,
             origin: Origin::agent(Door::Library),
+            read_only: false,
+        }
+    }
+
+    /// The same tool, refusing every command but `view`.
+    pub fn read_only(&self) -> Tool {
+        Tool {
+            read_only: true,
+            ..self.clone()
         }
     }
 
@@ -135,6 +146,11 @@ impl Tool {
     /// has the sha256 `expect` (a program's precondition, not in the model's
     /// schema); a view ignores it.
     pub fn run_expecting(&self, command: Command, expect: Option<&str>) -> Pending {
+        if self.read_only && !matches!(command, Command::View { .. }) {
+            return Pending::ready(ToolResult::error(
+                "Error: this memory is read-only for this session; only view is allowed",
+            ));
+        }
         let outcome = match command {
             Command::View { path, view_range } => self.view(&path, view_range),
             Command::Create { path, file_text } => self.create(&path, file_text, expect),

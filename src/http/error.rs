@@ -1,0 +1,114 @@
+//! The API's errors, in the error shape the Anthropic SDK parses:
+//! `{"type": "error", "error": {"type": ..., "message": ...}}` with the
+//! status code its error classes key on.
+
+use serde_json::{json, Value};
+
+/// One refused request.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ApiError {
+    pub status: u16,
+    pub kind: &'static str,
+    pub message: String,
+    /// Seconds to wait before trying again (`Retry-After`), for 429 and 503.
+    pub retry_after: Option<u64>,
+}
+
+impl ApiError {
+    fn new(status: u16, kind: &'static str, message: impl Into<String>) -> ApiError {
+        ApiError {
+            status,
+            kind,
+            message: message.into(),
+            retry_after: None,
+        }
+    }
+
+    pub fn invalid(message: impl Into<String>) -> ApiError {
+        ApiError::new(400, "invalid_request_error", message)
+    }
+
+    pub fn unauthenticated() -> ApiError {
+        ApiError::new(
+            401,
+            "authentication_error",
+            "a valid token is needed: send it as `Authorization: Bearer TOKEN` or `x-api-key: TOKEN` (`memfs --stores ROOT token create` makes one)",
+        )
+    }
+
+    pub fn forbidden(message: impl Into<String>) -> ApiError {
+        ApiError::new(403, "permission_error", message)
+    }
+
+    pub fn not_found(message: impl Into<String>) -> ApiError {
+        ApiError::new(404, "not_found_error", message)
+    }
+
+    /// The same answer for a store that does not exist and one the token
+    /// does not name: a token never learns that another's store exists.
+    pub fn no_store(id: &str) -> ApiError {
+        ApiError::not_found(format!(
+            "no memory store {} (or this token may not reach it)",
+            crate::text::label(id)
+        ))
+    }
+
+    pub fn method(allowed: &str) -> ApiError {
+        ApiError::new(
+            405,
+            "invalid_request_error",
+            format!("this path takes {allowed}"),
+        )
+    }
+
+    pub fn precondition(message: impl Into<String>) -> ApiError {
+        ApiError::new(409, "memory_precondition_failed_error", message)
+    }
+
+    pub fn path_conflict(message: impl Into<String>) -> ApiError {
+        ApiError::new(409, "memory_path_conflict_error", message)
+    }
+
+    pub fn conflict(message: impl Into<String>) -> ApiError {
+        ApiError::new(409, "conflict_error", message)
+    }
+
+    pub fn too_large(message: impl Into<String>) -> ApiError {
+        ApiError::new(413, "invalid_request_error", message)
+    }
+
+    pub fn timeout(message: impl Into<String>) -> ApiError {
+        ApiError::new(408, "timeout_error", message)
+    }
+
+    pub fn rate_limited(retry_after: u64) -> ApiError {
+        ApiError {
+            retry_after: Some(retry_after.max(1)),
+            ..ApiError::new(
+                429,
+                "rate_limit_error",
+                "this token sent more requests than its rate allows; wait and try again",
+            )
+        }
+    }
+
+    pub fn unavailable(message: impl Into<String>) -> ApiError {
+        ApiError {
+            retry_after: Some(1),
+            ..ApiError::new(503, "overloaded_error", message)
+        }
+    }
+
+    pub fn internal(message: impl Into<String>) -> ApiError {
+        ApiError::new(500, "api_error", message)
+    }
+
+    pub fn body(&self) -> Value {
+        json!({
+            "type": "error",
+            "error": {"type": self.kind, "message": self.message},
+        })
+    }
+}
+
+pub type ApiResult<T> = Result<T, ApiError>;

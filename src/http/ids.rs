@@ -1,0 +1,292 @@
+//! Memory ids, derived from the history: a memory is a lineage of versions
+//! that begins with a create and follows the file through its writes and
+//! renames (whichever door made them: the API, the tool, the mount), so its
+//! id stays the same when its path changes. The id is `mem_` and the number
+//! of the version that began the lineage; a version's id is `memver_` and
+//! its number.
+//!
+//! A rename onto an existing file (an editor saving through a temporary
+//! file) keeps the lineage of the file it replaced: for the person it is a
+//! save of that file. The index is rebuilt from the journal when a store
+//! opens and brought up to date from the rows after the last one it saw.
+
+use std::collections::{BTreeMap, HashMap};
+
+use crate::journal::{History, Op, Row, EXCHANGED};
+
+/// A live memory as the index knows it.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Entry {
+    pub lineage: u64,
+    /// The version that holds its content now.
+    pub version: u64,
+    pub created_at: String,
+    pub updated_at: String,
+}
+
+#[derive(Debug, Default)]
+pub struct IdIndex {
+    /// The newest version applied.
+    through: u64,
+    /// Live memories by API path (`/notes/a.md`).
+    live: BTreeMap<String, Entry>,
+    /// Each live lineage's path.
+    path_of: HashMap<u64, String>,
+    /// Each version's lineage.
+    lineage_of: HashMap<u64, u64>,
+    /// When each lineage began.
+    born: HashMap<u64, String>,
+}
+
+pub fn memory_id(lineage: u64) -> String {
+    format!("mem_{lineage}")
+}
+
+pub fn version_id(version: u64) -> String {
+    format!("memver_{version}")
+}
+
+fn number(text: &str, prefix: &str) -> Option<u64> {
+    let digits = text.strip_prefix(prefix)?;
+    (!digits.is_empty()
+        && digits.len() <= 20
+        && digits.bytes().all(|b| b.is_ascii_digit())
+        && (digits == "0" || !digits.starts_with('0')))
+    .then(|| digits.parse().ok())
+    .flatten()
+}
+
+/// The lineage a memory id names.
+pub fn parse_memory_id(id: &str) -> Option<u64> {
+    number(id, "mem_")
+}
+
+/// The version a version id names.
+pub fn parse_version_id(id: &str) -> Option<u64> {
+    number(id, "memver_")
+}
+
+/// A history path (`/memories/a.md`) as the API spells it (`/a.md`).
+pub fn api_path(path: &str) -> Option<String> {
+    path.strip_prefix("/memories")
+        .filter(|rest| rest.starts_with('/') && rest.len() > 1)
+        .map(str::to_string)
+}
+
+impl IdIndex {
+    /// Applies the rows the history has past the newest one seen.
+    pub fn sync(&mut self, history: &History) -> Result<(), String> {
+        let rows = history.all().map_err(|r| r.0)?;
+        let fresh: Vec<Row> = rows.into_iter().filter(|r| r.id() > self.through).collect();
+        self.apply(&fresh);
+        Ok(())
+    }
+
+    /// Applies `rows` (oldest first), one change at a time.
+    pub fn apply(&mut self, rows: &[Row]) {
+        let mut start = 0;
+        while start < rows.len() {
+            let change = rows[start].change;
+            let mut end = start + 1;
+            while end < rows.len() && change.is_some() && rows[end].change == change {
+                end += 1;
+            }
+            self.apply_change(&rows[start..end]);
+            start = end;
+        }
+    }
+
+    fn born(&mut self, version: u64, time: &str) -> u64 {
+        self.born.insert(version, time.to_string());
+        version
+    }
+
+    fn apply_change(&mut self, rows: &[Row]) {
+        // Every lookup sees the memory as it was before the change (an
+        // exchange swaps two lineages).
+        let before = |path: &str| self.live.get(path).map(|e| e.lineage);
+        let mut gone: Vec<String> = Vec::new();
+        let mut set: Vec<(String, u64, u64, String)> = Vec::new();
+        let mut lineages: Vec<(u64, Option<u64>)> = Vec::new();
+        for row in rows {
+            let v = row.id();
+            self.through = self.through.max(v);
+            let Some(path) = api_path(&row.path) else {
+                continue;
+            };
+            let from = row.from.as_deref().and_then(api_path);
+            let lineage = match row.op {
+                Op::Prune | Op::Void => continue,
+                Op::Delete | Op::Expire => {
+                    gone.push(path.clone());
+                    before(&path)
+                }
+                Op::Found if row.sha256.is_none() && !row.redacted => {
+                    gone.push(path.clone());
+                    before(&path)
+                }
+                _ => {
+                    let lineage = match &from {
+                        Some(from) => {
+                            gone.push(from.clone());
+                            let exchanged = row.note.as_deref() == Some(EXCHANGED);
+                            match before(&path) {
+                                Some(there) if !exchanged => Some(there),
+                                _ => before(from),
+                            }
+                        }
+                        None => before(&path),
+                    };
+                    set.push((path, lineage.unwrap_or(0), v, row.time.clone()));
+                    lineage
+                }
+            };
+            lineages.push((v, lineage));
+        }
+        let set_paths: Vec<String> = set.iter().map(|s| s.0.clone()).collect();
+        for path in gone {
+            if !set_paths.contains(&path) {
+                if let Some(e) = self.live.remove(&path) {
+                    self.path_of.remove(&e.lineage);
+                }
+            }
+        }
+        for (v, lineage) in &lineages {
+            let lineage = lineage.unwrap_or(*v);
+            self.lineage_of.insert(*v, lineage);
+        }
+        for (path, lineage, v, time) in set {
+            let lineage = match lineage {
+                0 => self.born(v, &time),
+                l => l,
+            };
+            let created_at = self
+                .born
+                .get(&lineage)
+                .cloned()
+                .unwrap_or_else(|| time.clone());
+            if let Some(old) = self.live.get(&path) {
+                if old.lineage != lineage && self.path_of.get(&old.lineage) == Some(&path) {
+                    self.path_of.remove(&old.lineage);
+                }
+            }
+            self.path_of.insert(lineage, path.clone());
+            self.live.insert(
+                path,
+                Entry {
+                    lineage,
+                    version: v,
+                    created_at,
+                    updated_at: time,
+                },
+            );
+        }
+    }
+
+    pub fn entry(&self, path: &str) -> Option<&Entry> {
+        self.live.get(path)
+    }
+
+    /// The live path of lineage `lineage`.
+    pub fn path_of(&self, lineage: u64) -> Option<&str> {
+        self.path_of.get(&lineage).map(String::as_str)
+    }
+
+    pub fn lineage_of(&self, version: u64) -> Option<u64> {
+        self.lineage_of.get(&version).copied()
+    }
+
+    /// Live memories at or after `from` (path order), for listings.
+    pub fn live(&self) -> impl Iterator<Item = (&String, &Entry)> {
+        self.live.iter()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::journal::Actor;
+
+    fn row(v: u64, change: u64, op: Op, path: &str, from: Option<&str>) -> Row {
+        Row {
+            version: v.to_string(),
+            time: format!("2026-12-02T00:00:{v:02}Z"),
+            actor: Actor::memfs(),
+            op,
+            path: format!("/memories{path}"),
+            from: from.map(|f| format!("/memories{f}")),
+            sha256: (!matches!(op, Op::Delete)).then(|| "00".repeat(32)),
+            size: None,
+            replaces: None,
+            redacted: false,
+            pruned: false,
+            note: None,
+            batch: 0,
+            change: Some(change),
+            origin: None,
+        }
+    }
+
+    #[test]
+    fn a_lineage_follows_writes_and_renames_and_ends_at_a_delete() {
+        let mut ix = IdIndex::default();
+        ix.apply(&[
+            row(1, 1, Op::Create, "/a.md", None),
+            row(2, 2, Op::Write, "/a.md", None),
+            row(3, 3, Op::Rename, "/b/c.md", Some("/a.md")),
+        ]);
+        assert!(ix.entry("/a.md").is_none());
+        let e = ix.entry("/b/c.md").unwrap();
+        assert_eq!((e.lineage, e.version), (1, 3));
+        assert_eq!(ix.path_of(1), Some("/b/c.md"));
+        assert_eq!(e.created_at, "2026-12-02T00:00:01Z");
+        ix.apply(&[row(4, 4, Op::Delete, "/b/c.md", None)]);
+        assert!(ix.entry("/b/c.md").is_none());
+        assert_eq!(ix.path_of(1), None);
+        assert_eq!(ix.lineage_of(4), Some(1));
+        // A new file at an old path is a new memory.
+        ix.apply(&[row(5, 5, Op::Create, "/a.md", None)]);
+        assert_eq!(ix.entry("/a.md").unwrap().lineage, 5);
+    }
+
+    #[test]
+    fn a_save_through_a_temporary_file_keeps_the_saved_files_id() {
+        let mut ix = IdIndex::default();
+        ix.apply(&[
+            row(1, 1, Op::Create, "/a.md", None),
+            row(2, 2, Op::Create, "/.a.md.swp", None),
+            row(3, 3, Op::Overwrite, "/a.md", Some("/.a.md.swp")),
+        ]);
+        assert_eq!(ix.entry("/a.md").unwrap().lineage, 1);
+        assert!(ix.entry("/.a.md.swp").is_none());
+        assert_eq!(ix.path_of(2), None);
+    }
+
+    #[test]
+    fn an_exchange_swaps_two_ids() {
+        let mut ix = IdIndex::default();
+        ix.apply(&[
+            row(1, 1, Op::Create, "/a", None),
+            row(2, 2, Op::Create, "/b", None),
+        ]);
+        let mut x = row(3, 3, Op::Rename, "/b", Some("/a"));
+        x.note = Some(EXCHANGED.into());
+        let mut y = row(4, 3, Op::Rename, "/a", Some("/b"));
+        y.note = Some(EXCHANGED.into());
+        ix.apply(&[x, y]);
+        assert_eq!(ix.entry("/b").unwrap().lineage, 1);
+        assert_eq!(ix.entry("/a").unwrap().lineage, 2);
+        assert_eq!(ix.path_of(1), Some("/b"));
+    }
+
+    #[test]
+    fn ids_parse_in_one_spelling_only() {
+        assert_eq!(parse_memory_id("mem_12"), Some(12));
+        assert_eq!(parse_memory_id("mem_012"), None);
+        assert_eq!(parse_memory_id("mem_"), None);
+        assert_eq!(parse_version_id("memver_7"), Some(7));
+        assert_eq!(parse_version_id("mem_7"), None);
+        assert_eq!(api_path("/memories/a/b"), Some("/a/b".into()));
+        assert_eq!(api_path("/memories"), None);
+    }
+}

@@ -1,0 +1,448 @@
+//! The stores of a stores root: `ROOT/STORE_ID/` is each store's data dir
+//! (a memory as every other door knows it), `ROOT/.memfs/stores/ID.json`
+//! its name, description and metadata. A store is opened (owned by this
+//! process, its socket served for the other doors) when a request first
+//! needs it, and closed again when it has been idle for a while, so that
+//! many thousands fit in one server.
+
+use std::collections::{BTreeMap, HashMap};
+use std::fs;
+use std::io::{self, Write};
+use std::os::unix::fs::{DirBuilderExt, OpenOptionsExt};
+use std::path::{Path, PathBuf};
+use std::sync::atomic::{AtomicUsize, Ordering};
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use parking_lot::Mutex;
+use serde::{Deserialize, Serialize};
+
+use super::error::{ApiError, ApiResult};
+use super::ids::IdIndex;
+use crate::fuse::Hosted;
+use crate::memory::{Memory, Options};
+use crate::persist::OpenError;
+use crate::serve::socket::SocketServer;
+
+/// A store's own record.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct StoreMeta {
+    pub id: String,
+    pub name: String,
+    #[serde(default)]
+    pub description: String,
+    #[serde(default)]
+    pub metadata: BTreeMap<String, String>,
+    pub created_at: String,
+    pub updated_at: String,
+    #[serde(default)]
+    pub archived_at: Option<String>,
+    /// Versions the API redacted: when, and with which token (the journal
+    /// marks a version redacted; it does not say when or by whom).
+    #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
+    pub redactions: BTreeMap<u64, (String, String)>,
+}
+
+/// What bounds the socket each open store serves.
+#[derive(Debug, Clone, Copy)]
+pub struct SocketBounds {
+    pub client_timeout: Duration,
+    pub max_line: usize,
+}
+
+/// One store, open in this process.
+pub struct OpenStore {
+    pub id: String,
+    pub memory: Memory,
+    server: Mutex<Option<SocketServer>>,
+    hosted: Arc<Hosted>,
+    /// Memory ids, derived from the history.
+    pub ids: Mutex<IdIndex>,
+    last_used: Mutex<Instant>,
+    /// Requests that hold it now.
+    busy: AtomicUsize,
+}
+
+impl OpenStore {
+    fn is_idle(&self, idle: Duration) -> bool {
+        self.busy.load(Ordering::SeqCst) == 0
+            && self.last_used.lock().elapsed() >= idle
+            && self.hosted.is_empty()
+            && self
+                .server
+                .lock()
+                .as_ref()
+                .is_none_or(|s| s.idle_for().is_some_and(|d| d >= idle))
+    }
+
+    /// Stops its doors and writes it out; false if something was left unsaved.
+    fn close(&self) -> bool {
+        if let Some(mut server) = self.server.lock().take() {
+            server.stop();
+        }
+        let unmounted = self.hosted.unmount_all();
+        unmounted && self.memory.write_out()
+    }
+}
+
+/// A request's hold on an open store: while it lives, the store stays open.
+pub struct Held {
+    store: Arc<OpenStore>,
+}
+
+impl std::ops::Deref for Held {
+    type Target = OpenStore;
+    fn deref(&self) -> &OpenStore {
+        &self.store
+    }
+}
+
+impl Drop for Held {
+    fn drop(&mut self) {
+        *self.store.last_used.lock() = Instant::now();
+        self.store.busy.fetch_sub(1, Ordering::SeqCst);
+    }
+}
+
+/// Whether `id` can be a store id: `memstore_` and 1 to 64 lowercase
+/// letters and digits (it names a directory: nothing else may reach the disk).
+pub fn is_store_id(id: &str) -> bool {
+    id.strip_prefix("memstore_").is_some_and(|rest| {
+        !rest.is_empty()
+            && rest.len() <= 64
+            && rest
+                .bytes()
+                .all(|b| b.is_ascii_lowercase() || b.is_ascii_digit())
+    })
+}
+
+pub struct Registry {
+    root: PathBuf,
+    state: PathBuf,
+    options: Options,
+    bounds: SocketBounds,
+    /// How long an unused store stays open.
+    pub idle: Duration,
+    metas: Mutex<BTreeMap<String, StoreMeta>>,
+    open: Mutex<HashMap<String, Arc<OpenStore>>>,
+    /// Serializes opening and closing (never held while a request runs).
+    opening: Mutex<()>,
+}
+
+fn write_atomic(path: &Path, bytes: &[u8]) -> io::Result<()> {
+    let tmp = path.with_extension("tmp");
+    let mut f = fs::OpenOptions::new()
+        .create(true)
+        .truncate(true)
+        .write(true)
+        .mode(0o600)
+        .open(&tmp)?;
+    f.write_all(bytes)?;
+    f.sync_all()?;
+    fs::rename(&tmp, path)?;
+    fs::File::open(path.parent().unwrap_or(Path::new(".")))?.sync_all()
+}
+
+fn io_error(doing: &str) -> impl Fn(io::Error) -> ApiError + '_ {
+    move |e| {
+        tracing::warn!("{doing}: {e}");
+        ApiError::internal(format!(
+            "the server could not {doing}: {}",
+            crate::units::describe_io(&e)
+        ))
+    }
+}
+
+impl Registry {
+    /// The stores root `root` (made if missing), its records read.
+    pub fn open(
+        root: &Path,
+        options: Options,
+        bounds: SocketBounds,
+        idle: Duration,
+    ) -> io::Result<Registry> {
+        let state = root.join(".memfs");
+        fs::DirBuilder::new()
+            .recursive(true)
+            .mode(0o700)
+            .create(state.join("stores"))?;
+        let mut metas = BTreeMap::new();
+        for entry in fs::read_dir(state.join("stores"))? {
+            let entry = entry?;
+            let name = entry.file_name();
+            let Some(id) = name.to_str().and_then(|n| n.strip_suffix(".json")) else {
+                continue;
+            };
+            if !is_store_id(id) {
+                continue;
+            }
+            match serde_json::from_slice::<StoreMeta>(&fs::read(entry.path())?) {
+                Ok(meta) if meta.id == id => {
+                    metas.insert(id.to_string(), meta);
+                }
+                _ => tracing::warn!("the record of store {id} is damaged; it is left out"),
+            }
+        }
+        Ok(Registry {
+            root: root.to_path_buf(),
+            state,
+            options,
+            bounds,
+            idle,
+            metas: Mutex::new(metas),
+            open: Mutex::new(HashMap::new()),
+            opening: Mutex::new(()),
+        })
+    }
+
+    pub fn state_dir(&self) -> &Path {
+        &self.state
+    }
+
+    pub fn options(&self) -> &Options {
+        &self.options
+    }
+
+    pub fn meta(&self, id: &str) -> Option<StoreMeta> {
+        self.metas.lock().get(id).cloned()
+    }
+
+    /// Every store's record, in id order.
+    pub fn metas(&self) -> Vec<StoreMeta> {
+        self.metas.lock().values().cloned().collect()
+    }
+
+    pub fn count(&self) -> usize {
+        self.metas.lock().len()
+    }
+
+    pub fn open_count(&self) -> usize {
+        self.open.lock().len()
+    }
+
+    fn save_meta(&self, meta: &StoreMeta) -> ApiResult<()> {
+        let text =
+            serde_json::to_vec_pretty(meta).map_err(|e| ApiError::internal(e.to_string()))?;
+        write_atomic(
+            &self.state.join("stores").join(format!("{}.json", meta.id)),
+            &text,
+        )
+        .map_err(io_error("save the store's record"))
+    }
+
+    /// Makes a new, empty store.
+    pub fn create(
+        &self,
+        name: String,
+        description: String,
+        metadata: BTreeMap<String, String>,
+    ) -> ApiResult<StoreMeta> {
+        let mut bytes = [0u8; 12];
+        super::tokens::random(&mut bytes).map_err(io_error("make a store id"))?;
+        let id = format!(
+            "memstore_{}",
+            bytes.iter().map(|b| format!("{b:02x}")).collect::<String>()
+        );
+        let now = crate::journal::now_text();
+        let meta = StoreMeta {
+            id: id.clone(),
+            name,
+            description,
+            metadata,
+            created_at: now.clone(),
+            updated_at: now,
+            archived_at: None,
+            redactions: BTreeMap::new(),
+        };
+        fs::DirBuilder::new()
+            .recursive(true)
+            .mode(0o700)
+            .create(self.root.join(&id).join("memories"))
+            .map_err(io_error("make the store's data dir"))?;
+        self.save_meta(&meta)?;
+        self.metas.lock().insert(id, meta.clone());
+        Ok(meta)
+    }
+
+    /// Changes a store's record with `change`.
+    pub fn update(
+        &self,
+        id: &str,
+        change: impl FnOnce(&mut StoreMeta) -> ApiResult<()>,
+    ) -> ApiResult<StoreMeta> {
+        let _one = self.opening.lock();
+        let mut meta = self.meta(id).ok_or_else(|| ApiError::no_store(id))?;
+        change(&mut meta)?;
+        meta.updated_at = crate::journal::now_text();
+        self.save_meta(&meta)?;
+        self.metas.lock().insert(id.to_string(), meta.clone());
+        Ok(meta)
+    }
+
+    /// Notes that the API redacted version `version` of store `id` (the
+    /// store's `updated_at` stays: it is about the store, not its memories).
+    pub fn note_redaction(&self, id: &str, version: u64, token: &str) -> ApiResult<()> {
+        let _one = self.opening.lock();
+        let mut meta = self.meta(id).ok_or_else(|| ApiError::no_store(id))?;
+        meta.redactions
+            .insert(version, (crate::journal::now_text(), token.to_string()));
+        self.save_meta(&meta)?;
+        self.metas.lock().insert(id.to_string(), meta);
+        Ok(())
+    }
+
+    /// Holds store `id` open for one request (opening it if it is not).
+    pub fn hold(&self, id: &str) -> ApiResult<Held> {
+        if let Some(store) = self.open.lock().get(id) {
+            store.busy.fetch_add(1, Ordering::SeqCst);
+            return Ok(Held {
+                store: store.clone(),
+            });
+        }
+        let _one = self.opening.lock();
+        if self.meta(id).is_none() {
+            return Err(ApiError::no_store(id));
+        }
+        let mut open = self.open.lock();
+        if let Some(store) = open.get(id) {
+            store.busy.fetch_add(1, Ordering::SeqCst);
+            return Ok(Held {
+                store: store.clone(),
+            });
+        }
+        drop(open);
+        let store = Arc::new(self.open_store(id)?);
+        store.busy.fetch_add(1, Ordering::SeqCst);
+        open = self.open.lock();
+        open.insert(id.to_string(), store.clone());
+        Ok(Held { store })
+    }
+
+    fn open_store(&self, id: &str) -> ApiResult<OpenStore> {
+        let dir = self.root.join(id);
+        let deadline = Instant::now() + Duration::from_secs(2);
+        let memory = loop {
+            match Memory::open(&dir, self.options.clone()) {
+                Ok(memory) => break memory,
+                // A short-lived owner (a `memfs exec` on the data dir) ends soon.
+                Err(OpenError::Busy { .. }) if Instant::now() < deadline => {
+                    std::thread::sleep(Duration::from_millis(20));
+                }
+                Err(OpenError::Busy { pid, .. }) => {
+                    return Err(ApiError::unavailable(format!(
+                        "store {id} is open in another memfs process{}; the server serves a store only while it owns it (mount it beside the server instead: `memfs --data ROOT/{id} mount MNT` while the server runs)",
+                        pid.map(|p| format!(" (pid {p})")).unwrap_or_default()
+                    )))
+                }
+                Err(e) => {
+                    tracing::warn!("opening store {id}: {e}");
+                    return Err(ApiError::internal(format!(
+                        "store {id} cannot be opened; the server's log says why"
+                    )));
+                }
+            }
+        };
+        let hosted = Arc::new(Hosted::default());
+        let server = SocketServer::start(
+            memory.tool().clone(),
+            memory.control().clone(),
+            &memory.data_dir().state,
+            self.bounds.client_timeout,
+            self.bounds.max_line,
+            Some(hosted.clone()),
+        )
+        .map_err(io_error("serve the store's socket"))?;
+        let mut ids = IdIndex::default();
+        ids.sync(&memory.history())
+            .map_err(|e| ApiError::internal(format!("the store's history cannot be read: {e}")))?;
+        tracing::debug!("opened store {id}");
+        Ok(OpenStore {
+            id: id.to_string(),
+            memory,
+            server: Mutex::new(Some(server)),
+            hosted,
+            ids: Mutex::new(ids),
+            last_used: Mutex::new(Instant::now()),
+            busy: AtomicUsize::new(0),
+        })
+    }
+
+    /// Closes every store idle for `self.idle`, and serves the mounts other
+    /// processes asked for; run now and then.
+    pub fn tend(&self) {
+        let stores: Vec<Arc<OpenStore>> = self.open.lock().values().cloned().collect();
+        for store in &stores {
+            store.hosted.reap();
+        }
+        for store in stores {
+            if !store.is_idle(self.idle) {
+                continue;
+            }
+            let _one = self.opening.lock();
+            {
+                let mut open = self.open.lock();
+                // A request may have taken it meanwhile.
+                if !store.is_idle(self.idle) {
+                    continue;
+                }
+                open.remove(&store.id);
+            }
+            if !store.close() {
+                tracing::warn!("store {}: some paths could not be written out", store.id);
+            }
+            tracing::debug!("closed idle store {}", store.id);
+        }
+    }
+
+    /// Deletes store `id`, its data dir and every version in it.
+    pub fn delete(&self, id: &str) -> ApiResult<()> {
+        let _one = self.opening.lock();
+        if self.meta(id).is_none() {
+            return Err(ApiError::no_store(id));
+        }
+        let open = self.open.lock().get(id).cloned();
+        if let Some(store) = open {
+            if store.busy.load(Ordering::SeqCst) > 0 || !store.hosted.is_empty() {
+                return Err(ApiError::conflict(format!(
+                    "store {id} is in use (a request or a mount); try again when it is not"
+                )));
+            }
+            self.open.lock().remove(id);
+            store.close();
+        }
+        let mut bytes = [0u8; 6];
+        super::tokens::random(&mut bytes).map_err(io_error("delete the store"))?;
+        let trash = self.state.join("trash");
+        fs::DirBuilder::new()
+            .recursive(true)
+            .mode(0o700)
+            .create(&trash)
+            .map_err(io_error("delete the store"))?;
+        let gone = trash.join(format!(
+            "{id}-{}",
+            bytes.iter().map(|b| format!("{b:02x}")).collect::<String>()
+        ));
+        match fs::rename(self.root.join(id), &gone) {
+            Ok(()) => {}
+            Err(e) if e.kind() == io::ErrorKind::NotFound => {}
+            Err(e) => return Err(io_error("delete the store")(e)),
+        }
+        fs::remove_file(self.state.join("stores").join(format!("{id}.json")))
+            .map_err(io_error("delete the store's record"))?;
+        self.metas.lock().remove(id);
+        if let Err(e) = fs::remove_dir_all(&gone) {
+            tracing::warn!("deleted store {id}, but its files are left in the trash: {e}");
+        }
+        Ok(())
+    }
+
+    /// Closes every open store (at shutdown); false if one left paths unsaved.
+    pub fn close_all(&self) -> bool {
+        let stores: Vec<Arc<OpenStore>> = self.open.lock().drain().map(|(_, s)| s).collect();
+        let mut ok = true;
+        for store in stores {
+            ok &= store.close();
+        }
+        ok
+    }
+}

@@ -1,0 +1,252 @@
+//! The server's tokens: `ROOT/.memfs/tokens.json`, each kept as the sha256
+//! of its secret (the secret is shown once, when it is made), with the
+//! stores it may reach and whether it may write. `memfs token` changes the
+//! file (atomically, under a lock) while a server runs; the server reads it
+//! again whenever it changed.
+
+use std::fs;
+use std::io::{self, Write};
+use std::os::unix::fs::{MetadataExt, OpenOptionsExt};
+use std::path::{Path, PathBuf};
+
+use parking_lot::Mutex;
+use serde::{Deserialize, Serialize};
+
+use crate::digest::Sha;
+
+/// What a token may do.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Token {
+    pub name: String,
+    /// The sha256 of the secret, in hex.
+    pub sha256: String,
+    /// Manages stores (create, update, archive, delete) and reaches all of them.
+    #[serde(default)]
+    pub admin: bool,
+    /// The stores it reaches (an admin token reaches every store).
+    #[serde(default)]
+    pub stores: Vec<String>,
+    /// `read_write` or `read_only`, as the hosted API's attachments say it.
+    pub access: Access,
+    pub created_at: String,
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum Access {
+    ReadWrite,
+    ReadOnly,
+}
+
+impl Token {
+    pub fn reaches(&self, store: &str) -> bool {
+        self.admin || self.stores.iter().any(|s| s == store)
+    }
+
+    pub fn may_write(&self) -> bool {
+        self.access == Access::ReadWrite
+    }
+}
+
+#[derive(Debug, Default, Serialize, Deserialize)]
+struct File {
+    tokens: Vec<Token>,
+}
+
+/// A token name: 1 to 64 of `A-Z a-z 0-9 . _ -` (it is an actor in the
+/// history and a key of rate limits).
+pub fn check_name(name: &str) -> Result<(), String> {
+    let ok = !name.is_empty()
+        && name.len() <= 64
+        && name
+            .bytes()
+            .all(|b| b.is_ascii_alphanumeric() || matches!(b, b'.' | b'_' | b'-'));
+    match ok {
+        true => Ok(()),
+        false => Err(format!(
+            "`{}` is not a token name: 1 to 64 letters, digits, `.`, `_` or `-`",
+            crate::text::label(name)
+        )),
+    }
+}
+
+/// Fills `bytes` from the kernel's random source; an error if it has none
+/// (a token is never made from anything weaker).
+pub fn random(bytes: &mut [u8]) -> io::Result<()> {
+    let mut filled = 0;
+    while filled < bytes.len() {
+        let n =
+            rustix::rand::getrandom(&mut bytes[filled..], rustix::rand::GetRandomFlags::empty())
+                .map_err(io::Error::from)?;
+        filled += n;
+    }
+    Ok(())
+}
+
+/// Compares two byte strings in time that depends on their lengths only.
+fn same(a: &[u8], b: &[u8]) -> bool {
+    if a.len() != b.len() {
+        return false;
+    }
+    let mut diff = 0u8;
+    for (x, y) in a.iter().zip(b) {
+        diff |= x ^ y;
+    }
+    // Keep the compiler from turning the loop into an early exit.
+    std::hint::black_box(diff) == 0
+}
+
+/// What the token file looked like when it was read: mtime, inode, size.
+type Stamp = Option<(i64, i64, u64, u64)>;
+
+/// The token file of a stores root, and the server's copy of it.
+pub struct Tokens {
+    path: PathBuf,
+    lock: PathBuf,
+    /// The tokens as last read, and what the file looked like then.
+    cached: Mutex<(Stamp, Vec<Token>)>,
+}
+
+impl Tokens {
+    pub fn new(state: &Path) -> Tokens {
+        Tokens {
+            path: state.join("tokens.json"),
+            lock: state.join("tokens.lock"),
+            cached: Mutex::new((None, Vec::new())),
+        }
+    }
+
+    fn read_file(&self) -> io::Result<Vec<Token>> {
+        match fs::read(&self.path) {
+            Ok(bytes) => serde_json::from_slice::<File>(&bytes)
+                .map(|f| f.tokens)
+                .map_err(|e| {
+                    io::Error::new(
+                        io::ErrorKind::InvalidData,
+                        format!("the token file is damaged: {e}"),
+                    )
+                }),
+            Err(e) if e.kind() == io::ErrorKind::NotFound => Ok(Vec::new()),
+            Err(e) => Err(e),
+        }
+    }
+
+    /// The token whose secret is `secret`, if any (read again if the file changed).
+    pub fn find(&self, secret: &str) -> io::Result<Option<Token>> {
+        let stamp = match fs::metadata(&self.path) {
+            Ok(m) => Some((m.mtime(), m.mtime_nsec(), m.ino(), m.len())),
+            Err(e) if e.kind() == io::ErrorKind::NotFound => None,
+            Err(e) => return Err(e),
+        };
+        let mut cached = self.cached.lock();
+        if cached.0 != stamp || stamp.is_none() {
+            cached.1 = self.read_file()?;
+            cached.0 = stamp;
+        }
+        let presented = Sha::of(secret.as_bytes()).hex();
+        let mut found = None;
+        // Every token is compared, whichever matches.
+        for token in &cached.1 {
+            if same(token.sha256.as_bytes(), presented.as_bytes()) && found.is_none() {
+                found = Some(token.clone());
+            }
+        }
+        Ok(found)
+    }
+
+    /// Changes the file under its lock: `change` gets the tokens and says
+    /// what to answer.
+    fn change<R>(
+        &self,
+        change: impl FnOnce(&mut Vec<Token>) -> Result<R, String>,
+    ) -> Result<R, String> {
+        let describe = |e: io::Error| crate::units::describe_io(&e);
+        let lock = fs::OpenOptions::new()
+            .create(true)
+            .truncate(false)
+            .write(true)
+            .mode(0o600)
+            .open(&self.lock)
+            .map_err(describe)?;
+        rustix::fs::flock(&lock, rustix::fs::FlockOperation::LockExclusive)
+            .map_err(|e| describe(e.into()))?;
+        let mut tokens = self.read_file().map_err(describe)?;
+        let answer = change(&mut tokens)?;
+        let text = serde_json::to_vec_pretty(&File { tokens }).map_err(|e| e.to_string())?;
+        let tmp = self.path.with_extension("json.tmp");
+        let mut f = fs::OpenOptions::new()
+            .create(true)
+            .truncate(true)
+            .write(true)
+            .mode(0o600)
+            .open(&tmp)
+            .map_err(describe)?;
+        f.write_all(&text).map_err(describe)?;
+        f.sync_all().map_err(describe)?;
+        fs::rename(&tmp, &self.path).map_err(describe)?;
+        if let Some(dir) = self.path.parent() {
+            fs::File::open(dir)
+                .and_then(|d| d.sync_all())
+                .map_err(describe)?;
+        }
+        Ok(answer)
+    }
+
+    /// Makes a token and returns its secret (the only time it is shown).
+    pub fn create(
+        &self,
+        name: Option<&str>,
+        admin: bool,
+        stores: Vec<String>,
+        access: Access,
+    ) -> Result<String, String> {
+        let mut bytes = [0u8; 32];
+        random(&mut bytes).map_err(|e| format!("no randomness for a token: {e}"))?;
+        let secret = format!(
+            "memfs_{}",
+            bytes.iter().map(|b| format!("{b:02x}")).collect::<String>()
+        );
+        let sha256 = Sha::of(secret.as_bytes()).hex();
+        self.change(|tokens| {
+            let name = match name {
+                Some(n) => n.to_string(),
+                None => (1..)
+                    .map(|i| format!("token-{i}"))
+                    .find(|n| !tokens.iter().any(|t| &t.name == n))
+                    .expect("some name is free"),
+            };
+            check_name(&name)?;
+            if tokens.iter().any(|t| t.name == name) {
+                return Err(format!(
+                    "a token named {name} exists; revoke it first, or pick another --name"
+                ));
+            }
+            tokens.push(Token {
+                name,
+                sha256,
+                admin,
+                stores,
+                access,
+                created_at: crate::journal::now_text(),
+            });
+            Ok(())
+        })?;
+        Ok(secret)
+    }
+
+    /// Every token (their hashes left out).
+    pub fn list(&self) -> Result<Vec<Token>, String> {
+        self.read_file().map_err(|e| crate::units::describe_io(&e))
+    }
+
+    pub fn revoke(&self, name: &str) -> Result<(), String> {
+        self.change(|tokens| {
+            let before = tokens.len();
+            tokens.retain(|t| t.name != name);
+            match tokens.len() < before {
+                true => Ok(()),
+                false => Err(format!("no token named {}", crate::text::label(name))),
+            }
+        })
+    }
+}

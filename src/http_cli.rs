@@ -1,0 +1,129 @@
+//! `memfs --stores ROOT serve --http ADDR` and `memfs --stores ROOT token ...`.
+
+use std::path::{Path, PathBuf};
+use std::process::ExitCode;
+use std::time::Duration;
+
+use memfs::http::{self, Access, Bounds, Config, SocketBounds, Tokens};
+
+use crate::cli::{Cli, HttpArgs, TokenCmd};
+
+fn root_of(cli: &Cli) -> Result<&Path, ExitCode> {
+    match cli.common.stores.as_deref() {
+        Some(root) => Ok(root),
+        None => {
+            memfs::say!("memfs: name the stores root with --stores ROOT (or MEMFS_STORES)");
+            Err(ExitCode::from(2))
+        }
+    }
+}
+
+pub fn serve(cli: &Cli, addr: &str, options: &HttpArgs) -> ExitCode {
+    let root: PathBuf = match root_of(cli) {
+        Ok(root) => root.to_path_buf(),
+        Err(code) => return code,
+    };
+    let max_line = memfs::serve::max_line_bytes(cli.common.max_file_size);
+    let timeout = Duration::from_secs(options.http_timeout.max(1));
+    let config = Config {
+        root,
+        addr: addr.to_string(),
+        options: cli.common.options(),
+        bounds: Bounds {
+            max_body: max_line,
+            header_timeout: timeout,
+            body_timeout: timeout,
+            max_connections: options.http_max_connections,
+            rate: options.http_rate,
+            burst: options.http_burst,
+            ..Bounds::default()
+        },
+        socket: SocketBounds {
+            client_timeout: Duration::from_secs(cli.common.client_timeout),
+            max_line,
+        },
+        idle: Duration::from_secs(options.store_idle),
+    };
+    match http::run(config) {
+        Ok(true) => ExitCode::SUCCESS,
+        Ok(false) => {
+            memfs::say!("memfs: some store could not write everything out");
+            ExitCode::FAILURE
+        }
+        Err(e) => {
+            memfs::say!("memfs: {e}");
+            ExitCode::from(2)
+        }
+    }
+}
+
+pub fn token(cli: &Cli, action: &TokenCmd) -> ExitCode {
+    let root = match root_of(cli) {
+        Ok(root) => root,
+        Err(code) => return code,
+    };
+    let state = root.join(".memfs");
+    if let Err(e) = std::fs::create_dir_all(&state) {
+        memfs::say!(
+            "memfs: cannot open the stores root: {}",
+            memfs::units::describe_io(&e)
+        );
+        return ExitCode::from(2);
+    }
+    let tokens = Tokens::new(&state);
+    let done = match action {
+        TokenCmd::Create {
+            name,
+            admin,
+            stores,
+            read_only,
+        } => {
+            if let Some(bad) = stores.iter().find(|s| !http::registry::is_store_id(s)) {
+                memfs::say!(
+                    "memfs: `{}` is not a store id (memstore_...)",
+                    memfs::text::label(bad)
+                );
+                return ExitCode::from(2);
+            }
+            if !admin && stores.is_empty() {
+                memfs::say!("memfs: a token reaches the stores named with --store ID, or all of them with --admin");
+                return ExitCode::from(2);
+            }
+            let access = match read_only {
+                true => Access::ReadOnly,
+                false => Access::ReadWrite,
+            };
+            tokens
+                .create(name.as_deref(), *admin, stores.clone(), access)
+                .map(|secret| println!("{secret}"))
+        }
+        TokenCmd::List { json } => tokens.list().map(|list| {
+            for t in list {
+                let access = match t.access {
+                    Access::ReadOnly => "read_only",
+                    Access::ReadWrite => "read_write",
+                };
+                if *json {
+                    println!(
+                        "{}",
+                        serde_json::json!({"name": t.name, "admin": t.admin, "stores": t.stores, "access": access, "created_at": t.created_at})
+                    );
+                } else {
+                    let reach = match t.admin {
+                        true => "admin, every store".to_string(),
+                        false => t.stores.join(","),
+                    };
+                    println!("{}  {access}  {reach}  {}", t.name, t.created_at);
+                }
+            }
+        }),
+        TokenCmd::Revoke { name } => tokens.revoke(name),
+    };
+    match done {
+        Ok(()) => ExitCode::SUCCESS,
+        Err(e) => {
+            memfs::say!("memfs: {e}");
+            ExitCode::FAILURE
+        }
+    }
+}

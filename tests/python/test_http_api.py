@@ -1,0 +1,238 @@
+"""The memory stores API of `memfs --stores ROOT serve --http`, driven by the
+pinned Anthropic SDK's own client (`client.beta.memory_stores`) pointed at it."""
+import hashlib
+import json
+import subprocess
+
+import anthropic
+import pytest
+
+from http_server import Server
+
+
+def sha(text):
+    return hashlib.sha256(text.encode()).hexdigest()
+
+
+@pytest.fixture
+def server(memfs_bin, tmp_path):
+    s = Server(memfs_bin, tmp_path / "stores")
+    yield s
+    assert s.stop() == 0, "".join(s.log)
+
+
+def client(server, token):
+    return anthropic.Anthropic(api_key=token, base_url=server.url, max_retries=0)
+
+
+@pytest.fixture
+def admin(server):
+    return client(server, server.token("--admin", "--name", "admin"))
+
+
+def memfs(server, store, *args, input=None):
+    return subprocess.run(
+        [server.memfs_bin, "--data", str(server.root / store), *args],
+        capture_output=True, text=True, input=input,
+    )
+
+
+def test_stores_create_retrieve_update_list_archive_delete(server, admin):
+    ms = admin.beta.memory_stores
+    a = ms.create(name="Team notes", description="what the team knows", metadata={"owner": "ana"})
+    assert a.id.startswith("memstore_") and a.type == "memory_store"
+    assert (a.name, a.description, a.metadata, a.archived_at) == ("Team notes", "what the team knows", {"owner": "ana"}, None)
+    assert ms.retrieve(a.id) == a
+    b = ms.update(a.id, name="Team", metadata={"owner": None, "team": "core"})
+    assert (b.name, b.metadata, b.description) == ("Team", {"team": "core"}, "what the team knows")
+    assert b.updated_at >= a.updated_at
+    more = [ms.create(name=f"s{i}") for i in range(4)]
+    page = ms.list(limit=2)
+    assert len(page.data) == 2 and page.has_next_page()
+    ids = [s.id for s in ms.list(limit=2)]  # the SDK's auto-pagination follows next_page
+    assert sorted(ids) == sorted([a.id] + [s.id for s in more])
+    archived = ms.archive(more[0].id)
+    assert archived.archived_at is not None
+    assert more[0].id not in [s.id for s in ms.list()]
+    assert more[0].id in [s.id for s in ms.list(include_archived=True)]
+    # Archived is read-only: no new memories, no store update.
+    with pytest.raises(anthropic.ConflictError):
+        ms.memories.create(more[0].id, path="/a.md", content="x")
+    with pytest.raises(anthropic.ConflictError):
+        ms.update(more[0].id, name="again")
+    gone = ms.delete(more[1].id)
+    assert (gone.id, gone.type) == (more[1].id, "memory_store_deleted")
+    with pytest.raises(anthropic.NotFoundError):
+        ms.retrieve(more[1].id)
+    assert not (server.root / more[1].id).exists()
+    with pytest.raises(anthropic.BadRequestError):
+        ms.create(name="")
+
+
+def test_memories_by_path_with_preconditions_and_the_other_doors(server, admin):
+    ms = admin.beta.memory_stores
+    store = ms.create(name="m").id
+    mem = ms.memories.create(store, path="/notes/a.md", content="hello\n")
+    assert mem.id.startswith("mem_") and mem.content is None  # basic by default on create
+    assert (mem.path, mem.content_sha256, mem.content_size_bytes) == ("/notes/a.md", sha("hello\n"), 6)
+    full = ms.memories.retrieve(mem.id, memory_store_id=store)
+    assert full.content == "hello\n" and full.memory_version_id == mem.memory_version_id
+    # The same memory through the tool (attached to the server) and the history.
+    seen = memfs(server, store, "exec", '{"command":"view","path":"/memories/notes/a.md"}')
+    assert "1\thello" in json.loads(seen.stdout)["content"], seen
+    log = memfs(server, store, "log", "--json")
+    rows = [json.loads(l) for l in log.stdout.splitlines()]
+    assert rows[0]["actor"] == {"kind": "api", "token": "admin"} and rows[0]["op"] == "create", rows
+    with pytest.raises(anthropic.ConflictError) as e:
+        ms.memories.create(store, path="/notes/a.md", content="again")
+    assert e.value.type == "memory_path_conflict_error"
+    # Preconditions.
+    with pytest.raises(anthropic.ConflictError) as e:
+        ms.memories.update(mem.id, memory_store_id=store, content="lost",
+                           precondition={"type": "content_sha256", "content_sha256": sha("other")})
+    assert e.value.type == "memory_precondition_failed_error"
+    up = ms.memories.update(mem.id, memory_store_id=store, content="hello, world\n",
+                            precondition={"type": "content_sha256", "content_sha256": sha("hello\n")})
+    assert up.id == mem.id and up.content_sha256 == sha("hello, world\n")
+    assert up.memory_version_id != mem.memory_version_id
+    # A change through the tool is a version with its actor, and the API sees it at once.
+    r = memfs(server, store, "--as", "claude", "exec",
+              '{"command":"str_replace","path":"/memories/notes/a.md","old_str":"world","new_str":"team"}')
+    assert r.returncode == 0, r
+    now = ms.memories.retrieve(mem.id, memory_store_id=store)
+    assert now.content == "hello, team\n"
+    versions = list(ms.memory_versions.list(store, memory_id=mem.id))
+    assert [v.operation for v in versions] == ["modified", "modified", "created"]
+    assert versions[0].created_by.type == "session_actor" and versions[0].created_by.session_id == "exec:claude"
+    assert versions[1].created_by.type == "api_actor" and versions[1].created_by.api_key_id == "admin"
+    assert versions[0].id == now.memory_version_id
+    # Rename keeps the id; a path conflict is a 409.
+    ms.memories.create(store, path="/b.md", content="b")
+    with pytest.raises(anthropic.ConflictError) as e:
+        ms.memories.update(mem.id, memory_store_id=store, path="/b.md")
+    assert e.value.type == "memory_path_conflict_error"
+    moved = ms.memories.update(mem.id, memory_store_id=store, path="/archive/a.md")
+    assert (moved.id, moved.path) == (mem.id, "/archive/a.md")
+    # The tool renames it back: still the same id.
+    r = memfs(server, store, "exec", '{"command":"rename","old_path":"/memories/archive/a.md","new_path":"/memories/a.md"}')
+    assert r.returncode == 0, r
+    assert ms.memories.retrieve(mem.id, memory_store_id=store).path == "/a.md"
+    # Delete with a precondition.
+    with pytest.raises(anthropic.ConflictError):
+        ms.memories.delete(mem.id, memory_store_id=store, expected_content_sha256=sha("nope"))
+    d = ms.memories.delete(mem.id, memory_store_id=store, expected_content_sha256=sha("hello, team\n"))
+    assert (d.id, d.type) == (mem.id, "memory_deleted")
+    with pytest.raises(anthropic.NotFoundError):
+        ms.memories.retrieve(mem.id, memory_store_id=store)
+    deleted = list(ms.memory_versions.list(store, memory_id=mem.id, operation="deleted"))
+    assert len(deleted) == 1 and deleted[0].content_sha256 is None
+    # Bad input is a 400 in the API's error shape.
+    for bad in ["no-slash", "/a//b", "/a/../b", "/a\u0007", "/e\u0301", "/x" * 600, "/" + "/".join("s" * 21)]:
+        with pytest.raises(anthropic.BadRequestError):
+            ms.memories.create(store, path=bad, content="")
+
+
+def test_listing_prefix_depth_views_and_pagination(server, admin):
+    ms = admin.beta.memory_stores
+    store = ms.create(name="l").id
+    paths = ["/a.md", "/notes/x.md", "/notes/y.md", "/notes/deep/z.md", "/notes-archive/w.md"] + [f"/many/{i:02}.md" for i in range(25)]
+    for p in paths:
+        ms.memories.create(store, path=p, content=p)
+    everything = [m.path for m in ms.memories.list(store, limit=7)]
+    assert everything == sorted(paths)
+    notes = [m.path for m in ms.memories.list(store, path_prefix="/notes/")]
+    assert notes == ["/notes/deep/z.md", "/notes/x.md", "/notes/y.md"]
+    top = ms.memories.list(store, path_prefix="/notes/", depth=1)
+    assert [(i.type, i.path) for i in top.data] == [("memory_prefix", "/notes/deep/"), ("memory", "/notes/x.md"), ("memory", "/notes/y.md")]
+    root = ms.memories.list(store, depth=1, limit=100)
+    assert [i.path for i in root.data] == ["/a.md", "/many/", "/notes-archive/", "/notes/"]
+    basic = ms.memories.list(store, path_prefix="/many/", limit=100)
+    assert len(basic.data) == 25 and all(m.content is None for m in basic.data)
+    full = ms.memories.list(store, path_prefix="/many/", limit=100, view="full")
+    assert len(full.data) == 20 and full.data[0].content == "/many/00.md" and full.next_page
+    newest = ms.memories.list(store, extra_query={"order_by": "updated_at", "order": "desc"}, limit=3)
+    assert [m.path for m in newest.data] == ["/many/24.md", "/many/23.md", "/many/22.md"]
+    # Editor scratch files and hidden names made through the mount's doors stay out, as in the tool's view.
+    (server.root / store / "memories" / ".hidden").write_text("x")
+    with pytest.raises(anthropic.BadRequestError):
+        ms.memories.list(store, path_prefix="notes")
+    with pytest.raises(anthropic.BadRequestError):
+        ms.memories.list(store, limit=101)
+
+
+def test_versions_filters_retrieve_and_redaction(server, admin):
+    ms = admin.beta.memory_stores
+    store = ms.create(name="v").id
+    m = ms.memories.create(store, path="/secret.md", content="password hunter2\n")
+    ms.memories.update(m.id, memory_store_id=store, content="nothing here\n")
+    versions = list(ms.memory_versions.list(store))
+    assert [v.operation for v in versions] == ["modified", "created"]
+    old = ms.memory_versions.retrieve(versions[1].id, memory_store_id=store)
+    assert old.content == "password hunter2\n" and old.path == "/secret.md" and old.redacted_at is None
+    assert [v.id for v in ms.memory_versions.list(store, operation="created")] == [old.id]
+    assert [v.id for v in ms.memory_versions.list(store, api_key_id="admin")] == [v.id for v in versions]
+    assert list(ms.memory_versions.list(store, api_key_id="someone-else")) == []
+    assert len(list(ms.memory_versions.list(store, created_at_gte="2000-01-01T00:00:00Z"))) == 2
+    assert list(ms.memory_versions.list(store, created_at_lte="2000-01-01T00:00:00Z")) == []
+    # The current content cannot be redacted (a file still holds it).
+    with pytest.raises(anthropic.ConflictError):
+        ms.memory_versions.redact(versions[0].id, memory_store_id=store)
+    red = ms.memory_versions.redact(old.id, memory_store_id=store)
+    assert red.redacted_at is not None and red.redacted_by.api_key_id == "admin"
+    assert (red.content, red.path, red.content_sha256, red.content_size_bytes) == (None, None, None, None)
+    again = ms.memory_versions.retrieve(old.id, memory_store_id=store)
+    assert again.redacted_at == red.redacted_at and again.content is None
+    # Gone from the journal on disk too.
+    journal = b"".join(p.read_bytes() for p in (server.root / store / ".memfs" / "journal").iterdir())
+    assert b"hunter2" not in journal
+    with pytest.raises(anthropic.NotFoundError):
+        ms.memory_versions.retrieve("memver_999999", memory_store_id=store)
+    page = ms.memory_versions.list(store, limit=1)
+    assert len(page.data) == 1 and page.has_next_page()
+    assert [v.id for v in ms.memory_versions.list(store, limit=1)] == [v.id for v in versions]
+
+
+def test_tokens_isolate_stores_and_read_only_tokens_cannot_write(server, admin):
+    ms = admin.beta.memory_stores
+    a = ms.create(name="a").id
+    b = ms.create(name="b").id
+    mb = ms.memories.create(b, path="/b.md", content="b's")
+    ta = client(server, server.token("--name", "alice", "--store", a))
+    tb = client(server, server.token("--name", "bob", "--store", b, "--read-only"))
+    # A token for store A never reads, lists or learns of store B: the same 404 as a missing store.
+    with pytest.raises(anthropic.NotFoundError) as seen:
+        ta.beta.memory_stores.retrieve(b)
+    with pytest.raises(anthropic.NotFoundError) as missing:
+        ta.beta.memory_stores.retrieve("memstore_doesnotexist")
+    assert seen.value.body["error"]["message"].replace(b, "X") == missing.value.body["error"]["message"].replace("memstore_doesnotexist", "X")
+    with pytest.raises(anthropic.NotFoundError):
+        ta.beta.memory_stores.memories.retrieve(mb.id, memory_store_id=b)
+    with pytest.raises(anthropic.NotFoundError):
+        list(ta.beta.memory_stores.memories.list(b))
+    assert [s.id for s in ta.beta.memory_stores.list()] == [a]
+    made = ta.beta.memory_stores.memories.create(a, path="/x.md", content="alice's")
+    assert made.path == "/x.md"
+    # Managing stores needs an admin token.
+    with pytest.raises(anthropic.PermissionDeniedError):
+        ta.beta.memory_stores.create(name="mine")
+    with pytest.raises(anthropic.PermissionDeniedError):
+        ta.beta.memory_stores.delete(a)
+    # Read-only reads and cannot write.
+    assert tb.beta.memory_stores.memories.retrieve(mb.id, memory_store_id=b).content == "b's"
+    with pytest.raises(anthropic.PermissionDeniedError):
+        tb.beta.memory_stores.memories.create(b, path="/y.md", content="no")
+    with pytest.raises(anthropic.PermissionDeniedError):
+        tb.beta.memory_stores.memories.delete(mb.id, memory_store_id=b)
+    # No token, a wrong one, a revoked one: 401.
+    for bad in [client(server, "memfs_" + "0" * 64)]:
+        with pytest.raises(anthropic.AuthenticationError):
+            bad.beta.memory_stores.list()
+    subprocess.run([server.memfs_bin, "--stores", str(server.root), "token", "revoke", "alice"], check=True)
+    with pytest.raises(anthropic.AuthenticationError):
+        ta.beta.memory_stores.list()
+    listed = subprocess.run([server.memfs_bin, "--stores", str(server.root), "token", "list", "--json"],
+                            capture_output=True, text=True, check=True).stdout
+    names = [json.loads(l)["name"] for l in listed.splitlines()]
+    assert names == ["admin", "bob"] and "sha256" not in listed and "memfs_" not in listed
+    # Tokens are kept hashed.
+    assert "memfs_" not in (server.root / ".memfs" / "tokens.json").read_text()
