@@ -348,6 +348,7 @@ pub fn run(config: Config) -> Result<bool, String> {
         state.reg.count()
     );
     let limit = Arc::new(Semaphore::new(config.bounds.max_connections.max(1)));
+    let (closing_tx, closing_rx) = tokio::sync::watch::channel(false);
     runtime.block_on(async {
         let listener = match tokio::net::TcpListener::from_std(listener) {
             Ok(l) => l,
@@ -375,6 +376,7 @@ pub fn run(config: Config) -> Result<bool, String> {
             let _ = stream.set_nodelay(true);
             let state = state.clone();
             let bounds = state.bounds;
+            let mut closing = closing_rx.clone();
             tokio::spawn(async move {
                 let service =
                     hyper::service::service_fn(move |req| serve_request(state.clone(), req));
@@ -383,12 +385,21 @@ pub fn run(config: Config) -> Result<bool, String> {
                     .timer(TokioTimer::new())
                     .header_read_timeout(bounds.header_timeout)
                     .max_buf_size(bounds.max_headers.max(8192));
-                let _ = builder
-                    .serve_connection(TokioIo::new(stream), service)
-                    .await;
+                let conn = builder.serve_connection(TokioIo::new(stream), service);
+                tokio::pin!(conn);
+                tokio::select! {
+                    _ = conn.as_mut() => {}
+                    _ = closing.changed() => {
+                        // Finish the request in flight, then close (an idle
+                        // keep-alive connection closes at once).
+                        conn.as_mut().graceful_shutdown();
+                        let _ = conn.as_mut().await;
+                    }
+                }
                 drop(permit);
             });
         }
+        let _ = closing_tx.send(true);
         // Let requests in flight finish (bounded).
         let all = config.bounds.max_connections.max(1) as u32;
         let _ = tokio::time::timeout(Duration::from_secs(5), limit.acquire_many(all)).await;
