@@ -76,9 +76,16 @@ pub fn api_path(path: &str) -> Option<String> {
 impl IdIndex {
     /// Applies the rows the history has past the newest one seen.
     pub fn sync(&mut self, history: &History) -> Result<(), String> {
+        let next = history.next_version();
+        if next <= self.through + 1 {
+            // No version since the last sync: nothing to read.
+            return Ok(());
+        }
         let rows = history.all().map_err(|r| r.0)?;
         let fresh: Vec<Row> = rows.into_iter().filter(|r| r.id() > self.through).collect();
         self.apply(&fresh);
+        // Ids handed out to a batch the disk refused are never read back.
+        self.through = self.through.max(next - 1);
         Ok(())
     }
 

@@ -114,6 +114,12 @@ impl History {
         Ok(self.rows()?.into_iter().find(|r| r.id() == version))
     }
 
+    /// The number the next version will get: every version below it has
+    /// been handed out (and, unless its batch was refused, is in the journal).
+    pub fn next_version(&self) -> u64 {
+        self.shared.state.lock().ids.next_version
+    }
+
     /// Every kept row, oldest first (for `export`).
     pub fn all(&self) -> Result<Vec<Row>, Refusal> {
         self.rows()
