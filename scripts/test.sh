@@ -37,4 +37,7 @@ fi
 # Many memories on one machine, in its seconds-long smoke size.
 "$(scripts/pyenv.sh)" scripts/bench_memories.py target/release/memfs "$(scripts/pyenv.sh)" --memories 10 --runs 2 > target/bench-memories-smoke.md
 echo "bench memories smoke run: ok (target/bench-memories-smoke.md)"
+# The HTTP door beside the local doors, and many stores in one server, smoke size.
+"$(scripts/pyenv.sh)" scripts/bench_http.py target/release/memfs --calls 10 --stores 30 --open 10 --seconds 2 > target/bench-http-smoke.md
+echo "bench http smoke run: ok (target/bench-http-smoke.md)"
 scripts/posix.sh
