@@ -191,6 +191,15 @@ pub enum Cmd {
         #[command(flatten)]
         http_options: HttpArgs,
     },
+    /// Serves a page for people on loopback: the memory's files, every
+    /// version with its diff, the agent's changes to review (keep or undo),
+    /// live. Prints a one-time login URL on stdout. Works beside a running
+    /// memfs (a mount, a server) as well as alone.
+    Web {
+        /// Where to listen (loopback only; port 0 picks a free one).
+        #[arg(long, default_value = "127.0.0.1:0", value_name = "ADDR")]
+        listen: String,
+    },
     /// Manages the tokens of a stores root (--stores): each names the
     /// stores it reaches and whether it may write. Works while a server runs.
     Token {

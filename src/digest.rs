@@ -53,6 +53,19 @@ pub fn sha256_hex(data: &[u8]) -> String {
     Sha::of(data).hex()
 }
 
+/// Fills `bytes` from the kernel's random source; an error if it has none
+/// (a token is never made from anything weaker).
+pub fn random(bytes: &mut [u8]) -> std::io::Result<()> {
+    let mut filled = 0;
+    while filled < bytes.len() {
+        let n =
+            rustix::rand::getrandom(&mut bytes[filled..], rustix::rand::GetRandomFlags::empty())
+                .map_err(std::io::Error::from)?;
+        filled += n;
+    }
+    Ok(())
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

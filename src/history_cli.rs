@@ -6,9 +6,9 @@ use std::io::Write;
 use std::path::Path;
 use std::process::{Command, ExitCode, Stdio};
 
-use memfs::control::request::{handle, Reply, Request, TYPE};
+use memfs::control::request::{handle, Reply, Request};
 use memfs::persist::OpenError;
-use memfs::serve::attach::Link;
+use memfs::serve::attach::through_owner;
 use memfs::Memory;
 
 use crate::cli::{Cli, Cmd};
@@ -95,31 +95,6 @@ pub fn run(cli: &Cli, request: Request) -> ExitCode {
         return export(git, &reply.out);
     }
     print(&reply)
-}
-
-fn through_owner(state_dir: &Path, request: &Request) -> Reply {
-    let mut line = serde_json::to_value(request).expect("a request serializes");
-    line["type"] = TYPE.into();
-    match memfs::persist::read_key(state_dir) {
-        Ok(key) => line["key"] = key.into(),
-        Err(e) => {
-            return Reply::error(format!(
-                "cannot read the owner's key in the data dir's .memfs: {e}"
-            ))
-        }
-    }
-    let answer = Link::connect(state_dir)
-        .map_err(|e| e.to_string())
-        .and_then(|mut link| {
-            link.call(line.to_string().as_bytes())
-                .map_err(|_| "it went away before answering".to_string())
-        });
-    match answer {
-        Ok(answer) => Reply::from_line(&answer),
-        Err(e) => Reply::error(format!(
-            "cannot reach the memfs that owns the data dir: {e}"
-        )),
-    }
 }
 
 fn print(reply: &Reply) -> ExitCode {

@@ -31,11 +31,13 @@
 pub mod control;
 pub mod digest;
 pub mod error;
+pub mod form;
 pub mod fuse;
 pub mod guard;
 pub mod http;
 pub mod journal;
 pub mod json;
+pub mod listen;
 pub mod memory;
 pub mod path;
 pub mod persist;
@@ -44,6 +46,7 @@ pub mod store;
 pub mod text;
 pub mod tool;
 pub mod units;
+pub mod web;
 
 pub use error::Error;
 pub use memory::{Memory, Options};

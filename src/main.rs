@@ -6,6 +6,7 @@ mod http_cli;
 mod logging;
 mod scan_cli;
 mod serving;
+mod web_cli;
 
 use std::io::{self, Read};
 use std::path::Path;
@@ -53,6 +54,7 @@ fn main() -> ExitCode {
     }
     match &cli.command {
         Cmd::Token { action } => return http_cli::token(&cli, action),
+        Cmd::Web { listen } if cli.common.stores.is_none() => return web_cli::web(&cli, listen),
         Cmd::Serve {
             http: Some(addr),
             http_options,
@@ -165,6 +167,7 @@ fn main() -> ExitCode {
         | Cmd::Expire { .. }
         | Cmd::Checkpoint
         | Cmd::Token { .. }
+        | Cmd::Web { .. }
         | Cmd::Clear { .. } => ExitCode::SUCCESS,
     }
 }

@@ -40,9 +40,23 @@ pub enum Request {
         version: String,
         path: bool,
     },
+    /// Takes back the change `version` made to its file, as this person's
+    /// act: what it replaced comes back (a create is deleted, a rename
+    /// moved back). Only while the file is still as that version left it.
+    Undo {
+        version: String,
+        uid: u32,
+        pid: u32,
+    },
     Export,
     /// The plain files brought up to date now.
     Checkpoint,
+    /// The rows made after version `after`, oldest first, with the number
+    /// the next version will get: `{"next": N, "rows": [...]}` (what the
+    /// page follows the memory with).
+    Since {
+        after: u64,
+    },
     /// Everything in the memory deleted (`memfs clear`), credited to the
     /// session `session` through `door`.
     Clear {
@@ -193,6 +207,11 @@ fn run(store: &Arc<Store>, history: &History, request: &Request) -> Result<Reply
                 .map_err(|e| Refusal(format!("cannot revert {at}: {e}")))?;
             Ok(Reply::ok(format!("{at}: back to version {v}\n")))
         }
+        Request::Undo {
+            version: v,
+            uid,
+            pid,
+        } => undo(store, history, version(v)?, *uid, *pid),
         Request::Redact { version: v, path } => {
             let v = version(v)?;
             let mut removed = 0;
@@ -212,6 +231,19 @@ fn run(store: &Arc<Store>, history: &History, request: &Request) -> Result<Reply
             Ok(Reply::ok(format!("{said}\n")))
         }
         Request::Export => Ok(Reply::ok(super::export::fast_import(history)?)),
+        Request::Since { after } => {
+            let next = history.next_version();
+            let rows: Vec<Row> = match next > after + 1 {
+                true => history
+                    .all()?
+                    .into_iter()
+                    .filter(|r| r.id() > *after)
+                    .collect(),
+                false => Vec::new(),
+            };
+            let out = serde_json::json!({"next": next, "rows": rows});
+            Ok(Reply::ok(out.to_string()))
+        }
         Request::Clear { door, session } => Ok(clear(store, door, session.as_deref())),
         Request::Checkpoint => {
             history.checkpoint()?;
@@ -227,6 +259,72 @@ fn run(store: &Arc<Store>, history: &History, request: &Request) -> Result<Reply
             super::expire::run(store, &at, idle, *dry_run)
         }
     }
+}
+
+/// The sha256 of the file at `at` now, if it is one.
+fn sha_now(store: &Store, at: &MemPath) -> Option<String> {
+    match store.snapshot(at, 0, Window { skip: 0, take: 0 }, &|_| false) {
+        Ok(Snapshot::File(data)) => Some(crate::digest::Sha::of(&data).hex()),
+        _ => None,
+    }
+}
+
+/// `Request::Undo`: the change `v` made, taken back.
+fn undo(
+    store: &Arc<Store>,
+    history: &History,
+    v: u64,
+    uid: u32,
+    pid: u32,
+) -> Result<Reply, Refusal> {
+    let row = history.row(v)?.ok_or_else(|| {
+        Refusal(format!(
+            "no version {v} in the history (it may have been pruned)"
+        ))
+    })?;
+    let at = MemPath::parse(&row.path).map_err(|_| {
+        Refusal(format!(
+            "version {v} has no path (it is redacted or not a file's)"
+        ))
+    })?;
+    if matches!(row.op, Op::Prune | Op::Void) {
+        return Err(Refusal(format!("version {v} is not a change to a file")));
+    }
+    if sha_now(store, &at) != row.sha256 {
+        return Err(Refusal(format!(
+            "{at} has changed since version {v}; undo the newer change first, or revert to the version you want"
+        )));
+    }
+    let origin = Origin::Revert {
+        uid,
+        pid,
+        version: v,
+        note: Some(format!("undoes version {v} ({})", row.op.as_str()).into()),
+    };
+    let replaced = row.replaces.as_deref().and_then(|r| r.parse::<u64>().ok());
+    let from = row.from.as_deref().and_then(|f| MemPath::parse(f).ok());
+    let (ticket, said) = match (row.op, from, replaced) {
+        (Op::Rename, Some(from), _) => (
+            store.rename(&at, &from, origin),
+            format!("{at}: moved back to {from}"),
+        ),
+        (_, _, Some(r)) => {
+            let (_, data) = history.content(r)?;
+            (
+                store.create_file(&at, data, true, origin),
+                format!("{at}: back to version {r}"),
+            )
+        }
+        (Op::Create | Op::Found | Op::Write | Op::Overwrite | Op::Revert, _, None) => (
+            store.remove(&at, origin),
+            format!("{at}: deleted (version {v} made it)"),
+        ),
+        _ => return Err(Refusal(format!("version {v} names nothing to bring back"))),
+    };
+    ticket
+        .and_then(|t| t.wait())
+        .map_err(|e| Refusal(format!("cannot undo version {v}: {e}")))?;
+    Ok(Reply::ok(format!("{said}\n")))
 }
 
 /// Removes the directories on `at` (a path being redacted) that are empty,

@@ -212,26 +212,10 @@ impl IdIndex {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::journal::Actor;
 
     fn row(v: u64, change: u64, op: Op, path: &str, from: Option<&str>) -> Row {
-        Row {
-            version: v.to_string(),
-            time: format!("2026-12-02T00:00:{v:02}Z"),
-            actor: Actor::memfs(),
-            op,
-            path: format!("/memories{path}"),
-            from: from.map(|f| format!("/memories{f}")),
-            sha256: (!matches!(op, Op::Delete)).then(|| "00".repeat(32)),
-            size: None,
-            replaces: None,
-            redacted: false,
-            pruned: false,
-            note: None,
-            batch: 0,
-            change: Some(change),
-            origin: None,
-        }
+        let from = from.map(|f| format!("/memories{f}"));
+        crate::journal::row::example(v, change, op, &format!("/memories{path}"), from.as_deref())
     }
 
     #[test]

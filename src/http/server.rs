@@ -1,24 +1,19 @@
-//! The HTTP server: hyper (HTTP/1.1) on a small tokio runtime of its own,
-//! at the door only. Each request is read within its bounds (header and
-//! body timeouts, sizes, a cap on connections, each token's rate), then
-//! answered on a blocking thread by the synchronous store.
+//! The HTTP door's requests: who asks (the token), within its rate, then
+//! the memory stores API or MCP, answered by the synchronous store on a
+//! blocking thread of [`crate::listen`].
 
 use std::collections::HashMap;
-use std::convert::Infallible;
-use std::net::SocketAddr;
 use std::path::PathBuf;
-use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Arc;
 use std::time::Duration;
 
 use bytes::Bytes;
-use http_body_util::{BodyExt, Full, Limited};
-use hyper::body::Incoming;
+use http_body_util::Full;
 use hyper::header::{HeaderMap, HeaderValue};
-use hyper::{Request, Response, StatusCode};
-use hyper_util::rt::{TokioIo, TokioTimer};
+use hyper::http::request::Parts;
+use hyper::{Response, StatusCode};
 use serde_json::Value;
-use tokio::sync::{Notify, Semaphore};
 
 use super::api::{self, Call};
 use super::error::ApiError;
@@ -26,6 +21,7 @@ use super::limits::{Bounds, Rates};
 use super::mcp::Sessions;
 use super::registry::{Registry, SocketBounds};
 use super::tokens::Tokens;
+use crate::listen::{self, Body, BodyError};
 use crate::memory::Options;
 
 /// How a server is set up.
@@ -47,8 +43,6 @@ struct State {
     bounds: Bounds,
     requests: AtomicU64,
 }
-
-type Body = Full<Bytes>;
 
 fn json_response(status: u16, body: &Value, extra: &[(&str, String)]) -> Response<Body> {
     let mut r = Response::new(Full::new(Bytes::from(body.to_string())));
@@ -82,37 +76,6 @@ fn error_response(e: &ApiError, request: u64) -> Response<Body> {
     json_response(e.status, &e.body(), &extra)
 }
 
-/// `a=1&b=%2Fx` as a map (a key given twice keeps the last).
-fn parse_query(query: &str) -> Result<HashMap<String, String>, ApiError> {
-    let mut out = HashMap::new();
-    for pair in query.split('&').filter(|p| !p.is_empty()) {
-        let (k, v) = pair.split_once('=').unwrap_or((pair, ""));
-        out.insert(decode(k)?, decode(v)?);
-    }
-    Ok(out)
-}
-
-fn decode(text: &str) -> Result<String, ApiError> {
-    let bad = || ApiError::invalid("the query string is not valid percent-encoded UTF-8");
-    let bytes = text.as_bytes();
-    let mut out = Vec::with_capacity(bytes.len());
-    let mut i = 0;
-    while i < bytes.len() {
-        match bytes[i] {
-            b'+' => out.push(b' '),
-            b'%' => {
-                let hex = bytes.get(i + 1..i + 3).ok_or_else(bad)?;
-                let hex = std::str::from_utf8(hex).map_err(|_| bad())?;
-                out.push(u8::from_str_radix(hex, 16).map_err(|_| bad())?);
-                i += 2;
-            }
-            b => out.push(b),
-        }
-        i += 1;
-    }
-    String::from_utf8(out).map_err(|_| bad())
-}
-
 /// The token a request presents: `Authorization: Bearer` or `x-api-key`.
 fn presented(headers: &HeaderMap) -> Option<String> {
     if let Some(v) = headers.get("authorization").and_then(|v| v.to_str().ok()) {
@@ -130,33 +93,35 @@ fn presented(headers: &HeaderMap) -> Option<String> {
         .map(|v| v.trim().to_string())
 }
 
-async fn serve_request(
-    state: Arc<State>,
-    req: Request<Incoming>,
-) -> Result<Response<Body>, Infallible> {
+fn serve_request(state: &State, parts: Parts, body: Result<Vec<u8>, BodyError>) -> Response<Body> {
     let n = state.requests.fetch_add(1, Ordering::Relaxed) + 1;
-    let answer = answer(&state, req, n).await;
-    Ok(answer.unwrap_or_else(|e| {
+    answer(state, parts, body, n).unwrap_or_else(|e| {
         if e.status >= 500 {
             tracing::warn!("request {n}: {} {}", e.status, e.message);
         } else {
             tracing::debug!("request {n}: {} {}", e.status, e.message);
         }
         error_response(&e, n)
-    }))
+    })
 }
 
-async fn answer(
-    state: &Arc<State>,
-    req: Request<Incoming>,
+fn answer(
+    state: &State,
+    parts: Parts,
+    body: Result<Vec<u8>, BodyError>,
     n: u64,
 ) -> Result<Response<Body>, ApiError> {
-    let path = req.uri().path().to_string();
-    let query = parse_query(req.uri().query().unwrap_or(""))?;
-    let method = req.method().as_str().to_string();
+    let path = parts.uri.path();
+    let bad_query = || ApiError::invalid("the query string is not valid percent-encoded UTF-8");
+    let query: HashMap<String, String> =
+        crate::form::parse(parts.uri.query().unwrap_or("")).ok_or_else(bad_query)?;
+    let method = parts.method.as_str();
     let is_mcp = path == "/mcp";
     let segments: Vec<String> = match path.strip_prefix("/v1/") {
-        Some(rest) if !is_mcp => rest.split('/').map(decode).collect::<Result<_, _>>()?,
+        Some(rest) if !is_mcp => rest
+            .split('/')
+            .map(|s| crate::form::decode(s).ok_or_else(bad_query))
+            .collect::<Result<_, _>>()?,
         _ if is_mcp => Vec::new(),
         _ => {
             return Err(ApiError::not_found(
@@ -164,34 +129,40 @@ async fn answer(
             ))
         }
     };
-    // Who asks: read outside the runtime's threads (the token file may be re-read).
-    let secret = presented(req.headers()).ok_or_else(ApiError::unauthenticated)?;
-    let token = {
-        let state = state.clone();
-        tokio::task::spawn_blocking(move || state.tokens.find(&secret))
-            .await
-            .map_err(|_| ApiError::internal("the token check failed"))?
-            .map_err(|e| {
-                tracing::warn!("reading the tokens: {e}");
-                ApiError::internal("the server cannot read its tokens; its log says why")
-            })?
-            .ok_or_else(ApiError::unauthenticated)?
-    };
+    let secret = presented(&parts.headers).ok_or_else(ApiError::unauthenticated)?;
+    let token = state
+        .tokens
+        .find(&secret)
+        .map_err(|e| {
+            tracing::warn!("reading the tokens: {e}");
+            ApiError::internal("the server cannot read its tokens; its log says why")
+        })?
+        .ok_or_else(ApiError::unauthenticated)?;
     state
         .rates
         .take(&token.name)
         .map_err(ApiError::rate_limited)?;
-    let session = req
-        .headers()
-        .get("mcp-session-id")
-        .and_then(|v| v.to_str().ok())
-        .map(str::to_string);
+    let body = body.map_err(|e| match e {
+        BodyError::TooLarge => ApiError::too_large(format!(
+            "the request body is larger than {} bytes",
+            state.bounds.max_body
+        )),
+        BodyError::Timeout => ApiError::timeout(format!(
+            "the request body was not sent within {} seconds",
+            state.bounds.body_timeout.as_secs()
+        )),
+        BodyError::Broken => ApiError::invalid("the request body could not be read"),
+    })?;
+    let request_id = ("request-id", format!("req_{n}"));
     if is_mcp {
-        match method.as_str() {
+        let session = parts
+            .headers
+            .get("mcp-session-id")
+            .and_then(|v| v.to_str().ok());
+        match method {
             "POST" => {}
             "DELETE" => {
-                let closed = session.is_some_and(|s| state.sessions.close(&s, &token));
-                return match closed {
+                return match session.is_some_and(|s| state.sessions.close(s, &token)) {
                     true => Ok(json_response(200, &Value::Object(Default::default()), &[])),
                     false => Err(ApiError::not_found("no such MCP session")),
                 };
@@ -202,24 +173,9 @@ async fn answer(
                 ))
             }
         }
-    }
-    let body = read_body(state, req).await?;
-    let request_id = ("request-id", format!("req_{n}"));
-    let state2 = state.clone();
-    if is_mcp {
-        let store = query.get("store").cloned();
-        let answered = tokio::task::spawn_blocking(move || {
-            super::mcp::post(
-                &state2.reg,
-                &state2.sessions,
-                &token,
-                store.as_deref(),
-                session.as_deref(),
-                &body,
-            )
-        })
-        .await
-        .map_err(|_| ApiError::internal("the request failed"))??;
+        let store = query.get("store").map(String::as_str);
+        let answered =
+            super::mcp::post(&state.reg, &state.sessions, &token, store, session, &body)?;
         let mut extra = vec![request_id];
         if let Some(s) = answered.session {
             extra.push(("mcp-session-id", s));
@@ -233,47 +189,15 @@ async fn answer(
             }
         });
     }
-    let value = tokio::task::spawn_blocking(move || {
-        let call = Call {
-            method: &method,
-            segments,
-            query,
-            body: &body,
-            token: &token,
-        };
-        api::handle(&state2.reg, &call)
-    })
-    .await
-    .map_err(|_| ApiError::internal("the request failed"))??;
+    let call = Call {
+        method,
+        segments,
+        query,
+        body: &body,
+        token: &token,
+    };
+    let value = api::handle(&state.reg, &call)?;
     Ok(json_response(200, &value, &[request_id]))
-}
-
-async fn read_body(state: &Arc<State>, req: Request<Incoming>) -> Result<Vec<u8>, ApiError> {
-    let max = state.bounds.max_body;
-    let too_large = || ApiError::too_large(format!("the request body is larger than {max} bytes"));
-    let declared = req
-        .headers()
-        .get("content-length")
-        .and_then(|v| v.to_str().ok())
-        .and_then(|v| v.parse::<u64>().ok());
-    if declared.is_some_and(|d| d > max as u64) {
-        return Err(too_large());
-    }
-    let limited = Limited::new(req.into_body(), max);
-    match tokio::time::timeout(state.bounds.body_timeout, limited.collect()).await {
-        Err(_) => Err(ApiError::timeout(format!(
-            "the request body was not sent within {} seconds",
-            state.bounds.body_timeout.as_secs()
-        ))),
-        Ok(Err(e))
-            if e.downcast_ref::<http_body_util::LengthLimitError>()
-                .is_some() =>
-        {
-            Err(too_large())
-        }
-        Ok(Err(_)) => Err(ApiError::invalid("the request body could not be read")),
-        Ok(Ok(collected)) => Ok(collected.to_bytes().to_vec()),
-    }
 }
 
 /// Serves until SIGINT or SIGTERM; then closes every store. Ok(false) when
@@ -297,19 +221,13 @@ pub fn run(config: Config) -> Result<bool, String> {
             "memfs: no tokens yet; make one with `memfs --stores ROOT token create --admin`"
         );
     }
-    let listener = std::net::TcpListener::bind(&config.addr).map_err(|e| {
+    let (listener, local) = listen::bind(&config.addr).map_err(|e| {
         format!(
             "cannot listen on {}: {}",
             config.addr,
             crate::units::describe_io(&e)
         )
     })?;
-    listener
-        .set_nonblocking(true)
-        .map_err(|e| crate::units::describe_io(&e))?;
-    let local: SocketAddr = listener
-        .local_addr()
-        .map_err(|e| crate::units::describe_io(&e))?;
     let state = Arc::new(State {
         reg,
         tokens,
@@ -318,114 +236,29 @@ pub fn run(config: Config) -> Result<bool, String> {
         bounds: config.bounds,
         requests: AtomicU64::new(0),
     });
-    let runtime = tokio::runtime::Builder::new_multi_thread()
-        .worker_threads(2)
-        .max_blocking_threads(64)
-        .thread_name("memfs-http")
-        .enable_all()
-        .build()
-        .map_err(|e| format!("cannot start the HTTP runtime: {e}"))?;
-    let stop = Arc::new(Notify::new());
-    let stopping = Arc::new(AtomicBool::new(false));
-    let signals = watch_signals(stop.clone(), stopping.clone())
-        .map_err(|e| format!("cannot handle signals: {e}"))?;
-    let tender = {
-        let state = state.clone();
-        let stopping = stopping.clone();
-        std::thread::Builder::new()
-            .name("memfs-tend".into())
-            .spawn(move || {
-                while !stopping.load(Ordering::SeqCst) {
-                    std::thread::sleep(Duration::from_millis(200));
-                    state.reg.tend();
-                    state.sessions.expire();
-                }
-            })
-            .map_err(|e| format!("cannot start a thread: {e}"))?
-    };
     crate::say!(
         "memfs: serving {} store(s) on http://{local} (the memory stores API at /v1/memory_stores, MCP at /mcp)",
         state.reg.count()
     );
-    let limit = Arc::new(Semaphore::new(config.bounds.max_connections.max(1)));
-    let (closing_tx, closing_rx) = tokio::sync::watch::channel(false);
-    runtime.block_on(async {
-        let listener = match tokio::net::TcpListener::from_std(listener) {
-            Ok(l) => l,
-            Err(e) => {
-                crate::say!("memfs: cannot listen: {e}");
-                return;
-            }
-        };
-        loop {
-            let permit = tokio::select! {
-                _ = stop.notified() => break,
-                p = limit.clone().acquire_owned() => match p { Ok(p) => p, Err(_) => break },
-            };
-            let (stream, _) = tokio::select! {
-                _ = stop.notified() => break,
-                accepted = listener.accept() => match accepted {
-                    Ok(a) => a,
-                    Err(e) => {
-                        tracing::warn!("accepting a connection: {e}");
-                        tokio::time::sleep(Duration::from_millis(50)).await;
-                        continue;
-                    }
-                },
-            };
-            let _ = stream.set_nodelay(true);
-            let state = state.clone();
-            let bounds = state.bounds;
-            let mut closing = closing_rx.clone();
-            tokio::spawn(async move {
-                let service =
-                    hyper::service::service_fn(move |req| serve_request(state.clone(), req));
-                let mut builder = hyper::server::conn::http1::Builder::new();
-                builder
-                    .timer(TokioTimer::new())
-                    .header_read_timeout(bounds.header_timeout)
-                    .max_buf_size(bounds.max_headers.max(8192));
-                let conn = builder.serve_connection(TokioIo::new(stream), service);
-                tokio::pin!(conn);
-                tokio::select! {
-                    _ = conn.as_mut() => {}
-                    _ = closing.changed() => {
-                        // Finish the request in flight, then close (an idle
-                        // keep-alive connection closes at once).
-                        conn.as_mut().graceful_shutdown();
-                        let _ = conn.as_mut().await;
-                    }
-                }
-                drop(permit);
-            });
-        }
-        let _ = closing_tx.send(true);
-        // Let requests in flight finish (bounded).
-        let all = config.bounds.max_connections.max(1) as u32;
-        let _ = tokio::time::timeout(Duration::from_secs(5), limit.acquire_many(all)).await;
-    });
-    runtime.shutdown_timeout(Duration::from_secs(5));
-    stopping.store(true, Ordering::SeqCst);
-    signals.close();
-    let _ = tender.join();
+    let b = config.bounds;
+    let limits = listen::Limits {
+        max_body: b.max_body,
+        max_headers: b.max_headers,
+        header_timeout: b.header_timeout,
+        body_timeout: b.body_timeout,
+        max_connections: b.max_connections,
+    };
+    let handler = {
+        let state = state.clone();
+        Arc::new(move |parts, body| serve_request(&state, parts, body))
+    };
+    let tend = {
+        let state = state.clone();
+        Box::new(move || {
+            state.reg.tend();
+            state.sessions.expire();
+        })
+    };
+    listen::run(listener, limits, handler, tend)?;
     Ok(state.reg.close_all())
-}
-
-fn watch_signals(
-    stop: Arc<Notify>,
-    stopping: Arc<AtomicBool>,
-) -> std::io::Result<signal_hook::iterator::Handle> {
-    use signal_hook::consts::{SIGINT, SIGTERM};
-    let mut signals = signal_hook::iterator::Signals::new([SIGINT, SIGTERM])?;
-    let handle = signals.handle();
-    std::thread::Builder::new()
-        .name("memfs-signals".into())
-        .spawn(move || {
-            if signals.forever().next().is_some() {
-                stopping.store(true, Ordering::SeqCst);
-                stop.notify_one();
-                stop.notify_waiters();
-            }
-        })?;
-    Ok(handle)
 }

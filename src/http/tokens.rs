@@ -70,18 +70,7 @@ pub fn check_name(name: &str) -> Result<(), String> {
     }
 }
 
-/// Fills `bytes` from the kernel's random source; an error if it has none
-/// (a token is never made from anything weaker).
-pub fn random(bytes: &mut [u8]) -> io::Result<()> {
-    let mut filled = 0;
-    while filled < bytes.len() {
-        let n =
-            rustix::rand::getrandom(&mut bytes[filled..], rustix::rand::GetRandomFlags::empty())
-                .map_err(io::Error::from)?;
-        filled += n;
-    }
-    Ok(())
-}
+pub use crate::digest::random;
 
 /// Compares two byte strings in time that depends on their lengths only.
 fn same(a: &[u8], b: &[u8]) -> bool {

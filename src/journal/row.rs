@@ -229,3 +229,26 @@ impl Row {
         crate::text::printable(&line).into_owned()
     }
 }
+
+/// A row for tests: version `v` of change `change`, by memfs, with a
+/// content (none for a delete).
+#[cfg(test)]
+pub fn example(v: u64, change: u64, op: Op, path: &str, from: Option<&str>) -> Row {
+    Row {
+        version: v.to_string(),
+        time: format!("2026-12-02T00:00:{:02}Z", v % 60),
+        actor: Actor::memfs(),
+        op,
+        path: path.into(),
+        from: from.map(str::to_string),
+        sha256: (op != Op::Delete).then(|| "00".repeat(32)),
+        size: Some(1),
+        replaces: None,
+        redacted: false,
+        pruned: false,
+        note: None,
+        batch: 0,
+        change: Some(change),
+        origin: None,
+    }
+}

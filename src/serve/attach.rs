@@ -322,3 +322,33 @@ pub fn result_of(answer: &str) -> ToolResult {
     };
     ToolResult { content, is_error }
 }
+
+/// A history request answered by the owner of the data dir, with its key.
+pub fn through_owner(
+    state_dir: &std::path::Path,
+    request: &crate::control::request::Request,
+) -> crate::control::request::Reply {
+    use crate::control::request::{Reply, TYPE};
+    let mut line = serde_json::to_value(request).expect("a request serializes");
+    line["type"] = TYPE.into();
+    match crate::persist::read_key(state_dir) {
+        Ok(key) => line["key"] = key.into(),
+        Err(e) => {
+            return Reply::error(format!(
+                "cannot read the owner's key in the data dir's .memfs: {e}"
+            ))
+        }
+    }
+    let answer = Link::connect(state_dir)
+        .map_err(|e| e.to_string())
+        .and_then(|mut link| {
+            link.call(line.to_string().as_bytes())
+                .map_err(|_| "it went away before answering".to_string())
+        });
+    match answer {
+        Ok(answer) => Reply::from_line(&answer),
+        Err(e) => Reply::error(format!(
+            "cannot reach the memfs that owns the data dir: {e}"
+        )),
+    }
+}

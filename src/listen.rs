@@ -1,0 +1,204 @@
+//! One HTTP/1.1 listener for the HTTP doors (`serve --http`, `web`): hyper
+//! on a small tokio runtime of its own, at the door only. Each request is
+//! read within its bounds (a header timeout, a body timeout and size, a cap
+//! on connections), then answered on a blocking thread by a synchronous
+//! handler. Runs until SIGINT or SIGTERM; then lets requests in flight
+//! finish (bounded) and closes every connection.
+
+use std::convert::Infallible;
+use std::net::{SocketAddr, TcpListener};
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::Arc;
+use std::time::Duration;
+
+use bytes::Bytes;
+use http_body_util::{BodyExt, Full, Limited};
+use hyper::body::Incoming;
+use hyper::{Request, Response};
+use hyper_util::rt::{TokioIo, TokioTimer};
+use tokio::sync::{Notify, Semaphore};
+
+pub type Body = Full<Bytes>;
+
+/// What bounds each connection.
+#[derive(Debug, Clone, Copy)]
+pub struct Limits {
+    pub max_body: usize,
+    pub max_headers: usize,
+    pub header_timeout: Duration,
+    pub body_timeout: Duration,
+    pub max_connections: usize,
+}
+
+/// Why a body was not read.
+pub enum BodyError {
+    TooLarge,
+    Timeout,
+    Broken,
+}
+
+/// A request's head, and its body (read within the bounds, or why not).
+pub type Handler =
+    dyn Fn(hyper::http::request::Parts, Result<Vec<u8>, BodyError>) -> Response<Body> + Send + Sync;
+
+/// Binds `addr` (a failure is the caller's to report).
+pub fn bind(addr: &str) -> std::io::Result<(TcpListener, SocketAddr)> {
+    let listener = TcpListener::bind(addr)?;
+    listener.set_nonblocking(true)?;
+    let local = listener.local_addr()?;
+    Ok((listener, local))
+}
+
+async fn read_body(
+    body: Incoming,
+    limits: &Limits,
+    declared: Option<u64>,
+) -> Result<Vec<u8>, BodyError> {
+    if declared.is_some_and(|d| d > limits.max_body as u64) {
+        return Err(BodyError::TooLarge);
+    }
+    let limited = Limited::new(body, limits.max_body);
+    match tokio::time::timeout(limits.body_timeout, limited.collect()).await {
+        Err(_) => Err(BodyError::Timeout),
+        Ok(Err(e))
+            if e.downcast_ref::<http_body_util::LengthLimitError>()
+                .is_some() =>
+        {
+            Err(BodyError::TooLarge)
+        }
+        Ok(Err(_)) => Err(BodyError::Broken),
+        Ok(Ok(collected)) => Ok(collected.to_bytes().to_vec()),
+    }
+}
+
+async fn serve_one(
+    handler: Arc<Handler>,
+    limits: Limits,
+    req: Request<Incoming>,
+) -> Result<Response<Body>, Infallible> {
+    let (parts, body) = req.into_parts();
+    let declared = parts
+        .headers
+        .get("content-length")
+        .and_then(|v| v.to_str().ok())
+        .and_then(|v| v.parse::<u64>().ok());
+    let body = read_body(body, &limits, declared).await;
+    let answered = tokio::task::spawn_blocking(move || handler(parts, body)).await;
+    Ok(answered.unwrap_or_else(|_| {
+        let mut r = Response::new(Full::new(Bytes::from_static(b"the request failed\n")));
+        *r.status_mut() = hyper::StatusCode::INTERNAL_SERVER_ERROR;
+        r
+    }))
+}
+
+/// Serves `listener` with `handler` until a signal; `tend` runs every 200 ms meanwhile.
+pub fn run(
+    listener: TcpListener,
+    limits: Limits,
+    handler: Arc<Handler>,
+    tend: Box<dyn Fn() + Send>,
+) -> Result<(), String> {
+    let runtime = tokio::runtime::Builder::new_multi_thread()
+        .worker_threads(2)
+        .max_blocking_threads(64)
+        .thread_name("memfs-http")
+        .enable_all()
+        .build()
+        .map_err(|e| format!("cannot start the HTTP runtime: {e}"))?;
+    let stop = Arc::new(Notify::new());
+    let stopping = Arc::new(AtomicBool::new(false));
+    let signals = watch_signals(stop.clone(), stopping.clone())
+        .map_err(|e| format!("cannot handle signals: {e}"))?;
+    let tender = {
+        let stopping = stopping.clone();
+        std::thread::Builder::new()
+            .name("memfs-tend".into())
+            .spawn(move || {
+                while !stopping.load(Ordering::SeqCst) {
+                    std::thread::sleep(Duration::from_millis(200));
+                    tend();
+                }
+            })
+            .map_err(|e| format!("cannot start a thread: {e}"))?
+    };
+    let slots = Arc::new(Semaphore::new(limits.max_connections.max(1)));
+    let (closing_tx, closing_rx) = tokio::sync::watch::channel(false);
+    runtime.block_on(async {
+        let listener = match tokio::net::TcpListener::from_std(listener) {
+            Ok(l) => l,
+            Err(e) => {
+                crate::say!("memfs: cannot listen: {e}");
+                return;
+            }
+        };
+        loop {
+            let permit = tokio::select! {
+                _ = stop.notified() => break,
+                p = slots.clone().acquire_owned() => match p { Ok(p) => p, Err(_) => break },
+            };
+            let (stream, _) = tokio::select! {
+                _ = stop.notified() => break,
+                accepted = listener.accept() => match accepted {
+                    Ok(a) => a,
+                    Err(e) => {
+                        tracing::warn!("accepting a connection: {e}");
+                        tokio::time::sleep(Duration::from_millis(50)).await;
+                        continue;
+                    }
+                },
+            };
+            let _ = stream.set_nodelay(true);
+            let handler = handler.clone();
+            let mut closing = closing_rx.clone();
+            tokio::spawn(async move {
+                let service =
+                    hyper::service::service_fn(move |req| serve_one(handler.clone(), limits, req));
+                let mut builder = hyper::server::conn::http1::Builder::new();
+                builder
+                    .timer(TokioTimer::new())
+                    .header_read_timeout(limits.header_timeout)
+                    .max_buf_size(limits.max_headers.max(8192));
+                let conn = builder.serve_connection(TokioIo::new(stream), service);
+                tokio::pin!(conn);
+                tokio::select! {
+                    _ = conn.as_mut() => {}
+                    _ = closing.changed() => {
+                        // Finish the request in flight, then close (an idle
+                        // keep-alive connection closes at once).
+                        conn.as_mut().graceful_shutdown();
+                        let _ = conn.as_mut().await;
+                    }
+                }
+                drop(permit);
+            });
+        }
+        let _ = closing_tx.send(true);
+        // Let requests in flight finish (bounded).
+        let all = limits.max_connections.max(1) as u32;
+        let _ = tokio::time::timeout(Duration::from_secs(5), slots.acquire_many(all)).await;
+    });
+    runtime.shutdown_timeout(Duration::from_secs(5));
+    stopping.store(true, Ordering::SeqCst);
+    signals.close();
+    let _ = tender.join();
+    Ok(())
+}
+
+fn watch_signals(
+    stop: Arc<Notify>,
+    stopping: Arc<AtomicBool>,
+) -> std::io::Result<signal_hook::iterator::Handle> {
+    use signal_hook::consts::{SIGINT, SIGTERM};
+    let mut signals = signal_hook::iterator::Signals::new([SIGINT, SIGTERM])?;
+    let handle = signals.handle();
+    std::thread::Builder::new()
+        .name("memfs-signals".into())
+        .spawn(move || {
+            if signals.forever().next().is_some() {
+                stopping.store(true, Ordering::SeqCst);
+                stop.notify_one();
+                stop.notify_waiters();
+            }
+        })?;
+    Ok(handle)
+}

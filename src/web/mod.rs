@@ -1,0 +1,350 @@
+//! A page for people (`memfs --data DIR web`): what the agent remembers,
+//! what it changed, and undoing it. Server-rendered HTML with a little
+//! JavaScript (no build step, nothing from the internet), under a strict
+//! Content-Security-Policy; a one-time login URL trades for an HttpOnly,
+//! SameSite session cookie, and every change is a POST carrying the
+//! session's CSRF token. Everything the page does goes through the history
+//! commands every door shares (`memfs log`, `diff`, `undo`, `redact`),
+//! credited to the person who runs it.
+
+pub mod html;
+pub mod model;
+pub mod pages;
+pub mod session;
+pub mod source;
+
+use std::collections::HashMap;
+use std::net::SocketAddr;
+use std::sync::Arc;
+
+use bytes::Bytes;
+use http_body_util::Full;
+use hyper::header::HeaderValue;
+use hyper::http::request::Parts;
+use hyper::{Response, StatusCode};
+use parking_lot::Mutex;
+
+use crate::listen::{self, Body, BodyError};
+use model::{Model, Reviewed};
+use pages::{Ctx, View};
+use session::Sessions;
+pub use source::Source;
+
+const CSP: &str = "default-src 'none'; script-src 'self'; style-src 'self'; img-src 'self'; connect-src 'self'; form-action 'self'; frame-ancestors 'none'; base-uri 'none'";
+const APP_JS: &str = include_str!("static/app.js");
+const APP_CSS: &str = include_str!("static/app.css");
+
+pub struct App {
+    source: Source,
+    model: Mutex<Model>,
+    reviewed: Mutex<Reviewed>,
+    sessions: Sessions,
+    hide: crate::tool::Hide,
+}
+
+/// One answer.
+struct Page {
+    status: u16,
+    kind: &'static str,
+    body: Vec<u8>,
+    headers: Vec<(&'static str, String)>,
+}
+
+impl Page {
+    fn html(status: u16, body: String) -> Page {
+        Page {
+            status,
+            kind: "text/html; charset=utf-8",
+            body: body.into_bytes(),
+            headers: Vec::new(),
+        }
+    }
+
+    fn asset(kind: &'static str, text: &str) -> Page {
+        Page {
+            status: 200,
+            kind,
+            body: text.as_bytes().to_vec(),
+            headers: vec![("cache-control", "no-cache".into())],
+        }
+    }
+
+    fn redirect(to: &str) -> Page {
+        Page {
+            status: 303,
+            kind: "text/plain; charset=utf-8",
+            body: Vec::new(),
+            headers: vec![("location", to.to_string())],
+        }
+    }
+
+    fn text(status: u16, text: &str) -> Page {
+        Page::html(
+            status,
+            shell(
+                "memfs",
+                &format!("<p class=\"error\">{}</p>", html::esc(text)),
+                0,
+                0,
+            ),
+        )
+    }
+}
+
+fn shell(title: &str, main: &str, head: u64, review: usize) -> String {
+    format!(
+        "<!doctype html><html lang=\"en\"><head><meta charset=\"utf-8\"><meta name=\"viewport\" content=\"width=device-width\"><title>memfs: {}</title><link rel=\"stylesheet\" href=\"/static/app.css\"><script src=\"/static/app.js\" defer></script></head><body><header><a class=\"brand\" href=\"/\">memfs</a><a href=\"/\">memory</a><a href=\"/history\">history</a><a href=\"/review\">review <span id=\"review-count\">{review}</span></a><a href=\"/deleted\">deleted</a><span id=\"live\" class=\"live\">live</span></header><main id=\"main\" data-head=\"{head}\">{main}</main></body></html>",
+        html::esc(title)
+    )
+}
+
+/// A version number a query or form names.
+fn version(q: &HashMap<String, String>, key: &str) -> Option<u64> {
+    q.get(key).and_then(|v| v.parse::<u64>().ok())
+}
+
+/// A path inside the page to go back to after a POST (never another site).
+fn back(to: Option<&String>) -> String {
+    match to {
+        Some(t) if t.starts_with('/') && !t.starts_with("//") && !t.contains('\\') => t.clone(),
+        _ => "/review".into(),
+    }
+}
+
+impl App {
+    pub fn new(source: Source, state_dir: &std::path::Path) -> Result<(App, String), String> {
+        let (sessions, login) = Sessions::new()?;
+        let app = App {
+            source,
+            model: Mutex::new(Model::default()),
+            reviewed: Mutex::new(Reviewed::load(state_dir)),
+            sessions,
+            hide: model::scratch(),
+        };
+        app.refresh()?;
+        Ok((app, login))
+    }
+
+    /// Takes in the versions made since the last look.
+    fn refresh(&self) -> Result<(), String> {
+        let after = self.model.lock().next.saturating_sub(1);
+        let (next, rows) = self.source.since(after)?;
+        self.model.lock().take(next, rows);
+        Ok(())
+    }
+
+    fn reload(&self) -> Result<(), String> {
+        let (next, rows) = self.source.since(0)?;
+        let mut fresh = Model::default();
+        fresh.take(next, rows);
+        *self.model.lock() = fresh;
+        Ok(())
+    }
+
+    fn answer(&self, parts: &Parts, body: Result<Vec<u8>, BodyError>) -> Page {
+        let query = match crate::form::parse(parts.uri.query().unwrap_or("")) {
+            Some(q) => q,
+            None => return Page::text(400, "the query string is not valid"),
+        };
+        let path = parts.uri.path();
+        match path {
+            "/static/app.js" => return Page::asset("text/javascript; charset=utf-8", APP_JS),
+            "/static/app.css" => return Page::asset("text/css; charset=utf-8", APP_CSS),
+            "/login" => {
+                let given = query.get("token").map(String::as_str).unwrap_or("");
+                return match self.sessions.log_in(given) {
+                    Some(id) => Page {
+                        headers: vec![
+                            ("location", "/".into()),
+                            (
+                                "set-cookie",
+                                format!("memfs_web={id}; HttpOnly; SameSite=Strict; Path=/"),
+                            ),
+                        ],
+                        ..Page::redirect("/")
+                    },
+                    None => Page::text(403, "this login link is not valid, or was used already; restart memfs web for a new one"),
+                };
+            }
+            _ => {}
+        }
+        let cookie = parts.headers.get("cookie").and_then(|v| v.to_str().ok());
+        let Some(csrf) = self.sessions.check(session::cookie(cookie, "memfs_web")) else {
+            return Page::text(401, "log in with the URL memfs web printed");
+        };
+        if let Err(e) = self.refresh() {
+            return Page::text(503, &e);
+        }
+        let said = query.get("said").cloned();
+        let ctx = Ctx {
+            csrf: &csrf,
+            said: said.as_deref(),
+        };
+        if parts.method == hyper::Method::POST {
+            return self.post(parts, body, &csrf);
+        }
+        self.get(path, &query, &ctx)
+    }
+
+    /// A keep, an undo or a redaction, from a form of this page.
+    fn post(&self, parts: &Parts, body: Result<Vec<u8>, BodyError>, csrf: &str) -> Page {
+        let path = parts.uri.path();
+        let Ok(body) = body else {
+            return Page::text(400, "the form could not be read");
+        };
+        let form = crate::form::parse(&String::from_utf8_lossy(&body)).unwrap_or_default();
+        if !form
+            .get("csrf")
+            .is_some_and(|given| session::same(given, csrf))
+        {
+            return Page::text(403, "this form is not from this page (its CSRF token is missing or wrong); nothing was changed");
+        }
+        if parts
+            .headers
+            .get("sec-fetch-site")
+            .and_then(|v| v.to_str().ok())
+            .is_some_and(|s| s != "same-origin" && s != "none")
+        {
+            return Page::text(
+                403,
+                "a POST from another site is refused; nothing was changed",
+            );
+        }
+        let Some(v) = version(&form, "version") else {
+            return Page::text(400, "which version?");
+        };
+        let to = back(form.get("back"));
+        let result = match path {
+            "/keep" => self
+                .reviewed
+                .lock()
+                .mark(v)
+                .map(|()| format!("version {v} kept")),
+            "/undo" => self.source.undo(v).inspect(|_| {
+                let _ = self.reviewed.lock().mark(v);
+            }),
+            "/redact" => self.source.redact(v).inspect(|_| {
+                let _ = self.reload();
+            }),
+            _ => return Page::text(404, "no such page"),
+        };
+        let said = match result {
+            Ok(s) => s,
+            Err(e) => format!("not done: {e}"),
+        };
+        let sep = if to.contains('?') { '&' } else { '?' };
+        Page::redirect(&format!("{to}{sep}said={}", crate::form::encode(&said)))
+    }
+
+    fn get(&self, path: &str, query: &HashMap<String, String>, ctx: &Ctx) -> Page {
+        let model = self.model.lock();
+        let reviewed = self.reviewed.lock().versions.clone();
+        let review = pages::unreviewed(&model, &reviewed).len();
+        let hide = |n: &str| self.hide.hides(n);
+        let view: Option<View> = match path {
+            "/head" => {
+                return Page {
+                    status: 200,
+                    kind: "application/json",
+                    body: serde_json::json!({"next": model.next, "review": review})
+                        .to_string()
+                        .into_bytes(),
+                    headers: vec![("cache-control", "no-store".into())],
+                }
+            }
+            "/" => Some(pages::tree(&model, &hide, ctx)),
+            "/file" => query
+                .get("path")
+                .map(|p| pages::file(&model, &self.source, p, ctx)),
+            "/history" => Some(pages::history(&model, &hide, version(query, "before"), ctx)),
+            "/deleted" => Some(pages::deleted(&model, &hide, ctx)),
+            "/review" => Some(pages::review(&model, &self.source, &reviewed, ctx)),
+            "/diff" => version(query, "version")
+                .and_then(|v| model.row(v))
+                .map(|row| {
+                    let against = version(query, "against").and_then(|w| model.row(w));
+                    pages::version(&model, &self.source, row, against, ctx)
+                }),
+            "/redact" => version(query, "version")
+                .and_then(|v| model.row(v))
+                .map(|row| pages::redact(&model, row, ctx)),
+            "/raw" => {
+                let Some(row) = version(query, "version").and_then(|v| model.row(v)) else {
+                    return Page::text(404, "no such version");
+                };
+                let lower = row.path.to_ascii_lowercase();
+                let kind = match lower.rsplit('.').next() {
+                    Some("png") => "image/png",
+                    Some("jpg" | "jpeg") => "image/jpeg",
+                    Some("gif") => "image/gif",
+                    Some("webp") => "image/webp",
+                    _ => "text/plain; charset=utf-8",
+                };
+                return match self.source.show(row.id()) {
+                    Ok(bytes) => Page {
+                        status: 200,
+                        kind,
+                        body: bytes,
+                        headers: vec![(
+                            "content-security-policy",
+                            "default-src 'none'; sandbox".into(),
+                        )],
+                    },
+                    Err(e) => Page::text(404, &e),
+                };
+            }
+            _ => None,
+        };
+        match view {
+            None => Page::text(404, "no such page"),
+            Some(view) if query.contains_key("partial") => Page::html(200, view.main),
+            Some(view) => Page::html(200, shell(&view.title, &view.main, model.next, review)),
+        }
+    }
+
+    fn respond(&self, parts: Parts, body: Result<Vec<u8>, BodyError>) -> Response<Body> {
+        let page = self.answer(&parts, body);
+        let mut r = Response::new(Full::new(Bytes::from(page.body)));
+        *r.status_mut() = StatusCode::from_u16(page.status).unwrap_or(StatusCode::OK);
+        let h = r.headers_mut();
+        let kind =
+            HeaderValue::from_str(page.kind).unwrap_or(HeaderValue::from_static("text/plain"));
+        h.insert("content-type", kind);
+        h.insert("content-security-policy", HeaderValue::from_static(CSP));
+        h.insert(
+            "x-content-type-options",
+            HeaderValue::from_static("nosniff"),
+        );
+        h.insert("x-frame-options", HeaderValue::from_static("DENY"));
+        h.insert("referrer-policy", HeaderValue::from_static("no-referrer"));
+        h.insert("cache-control", HeaderValue::from_static("no-store"));
+        for (k, v) in page.headers {
+            if let Ok(v) = HeaderValue::from_str(&v) {
+                h.insert(k, v);
+            }
+        }
+        r
+    }
+}
+
+/// Whether `addr` is a loopback address (the page binds nothing else).
+pub fn is_loopback(addr: &SocketAddr) -> bool {
+    addr.ip().is_loopback()
+}
+
+/// Serves the page on `listener` until a signal; `tend` runs meanwhile.
+pub fn serve(
+    app: Arc<App>,
+    listener: std::net::TcpListener,
+    tend: Box<dyn Fn() + Send>,
+) -> Result<(), String> {
+    let limits = listen::Limits {
+        max_body: 64 << 10,
+        max_headers: 64 << 10,
+        header_timeout: std::time::Duration::from_secs(10),
+        body_timeout: std::time::Duration::from_secs(10),
+        max_connections: 64,
+    };
+    let handler = Arc::new(move |parts, body| app.respond(parts, body));
+    listen::run(listener, limits, handler, tend)
+}

@@ -1,0 +1,82 @@
+//! Where the page gets the memory from: the memory this process owns, or
+//! the owner of the data dir through its socket (so the page works beside a
+//! running mount or server, as notebook servers do). Either way every act
+//! goes through the history commands every door shares.
+
+use std::path::PathBuf;
+use std::sync::Arc;
+
+use crate::control::request::{handle, Reply, Request};
+use crate::journal::Row;
+use crate::memory::Memory;
+use crate::serve::attach::through_owner;
+
+pub enum Source {
+    Owner(Arc<Memory>),
+    Beside { state_dir: PathBuf },
+}
+
+impl Source {
+    pub fn request(&self, request: &Request) -> Reply {
+        match self {
+            Source::Owner(memory) => handle(memory.store(), memory.control(), request),
+            Source::Beside { state_dir } => through_owner(state_dir, request),
+        }
+    }
+
+    /// The rows after version `after` (oldest first), and the next version's number.
+    pub fn since(&self, after: u64) -> Result<(u64, Vec<Row>), String> {
+        let reply = self.request(&Request::Since { after });
+        if reply.code != 0 {
+            return Err(reply.err);
+        }
+        #[derive(serde::Deserialize)]
+        struct Since {
+            next: u64,
+            rows: Vec<Row>,
+        }
+        let got: Since = serde_json::from_slice(&reply.out)
+            .map_err(|e| format!("the owner's answer is not the history: {e}"))?;
+        Ok((got.next, got.rows))
+    }
+
+    /// The bytes of a file at `version`.
+    pub fn show(&self, version: u64) -> Result<Vec<u8>, String> {
+        ok(self.request(&Request::Show {
+            version: version.to_string(),
+        }))
+    }
+
+    pub fn diff(&self, version: u64, against: Option<u64>) -> Result<String, String> {
+        ok(self.request(&Request::Diff {
+            version: version.to_string(),
+            against: against.map(|a| a.to_string()),
+        }))
+        .map(|b| String::from_utf8_lossy(&b).into_owned())
+    }
+
+    pub fn undo(&self, version: u64) -> Result<String, String> {
+        ok(self.request(&Request::Undo {
+            version: version.to_string(),
+            // SAFETY: getuid(2) cannot fail and touches no memory.
+            uid: unsafe { libc::getuid() },
+            pid: std::process::id(),
+        }))
+        .map(|b| String::from_utf8_lossy(&b).trim().to_string())
+    }
+
+    pub fn redact(&self, version: u64) -> Result<String, String> {
+        ok(self.request(&Request::Redact {
+            version: version.to_string(),
+            path: false,
+        }))
+        .map(|b| String::from_utf8_lossy(&b).trim().to_string())
+    }
+}
+
+fn ok(reply: Reply) -> Result<Vec<u8>, String> {
+    match reply.code {
+        0 => Ok(reply.out),
+        _ => Err(reply.err),
+    }
+}

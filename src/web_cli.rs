@@ -1,0 +1,101 @@
+//! `memfs --data DIR web [--listen ADDR]`: the page for one memory.
+
+use std::io::Write;
+use std::process::ExitCode;
+use std::sync::Arc;
+use std::time::Duration;
+
+use memfs::fuse::Hosted;
+use memfs::persist::OpenError;
+use memfs::serve::socket::SocketServer;
+use memfs::web::{App, Source};
+use memfs::Memory;
+
+use crate::cli::Cli;
+
+pub fn web(cli: &Cli, listen: &str) -> ExitCode {
+    let data = &cli.common.data;
+    let (listener, local) = match memfs::listen::bind(listen) {
+        Ok(bound) => bound,
+        Err(e) => {
+            memfs::say!(
+                "memfs: cannot listen on {listen}: {}",
+                memfs::units::describe_io(&e)
+            );
+            return ExitCode::from(2);
+        }
+    };
+    if !memfs::web::is_loopback(&local) {
+        memfs::say!("memfs: the page listens on loopback only (127.0.0.1 or ::1); to reach it from elsewhere, put an authenticating proxy in front");
+        return ExitCode::from(2);
+    }
+    let hosted = Arc::new(Hosted::default());
+    let (source, mut owned) = match Memory::open(data, cli.common.options()) {
+        Ok(memory) => {
+            let memory = Arc::new(memory);
+            let server = match SocketServer::start(
+                memory.tool().clone(),
+                memory.control().clone(),
+                &memory.data_dir().state,
+                Duration::from_secs(cli.common.client_timeout),
+                memfs::serve::max_line_bytes(cli.common.max_file_size),
+                Some(hosted.clone()),
+            ) {
+                Ok(server) => server,
+                Err(e) => {
+                    memfs::say!("memfs: cannot serve the socket in the data dir: {e}");
+                    return ExitCode::from(2);
+                }
+            };
+            (Source::Owner(memory.clone()), Some((memory, server)))
+        }
+        Err(OpenError::Busy { .. }) => (
+            Source::Beside {
+                state_dir: data.join(".memfs"),
+            },
+            None,
+        ),
+        Err(e) => {
+            memfs::say!("memfs: {e}");
+            return ExitCode::from(2);
+        }
+    };
+    let (app, login) = match App::new(source, &data.join(".memfs")) {
+        Ok(made) => made,
+        Err(e) => {
+            memfs::say!("memfs: {e}");
+            return ExitCode::from(2);
+        }
+    };
+    let port = local.port();
+    let host = match local {
+        std::net::SocketAddr::V6(_) => "[::1]".to_string(),
+        std::net::SocketAddr::V4(v4) => v4.ip().to_string(),
+    };
+    let mut out = std::io::stdout().lock();
+    let _ = writeln!(out, "http://{host}:{port}/login?token={login}");
+    let _ = out.flush();
+    drop(out);
+    memfs::say!("memfs: the page is on http://{host}:{port}/ (open the login URL above once; Ctrl-C to stop)");
+    let tend = {
+        let hosted = hosted.clone();
+        Box::new(move || hosted.reap())
+    };
+    let served = memfs::web::serve(Arc::new(app), listener, tend);
+    let mut code = ExitCode::SUCCESS;
+    if let Err(e) = served {
+        memfs::say!("memfs: {e}");
+        code = ExitCode::FAILURE;
+    }
+    if let Some((memory, mut server)) = owned.take() {
+        server.stop();
+        if !hosted.unmount_all() {
+            code = ExitCode::FAILURE;
+        }
+        if !memory.write_out() {
+            memfs::say!("memfs: some changes could not be written to disk");
+            code = ExitCode::FAILURE;
+        }
+    }
+    code
+}

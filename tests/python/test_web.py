@@ -1,0 +1,169 @@
+"""`memfs --data DIR web`, clicked through in a real headless Chromium
+(Debian's, driven by Playwright) beside a real mount, with the agent writing
+through `memfs serve --stdio`. Screenshots of each view go to target/web-*.png."""
+import json
+import os
+import pathlib
+import subprocess
+import time
+
+import pytest
+
+CI = os.environ.get("CI") == "true"
+REPO = pathlib.Path(__file__).resolve().parents[2]
+CHROMIUM = "/usr/bin/chromium"
+
+from playwright import sync_api  # noqa: E402
+
+
+def need(ok, why):
+    if not ok:
+        if CI:
+            pytest.fail(f"CI=true needs {why}")
+        pytest.skip(f"needs {why}")
+
+
+class Agent:
+    """An agent session: `memfs serve --stdio`, one JSON line per call."""
+
+    def __init__(self, memfs_bin, data):
+        self.p = subprocess.Popen([memfs_bin, "--data", str(data), "--as", "claude", "serve", "--stdio"],
+                                  stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.DEVNULL,
+                                  text=True, bufsize=1)
+
+    def call(self, **cmd):
+        self.p.stdin.write(json.dumps(cmd) + "\n")
+        self.p.stdin.flush()
+        answer = json.loads(self.p.stdout.readline())
+        assert not answer["is_error"], answer
+        return answer["content"]
+
+    def close(self):
+        self.p.stdin.close()
+        self.p.wait(timeout=30)
+
+
+@pytest.fixture
+def setup(memfs_bin, tmp_path):
+    need(os.path.exists("/dev/fuse") and os.geteuid() == 0, "/dev/fuse and root (the page runs beside a mount)")
+    need(os.path.exists(CHROMIUM), "Debian's chromium")
+    data = tmp_path / "data"
+    mnt = tmp_path / "mnt"
+    mnt.mkdir()
+    mount = subprocess.Popen([memfs_bin, "--data", str(data), "mount", str(mnt)], stderr=subprocess.PIPE, text=True)
+    deadline = time.time() + 20
+    while not os.path.ismount(mnt) and time.time() < deadline:
+        assert mount.poll() is None, mount.stderr.read()
+        time.sleep(0.1)
+    assert os.path.ismount(mnt)
+    (mnt / "people").mkdir()
+    (mnt / "people" / "ana.md").write_text("Ana prefers email.\n")
+    web = subprocess.Popen([memfs_bin, "--data", str(data), "web"], stdout=subprocess.PIPE,
+                           stderr=subprocess.PIPE, text=True)
+    url = web.stdout.readline().strip()
+    assert url.startswith("http://127.0.0.1:") and "/login?token=" in url, url
+    base = url.split("/login")[0]
+    agent = Agent(memfs_bin, data)
+    yield {"data": data, "mnt": mnt, "url": url, "base": base, "agent": agent, "memfs": memfs_bin}
+    agent.close()
+    web.terminate()
+    assert web.wait(timeout=30) == 0, web.stderr.read()
+    subprocess.run(["umount", str(mnt)])
+    assert mount.wait(timeout=30) == 0
+
+
+def shot(page, name):
+    out = REPO / "target" / f"web-{name}.png"
+    out.parent.mkdir(exist_ok=True)
+    page.screenshot(path=str(out), full_page=True)
+
+
+def test_follow_review_and_undo_an_agents_memory_from_the_page(setup):
+    s = setup
+    with sync_api.sync_playwright() as p:
+        browser = p.chromium.launch(executable_path=CHROMIUM, headless=True, args=["--no-sandbox"])
+        page = browser.new_page(viewport={"width": 1200, "height": 800})
+        errors = []
+        page.on("console", lambda m: errors.append(m.text) if m.type == "error" else None)
+        page.goto(s["url"])
+        assert page.url == s["base"] + "/"
+        assert "people/ana.md" in page.inner_text("main")
+        shot(page, "tree")
+        # The login link works once.
+        other = browser.new_page()
+        other.goto(s["url"])
+        assert "not valid" in other.inner_text("main")
+        other.goto(s["base"] + "/review")
+        assert "log in" in other.inner_text("main")
+        other.close()
+
+        # The page is open on the review queue; the agent writes; the change appears without a reload.
+        page.goto(s["base"] + "/review")
+        page.evaluate("window.__same_page = 1")
+        s["agent"].call(command="create", path="/memories/plan.md", file_text="step one\nstep two\n")
+        s["agent"].call(command="str_replace", path="/memories/plan.md", old_str="step two", new_str="step 2")
+        page.wait_for_selector("section.change:has-text('plan.md') >> text=write", timeout=5000)
+        assert page.evaluate("window.__same_page") == 1, "the page reloaded"
+        assert page.inner_text("#review-count") == "2"
+        write = page.locator("section.change", has_text="write")
+        assert write.locator("pre.diff .del").all_inner_texts() == ["-step two"]
+        assert write.locator("pre.diff .add").all_inner_texts() == ["+step 2"]
+        shot(page, "review")
+
+        # Undo the agent's edit: the old content is back in the mount and in the tool's view.
+        write.locator("button.undo").click()
+        page.wait_for_selector(".said")
+        assert "back to version" in page.inner_text(".said")
+        assert (s["mnt"] / "plan.md").read_text() == "step one\nstep two\n"
+        view = s["agent"].call(command="view", path="/memories/plan.md")
+        assert view.endswith("1\tstep one\n     2\tstep two"), view
+        # Keep the create: the queue is empty.
+        page.locator("section.change", has_text="create").locator("button.keep").click()
+        page.wait_for_selector(".said")
+        assert page.inner_text("#review-count") == "0"
+        assert "0 changes" in page.inner_text("main")
+
+        # A file holding markup shows as text, and runs nothing.
+        s["agent"].call(command="create", path="/memories/x.html",
+                        file_text="<script>window.__pwned = 1</script><b>bold</b>\n")
+        page.goto(s["base"] + "/file?path=/memories/x.html")
+        assert "<script>window.__pwned = 1</script><b>bold</b>" in page.inner_text("table.content")
+        assert page.evaluate("typeof window.__pwned") == "undefined"
+        assert page.locator("table.content b").count() == 0
+        shot(page, "file")
+
+        # History, a version's diff, the deleted files, the redaction's confirmation.
+        s["agent"].call(command="delete", path="/memories/x.html")
+        page.goto(s["base"] + "/history")
+        assert "agent:stdio(claude)" in page.inner_text("main")
+        assert "person:" in page.inner_text("main")
+        shot(page, "history")
+        page.goto(s["base"] + "/deleted")
+        assert "x.html" in page.inner_text("main")
+        shot(page, "deleted")
+        page.click("text=x.html")
+        page.wait_for_selector("h2:has-text('History')")
+        first = page.locator("table.history a", has_text="v").last
+        first.click()
+        page.wait_for_selector("pre.diff")
+        assert "+<script>window.__pwned = 1</script><b>bold</b>" in page.inner_text("pre.diff")
+        shot(page, "diff")
+        page.click("a.redact")
+        assert "cannot be brought back" in page.inner_text("main")
+        shot(page, "redact")
+        page.click("button.danger")
+        page.wait_for_selector(".said")
+        assert "content erased" in page.inner_text(".said"), page.inner_text(".said")
+        assert "Its content is redacted." in page.inner_text("main")
+
+        # A POST without the CSRF token (or with a wrong one) is refused, even with the session cookie.
+        r = page.request.post(s["base"] + "/keep", form={"version": "1", "back": "/"}, max_redirects=0)
+        assert r.status == 403 and "nothing was changed" in r.text()
+        r = page.request.post(s["base"] + "/undo", form={"version": "1", "csrf": "0" * 48}, max_redirects=0)
+        assert r.status == 403
+        # The page sets a strict policy and a session cookie scripts cannot read.
+        head = page.request.get(s["base"] + "/")
+        assert "script-src 'self'" in head.headers["content-security-policy"]
+        assert page.evaluate("document.cookie") == ""
+        assert not [e for e in errors if "Content Security Policy" in e], errors
+        browser.close()
