@@ -51,6 +51,10 @@ pub enum Request {
     Export,
     /// The plain files brought up to date now.
     Checkpoint,
+    /// The bytes of content `sha` (a version's `sha256`), if the history keeps them.
+    Blob {
+        sha: String,
+    },
     /// The rows made after version `after`, oldest first, with the number
     /// the next version will get: `{"next": N, "rows": [...]}` (what the
     /// page follows the memory with).
@@ -231,6 +235,13 @@ fn run(store: &Arc<Store>, history: &History, request: &Request) -> Result<Reply
             Ok(Reply::ok(format!("{said}\n")))
         }
         Request::Export => Ok(Reply::ok(super::export::fast_import(history)?)),
+        Request::Blob { sha } => match history.blob(sha) {
+            Some(bytes) => Ok(Reply::ok(bytes)),
+            None => Err(Refusal(format!(
+                "the history does not keep content {}",
+                crate::text::label(sha)
+            ))),
+        },
         Request::Since { after } => {
             let next = history.next_version();
             let rows: Vec<Row> = match next > after + 1 {
@@ -385,7 +396,8 @@ pub const DIFF_DEADLINE: std::time::Duration = std::time::Duration::from_secs(2)
 /// The largest side `memfs diff` compares line by line.
 pub const DIFF_MAX_BYTES: usize = 16 << 20;
 
-fn unified(before: &str, old: &[u8], after: &str, new: &[u8]) -> Vec<u8> {
+/// A unified diff of two contents (bounded in size and time), as `memfs diff` prints it.
+pub fn unified(before: &str, old: &[u8], after: &str, new: &[u8]) -> Vec<u8> {
     if old.len().max(new.len()) > DIFF_MAX_BYTES {
         return format!(
             "{before} and {after} are too large to compare line by line here (over {}); compare `memfs show` of each with other tools\n",

@@ -280,7 +280,7 @@ impl App {
                     Some("webp") => "image/webp",
                     _ => "text/plain; charset=utf-8",
                 };
-                return match self.source.show(row.id()) {
+                return match self.source.content(row) {
                     Ok(bytes) => Page {
                         status: 200,
                         kind,

@@ -156,7 +156,7 @@ pub fn file(model: &Model, source: &Source, path: &str, ctx: &Ctx) -> View {
                     esc(rel(path))
                 ));
             } else {
-                match source.show(row.id()) {
+                match source.content(row) {
                     Ok(bytes) => match std::str::from_utf8(&bytes) {
                         Ok(text) => {
                             out.push_str("<table class=\"content\"><tbody>");
@@ -227,9 +227,14 @@ pub fn diff_of(model: &Model, source: &Source, row: &Row) -> Result<String, Stri
     }
     match (row.op, replaced) {
         (Op::Rename, None) => Ok(String::new()),
-        (_, Some(r)) => source.diff(r, Some(v)),
+        (_, Some(r)) => match model.row(r) {
+            Some(old) => source.diff(old, row),
+            None => Err(format!(
+                "version {r}, which version {v} replaced, is no longer kept"
+            )),
+        },
         _ if leaves_content(row) => {
-            let bytes = source.show(v)?;
+            let bytes = source.content(row)?;
             let text = String::from_utf8_lossy(&bytes);
             let mut out = format!(
                 "--- /dev/null\n+++ {} (version {v})\n@@ -0,0 +1,{} @@\n",
@@ -241,7 +246,6 @@ pub fn diff_of(model: &Model, source: &Source, row: &Row) -> Result<String, Stri
                 out.push_str(line);
                 out.push('\n');
             }
-            let _ = model;
             Ok(out)
         }
         _ => Ok(String::new()),
@@ -316,7 +320,7 @@ pub fn version(
                 esc(&row.version),
                 esc(&other.version)
             ));
-            match source.diff(row.id(), Some(other.id())) {
+            match source.diff(row, other) {
                 Ok(text) => out.push_str(&diff(&text)),
                 Err(e) => out.push_str(&format!("<p class=\"error\">{}</p>", esc(&e))),
             }

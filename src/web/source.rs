@@ -47,12 +47,32 @@ impl Source {
         }))
     }
 
-    pub fn diff(&self, version: u64, against: Option<u64>) -> Result<String, String> {
-        ok(self.request(&Request::Diff {
-            version: version.to_string(),
-            against: against.map(|a| a.to_string()),
-        }))
-        .map(|b| String::from_utf8_lossy(&b).into_owned())
+    /// A version's content: read by its hash (one read of the journal),
+    /// or, when the history keeps it elsewhere, by its number. A delete's
+    /// is empty.
+    pub fn content(&self, row: &Row) -> Result<Vec<u8>, String> {
+        let Some(sha) = &row.sha256 else {
+            return match row.redacted {
+                true => Err(format!("version {} is redacted", row.version)),
+                false => Ok(Vec::new()),
+            };
+        };
+        match ok(self.request(&Request::Blob { sha: sha.clone() })) {
+            Ok(bytes) => Ok(bytes),
+            Err(_) => self.show(row.id()),
+        }
+    }
+
+    /// The unified diff from version `old` to version `new`.
+    pub fn diff(&self, old: &Row, new: &Row) -> Result<String, String> {
+        let a = self.content(old)?;
+        let b = self.content(new)?;
+        let before = format!("{} (version {})", old.path, old.version);
+        let after = format!("{} (version {})", new.path, new.version);
+        Ok(
+            String::from_utf8_lossy(&crate::control::request::unified(&before, &a, &after, &b))
+                .into_owned(),
+        )
     }
 
     pub fn undo(&self, version: u64) -> Result<String, String> {
