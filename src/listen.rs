@@ -41,6 +41,18 @@ pub enum BodyError {
 pub type Handler =
     dyn Fn(hyper::http::request::Parts, Result<Vec<u8>, BodyError>) -> Response<Body> + Send + Sync;
 
+/// Adds `extra` headers to `headers` (a name or value HTTP cannot carry is left out).
+pub fn add_headers(headers: &mut hyper::HeaderMap, extra: &[(&str, String)]) {
+    for (k, v) in extra {
+        if let (Ok(name), Ok(value)) = (
+            hyper::header::HeaderName::from_bytes(k.as_bytes()),
+            hyper::header::HeaderValue::from_str(v),
+        ) {
+            headers.insert(name, value);
+        }
+    }
+}
+
 /// Binds `addr` (a failure is the caller's to report).
 pub fn bind(addr: &str) -> std::io::Result<(TcpListener, SocketAddr)> {
     let listener = TcpListener::bind(addr)?;

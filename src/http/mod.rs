@@ -12,6 +12,7 @@ pub mod mcp;
 pub mod registry;
 pub mod server;
 pub mod tokens;
+pub mod web;
 
 pub use limits::Bounds;
 pub use registry::SocketBounds;

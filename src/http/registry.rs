@@ -195,6 +195,11 @@ impl Registry {
         })
     }
 
+    /// The data dir of store `id`.
+    pub fn data_dir(&self, id: &str) -> PathBuf {
+        self.root.join(id)
+    }
+
     pub fn state_dir(&self) -> &Path {
         &self.state
     }

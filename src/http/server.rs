@@ -36,7 +36,8 @@ pub struct Config {
 }
 
 struct State {
-    reg: Registry,
+    reg: Arc<Registry>,
+    web: super::web::WebDoor,
     tokens: Tokens,
     rates: Rates,
     sessions: Sessions,
@@ -54,14 +55,7 @@ fn json_response(status: u16, body: &Value, extra: &[(&str, String)]) -> Respons
         HeaderValue::from_static("nosniff"),
     );
     h.insert("cache-control", HeaderValue::from_static("no-store"));
-    for (k, v) in extra {
-        if let (Ok(name), Ok(value)) = (
-            hyper::header::HeaderName::from_bytes(k.as_bytes()),
-            HeaderValue::from_str(v),
-        ) {
-            h.insert(name, value);
-        }
-    }
+    crate::listen::add_headers(h, extra);
     r
 }
 
@@ -95,6 +89,10 @@ fn presented(headers: &HeaderMap) -> Option<String> {
 
 fn serve_request(state: &State, parts: Parts, body: Result<Vec<u8>, BodyError>) -> Response<Body> {
     let n = state.requests.fetch_add(1, Ordering::Relaxed) + 1;
+    let path = parts.uri.path();
+    if path == "/web" || path.starts_with("/web/") {
+        return state.web.answer(&state.reg, &state.tokens, parts, body);
+    }
     answer(state, parts, body, n).unwrap_or_else(|e| {
         if e.status >= 500 {
             tracing::warn!("request {n}: {} {}", e.status, e.message);
@@ -125,7 +123,7 @@ fn answer(
         _ if is_mcp => Vec::new(),
         _ => {
             return Err(ApiError::not_found(
-                "no such path; the API is under /v1/ and MCP at /mcp",
+                "no such path; the API is under /v1/, MCP at /mcp, the page at /web/",
             ))
         }
     };
@@ -229,7 +227,8 @@ pub fn run(config: Config) -> Result<bool, String> {
         )
     })?;
     let state = Arc::new(State {
-        reg,
+        reg: Arc::new(reg),
+        web: super::web::WebDoor::default(),
         tokens,
         rates: Rates::new(&config.bounds),
         sessions: Sessions::default(),

@@ -35,10 +35,13 @@ const APP_JS: &str = include_str!("static/app.js");
 const APP_CSS: &str = include_str!("static/app.css");
 
 pub struct App {
+    /// Where the page is mounted in its server's URLs (`""`, or `/web/STORE_ID`).
+    base: String,
     source: Source,
     model: Mutex<Model>,
     reviewed: Mutex<Reviewed>,
-    sessions: Sessions,
+    /// Its own logins (`memfs web`); none when its server checks who asks.
+    sessions: Option<Sessions>,
     hide: crate::tool::Hide,
 }
 
@@ -93,7 +96,7 @@ impl Page {
 
 fn shell(title: &str, main: &str, head: u64, review: usize) -> String {
     format!(
-        "<!doctype html><html lang=\"en\"><head><meta charset=\"utf-8\"><meta name=\"viewport\" content=\"width=device-width\"><title>memfs: {}</title><link rel=\"stylesheet\" href=\"/static/app.css\"><script src=\"/static/app.js\" defer></script></head><body><header><a class=\"brand\" href=\"/\">memfs</a><a href=\"/\">memory</a><a href=\"/history\">history</a><a href=\"/review\">review <span id=\"review-count\">{review}</span></a><a href=\"/deleted\">deleted</a><span id=\"live\" class=\"live\">live</span></header><main id=\"main\" data-head=\"{head}\">{main}</main></body></html>",
+        "<!doctype html><html lang=\"en\"><head><meta charset=\"utf-8\"><meta name=\"viewport\" content=\"width=device-width\"><title>memfs: {}</title><link rel=\"stylesheet\" href=\"/static/app.css\"><script src=\"/static/app.js\" defer></script></head><body><header><a class=\"brand\" href=\"/\">memfs</a><a href=\"/\">memory</a><a href=\"/history\">history</a><a href=\"/review\">review <span id=\"review-count\">{review}</span></a><a href=\"/deleted\">deleted</a><span id=\"live\" class=\"live\">live</span></header><main id=\"main\" data-head=\"{head}\" data-base=\"\">{main}</main></body></html>",
         html::esc(title)
     )
 }
@@ -112,9 +115,27 @@ fn back(to: Option<&String>) -> String {
 }
 
 impl App {
+    /// The page for `memfs web`, with its one-time login token.
     pub fn new(source: Source, state_dir: &std::path::Path) -> Result<(App, String), String> {
         let (sessions, login) = Sessions::new()?;
+        let app = App::mounted(source, state_dir, String::new(), Some(sessions))?;
+        Ok((app, login))
+    }
+
+    /// The page at `base` of a server that checks who asks itself
+    /// ([`App::respond_as`]).
+    pub fn at(source: Source, state_dir: &std::path::Path, base: String) -> Result<App, String> {
+        App::mounted(source, state_dir, base, None)
+    }
+
+    fn mounted(
+        source: Source,
+        state_dir: &std::path::Path,
+        base: String,
+        sessions: Option<Sessions>,
+    ) -> Result<App, String> {
         let app = App {
+            base,
             source,
             model: Mutex::new(Model::default()),
             reviewed: Mutex::new(Reviewed::load(state_dir)),
@@ -122,7 +143,7 @@ impl App {
             hide: model::scratch(),
         };
         app.refresh()?;
-        Ok((app, login))
+        Ok(app)
     }
 
     /// Takes in the versions made since the last look.
@@ -141,18 +162,28 @@ impl App {
         Ok(())
     }
 
-    fn answer(&self, parts: &Parts, body: Result<Vec<u8>, BodyError>) -> Page {
+    fn answer(
+        &self,
+        parts: &Parts,
+        body: Result<Vec<u8>, BodyError>,
+        checked: Option<&str>,
+    ) -> Page {
         let query = match crate::form::parse(parts.uri.query().unwrap_or("")) {
             Some(q) => q,
             None => return Page::text(400, "the query string is not valid"),
         };
-        let path = parts.uri.path();
+        let path = match parts.uri.path().strip_prefix(self.base.as_str()) {
+            Some("") => "/",
+            Some(p) => p,
+            None => return Page::text(404, "no such page"),
+        };
         match path {
             "/static/app.js" => return Page::asset("text/javascript; charset=utf-8", APP_JS),
             "/static/app.css" => return Page::asset("text/css; charset=utf-8", APP_CSS),
-            "/login" => {
+            "/login" if self.sessions.is_some() => {
                 let given = query.get("token").map(String::as_str).unwrap_or("");
-                return match self.sessions.log_in(given) {
+                let sessions = self.sessions.as_ref().expect("checked above");
+                return match sessions.log_in(given) {
                     Some(id) => Page {
                         headers: vec![
                             ("location", "/".into()),
@@ -169,7 +200,12 @@ impl App {
             _ => {}
         }
         let cookie = parts.headers.get("cookie").and_then(|v| v.to_str().ok());
-        let Some(csrf) = self.sessions.check(session::cookie(cookie, "memfs_web")) else {
+        let csrf = match (&self.sessions, checked) {
+            (_, Some(csrf)) => Some(csrf.to_string()),
+            (Some(sessions), None) => sessions.check(session::cookie(cookie, "memfs_web")),
+            (None, None) => None,
+        };
+        let Some(csrf) = csrf else {
             return Page::text(401, "log in with the URL memfs web printed");
         };
         if let Err(e) = self.refresh() {
@@ -181,14 +217,19 @@ impl App {
             said: said.as_deref(),
         };
         if parts.method == hyper::Method::POST {
-            return self.post(parts, body, &csrf);
+            return self.post(path, parts, body, &csrf);
         }
         self.get(path, &query, &ctx)
     }
 
     /// A keep, an undo or a redaction, from a form of this page.
-    fn post(&self, parts: &Parts, body: Result<Vec<u8>, BodyError>, csrf: &str) -> Page {
-        let path = parts.uri.path();
+    fn post(
+        &self,
+        path: &str,
+        parts: &Parts,
+        body: Result<Vec<u8>, BodyError>,
+        csrf: &str,
+    ) -> Page {
         let Ok(body) = body else {
             return Page::text(400, "the form could not be read");
         };
@@ -303,7 +344,18 @@ impl App {
     }
 
     fn respond(&self, parts: Parts, body: Result<Vec<u8>, BodyError>) -> Response<Body> {
-        let page = self.answer(&parts, body);
+        self.respond_as(parts, body, None)
+    }
+
+    /// Answers a request its server has already checked: `csrf` is the
+    /// token its session's forms carry.
+    pub fn respond_as(
+        &self,
+        parts: Parts,
+        body: Result<Vec<u8>, BodyError>,
+        csrf: Option<&str>,
+    ) -> Response<Body> {
+        let page = self.rebased(self.answer(&parts, body, csrf));
         let mut r = Response::new(Full::new(Bytes::from(page.body)));
         *r.status_mut() = StatusCode::from_u16(page.status).unwrap_or(StatusCode::OK);
         let h = r.headers_mut();
@@ -324,6 +376,31 @@ impl App {
             }
         }
         r
+    }
+}
+
+impl App {
+    /// Its links, forms and redirects moved under `base` (every one the
+    /// page makes starts `="/`; a memory's text is escaped, so it has no `"`).
+    fn rebased(&self, mut page: Page) -> Page {
+        if self.base.is_empty() {
+            return page;
+        }
+        let b = &self.base;
+        if page.kind.starts_with("text/html") {
+            let html = String::from_utf8_lossy(&page.body)
+                .replace("href=\"/", &format!("href=\"{b}/"))
+                .replace("action=\"/", &format!("action=\"{b}/"))
+                .replace("src=\"/", &format!("src=\"{b}/"))
+                .replace("data-base=\"\"", &format!("data-base=\"{b}\""));
+            page.body = html.into_bytes();
+        }
+        for (k, v) in page.headers.iter_mut() {
+            if *k == "location" && v.starts_with('/') {
+                *v = format!("{b}{v}");
+            }
+        }
+        page
     }
 }
 

@@ -147,9 +147,11 @@ impl Reviewed {
     }
 }
 
-/// Whether a row is an agent's change to a file (what the review queue holds).
+/// Whether a row is a change for a person to review: an agent's (through
+/// the tool, on any door) or an application's (through the API).
 pub fn is_agents_change(row: &Row) -> bool {
-    row.actor.kind == "agent" && !matches!(row.op, Op::Prune | Op::Void | Op::Found)
+    matches!(row.actor.kind.as_str(), "agent" | "api")
+        && !matches!(row.op, Op::Prune | Op::Void | Op::Found)
 }
 
 #[cfg(test)]

@@ -376,7 +376,7 @@ pub fn review(
     let mut out = said(ctx);
     let queue = unreviewed(model, reviewed);
     out.push_str(&format!(
-        "<h1>Review</h1><p class=\"summary\">{} change{} by the agent to review.</p>",
+        "<h1>Review</h1><p class=\"summary\">{} change{} by an agent or an application to review.</p>",
         queue.len(),
         if queue.len() == 1 { "" } else { "s" }
     ));

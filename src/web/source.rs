@@ -13,7 +13,12 @@ use crate::serve::attach::through_owner;
 
 pub enum Source {
     Owner(Arc<Memory>),
-    Beside { state_dir: PathBuf },
+    Beside {
+        state_dir: PathBuf,
+    },
+    /// Another door's way to a memory (the HTTP server's stores, opened
+    /// when used): it answers each history request.
+    Door(Box<dyn Fn(&Request) -> Reply + Send + Sync>),
 }
 
 impl Source {
@@ -21,6 +26,7 @@ impl Source {
         match self {
             Source::Owner(memory) => handle(memory.store(), memory.control(), request),
             Source::Beside { state_dir } => through_owner(state_dir, request),
+            Source::Door(answer) => answer(request),
         }
     }
 

@@ -15,6 +15,9 @@ CHROMIUM = "/usr/bin/chromium"
 
 from playwright import sync_api  # noqa: E402
 
+import sys
+sys.path.insert(0, str(pathlib.Path(__file__).resolve().parent))
+
 
 def need(ok, why):
     if not ok:
@@ -167,3 +170,58 @@ def test_follow_review_and_undo_an_agents_memory_from_the_page(setup):
         assert page.evaluate("document.cookie") == ""
         assert not [e for e in errors if "Content Security Policy" in e], errors
         browser.close()
+
+
+def test_the_page_on_the_http_server_logs_in_with_a_token_and_follows_the_api(memfs_bin, tmp_path):
+    need(os.path.exists(CHROMIUM), "Debian's chromium")
+    import anthropic
+    from http_server import Server
+
+    server = Server(memfs_bin, tmp_path / "stores")
+    try:
+        admin = anthropic.Anthropic(api_key=server.token("--admin", "--name", "ops"), base_url=server.url, max_retries=0)
+        ms = admin.beta.memory_stores
+        store = ms.create(name="team").id
+        other = ms.create(name="other").id
+        mem = ms.memories.create(store, path="/notes.md", content="first\n")
+        ms.memories.create(other, path="/secret.md", content="not yours\n")
+        ana = server.token("--name", "ana", "--store", store)
+        viewer = server.token("--name", "viewer", "--store", store, "--read-only")
+        with sync_api.sync_playwright() as p:
+            browser = p.chromium.launch(executable_path=CHROMIUM, headless=True, args=["--no-sandbox"])
+            page = browser.new_page(viewport={"width": 1200, "height": 800})
+            page.goto(server.url + "/web/")
+            page.fill("input[name=token]", ana)
+            page.click("button[type=submit]")
+            assert page.url == f"{server.url}/web/{store}/"
+            assert "notes.md" in page.inner_text("main")
+            # Another store stays out of reach with this session.
+            r = page.request.get(f"{server.url}/web/{other}/")
+            assert r.status == 401 and "secret.md" not in r.text()
+            # A change through the API appears on the open page without a reload.
+            page.goto(f"{server.url}/web/{store}/review")
+            page.evaluate("window.__same_page = 1")
+            ms.memories.update(mem.id, memory_store_id=store, content="second\n")
+            page.wait_for_selector("section.change >> text=write", timeout=5000)
+            assert page.evaluate("window.__same_page") == 1
+            shot(page, "http-review")
+            # ... and undo from the page is what the API sees next.
+            page.locator("section.change", has_text="write").locator("button.undo").click()
+            page.wait_for_selector(".said")
+            assert ms.memories.retrieve(mem.id, memory_store_id=store).content == "first\n"
+            # A read-only token's session reads and cannot change.
+            ro = browser.new_page()
+            ro.goto(server.url + "/web/")
+            ro.fill("input[name=token]", viewer)
+            ro.click("button[type=submit]")
+            assert "notes.md" in ro.inner_text("main")
+            ro.goto(f"{server.url}/web/{store}/history")
+            r = ro.request.post(f"{server.url}/web/{store}/undo", form={"version": "1", "csrf": "x"}, max_redirects=0)
+            assert r.status == 403
+            # A revoked token ends its sessions.
+            subprocess.run([memfs_bin, "--stores", str(server.root), "token", "revoke", "ana"], check=True)
+            r = page.request.get(f"{server.url}/web/{store}/")
+            assert r.status == 401
+            browser.close()
+    finally:
+        assert server.stop() == 0, "".join(server.log)

@@ -9,7 +9,7 @@
   function tick() {
     if (busy) return;
     busy = true;
-    fetch("/head", { credentials: "same-origin", cache: "no-store" })
+    fetch((main.getAttribute("data-base") || "") + "/head", { credentials: "same-origin", cache: "no-store" })
       .then(function (r) { return r.ok ? r.json() : null; })
       .then(function (h) {
         if (!h) return null;

@@ -1,0 +1,219 @@
+//! The page for people on the HTTP server (`/web/`): a person logs in with
+//! a token (a form; the token never goes in a URL), and gets the page of
+//! one store under `/web/STORE_ID/`, the same page `memfs web` serves. The
+//! session is an HttpOnly, SameSite=Strict cookie bound to the token and the
+//! store; a revoked token ends it, and a read-only token's session reads.
+
+use std::collections::HashMap;
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use bytes::Bytes;
+use http_body_util::Full;
+use hyper::header::HeaderValue;
+use hyper::http::request::Parts;
+use hyper::{Response, StatusCode};
+use parking_lot::Mutex;
+
+use super::registry::{is_store_id, Registry};
+use super::tokens::Tokens;
+use crate::control::request::{handle, Reply};
+use crate::listen::{Body, BodyError};
+use crate::web::{html::esc, session, App, Source};
+
+const CSP: &str = "default-src 'none'; style-src 'self'; form-action 'self'; frame-ancestors 'none'; base-uri 'none'";
+const IDLE: Duration = Duration::from_secs(12 * 3600);
+const COOKIE: &str = "memfs_web_http";
+
+struct Login {
+    secret: String,
+    store: String,
+    csrf: String,
+    last: Instant,
+}
+
+#[derive(Default)]
+pub struct WebDoor {
+    logins: Mutex<HashMap<String, Login>>,
+    pages: Mutex<HashMap<String, Arc<App>>>,
+}
+
+fn page(status: u16, body: String, extra: &[(&str, String)]) -> Response<Body> {
+    let mut r = Response::new(Full::new(Bytes::from(body)));
+    *r.status_mut() = StatusCode::from_u16(status).unwrap_or(StatusCode::OK);
+    let h = r.headers_mut();
+    h.insert(
+        "content-type",
+        HeaderValue::from_static("text/html; charset=utf-8"),
+    );
+    h.insert("content-security-policy", HeaderValue::from_static(CSP));
+    h.insert("x-frame-options", HeaderValue::from_static("DENY"));
+    h.insert("cache-control", HeaderValue::from_static("no-store"));
+    crate::listen::add_headers(h, extra);
+    r
+}
+
+fn login_form(said: &str) -> String {
+    format!(
+        "<!doctype html><html lang=\"en\"><head><meta charset=\"utf-8\"><title>memfs: log in</title></head><body><h1>memfs</h1><p>{}</p><form method=\"post\" action=\"/web/login\"><p><label>Token <input type=\"password\" name=\"token\" autocomplete=\"off\" required></label></p><p><label>Store <input name=\"store\" placeholder=\"memstore_... (if the token reaches several)\"></label></p><p><button type=\"submit\">Log in</button></p></form></body></html>",
+        esc(said)
+    )
+}
+
+impl WebDoor {
+    /// Answers a request under `/web`.
+    pub fn answer(
+        &self,
+        reg: &Arc<Registry>,
+        tokens: &Tokens,
+        parts: Parts,
+        body: Result<Vec<u8>, BodyError>,
+    ) -> Response<Body> {
+        let path = parts.uri.path().to_string();
+        let foreign = parts
+            .headers
+            .get("sec-fetch-site")
+            .and_then(|v| v.to_str().ok())
+            .is_some_and(|s| s != "same-origin" && s != "none");
+        match (parts.method.as_str(), path.as_str()) {
+            ("GET", "/web" | "/web/") => {
+                return page(200, login_form("Log in with a memfs token."), &[])
+            }
+            ("POST", "/web/login") => {
+                if foreign {
+                    return page(
+                        403,
+                        login_form("A login from another site is refused."),
+                        &[],
+                    );
+                }
+                let form = body
+                    .ok()
+                    .and_then(|b| crate::form::parse(&String::from_utf8_lossy(&b)))
+                    .unwrap_or_default();
+                return self.log_in(reg, tokens, &form);
+            }
+            _ => {}
+        }
+        let Some(rest) = path.strip_prefix("/web/") else {
+            return page(404, login_form("No such page."), &[]);
+        };
+        let store = rest.split('/').next().unwrap_or_default().to_string();
+        let cookie = parts.headers.get("cookie").and_then(|v| v.to_str().ok());
+        let Some((csrf, writes)) = self.check(tokens, session::cookie(cookie, COOKIE), &store)
+        else {
+            return page(401, login_form("Log in to see this store."), &[]);
+        };
+        if parts.method == hyper::Method::POST && !writes {
+            return page(
+                403,
+                login_form("This token is read-only: it cannot change the memory."),
+                &[],
+            );
+        }
+        match self.page_of(reg, &store) {
+            Ok(app) => app.respond_as(parts, body, Some(&csrf)),
+            Err(e) => page(503, login_form(&e), &[]),
+        }
+    }
+
+    fn log_in(
+        &self,
+        reg: &Registry,
+        tokens: &Tokens,
+        form: &HashMap<String, String>,
+    ) -> Response<Body> {
+        let secret = form
+            .get("token")
+            .map(|t| t.trim().to_string())
+            .unwrap_or_default();
+        let refused = || {
+            page(
+                403,
+                login_form("That token is not valid, or does not reach that store."),
+                &[],
+            )
+        };
+        let Ok(Some(token)) = tokens.find(&secret) else {
+            return refused();
+        };
+        let asked = form
+            .get("store")
+            .map(|s| s.trim())
+            .filter(|s| !s.is_empty());
+        let store = match asked {
+            Some(s) => s.to_string(),
+            None if !token.admin && token.stores.len() == 1 => token.stores[0].clone(),
+            None => {
+                return page(
+                    400,
+                    login_form("Name the store: this token reaches several."),
+                    &[],
+                )
+            }
+        };
+        if !is_store_id(&store) || !token.reaches(&store) || reg.meta(&store).is_none() {
+            return refused();
+        }
+        let (Ok(id), Ok(csrf)) = (session::secret(), session::secret()) else {
+            return page(503, login_form("No randomness for a session."), &[]);
+        };
+        let mut logins = self.logins.lock();
+        logins.retain(|_, l| l.last.elapsed() < IDLE);
+        logins.insert(
+            id.clone(),
+            Login {
+                secret,
+                store: store.clone(),
+                csrf,
+                last: Instant::now(),
+            },
+        );
+        page(
+            303,
+            String::new(),
+            &[
+                ("location", format!("/web/{store}/")),
+                (
+                    "set-cookie",
+                    format!("{COOKIE}={id}; HttpOnly; SameSite=Strict; Path=/web"),
+                ),
+            ],
+        )
+    }
+
+    /// The session's CSRF token and whether it may write, if it is live,
+    /// for this store, and its token still valid.
+    fn check(&self, tokens: &Tokens, cookie: Option<&str>, store: &str) -> Option<(String, bool)> {
+        let id = cookie?;
+        let (secret, csrf) = {
+            let mut logins = self.logins.lock();
+            let (_, login) = logins.iter_mut().find(|(k, _)| session::same(k, id))?;
+            if login.store != store || login.last.elapsed() >= IDLE {
+                return None;
+            }
+            login.last = Instant::now();
+            (login.secret.clone(), login.csrf.clone())
+        };
+        let token = tokens.find(&secret).ok()??;
+        token.reaches(store).then(|| (csrf, token.may_write()))
+    }
+
+    fn page_of(&self, reg: &Arc<Registry>, store: &str) -> Result<Arc<App>, String> {
+        if let Some(app) = self.pages.lock().get(store) {
+            return Ok(app.clone());
+        }
+        let (reg2, id) = (reg.clone(), store.to_string());
+        let source = Source::Door(Box::new(move |request| match reg2.hold(&id) {
+            Ok(held) => handle(held.memory.store(), held.memory.control(), request),
+            Err(e) => Reply::error(e.message),
+        }));
+        let app = Arc::new(App::at(
+            source,
+            &reg.data_dir(store).join(".memfs"),
+            format!("/web/{store}"),
+        )?);
+        self.pages.lock().insert(store.to_string(), app.clone());
+        Ok(app)
+    }
+}
