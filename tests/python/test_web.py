@@ -75,6 +75,19 @@ def setup(memfs_bin, tmp_path):
     assert mount.wait(timeout=30) == 0
 
 
+def png():
+    """A 2x1 PNG."""
+    import struct
+    import zlib
+
+    def chunk(kind, data):
+        return struct.pack(">I", len(data)) + kind + data + struct.pack(">I", zlib.crc32(kind + data) & 0xFFFFFFFF)
+
+    raw = b"\x00" + b"\xff\x00\x00\x00\xff\x00"
+    return (b"\x89PNG\r\n\x1a\n" + chunk(b"IHDR", struct.pack(">IIBBBBB", 2, 1, 8, 2, 0, 0, 0))
+            + chunk(b"IDAT", zlib.compress(raw)) + chunk(b"IEND", b""))
+
+
 def shot(page, name):
     out = REPO / "target" / f"web-{name}.png"
     out.parent.mkdir(exist_ok=True)
@@ -134,6 +147,15 @@ def test_follow_review_and_undo_an_agents_memory_from_the_page(setup):
         assert page.evaluate("typeof window.__pwned") == "undefined"
         assert page.locator("table.content b").count() == 0
         shot(page, "file")
+
+        # An image a person saved through the mount shows as an image.
+        (s["mnt"] / "diagram.png").write_bytes(png())
+        page.goto(s["base"] + "/file?path=/memories/diagram.png")
+        page.wait_for_selector("img.image")
+        deadline = time.time() + 5
+        while page.evaluate("document.querySelector('img.image').naturalWidth") != 2 and time.time() < deadline:
+            time.sleep(0.1)
+        assert page.evaluate("document.querySelector('img.image').naturalWidth") == 2
 
         # History, a version's diff, the deleted files, the redaction's confirmation.
         s["agent"].call(command="delete", path="/memories/x.html")
