@@ -214,7 +214,7 @@ def main():
     a = ap.parse_args()
     with tempfile.TemporaryDirectory() as tmp:
         tmp = pathlib.Path(tmp)
-        s = Server(a.memfs, tmp / "lat")
+        s = Server(a.memfs, tmp / "lat", "--http-rate", "1000000000", "--http-burst", "1000000000")
         try:
             api = latency_api(s, a.calls)
         finally:

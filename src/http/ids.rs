@@ -12,7 +12,7 @@
 
 use std::collections::{BTreeMap, HashMap};
 
-use crate::journal::{History, Op, Row, EXCHANGED};
+use crate::journal::{Cursor, History, Op, Row, EXCHANGED};
 
 /// A live memory as the index knows it.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -28,6 +28,8 @@ pub struct Entry {
 pub struct IdIndex {
     /// The newest version applied.
     through: u64,
+    /// Where the journal was read up to.
+    cursor: Option<Cursor>,
     /// Live memories by API path (`/notes/a.md`).
     live: BTreeMap<String, Entry>,
     /// Each live lineage's path.
@@ -81,7 +83,7 @@ impl IdIndex {
             // No version since the last sync: nothing to read.
             return Ok(());
         }
-        let rows = history.all().map_err(|r| r.0)?;
+        let rows = history.rows_after(&mut self.cursor).map_err(|r| r.0)?;
         let fresh: Vec<Row> = rows.into_iter().filter(|r| r.id() > self.through).collect();
         self.apply(&fresh);
         // Ids handed out to a batch the disk refused are never read back.

@@ -444,10 +444,23 @@ impl Registry {
     /// Closes every open store (at shutdown); false if one left paths unsaved.
     pub fn close_all(&self) -> bool {
         let stores: Vec<Arc<OpenStore>> = self.open.lock().drain().map(|(_, s)| s).collect();
-        let mut ok = true;
-        for store in stores {
-            ok &= store.close();
-        }
-        ok
+        // Several at once: each waits on its own socket thread and journal.
+        let queue = Mutex::new(stores);
+        let ok = std::sync::atomic::AtomicBool::new(true);
+        std::thread::scope(|scope| {
+            for _ in 0..16 {
+                scope.spawn(|| loop {
+                    let Some(store) = queue.lock().pop() else {
+                        return;
+                    };
+                    if !store.close() {
+                        ok.store(false, Ordering::SeqCst);
+                    }
+                    // The last hold goes here: the journal stops, the lock is released.
+                    drop(store);
+                });
+            }
+        });
+        ok.into_inner()
     }
 }

@@ -73,7 +73,7 @@ fn row_bytes(r: &Row) -> u64 {
 
 /// Compacts what `keep` allows; says what it dropped (`None`: nothing to do).
 pub(super) fn compact(sh: &Shared, keep: Keep) -> io::Result<Option<String>> {
-    let _alone = sh.rewriting.lock();
+    let _alone = sh.rewrite();
     close_the_open_segment(sh);
     // Which segments: from the first, those the plain files hold all of.
     let (range, limits, later, origin, prune_id) = {

@@ -62,6 +62,14 @@ pub(super) fn content_of(dir: &OwnedFd, st: &State, sha: &Sha) -> io::Result<Opt
     Ok(Some(data))
 }
 
+/// Where a follower of the journal read up to.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Cursor {
+    rewrites: u64,
+    segment: u64,
+    offset: u64,
+}
+
 /// The history of one memory: versions, their contents, going back.
 #[derive(Clone)]
 pub struct History {
@@ -112,6 +120,53 @@ impl History {
 
     pub fn row(&self, version: u64) -> Result<Option<Row>, Refusal> {
         Ok(self.rows()?.into_iter().find(|r| r.id() == version))
+    }
+
+    /// The rows made since `cursor` was last moved, oldest first, and the
+    /// cursor moved past them: only the frames appended since are read. A
+    /// new cursor, or one a compaction or redaction overtook, reads all.
+    pub fn rows_after(&self, cursor: &mut Option<Cursor>) -> Result<Vec<Row>, Refusal> {
+        let sh = &self.shared;
+        let rewrites = sh.rewrites.load(std::sync::atomic::Ordering::SeqCst);
+        let st = sh.state.lock();
+        let start = cursor.filter(|c| {
+            c.rewrites == rewrites
+                && st
+                    .segments
+                    .get(&c.segment)
+                    .is_some_and(|s| s.bytes >= c.offset)
+        });
+        let fail = |e: io::Error| {
+            Refusal(format!(
+                "the history cannot be read: {}",
+                crate::units::describe_io(&e)
+            ))
+        };
+        let out = match start {
+            None => rows(&sh.dir, &st).map_err(fail)?,
+            Some(c) => {
+                let mut out = Vec::new();
+                for (&n, seg) in st.segments.range(c.segment..) {
+                    let from = if n == c.segment { c.offset } else { 0 };
+                    segment::read_from(&sh.dir, n, from, Some(seg.bytes), false, &mut |frame| {
+                        out.extend(frame.header.changes.into_iter().flat_map(|c| c.rows));
+                        Ok(())
+                    })
+                    .map_err(fail)?;
+                }
+                for row in &mut out {
+                    row.origin = Some(st.origin.clone());
+                }
+                out.sort_by_key(Row::id);
+                out
+            }
+        };
+        *cursor = st.segments.iter().next_back().map(|(&n, seg)| Cursor {
+            rewrites,
+            segment: n,
+            offset: seg.bytes,
+        });
+        Ok(out)
     }
 
     /// The number the next version will get: every version below it has

@@ -43,7 +43,7 @@ use std::thread::JoinHandle;
 use std::time::{Duration, SystemTime};
 
 pub use checkpoint::Files;
-pub use history::{History, Refusal};
+pub use history::{Cursor, History, Refusal};
 pub use row::{Actor, Op, Row};
 pub use versions::EXCHANGED;
 pub use writer::Stats;

@@ -142,7 +142,7 @@ impl History {
         };
         let sh = &self.shared;
         // Not beside a compaction (it reads segments outside the state lock).
-        let _alone = sh.rewriting.lock();
+        let _alone = sh.rewrite();
         let mut st = sh.state.lock();
         let sha = row.sha256.as_deref().and_then(Sha::parse);
         if let Some(sha) = &sha {

@@ -192,10 +192,22 @@ pub fn read(
     last: bool,
     on_frame: &mut dyn FnMut(Frame) -> io::Result<()>,
 ) -> io::Result<Ending> {
+    read_from(dir, number, 0, limit, last, on_frame)
+}
+
+/// [`read`], from offset `from` (where a frame begins: the end of one read before).
+pub fn read_from(
+    dir: &OwnedFd,
+    number: u64,
+    from: u64,
+    limit: Option<u64>,
+    last: bool,
+    on_frame: &mut dyn FnMut(Frame) -> io::Result<()>,
+) -> io::Result<Ending> {
     let fd = open_read(dir, number)?;
     let size = rfs::fstat(&fd)?.st_size.max(0) as u64;
     let stop = limit.map_or(size, |l| l.min(size));
-    let mut at = 0;
+    let mut at = from;
     while at < stop {
         match read_frame(&fd, at, stop)? {
             Read::Good(frame) => {

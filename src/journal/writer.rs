@@ -66,6 +66,30 @@ struct Taint {
     error: Option<DiskError>,
 }
 
+/// Holds the rewriting lock and counts the rewrite as it begins and ends.
+pub(super) struct Rewriting<'a> {
+    _alone: parking_lot::MutexGuard<'a, ()>,
+    count: &'a AtomicU64,
+}
+
+impl Drop for Rewriting<'_> {
+    fn drop(&mut self) {
+        self.count.fetch_add(1, Ordering::SeqCst);
+    }
+}
+
+impl Shared {
+    /// Begins a rewrite of segments (one at a time).
+    pub(super) fn rewrite(&self) -> Rewriting<'_> {
+        let alone = self.rewriting.lock();
+        self.rewrites.fetch_add(1, Ordering::SeqCst);
+        Rewriting {
+            _alone: alone,
+            count: &self.rewrites,
+        }
+    }
+}
+
 pub(super) struct Shared {
     pub queue: Mutex<Queue>,
     pub wake: Condvar,
@@ -92,6 +116,9 @@ pub(super) struct Shared {
     refusing: AtomicBool,
     /// Held while segments are rewritten (compaction, redaction).
     pub rewriting: Mutex<()>,
+    /// Counts rewrites, as they begin and as they end: a reader that
+    /// follows the journal by offset reads it all again when it moved.
+    pub rewrites: AtomicU64,
     /// While a compaction runs: the contents new frames named without
     /// holding them (it must not drop those).
     pub named_meanwhile: Mutex<Option<std::collections::HashSet<Sha>>>,
@@ -149,6 +176,7 @@ impl Shared {
             taint: Mutex::default(),
             refusing: AtomicBool::new(false),
             rewriting: Mutex::new(()),
+            rewrites: AtomicU64::new(0),
             named_meanwhile: Mutex::new(None),
             pending_start: Mutex::new(None),
             leader: Mutex::new(()),
