@@ -124,6 +124,9 @@ pub fn handle(store: &Arc<Store>, control: &Control, request: &Request) -> Reply
     let Some(history) = control.history() else {
         return Reply::error("this memory keeps no history");
     };
+    if let Request::Since { after } = request {
+        return since(history, Some(control), *after).unwrap_or_else(Reply::from);
+    }
     match run(store, history, request) {
         Ok(reply) => reply,
         Err(refusal) => refusal.into(),
@@ -242,19 +245,7 @@ fn run(store: &Arc<Store>, history: &History, request: &Request) -> Result<Reply
                 crate::text::label(sha)
             ))),
         },
-        Request::Since { after } => {
-            let next = history.next_version();
-            let rows: Vec<Row> = match next > after + 1 {
-                true => history
-                    .all()?
-                    .into_iter()
-                    .filter(|r| r.id() > *after)
-                    .collect(),
-                false => Vec::new(),
-            };
-            let out = serde_json::json!({"next": next, "rows": rows});
-            Ok(Reply::ok(out.to_string()))
-        }
+        Request::Since { after } => since(history, None, *after),
         Request::Clear { door, session } => Ok(clear(store, door, session.as_deref())),
         Request::Checkpoint => {
             history.checkpoint()?;
@@ -270,6 +261,40 @@ fn run(store: &Arc<Store>, history: &History, request: &Request) -> Result<Reply
             super::expire::run(store, &at, idle, *dry_run)
         }
     }
+}
+
+/// `Request::Since`: the rows after version `after`. A follower that asks
+/// for what came after the last answer reads only the journal's new frames.
+fn since(history: &History, control: Option<&Control>, after: u64) -> Result<Reply, Refusal> {
+    let next = history.next_version();
+    let mut rows = Vec::new();
+    if next > after + 1 {
+        let mut followed = match control {
+            Some(c) => c.followed.lock(),
+            None => return since_all(history, next, after),
+        };
+        let mut cursor = match *followed {
+            Some((v, c)) if v == after => Some(c),
+            _ => None,
+        };
+        rows = history.rows_after(&mut cursor)?;
+        rows.retain(|r| r.id() > after);
+        *followed = cursor.map(|c| (next - 1, c));
+    }
+    Ok(Reply::ok(
+        serde_json::json!({"next": next, "rows": rows}).to_string(),
+    ))
+}
+
+fn since_all(history: &History, next: u64, after: u64) -> Result<Reply, Refusal> {
+    let rows: Vec<Row> = history
+        .all()?
+        .into_iter()
+        .filter(|r| r.id() > after)
+        .collect();
+    Ok(Reply::ok(
+        serde_json::json!({"next": next, "rows": rows}).to_string(),
+    ))
 }
 
 /// The sha256 of the file at `at` now, if it is one.
