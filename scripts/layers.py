@@ -4,7 +4,7 @@
 
 Two levels are checked: the top-level modules of the library (`store`,
 `journal`, `serve`, ...) and the modules inside each directory
-(`serve::attach`, `serve::lines`, ...). A circle is a strongly connected
+(`serve::attach`, `serve::stream`, ...). A circle is a strongly connected
 group of two or more modules. The circles that exist today are listed in
 .ci/layers-baseline (one per line, its modules sorted and joined by spaces);
 the check fails on any circle that is not inside one of those, so the

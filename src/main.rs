@@ -3,9 +3,9 @@
 mod cli;
 mod history_cli;
 mod http_cli;
+mod lifecycle;
 mod logging;
 mod scan_cli;
-mod serving;
 mod web_cli;
 
 use std::io::{self, Read};
@@ -16,12 +16,12 @@ use std::time::Duration;
 use clap::Parser;
 
 use cli::{Cli, Cmd};
+use lifecycle::Doors;
 use memfs::persist::OpenError;
 use memfs::serve::attach::{Attach, Backend};
 use memfs::serve::line;
 use memfs::store::{Door, Origin};
 use memfs::Memory;
-use serving::Doors;
 
 fn main() -> ExitCode {
     if let Some(code) = mount_helper() {
@@ -105,11 +105,11 @@ fn main() -> ExitCode {
             ..
         } => {
             let origin = origin(Door::Stdio);
-            let stdio: Option<serving::StdioServer> = stdio.then(|| -> serving::StdioServer {
+            let stdio: Option<lifecycle::StdioServer> = stdio.then(|| -> lifecycle::StdioServer {
                 Box::new(move |tool, control| {
                     let tool = tool.with_origin(origin);
                     let (input, output) = (io::stdin().lock(), io::stdout());
-                    memfs::serve::lines::serve(&tool, &control, input, output, max_line)
+                    memfs::serve::stream::serve(&tool, &control, input, output, max_line)
                 })
             });
             let doors = Doors {
@@ -117,7 +117,7 @@ fn main() -> ExitCode {
                     .then(|| Duration::from_secs(idle_exit)),
                 ..doors
             };
-            let code = serving::run(
+            let code = lifecycle::run(
                 &memory,
                 mount.as_deref().map(|at| (at, mount_options.options())),
                 doors,
@@ -137,7 +137,7 @@ fn main() -> ExitCode {
         Cmd::Mcp {
             mount,
             mount_options,
-        } => serving::run(
+        } => lifecycle::run(
             &memory,
             mount.as_deref().map(|at| (at, mount_options.options())),
             doors,
@@ -148,7 +148,7 @@ fn main() -> ExitCode {
         Cmd::Mount {
             mountpoint,
             mount_options,
-        } => serving::run(
+        } => lifecycle::run(
             &memory,
             Some((&mountpoint, mount_options.options())),
             doors,
@@ -182,7 +182,7 @@ fn attached(cli: &Cli, doors: Doors, dir: &str, pid: Option<u32>) -> ExitCode {
     } = &cli.command
     {
         let options = cli.common.options();
-        return serving::mount_beside_owner(
+        return lifecycle::mount_beside_owner(
             || Memory::open(&cli.common.data, options.clone()),
             &cli.common.data.join(".memfs"),
             mountpoint,

@@ -10,7 +10,7 @@ use serde_json::Value;
 
 use crate::control::Control;
 use crate::journal::{self, Files, History, Journal, Keep, Stats};
-use crate::persist::{load, usage, DataDir, OpenError};
+use crate::persist::{last_reads, load, DataDir, OpenError};
 use crate::store::{Limits, Refused, Store};
 use crate::tool::{Pending, Tool, ToolConfig, ToolResult};
 
@@ -105,7 +105,7 @@ impl Memory {
                 })
                 .map_err(fail("starting its recovery thread"))?
         };
-        store.restore_usage(usage::load(&data_dir.state));
+        store.restore_usage(last_reads::load(&data_dir.state));
         let saver =
             save_usage_now_and_then(&store, &data_dir).map_err(fail("starting a thread"))?;
         if let Some(idle) = options.expire_idle {
@@ -173,7 +173,7 @@ impl Memory {
     /// Keeps when each file was last read, for expiry after a restart
     /// (also done at most once a minute while it runs).
     pub fn save_usage(&self) {
-        let _ = usage::save(&self.data_dir.state, &self.store().usage());
+        let _ = last_reads::save(&self.data_dir.state, &self.store().usage());
     }
 
     pub fn persist_stats(&self) -> Stats {
@@ -216,7 +216,7 @@ fn save_usage_now_and_then(
                 let Some(store) = store.upgrade() else {
                     return;
                 };
-                let _ = usage::save(&state, &store.usage());
+                let _ = last_reads::save(&state, &store.usage());
             }
         })?;
     Ok((stop, thread))

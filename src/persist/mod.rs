@@ -3,8 +3,8 @@
 
 mod datadir;
 pub(crate) mod fsops;
+pub mod last_reads;
 pub mod load;
-pub mod usage;
 mod walk;
 
 pub(crate) use datadir::subdir as private_subdir;

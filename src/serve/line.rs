@@ -17,15 +17,15 @@ pub enum Framing {
 }
 
 /// The answer to one line, ready once its change is durable.
-pub struct Reply {
+pub struct Answer {
     pub pending: Option<Pending>,
     pub ready: Option<ToolResult>,
     pub framing: Framing,
 }
 
-impl Reply {
+impl Answer {
     fn now(result: ToolResult, framing: Framing) -> Self {
-        Reply {
+        Answer {
             pending: None,
             ready: Some(result),
             framing,
@@ -43,7 +43,7 @@ impl Reply {
 
     /// An answer already rendered (a control line's).
     pub fn text(answer: String) -> Self {
-        Reply {
+        Answer {
             pending: None,
             ready: None,
             framing: Framing::Rendered(answer),
@@ -76,35 +76,35 @@ pub fn render(result: &ToolResult, framing: &Framing) -> String {
 }
 
 /// A line longer than the transport accepts.
-pub fn too_long(limit: usize) -> Reply {
+pub fn too_long(limit: usize) -> Answer {
     let text = format!(
         "Error: the line is longer than {limit} bytes and was not read; send smaller commands"
     );
-    Reply::now(ToolResult::error(text), Framing::Plain)
+    Answer::now(ToolResult::error(text), Framing::Plain)
 }
 
 /// The last answer to a peer that did not finish its line in time.
-pub fn timed_out(after: std::time::Duration) -> Reply {
+pub fn timed_out(after: std::time::Duration) -> Answer {
     let text = format!(
         "Error: the line was not finished within {} seconds; closing the connection",
         after.as_secs()
     );
-    Reply::now(ToolResult::error(text), Framing::Plain)
+    Answer::now(ToolResult::error(text), Framing::Plain)
 }
 
 /// Parses and applies one line.
-pub fn handle(tool: &Tool, line: &[u8]) -> Reply {
+pub fn handle(tool: &Tool, line: &[u8]) -> Answer {
     let value: Value = match crate::json::parse(line) {
         Ok(v) => v,
         Err(e) => {
-            return Reply::now(
+            return Answer::now(
                 ToolResult::error(format!("Error: the line is not valid JSON: {e}")),
                 Framing::Plain,
             )
         }
     };
     match value.get("type") {
-        None => Reply {
+        None => Answer {
             pending: Some(tool.start(&value)),
             ready: None,
             framing: Framing::Plain,
@@ -122,15 +122,15 @@ pub fn handle(tool: &Tool, line: &[u8]) -> Reply {
             if shown.starts_with("memfs_") {
                 text.push_str(" (memfs' own control lines need the owner's key, which an agent never has; an application clears a memory with `memfs clear` or its adapter's clear_all_memory)");
             }
-            Reply::now(ToolResult::error(text), Framing::Plain)
+            Answer::now(ToolResult::error(text), Framing::Plain)
         }
     }
 }
 
-fn tool_use(tool: &Tool, block: &Value) -> Reply {
+fn tool_use(tool: &Tool, block: &Value) -> Answer {
     let Some(id) = block.get("id").and_then(Value::as_str) else {
         let text = "Error: a tool_use block needs a string `id` to answer with a tool_result";
-        return Reply::now(ToolResult::error(text), Framing::Plain);
+        return Answer::now(ToolResult::error(text), Framing::Plain);
     };
     let framing = Framing::ToolResult {
         tool_use_id: id.to_string(),
@@ -142,16 +142,16 @@ fn tool_use(tool: &Tool, block: &Value) -> Reply {
                 "Error: this server runs the `memory` tool, not `{}`",
                 crate::tool::clip_text(other.unwrap_or("(no name)"))
             );
-            return Reply::now(ToolResult::error(text), framing);
+            return Answer::now(ToolResult::error(text), framing);
         }
     }
     let Some(input) = block.get("input") else {
-        return Reply::now(
+        return Answer::now(
             ToolResult::error("Error: the tool_use block has no `input`"),
             framing,
         );
     };
-    Reply {
+    Answer {
         pending: Some(tool.start(input)),
         ready: None,
         framing,

@@ -3,11 +3,11 @@
 pub mod activity;
 pub mod attach;
 pub mod line;
-pub mod lines;
 pub mod mcp;
 pub mod pipeline;
 pub mod reader;
 pub mod socket;
+pub mod stream;
 pub mod vocab;
 
 /// The longest request line a transport reads, for a given file-size limit:

@@ -22,8 +22,8 @@ use std::time::{Duration, Instant};
 use parking_lot::Mutex;
 use rustix::fs::{self as rfs, AtFlags, Mode};
 
-use super::lines;
 use super::pipeline::{Activity, Bounds};
+use super::stream;
 use crate::control::Control;
 use crate::fuse::Hosted;
 use crate::store::{Door, Origin};
@@ -235,7 +235,7 @@ fn accept_loop(
         };
         if let Err(text) = make_room(clients) {
             let _ = conn.set_nonblocking(true);
-            let _ = lines::refuse(&conn, &text);
+            let _ = stream::refuse(&conn, &text);
             continue;
         }
         let client = match prepare(conn, epoch, bounds) {
@@ -319,7 +319,7 @@ fn serve_client(
     };
     let tool = tool.with_origin(Origin::agent(Door::Socket));
     let input = BufReader::new(input);
-    let _ = lines::serve_client(&tool, control, input, output, bounds, client, hosted);
+    let _ = stream::serve_client(&tool, control, input, output, bounds, client, hosted);
     let _ = client.conn.shutdown(std::net::Shutdown::Both);
 }
 

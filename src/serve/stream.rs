@@ -10,7 +10,7 @@ use std::sync::Arc;
 
 use serde_json::Value;
 
-use super::line::{self, Reply};
+use super::line::{self, Answer};
 use super::pipeline::{self, Activity, Bounds, Protocol, Unobserved};
 use super::vocab;
 use crate::control::Control;
@@ -35,30 +35,30 @@ struct ToolLines {
 }
 
 impl Protocol for ToolLines {
-    type Answer = Reply;
+    type Answer = Answer;
 
-    fn handle(&self, line: &[u8]) -> Option<Reply> {
+    fn handle(&self, line: &[u8]) -> Option<Answer> {
         if let Some(answer) = self.control(line) {
-            return Some(Reply::text(answer));
+            return Some(Answer::text(answer));
         }
         self.called.store(true, Ordering::Relaxed);
         let tool = self.tool.lock().clone();
         Some(line::handle(&tool, line))
     }
 
-    fn too_long(&self, limit: usize) -> Reply {
+    fn too_long(&self, limit: usize) -> Answer {
         line::too_long(limit)
     }
 
-    fn timed_out(&self, after: Duration) -> Reply {
+    fn timed_out(&self, after: Duration) -> Answer {
         line::timed_out(after)
     }
 
-    fn weight(answer: &Reply) -> usize {
+    fn weight(answer: &Answer) -> usize {
         answer.weight()
     }
 
-    fn finish(answer: Reply) -> String {
+    fn finish(answer: Answer) -> String {
         answer.finish()
     }
 }
