@@ -725,38 +725,37 @@ fn retention_bounds_the_journal_and_memory_of_a_running_owner() {
     assert!(rows.len() < edits / 2, "{} rows kept", rows.len());
 }
 
-/// A follower of the journal (the HTTP door's id index) reads only what was
-/// appended since its cursor, and everything again after a rewrite (a
-/// redaction, a compaction) moved the frames under it.
+/// A follower of the journal (the HTTP door's id index, the page) reads
+/// only what was appended since its cursor, and everything again after a
+/// rewrite (a redaction, a compaction) moved the frames under it.
 #[test]
 fn a_cursor_reads_only_new_rows_and_all_of_them_after_a_rewrite() {
+    type Read = (Vec<memfs::journal::Row>, bool);
     let dir = tempfile::tempdir().unwrap();
     let memory = memfs::Memory::open(dir.path(), memfs::Options::default()).unwrap();
     let call = |input: serde_json::Value| assert!(!memory.call(&input).is_error);
+    let ids = |read: &Read| read.0.iter().map(|r| r.id()).collect::<Vec<_>>();
     call(
         serde_json::json!({"command": "create", "path": "/memories/a.md", "file_text": "secret one\n"}),
     );
     call(serde_json::json!({"command": "create", "path": "/memories/b.md", "file_text": "b\n"}));
     let history = memory.history();
     let mut cursor = None;
-    let ids = |rows: Vec<memfs::journal::Row>| rows.iter().map(|r| r.id()).collect::<Vec<_>>();
-    assert_eq!(ids(history.rows_after(&mut cursor).unwrap()), [1, 2]);
-    assert_eq!(
-        ids(history.rows_after(&mut cursor).unwrap()),
-        Vec::<u64>::new()
-    );
+    let first = history.rows_after(&mut cursor).unwrap();
+    assert_eq!((ids(&first), first.1), (vec![1, 2], true));
+    let none = history.rows_after(&mut cursor).unwrap();
+    assert_eq!((ids(&none), none.1), (vec![], false));
     call(
         serde_json::json!({"command": "str_replace", "path": "/memories/a.md", "old_str": "secret one", "new_str": "fine"}),
     );
-    assert_eq!(ids(history.rows_after(&mut cursor).unwrap()), [3]);
+    let third = history.rows_after(&mut cursor).unwrap();
+    assert_eq!((ids(&third), third.1), (vec![3], false));
     // A redaction rewrites the segment: the next read is a whole one.
     history.redact(1, false).unwrap();
     call(serde_json::json!({"command": "delete", "path": "/memories/b.md"}));
     let again = history.rows_after(&mut cursor).unwrap();
-    assert_eq!(ids(again.clone()), [1, 2, 3, 4]);
-    assert!(again[0].redacted);
-    assert_eq!(
-        ids(history.rows_after(&mut cursor).unwrap()),
-        Vec::<u64>::new()
-    );
+    assert_eq!((ids(&again), again.1), (vec![1, 2, 3, 4], true));
+    assert!(again.0[0].redacted);
+    let after = history.rows_after(&mut cursor).unwrap();
+    assert_eq!((ids(&after), after.1), (vec![], false));
 }

@@ -18,19 +18,11 @@ use crate::journal::History;
 pub struct Control {
     key: Option<String>,
     history: Option<History>,
-    /// Where the last `Since` left off (the version it answered through,
-    /// and the journal cursor there), so that a follower asking for what
-    /// came next reads only that.
-    pub(crate) followed: std::sync::Arc<parking_lot::Mutex<Option<(u64, crate::journal::Cursor)>>>,
 }
 
 impl Control {
     pub fn new(key: Option<String>, history: Option<History>) -> Control {
-        Control {
-            key,
-            history,
-            followed: Default::default(),
-        }
+        Control { key, history }
     }
 
     /// Whether `key` is the owner's control key (never, when it has none).

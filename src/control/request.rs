@@ -55,11 +55,12 @@ pub enum Request {
     Blob {
         sha: String,
     },
-    /// The rows made after version `after`, oldest first, with the number
-    /// the next version will get: `{"next": N, "rows": [...]}` (what the
-    /// page follows the memory with).
+    /// The rows the journal took in since `cursor` (everything, without
+    /// one or after a rewrite), with the cursor past them and the number the
+    /// next version will get: `{"next", "rows", "cursor", "all"}` (what the
+    /// page follows the memory with; `all`: start over with these rows).
     Since {
-        after: u64,
+        cursor: Option<crate::journal::Cursor>,
     },
     /// Everything in the memory deleted (`memfs clear`), credited to the
     /// session `session` through `door`.
@@ -124,9 +125,6 @@ pub fn handle(store: &Arc<Store>, control: &Control, request: &Request) -> Reply
     let Some(history) = control.history() else {
         return Reply::error("this memory keeps no history");
     };
-    if let Request::Since { after } = request {
-        return since(history, Some(control), *after).unwrap_or_else(Reply::from);
-    }
     match run(store, history, request) {
         Ok(reply) => reply,
         Err(refusal) => refusal.into(),
@@ -245,7 +243,13 @@ fn run(store: &Arc<Store>, history: &History, request: &Request) -> Result<Reply
                 crate::text::label(sha)
             ))),
         },
-        Request::Since { after } => since(history, None, *after),
+        Request::Since { cursor } => {
+            let next = history.next_version();
+            let mut cursor = *cursor;
+            let (rows, all) = history.rows_after(&mut cursor)?;
+            let out = serde_json::json!({"next": next, "rows": rows, "cursor": cursor, "all": all});
+            Ok(Reply::ok(out.to_string()))
+        }
         Request::Clear { door, session } => Ok(clear(store, door, session.as_deref())),
         Request::Checkpoint => {
             history.checkpoint()?;
@@ -261,40 +265,6 @@ fn run(store: &Arc<Store>, history: &History, request: &Request) -> Result<Reply
             super::expire::run(store, &at, idle, *dry_run)
         }
     }
-}
-
-/// `Request::Since`: the rows after version `after`. A follower that asks
-/// for what came after the last answer reads only the journal's new frames.
-fn since(history: &History, control: Option<&Control>, after: u64) -> Result<Reply, Refusal> {
-    let next = history.next_version();
-    let mut rows = Vec::new();
-    if next > after + 1 {
-        let mut followed = match control {
-            Some(c) => c.followed.lock(),
-            None => return since_all(history, next, after),
-        };
-        let mut cursor = match *followed {
-            Some((v, c)) if v == after => Some(c),
-            _ => None,
-        };
-        rows = history.rows_after(&mut cursor)?;
-        rows.retain(|r| r.id() > after);
-        *followed = cursor.map(|c| (next - 1, c));
-    }
-    Ok(Reply::ok(
-        serde_json::json!({"next": next, "rows": rows}).to_string(),
-    ))
-}
-
-fn since_all(history: &History, next: u64, after: u64) -> Result<Reply, Refusal> {
-    let rows: Vec<Row> = history
-        .all()?
-        .into_iter()
-        .filter(|r| r.id() > after)
-        .collect();
-    Ok(Reply::ok(
-        serde_json::json!({"next": next, "rows": rows}).to_string(),
-    ))
 }
 
 /// The sha256 of the file at `at` now, if it is one.
@@ -326,6 +296,11 @@ fn undo(
     if matches!(row.op, Op::Prune | Op::Void) {
         return Err(Refusal(format!("version {v} is not a change to a file")));
     }
+    if row.redacted {
+        return Err(Refusal(format!(
+            "version {v} is redacted: what it left cannot be checked, so it is not undone"
+        )));
+    }
     if sha_now(store, &at) != row.sha256 {
         return Err(Refusal(format!(
             "{at} has changed since version {v}; undo the newer change first, or revert to the version you want"
@@ -339,20 +314,26 @@ fn undo(
     };
     let replaced = row.replaces.as_deref().and_then(|r| r.parse::<u64>().ok());
     let from = row.from.as_deref().and_then(|f| MemPath::parse(f).ok());
+    // Each act checks again, under the store's lock, that the file is as
+    // version `v` left it (a change between the check above and the act
+    // makes it refuse, never overwrite).
+    let expect = row.sha256.as_deref();
     let (ticket, said) = match (row.op, from, replaced) {
         (Op::Rename, Some(from), _) => (
-            store.rename(&at, &from, origin),
+            store.rename_expecting(&at, &from, origin, expect),
             format!("{at}: moved back to {from}"),
         ),
         (_, _, Some(r)) => {
             let (_, data) = history.content(r)?;
-            (
-                store.create_file(&at, data, true, origin),
-                format!("{at}: back to version {r}"),
-            )
+            let made = match expect {
+                // The file is gone (a delete, an expiry): it comes back only if nothing is there.
+                None => store.create_file(&at, data, false, origin),
+                Some(_) => store.create_file_expecting(&at, data, true, origin, expect),
+            };
+            (made, format!("{at}: back to version {r}"))
         }
         (Op::Create | Op::Found | Op::Write | Op::Overwrite | Op::Revert, _, None) => (
-            store.remove(&at, origin),
+            store.remove_expecting(&at, origin, expect),
             format!("{at}: deleted (version {v} made it)"),
         ),
         _ => return Err(Refusal(format!("version {v} names nothing to bring back"))),

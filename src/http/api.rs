@@ -603,6 +603,17 @@ fn update_memory(reg: &Registry, call: &Call, meta: &StoreMeta, mid: &str) -> Ap
     let held = held(reg, meta)?;
     let mut path = path_of(&held, mid)?;
     let store = held.memory.store();
+    // A content over the file limit is refused before anything moves.
+    let max = store.limits().max_file_size;
+    if let Some(text) = content.filter(|t| t.len() as u64 > max) {
+        return Err(refused(
+            Error::FileTooLarge {
+                size: text.len() as u64,
+                limit: max,
+            },
+            &path,
+        ));
+    }
     let who = origin(call.token);
     let mut checked = false;
     if let Some(to) = new_path.filter(|p| *p != path) {
@@ -763,6 +774,9 @@ fn list_memories(reg: &Registry, call: &Call, meta: &StoreMeta) -> ApiResult<Val
     let mut data = Vec::new();
     let mut last = None;
     for (key, path, item) in items.iter().skip(start).take(limit) {
+        // The page goes past an item left out too, so that the next one
+        // starts after it.
+        last = Some((key.clone(), path.clone()));
         match item {
             Item::Prefix(p) => data.push(json!({"type": "memory_prefix", "path": p})),
             Item::Memory(p, entry) => {
@@ -773,7 +787,6 @@ fn list_memories(reg: &Registry, call: &Call, meta: &StoreMeta) -> ApiResult<Val
                 data.push(memory_json(&meta.id, p, entry, &bytes, full));
             }
         }
-        last = Some((key.clone(), path.clone()));
     }
     let more = start + limit < items.len();
     Ok(json!({

@@ -26,8 +26,6 @@ pub struct Entry {
 
 #[derive(Debug, Default)]
 pub struct IdIndex {
-    /// The newest version applied.
-    through: u64,
     /// Where the journal was read up to.
     cursor: Option<Cursor>,
     /// Live memories by API path (`/notes/a.md`).
@@ -78,16 +76,17 @@ pub fn api_path(path: &str) -> Option<String> {
 impl IdIndex {
     /// Applies the rows the history has past the newest one seen.
     pub fn sync(&mut self, history: &History) -> Result<(), String> {
-        let next = history.next_version();
-        if next <= self.through + 1 {
-            // No version since the last sync: nothing to read.
-            return Ok(());
+        let (rows, all) = history.rows_after(&mut self.cursor).map_err(|r| r.0)?;
+        if all {
+            // Everything the history has: start over (after a rewrite, the
+            // rows are not the ones applied before).
+            let cursor = self.cursor.take();
+            *self = IdIndex::default();
+            self.cursor = cursor;
         }
-        let rows = history.rows_after(&mut self.cursor).map_err(|r| r.0)?;
-        let fresh: Vec<Row> = rows.into_iter().filter(|r| r.id() > self.through).collect();
-        self.apply(&fresh);
-        // Ids handed out to a batch the disk refused are never read back.
-        self.through = self.through.max(next - 1);
+        // Each frame is read once: its rows are new, whatever their ids
+        // (a batch can reach the journal after one with higher ids).
+        self.apply(&rows);
         Ok(())
     }
 
@@ -119,7 +118,6 @@ impl IdIndex {
         let mut lineages: Vec<(u64, Option<u64>)> = Vec::new();
         for row in rows {
             let v = row.id();
-            self.through = self.through.max(v);
             let Some(path) = api_path(&row.path) else {
                 continue;
             };

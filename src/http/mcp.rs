@@ -125,7 +125,7 @@ pub fn post(
         (Some(id), _) => {
             let mut map = sessions.map.lock();
             match map.get_mut(id) {
-                Some(s) if s.token == token.name => {
+                Some(s) if s.token == token.name && token.reaches(&s.store) => {
                     s.last = Instant::now();
                     (s.store.clone(), s.client.clone(), None)
                 }

@@ -325,26 +325,22 @@ impl Registry {
 
     fn open_store(&self, id: &str) -> ApiResult<OpenStore> {
         let dir = self.root.join(id);
-        let deadline = Instant::now() + Duration::from_secs(2);
-        let memory = loop {
-            match Memory::open(&dir, self.options.clone()) {
-                Ok(memory) => break memory,
-                // A short-lived owner (a `memfs exec` on the data dir) ends soon.
-                Err(OpenError::Busy { .. }) if Instant::now() < deadline => {
-                    std::thread::sleep(Duration::from_millis(20));
-                }
-                Err(OpenError::Busy { pid, .. }) => {
-                    return Err(ApiError::unavailable(format!(
-                        "store {id} is open in another memfs process{}; the server serves a store only while it owns it (mount it beside the server instead: `memfs --data ROOT/{id} mount MNT` while the server runs)",
-                        pid.map(|p| format!(" (pid {p})")).unwrap_or_default()
-                    )))
-                }
-                Err(e) => {
-                    tracing::warn!("opening store {id}: {e}");
-                    return Err(ApiError::internal(format!(
-                        "store {id} cannot be opened; the server's log says why"
-                    )));
-                }
+        // One try: a store another process owns now is answered 503 with
+        // Retry-After (the SDK retries), never waited for under the lock
+        // every store's first use takes.
+        let memory = match Memory::open(&dir, self.options.clone()) {
+            Ok(memory) => memory,
+            Err(OpenError::Busy { pid, .. }) => {
+                return Err(ApiError::unavailable(format!(
+                    "store {id} is open in another memfs process{}; the server serves a store only while it owns it (mount it beside the server instead: `memfs --data ROOT/{id} mount MNT` while the server runs)",
+                    pid.map(|p| format!(" (pid {p})")).unwrap_or_default()
+                )))
+            }
+            Err(e) => {
+                tracing::warn!("opening store {id}: {e}");
+                return Err(ApiError::internal(format!(
+                    "store {id} cannot be opened; the server's log says why"
+                )));
             }
         };
         let hosted = Arc::new(Hosted::default());
@@ -405,15 +401,24 @@ impl Registry {
         if self.meta(id).is_none() {
             return Err(ApiError::no_store(id));
         }
-        let open = self.open.lock().get(id).cloned();
-        if let Some(store) = open {
-            if store.busy.load(Ordering::SeqCst) > 0 || !store.hosted.is_empty() {
-                return Err(ApiError::conflict(format!(
-                    "store {id} is in use (a request or a mount); try again when it is not"
-                )));
+        let closing = {
+            // Checked and taken out under one guard: `hold` cannot take it between.
+            let mut open = self.open.lock();
+            match open.get(id) {
+                Some(store)
+                    if store.busy.load(Ordering::SeqCst) > 0 || !store.hosted.is_empty() =>
+                {
+                    return Err(ApiError::conflict(format!(
+                        "store {id} is in use (a request or a mount); try again when it is not"
+                    )));
+                }
+                Some(_) => open.remove(id),
+                None => None,
             }
-            self.open.lock().remove(id);
+        };
+        if let Some(store) = closing {
             store.close();
+            drop(store);
         }
         let mut bytes = [0u8; 6];
         super::tokens::random(&mut bytes).map_err(io_error("delete the store"))?;

@@ -63,7 +63,7 @@ pub(super) fn content_of(dir: &OwnedFd, st: &State, sha: &Sha) -> io::Result<Opt
 }
 
 /// Where a follower of the journal read up to.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
 pub struct Cursor {
     rewrites: u64,
     segment: u64,
@@ -125,10 +125,15 @@ impl History {
     /// The rows made since `cursor` was last moved, oldest first, and the
     /// cursor moved past them: only the frames appended since are read. A
     /// new cursor, or one a compaction or redaction overtook, reads all.
-    pub fn rows_after(&self, cursor: &mut Option<Cursor>) -> Result<Vec<Row>, Refusal> {
+    /// Says whether it read everything (the caller then starts over with
+    /// these rows, which are all the history has).
+    pub fn rows_after(&self, cursor: &mut Option<Cursor>) -> Result<(Vec<Row>, bool), Refusal> {
         let sh = &self.shared;
-        let rewrites = sh.rewrites.load(std::sync::atomic::Ordering::SeqCst);
         let st = sh.state.lock();
+        // Under the state lock: a rewrite that began before it changed the
+        // count already, one that begins after cannot swap segments until
+        // this read is done (and counts again when it ends).
+        let rewrites = sh.rewrites.load(std::sync::atomic::Ordering::SeqCst);
         let start = cursor.filter(|c| {
             c.rewrites == rewrites
                 && st
@@ -166,7 +171,7 @@ impl History {
             segment: n,
             offset: seg.bytes,
         });
-        Ok(out)
+        Ok((out, start.is_none()))
     }
 
     /// The number the next version will get: every version below it has

@@ -39,6 +39,8 @@ pub struct App {
     base: String,
     source: Source,
     model: Mutex<Model>,
+    /// Where the model read the journal up to.
+    cursor: Mutex<Option<crate::journal::Cursor>>,
     reviewed: Mutex<Reviewed>,
     /// Its own logins (`memfs web`); none when its server checks who asks.
     sessions: Option<Sessions>,
@@ -138,6 +140,7 @@ impl App {
             base,
             source,
             model: Mutex::new(Model::default()),
+            cursor: Mutex::new(None),
             reviewed: Mutex::new(Reviewed::load(state_dir)),
             sessions,
             hide: model::scratch(),
@@ -146,20 +149,23 @@ impl App {
         Ok(app)
     }
 
-    /// Takes in the versions made since the last look.
+    /// Takes in the versions made since the last look (all of them again
+    /// after a redaction or compaction rewrote the journal).
     fn refresh(&self) -> Result<(), String> {
-        let after = self.model.lock().next.saturating_sub(1);
-        let (next, rows) = self.source.since(after)?;
-        self.model.lock().take(next, rows);
+        let mut cursor = *self.cursor.lock();
+        let (next, rows, all) = self.source.since(&mut cursor)?;
+        let mut model = self.model.lock();
+        if all {
+            *model = Model::default();
+        }
+        model.take(next, rows);
+        *self.cursor.lock() = cursor;
         Ok(())
     }
 
     fn reload(&self) -> Result<(), String> {
-        let (next, rows) = self.source.since(0)?;
-        let mut fresh = Model::default();
-        fresh.take(next, rows);
-        *self.model.lock() = fresh;
-        Ok(())
+        *self.cursor.lock() = None;
+        self.refresh()
     }
 
     fn answer(

@@ -7,7 +7,7 @@ use std::path::PathBuf;
 use std::sync::Arc;
 
 use crate::control::request::{handle, Reply, Request};
-use crate::journal::Row;
+use crate::journal::{Cursor, Row};
 use crate::memory::Memory;
 use crate::serve::attach::through_owner;
 
@@ -30,9 +30,10 @@ impl Source {
         }
     }
 
-    /// The rows after version `after` (oldest first), and the next version's number.
-    pub fn since(&self, after: u64) -> Result<(u64, Vec<Row>), String> {
-        let reply = self.request(&Request::Since { after });
+    /// The rows the journal took in since `cursor` (moved past them), the
+    /// next version's number, and whether they are all it has.
+    pub fn since(&self, cursor: &mut Option<Cursor>) -> Result<(u64, Vec<Row>, bool), String> {
+        let reply = self.request(&Request::Since { cursor: *cursor });
         if reply.code != 0 {
             return Err(reply.err);
         }
@@ -40,10 +41,13 @@ impl Source {
         struct Since {
             next: u64,
             rows: Vec<Row>,
+            cursor: Option<Cursor>,
+            all: bool,
         }
         let got: Since = serde_json::from_slice(&reply.out)
             .map_err(|e| format!("the owner's answer is not the history: {e}"))?;
-        Ok((got.next, got.rows))
+        *cursor = got.cursor;
+        Ok((got.next, got.rows, got.all))
     }
 
     /// The bytes of a file at `version`.
