@@ -567,10 +567,25 @@ fn path_of(held: &Held, mid: &str) -> ApiResult<String> {
         .ok_or_else(missing)
 }
 
+/// The live path of memory `mid`, where a file is now. A change another
+/// door made a moment ago (a rename through the mount) may be in the tree
+/// and not yet in the journal: then it waits for the journal to take what
+/// is queued, and looks again.
+fn current(held: &Held, mid: &str) -> ApiResult<String> {
+    if let Ok(path) = path_of(held, mid) {
+        if memory_path(&path).is_ok_and(|m| bytes_at(held, &m).is_some()) {
+            return Ok(path);
+        }
+    }
+    let _ = held.memory.store().barrier(Origin::Memfs).wait();
+    resync(held)?;
+    path_of(held, mid)
+}
+
 fn retrieve_memory(reg: &Registry, call: &Call, meta: &StoreMeta, mid: &str) -> ApiResult<Value> {
     let full = view(call, true)?;
     let held = held(reg, meta)?;
-    let path = path_of(&held, mid)?;
+    let path = current(&held, mid)?;
     memory_at(&held, meta, &path, full)
 }
 
@@ -601,7 +616,7 @@ fn update_memory(reg: &Registry, call: &Call, meta: &StoreMeta, mid: &str) -> Ap
         Some(_) => return Err(ApiError::invalid("`precondition` must be an object")),
     };
     let held = held(reg, meta)?;
-    let mut path = path_of(&held, mid)?;
+    let mut path = current(&held, mid)?;
     let store = held.memory.store();
     // A content over the file limit is refused before anything moves.
     let max = store.limits().max_file_size;
@@ -661,7 +676,7 @@ fn delete_memory(reg: &Registry, call: &Call, meta: &StoreMeta, mid: &str) -> Ap
         )));
     }
     let held = held(reg, meta)?;
-    let path = path_of(&held, mid)?;
+    let path = current(&held, mid)?;
     let mem = memory_path(&path)?;
     let ticket = held
         .memory

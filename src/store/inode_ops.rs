@@ -636,6 +636,12 @@ impl Store {
         self.persist(Tree::dirty_files, true, origin)
     }
 
+    /// A barrier: settles once every change queued before it is in the
+    /// journal (or refused), writing nothing of its own.
+    pub fn barrier(&self, origin: Origin) -> Ticket {
+        self.persist(|_| Vec::new(), true, origin)
+    }
+
     /// Writes out everything memory holds that the disk has not taken
     /// (dirty files, unsaved paths) and waits: `Ok` means all of it is on
     /// disk. A change ahead of the barrier that the disk refused after the
