@@ -53,6 +53,10 @@ pub fn add_headers(headers: &mut hyper::HeaderMap, extra: &[(&str, String)]) {
     }
 }
 
+/// Looks at a request's head before its body is read: an answer here
+/// (a missing token, say) is sent without reading the body at all.
+pub type Precheck = dyn Fn(&hyper::http::request::Parts) -> Option<Response<Body>> + Send + Sync;
+
 /// Binds `addr` (a failure is the caller's to report).
 pub fn bind(addr: &str) -> std::io::Result<(TcpListener, SocketAddr)> {
     let listener = TcpListener::bind(addr)?;
@@ -85,10 +89,31 @@ async fn read_body(
 
 async fn serve_one(
     handler: Arc<Handler>,
+    precheck: Option<Arc<Precheck>>,
     limits: Limits,
     req: Request<Incoming>,
 ) -> Result<Response<Body>, Infallible> {
     let (parts, body) = req.into_parts();
+    let parts = match precheck {
+        None => parts,
+        Some(check) => {
+            let checked = tokio::task::spawn_blocking(move || {
+                let answer = check(&parts);
+                (parts, answer)
+            })
+            .await;
+            match checked {
+                Ok((_, Some(answer))) => return Ok(answer),
+                Ok((parts, None)) => parts,
+                Err(_) => {
+                    let mut r =
+                        Response::new(Full::new(Bytes::from_static(b"the request failed\n")));
+                    *r.status_mut() = hyper::StatusCode::INTERNAL_SERVER_ERROR;
+                    return Ok(r);
+                }
+            }
+        }
+    };
     let declared = parts
         .headers
         .get("content-length")
@@ -108,6 +133,7 @@ pub fn run(
     listener: TcpListener,
     limits: Limits,
     handler: Arc<Handler>,
+    precheck: Option<Arc<Precheck>>,
     tend: Box<dyn Fn() + Send>,
 ) -> Result<(), String> {
     let runtime = tokio::runtime::Builder::new_multi_thread()
@@ -161,10 +187,12 @@ pub fn run(
             };
             let _ = stream.set_nodelay(true);
             let handler = handler.clone();
+            let precheck = precheck.clone();
             let mut closing = closing_rx.clone();
             tokio::spawn(async move {
-                let service =
-                    hyper::service::service_fn(move |req| serve_one(handler.clone(), limits, req));
+                let service = hyper::service::service_fn(move |req| {
+                    serve_one(handler.clone(), precheck.clone(), limits, req)
+                });
                 let mut builder = hyper::server::conn::http1::Builder::new();
                 builder
                     .timer(TokioTimer::new())

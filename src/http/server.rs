@@ -258,6 +258,27 @@ pub fn run(config: Config) -> Result<bool, String> {
             state.sessions.expire();
         })
     };
-    listen::run(listener, limits, handler, tend)?;
+    // A request to the API or MCP without a valid token is answered from
+    // its head: its body is never read (nor held in memory).
+    let precheck = {
+        let state = state.clone();
+        Arc::new(move |parts: &Parts| -> Option<Response<Body>> {
+            let path = parts.uri.path();
+            if path == "/web" || path.starts_with("/web/") {
+                return None;
+            }
+            let known = presented(&parts.headers)
+                .and_then(|secret| state.tokens.find(&secret).ok().flatten())
+                .is_some();
+            (!known).then(|| {
+                let n = state.requests.fetch_add(1, Ordering::Relaxed) + 1;
+                let mut r = error_response(&ApiError::unauthenticated(), n);
+                r.headers_mut()
+                    .insert("connection", HeaderValue::from_static("close"));
+                r
+            })
+        })
+    };
+    listen::run(listener, limits, handler, Some(precheck), tend)?;
     Ok(state.reg.close_all())
 }

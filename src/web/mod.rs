@@ -429,5 +429,5 @@ pub fn serve(
         max_connections: 64,
     };
     let handler = Arc::new(move |parts, body| app.respond(parts, body));
-    listen::run(listener, limits, handler, tend)
+    listen::run(listener, limits, handler, None, tend)
 }

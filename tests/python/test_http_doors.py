@@ -235,3 +235,18 @@ def test_connections_over_the_cap_wait_until_one_is_free(server):
     third.settimeout(10)
     answer = third.recv(4096)
     assert answer.startswith(b"HTTP/1.1 200"), answer
+
+
+def test_a_request_without_a_valid_token_is_refused_before_its_body_is_read(server):
+    host, port = urllib.parse.urlparse(server.url).netloc.split(":")
+    for auth in [b"", b"Authorization: Bearer memfs_" + b"0" * 64 + b"\r\n"]:
+        s = socket.create_connection((host, int(port)))
+        # A body is announced and never sent: the answer comes from the head alone
+        # (reading the body first would wait the whole body timeout, 10 s).
+        s.sendall(b"POST /v1/memory_stores HTTP/1.1\r\nHost: x\r\n" + auth
+                  + b"Content-Type: application/json\r\nContent-Length: 4000\r\n\r\n")
+        s.settimeout(5)
+        answer = s.recv(4096)
+        assert answer.startswith(b"HTTP/1.1 401"), answer
+        assert b'"authentication_error"' in answer
+        s.close()
