@@ -815,7 +815,7 @@ fn list_memories(reg: &Registry, call: &Call, meta: &StoreMeta) -> ApiResult<Val
 fn operation(row: &Row) -> Option<&'static str> {
     match row.op {
         Op::Create => Some("created"),
-        Op::Found if row.sha256.is_none() && !row.redacted => Some("deleted"),
+        Op::Found if row.found_gone() => Some("deleted"),
         Op::Found => Some("created"),
         Op::Write | Op::Overwrite | Op::Rename | Op::Revert => Some("modified"),
         Op::Delete | Op::Expire => Some("deleted"),

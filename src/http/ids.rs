@@ -128,7 +128,7 @@ impl IdIndex {
                     gone.push(path.clone());
                     before(&path)
                 }
-                Op::Found if row.sha256.is_none() && !row.redacted => {
+                Op::Found if row.found_gone() => {
                     gone.push(path.clone());
                     before(&path)
                 }

@@ -72,19 +72,6 @@ pub fn check_name(name: &str) -> Result<(), String> {
 
 pub use crate::digest::random;
 
-/// Compares two byte strings in time that depends on their lengths only.
-fn same(a: &[u8], b: &[u8]) -> bool {
-    if a.len() != b.len() {
-        return false;
-    }
-    let mut diff = 0u8;
-    for (x, y) in a.iter().zip(b) {
-        diff |= x ^ y;
-    }
-    // Keep the compiler from turning the loop into an early exit.
-    std::hint::black_box(diff) == 0
-}
-
 /// What the token file looked like when it was read: mtime, inode, size.
 type Stamp = Option<(i64, i64, u64, u64)>;
 
@@ -136,7 +123,8 @@ impl Tokens {
         let mut found = None;
         // Every token is compared, whichever matches.
         for token in &cached.1 {
-            if same(token.sha256.as_bytes(), presented.as_bytes()) && found.is_none() {
+            if crate::digest::same(token.sha256.as_bytes(), presented.as_bytes()) && found.is_none()
+            {
                 found = Some(token.clone());
             }
         }

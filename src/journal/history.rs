@@ -264,7 +264,7 @@ impl History {
             Op::Prune | Op::Void => {
                 return refuse(format!("version {version} is not a file's version"))
             }
-            Op::Found if row.sha256.is_none() && !row.redacted => {
+            Op::Found if row.found_gone() => {
                 return refuse(format!(
                 "version {version} records that the file was gone; there is nothing to bring back"
             ))

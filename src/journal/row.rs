@@ -191,6 +191,17 @@ pub struct Row {
 }
 
 impl Row {
+    /// A `found` row that records the file gone (memfs found it deleted
+    /// while no memfs ran): no content, and not because of a redaction.
+    pub fn found_gone(&self) -> bool {
+        self.op == Op::Found && self.sha256.is_none() && !self.redacted
+    }
+
+    /// Whether the row leaves content at its path.
+    pub fn leaves_content(&self) -> bool {
+        self.op.leaves_content() && !self.found_gone()
+    }
+
     pub fn id(&self) -> u64 {
         self.version.parse().unwrap_or(0)
     }

@@ -34,9 +34,9 @@ pub fn scratch() -> Hide {
     )
 }
 
-/// Whether a row leaves content at its path.
+/// Whether a row leaves content at its path ([`Row::leaves_content`]).
 pub fn leaves_content(row: &Row) -> bool {
-    row.op.leaves_content() && !(row.op == Op::Found && row.sha256.is_none() && !row.redacted)
+    row.leaves_content()
 }
 
 impl Model {
