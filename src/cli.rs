@@ -57,6 +57,21 @@ pub struct Common {
         help_heading = "Data"
     )]
     pub data: PathBuf,
+    /// This host's copy of a shared store, when --data is a
+    /// `postgres://USER@HOST:PORT/DB?store=NAME` URL: a data dir of its own
+    /// (default ./memory-shared/HOST_PORT_DB_NAME). Hosts on one machine
+    /// each need their own.
+    #[arg(
+        long,
+        global = true,
+        env = "MEMFS_CACHE",
+        value_name = "DIR",
+        help_heading = "Data"
+    )]
+    pub cache: Option<PathBuf>,
+    /// The shared store --data names (set by `resolve`).
+    #[arg(skip)]
+    pub shared: Option<memfs::shared::Target>,
     /// A stores root for `serve --http` and `token`: one store per data dir
     /// ROOT/STORE_ID, and the server's tokens in ROOT/.memfs.
     #[arg(
@@ -429,6 +444,21 @@ impl MountArgs {
 }
 
 impl Common {
+    /// When --data is a shared store's URL: the store, and this host's
+    /// copy of it as the data dir every door works on.
+    pub fn resolve(&mut self) -> Result<(), String> {
+        let Some(text) = self.data.to_str().filter(|t| memfs::shared::is_url(t)) else {
+            return Ok(());
+        };
+        let target = memfs::shared::Target::parse(text)?;
+        self.data = match &self.cache {
+            Some(dir) => dir.clone(),
+            None => PathBuf::from("memory-shared").join(target.cache_name()),
+        };
+        self.shared = Some(target);
+        Ok(())
+    }
+
     pub fn options(&self) -> Options {
         Options {
             limits: Limits {
@@ -439,6 +469,7 @@ impl Common {
                 max_dir_entries: self.max_dir_entries,
             },
             history_keep: self.history_keep,
+            shared: self.shared.clone(),
             no_history: self.no_history,
             expire_idle: self.expire_idle,
             tool: ToolConfig {

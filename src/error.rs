@@ -48,6 +48,17 @@ pub enum Error {
     /// flush failed. memfs writes it again with the next change and at exit.
     #[error("the change is in memory, but not yet safely on disk ({0}); memfs writes it again with the next change and at shutdown")]
     Unsaved(DiskError),
+    /// Another host sharing the store changed one of the change's paths
+    /// first (after version `seq`'s predecessors this host had seen): the
+    /// change was taken back; the tool runs the command again on the new
+    /// content once this host has it.
+    #[error("another host changed it first (version {seq})")]
+    Conflict { seq: u64 },
+    /// The shared store (PostgreSQL) could not be reached, or failed part
+    /// way: nothing of the change was committed. The cause never names a
+    /// host path.
+    #[error("the shared store cannot be reached ({0})")]
+    Unreachable(String),
 }
 
 impl Error {
@@ -72,6 +83,8 @@ impl Error {
             Error::Disk(d) => d.errno,
             Error::Unsaved(_) => libc::EIO,
             Error::Changed { .. } => libc::ESTALE,
+            Error::Conflict { .. } => libc::EAGAIN,
+            Error::Unreachable(_) => libc::EIO,
         }
     }
 }

@@ -42,6 +42,7 @@ pub mod memory;
 pub mod path;
 pub mod persist;
 pub mod serve;
+pub mod shared;
 pub mod store;
 pub mod text;
 pub mod tool;

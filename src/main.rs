@@ -30,8 +30,12 @@ fn main() -> ExitCode {
     // FAILPOINTS=... in the environment, in builds for fault-injection tests.
     #[cfg(feature = "failpoints")]
     let _failpoints = fail::FailScenario::setup();
-    let cli = Cli::parse();
+    let mut cli = Cli::parse();
     logging::init(&cli.common);
+    if let Err(e) = cli.common.resolve() {
+        memfs::say!("memfs: {e}");
+        return ExitCode::from(2);
+    }
     match &cli.command {
         Cmd::Scan { path, json } => return scan_cli::scan(&cli.common.data, path, *json),
         Cmd::Completions { shell } => {

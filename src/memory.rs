@@ -27,6 +27,10 @@ pub struct Options {
     pub no_history: bool,
     /// Expire files unused this long, on a schedule (`--expire-idle`).
     pub expire_idle: Option<Duration>,
+    /// The shared store the data dir is this host's copy of (`--data
+    /// postgres://...`): every change is committed there first, and every
+    /// other host's is applied here.
+    pub shared: Option<crate::shared::Target>,
 }
 
 /// The memory of one data dir, open and locked for this process.
@@ -42,6 +46,8 @@ pub struct Memory {
     skipped: load::Skipped,
     warnings: Vec<String>,
     opened: journal::Opened,
+    /// Applies other hosts' changes (a shared store).
+    follower: Option<crate::shared::Follower>,
 }
 
 impl Memory {
@@ -91,6 +97,27 @@ impl Memory {
             .map_err(fail("opening its journal (.memfs/journal)"))?;
         let warnings = start_warnings(&skipped, &options.limits.exceeded(&tree));
         let store = Arc::new(Store::new(tree, options.limits, Some(journal.sink())));
+        // A shared store: the database commits first (set before any change).
+        let journal_had = journal.next_batch();
+        let shared = options.shared.as_ref().map(|target| {
+            let origin = journal.origin();
+            let db = Arc::new(crate::shared::Db::new(
+                target.clone(),
+                origin.clone(),
+                Box::new(journal.batch_numberer()),
+            ));
+            journal.share(db.clone());
+            store.mark_shared();
+            store.follow_to(journal.followed());
+            crate::shared::Follow {
+                target: target.clone(),
+                origin,
+                journal_had,
+                confirmed: db.confirmed(),
+                store: Arc::downgrade(&store),
+                unsettled: journal.unsettled(),
+            }
+        });
         let (refusals, refused) = mpsc::channel::<Refused>();
         journal.recover_through(refusals);
         let recovery = {
@@ -99,7 +126,7 @@ impl Memory {
                 .name("memfs-recover".into())
                 .spawn(move || {
                     for r in refused {
-                        let undone = store.recover(&r.refused, &r.unconfirmed);
+                        let undone = store.recover(&r.refused, &r.unconfirmed, r.clean);
                         let _ = r.answer.send(undone);
                     }
                 })
@@ -112,6 +139,14 @@ impl Memory {
             crate::control::expire::schedule(&store, idle)
                 .map_err(fail("starting its expiry thread"))?;
         }
+        let follower = match shared {
+            Some(follow) => Some(
+                follow
+                    .start(Duration::from_secs(30))
+                    .map_err(fail("starting its follower thread"))?,
+            ),
+            None => None,
+        };
         let control = Arc::new(Control::new(
             Some(data_dir.key.clone()),
             Some(journal.history()),
@@ -126,6 +161,7 @@ impl Memory {
             skipped,
             warnings,
             opened,
+            follower,
         })
     }
 
@@ -274,6 +310,9 @@ impl Drop for Memory {
     /// plain files up to date.
     fn drop(&mut self) {
         self.save_usage();
+        if let Some(mut follower) = self.follower.take() {
+            follower.stop();
+        }
         if let Some((stop, thread)) = self.saver.take() {
             drop(stop);
             let _ = thread.join();

@@ -621,6 +621,8 @@ pub fn apply_now(files: &Files, ops: Vec<ChangeOp>) -> Result<(), DiskError> {
         touched: Vec::new(),
         undo: None,
         overwrites: Vec::new(),
+        seen: 0,
+        foreign: None,
     };
     let mut progress = Progress::default();
     apply(files, &[(0, vec![change])], &mut progress, Wait::WholeDisk)

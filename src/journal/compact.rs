@@ -415,6 +415,7 @@ fn build(
         batch: Some(batch),
         time: Some(super::now_text()),
         checkpoint: Some(batch),
+        follow: (reading.state.follow > 0).then_some(reading.state.follow),
         snapshot: Some(nodes),
         ..Header::default()
     };

@@ -38,7 +38,8 @@ pub(super) fn rows(dir: &OwnedFd, st: &State) -> io::Result<Vec<Row>> {
         })?;
     }
     for row in &mut out {
-        row.origin = Some(st.origin.clone());
+        // (Another host's version, from a shared store, names its own.)
+        row.origin.get_or_insert_with(|| st.origin.clone());
     }
     // In the order they were made (a compacted segment's prune row, say,
     // is newer than the rows after it).
@@ -160,7 +161,8 @@ impl History {
                     .map_err(fail)?;
                 }
                 for row in &mut out {
-                    row.origin = Some(st.origin.clone());
+                    // (Another host's version, from a shared store, names its own.)
+                    row.origin.get_or_insert_with(|| st.origin.clone());
                 }
                 out.sort_by_key(Row::id);
                 out

@@ -31,6 +31,7 @@ pub mod row;
 mod segment;
 mod startup;
 mod state;
+mod upstream;
 mod versions;
 mod view;
 mod writer;
@@ -44,7 +45,9 @@ use std::time::{Duration, SystemTime};
 
 pub use checkpoint::Files;
 pub use history::{Cursor, History, Refusal};
+pub use record::{ChangeRec, OpRec};
 pub use row::{Actor, Op, Row};
+pub use upstream::{Outgoing, Transaction, Upstream, UpstreamError};
 pub use versions::EXCHANGED;
 pub use writer::Stats;
 
@@ -131,6 +134,23 @@ pub struct Opened {
     pub found: usize,
     /// A history kept before the journal was taken in.
     pub upgraded: bool,
+}
+
+/// See [`Journal::unsettled`].
+#[derive(Clone)]
+pub struct Unsettled(Arc<writer::Shared>);
+
+impl Unsettled {
+    /// Whether a change of this host's not settled yet touches one of
+    /// `paths` (or a path above or below one).
+    pub fn busy(&self, paths: &[crate::path::MemPath]) -> bool {
+        self.0.busy(paths)
+    }
+
+    /// Waits (at most `limit`) until a change of this host's settles.
+    pub fn wait(&self, limit: Duration) {
+        self.0.wait_settled(limit)
+    }
 }
 
 pub struct Journal {
@@ -231,6 +251,8 @@ impl Journal {
                 touched: Vec::new(),
                 undo: None,
                 overwrites: Vec::new(),
+                seen: 0,
+                foreign: None,
             };
             shared.hand_over(batch, vec![change]);
         }
@@ -251,6 +273,49 @@ impl Journal {
             },
             opened,
         ))
+    }
+
+    /// Commits every batch of this host's changes to `up` (a shared store)
+    /// before the journal takes it; set before any change is made.
+    pub fn share(&self, up: Arc<dyn Upstream>) {
+        let _ = self.shared.upstream.set(up);
+    }
+
+    /// This journal's origin id (random, made with the journal).
+    pub fn origin(&self) -> String {
+        self.shared.state.lock().origin.clone()
+    }
+
+    /// How far the journal holds a shared store's versions.
+    pub fn followed(&self) -> u64 {
+        self.shared.state.lock().follow
+    }
+
+    /// The number the next batch gets.
+    pub fn next_batch(&self) -> u64 {
+        self.shared.state.lock().next_batch
+    }
+
+    /// Numbers batches from `at` on (a shared store holds batches of this
+    /// origin's that a crash kept out of the journal).
+    pub fn number_batches_from(&self, at: u64) {
+        let mut st = self.shared.state.lock();
+        st.next_batch = st.next_batch.max(at);
+    }
+
+    /// Sets the number the next batch gets to at least the one it is
+    /// called with (from any thread).
+    pub fn batch_numberer(&self) -> impl Fn(u64) + Send + Sync + 'static {
+        let shared = self.shared.clone();
+        move |at| {
+            let mut st = shared.state.lock();
+            st.next_batch = st.next_batch.max(at);
+        }
+    }
+
+    /// This host's changes not settled yet, for a shared store's follower.
+    pub fn unsettled(&self) -> Unsettled {
+        Unsettled(self.shared.clone())
     }
 
     /// The sink to build the store with.

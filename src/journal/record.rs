@@ -30,6 +30,10 @@ pub struct Header {
     /// The plain files were current, and durable, through this batch.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub checkpoint: Option<u64>,
+    /// A shared store's versions this journal holds every one of, through
+    /// this one (its own and other hosts'): where following resumes.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub follow: Option<u64>,
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub changes: Vec<ChangeRec>,
     /// A snapshot: every node as it was after `batch` (replaces all state

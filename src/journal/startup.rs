@@ -114,6 +114,7 @@ fn empty_state(origin: String) -> State {
             prev: None,
         },
         checkpoint_written: 0,
+        follow: 0,
     }
 }
 
@@ -202,6 +203,9 @@ impl Reading {
                     },
                 ))
             }));
+        }
+        if let Some(f) = h.follow {
+            st.follow = st.follow.max(f);
         }
         let batch = h.batch.unwrap_or(0);
         if let Some(b) = h.batch {

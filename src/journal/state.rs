@@ -77,4 +77,7 @@ pub struct State {
     /// The last checkpoint written to the journal (the newest one the
     /// checkpointer reported goes with the next frame).
     pub checkpoint_written: u64,
+    /// How far the journal holds a shared store's versions (see
+    /// `Header::follow`); 0 for a memory of one host.
+    pub follow: u64,
 }

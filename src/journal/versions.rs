@@ -194,6 +194,41 @@ pub fn record(
     }
 }
 
+/// The record of another host's change (see `Change::foreign`): the
+/// record it was committed with, applied to the view as it stands; its
+/// contents are needed here. `None` if the record is not one (the change
+/// is then the follower's to have made right).
+pub fn record_foreign(
+    view: &mut View,
+    change: &Change,
+    foreign: &crate::store::Foreign,
+    ids: &mut Ids,
+    undo: &mut Undo,
+    needed: &mut Vec<Needed>,
+) -> Option<ChangeRec> {
+    let rec = foreign.record.downcast_ref::<ChangeRec>()?.clone();
+    for op in &change.ops {
+        let write = match op {
+            ChangeOp::Write { data, .. } => {
+                let sha = Sha::of(data);
+                needed.push(Needed {
+                    sha,
+                    data: data.clone(),
+                });
+                Some((sha, data.len() as u64))
+            }
+            _ => None,
+        };
+        view.apply(op, write, Some(undo));
+    }
+    settle_versions(view, &rec.rows, undo);
+    for row in &rec.rows {
+        ids.next_version = ids.next_version.max(row.id() + 1);
+    }
+    ids.next_change = ids.next_change.max(rec.change + 1);
+    Some(rec)
+}
+
 fn op_data_len(op: &ChangeOp) -> u64 {
     match op {
         ChangeOp::Write { data, .. } => data.len() as u64,

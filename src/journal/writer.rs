@@ -122,9 +122,18 @@ pub(super) struct Shared {
     /// While a compaction runs: the contents new frames named without
     /// holding them (it must not drop those).
     pub named_meanwhile: Mutex<Option<std::collections::HashSet<Sha>>>,
-    /// What start-up found, when the disk refused to take it then: it goes
-    /// first in the next frame.
-    pending_start: Mutex<Option<(super::record::ChangeRec, Vec<Needed>)>>,
+    /// Records the journal owes: what start-up found when the disk refused
+    /// to take it then, and changes a shared store committed that the disk
+    /// then refused here. They go first in the next frame.
+    behind: Mutex<Vec<(super::record::ChangeRec, Vec<Needed>)>>,
+    /// The shared store this journal's batches are committed to first, if
+    /// the memory is one (see `upstream.rs`).
+    pub upstream: std::sync::OnceLock<Arc<dyn super::upstream::Upstream>>,
+    /// This host's changes handed over and not settled yet, with the paths
+    /// they touch: another host's change to one of them waits (a shared
+    /// store's follower asks, see `upstream.rs`).
+    pub unsettled: Mutex<Vec<(u64, Vec<crate::path::MemPath>)>>,
+    pub settled_now: Condvar,
     /// Held by whoever commits batches (the writer thread, or a waiter that
     /// leads: see `lead`), so that batches go to disk one at a time, in order.
     leader: Mutex<()>,
@@ -178,7 +187,10 @@ impl Shared {
             rewriting: Mutex::new(()),
             rewrites: AtomicU64::new(0),
             named_meanwhile: Mutex::new(None),
-            pending_start: Mutex::new(None),
+            behind: Mutex::new(Vec::new()),
+            upstream: std::sync::OnceLock::new(),
+            unsettled: Mutex::new(Vec::new()),
+            settled_now: Condvar::new(),
             leader: Mutex::new(()),
             me: std::sync::OnceLock::new(),
             compact: Mutex::default(),
@@ -340,7 +352,33 @@ impl Shared {
             self.settle(&changes, &tickets);
             return;
         }
+        match self.upstream.get() {
+            Some(up) if changes.iter().any(super::upstream::goes_upstream) => {
+                self.commit_shared(up.as_ref(), changes, tickets)
+            }
+            _ => {
+                let _ = self.commit_batch(changes, tickets, None);
+            }
+        }
+    }
+
+    /// Writes one batch as one frame. With `up`, a shared store's
+    /// transaction: its head numbers the versions, and it commits this
+    /// host's changes of the frame before the frame is written; when it
+    /// fails, nothing is written and the batch is handed back.
+    pub(super) fn commit_batch(
+        &self,
+        changes: Vec<Change>,
+        tickets: Vec<Ticket>,
+        up: Option<Box<dyn super::upstream::Transaction + '_>>,
+    ) -> Option<(Vec<Change>, Vec<Ticket>, super::upstream::UpstreamError)> {
         let mut st = self.state.lock();
+        if let Some(tx) = &up {
+            // Ids from the shared counter: unique across hosts, in commit order.
+            let next = tx.head() + 1;
+            st.ids.next_version = st.ids.next_version.max(next);
+            st.ids.next_change = st.ids.next_change.max(next);
+        }
         let time = crate::journal::now_text();
         let batch = st.next_batch;
         let read_plain =
@@ -359,6 +397,9 @@ impl Shared {
             let mut needed = Vec::new();
             let record = if change.ops.is_empty() {
                 None
+            } else if let Some(foreign) = &change.foreign {
+                let State { view, ids, .. } = &mut *st;
+                versions::record_foreign(view, change, foreign, ids, &mut undo, &mut needed)
             } else {
                 let State { view, ids, .. } = &mut *st;
                 Some(versions::record(
@@ -374,8 +415,8 @@ impl Shared {
             undos.push(undo);
             needs.push(needed);
         }
-        // What start-up found and could not write then goes first.
-        let start = self.pending_start.lock().take();
+        // What the journal owes goes first.
+        let start = std::mem::take(&mut *self.behind.lock());
         // The contents to put in the body: each new one once.
         let mut body: Vec<Arc<Vec<u8>>> = Vec::new();
         let mut placed: Vec<ContentRec> = Vec::new();
@@ -441,10 +482,19 @@ impl Shared {
         }
         let body_len: u64 = start_len + new_bytes[..fits].iter().sum::<u64>();
         let (body, placed) = trim_body(body, placed, body_len);
+        // How far this journal followed a shared store, with every frame.
+        let followed = changes[..fits]
+            .iter()
+            .filter_map(|c| c.foreign.as_ref().map(|f| f.seq))
+            .max()
+            .unwrap_or(0)
+            .max(st.follow);
+        let follow = (followed > 0).then_some(followed);
         let header = Header {
             batch: Some(batch),
             time: Some(time.clone()),
             checkpoint: None,
+            follow,
             changes: start
                 .iter()
                 .map(|(rec, _)| rec.clone())
@@ -453,10 +503,30 @@ impl Shared {
             contents: placed.clone(),
             ..Header::default()
         };
+        if let Some(tx) = up.filter(|_| fits > 0) {
+            let sent = super::upstream::outgoing(
+                batch,
+                &time,
+                &changes[..fits],
+                &records[..fits],
+                &needs[..fits],
+                &st.ids,
+            );
+            if let Err(e) = tx.commit(sent) {
+                for undo in undos.into_iter().rev() {
+                    st.view.roll_back(undo);
+                }
+                self.owe(start);
+                return Some((changes, tickets, e));
+            }
+            // Committed: the truth now. Whatever the disk here does, the
+            // batch stands (a frame the disk refuses is owed).
+        }
+        st.follow = followed;
         let parts: Vec<&[u8]> = body.iter().map(|b| b.as_slice()).collect();
         let written = if fits > 0 {
             self.barriers.fetch_add(1, Ordering::Relaxed);
-            self.append(&mut st, header, &parts, batch)
+            self.append(&mut st, header.clone(), &parts, batch)
         } else {
             Err(Failure::Refused(no_room.clone()))
         };
@@ -479,33 +549,21 @@ impl Shared {
                 self.compact_if_due(&st);
                 drop(st);
                 self.say_how_the_disk_is(None);
-                let durable: Vec<Change> = changes[..fits]
-                    .iter()
-                    .filter(|c| !c.ops.is_empty())
-                    .cloned()
-                    .collect();
-                if !durable.is_empty() {
-                    let plain = plain[..fits].iter().sum();
-                    self.unwritten.fetch_add(plain, Ordering::AcqRel);
-                    self.send(Msg::Batch {
-                        batch,
-                        changes: durable,
-                        plain,
-                    });
-                }
-                if fits < changes.len() {
-                    self.refuse(&changes, &tickets, fits, no_room, false);
-                } else {
-                    self.settle(&changes, &tickets);
-                }
+                self.taken(batch, &changes, &tickets, &plain, fits, no_room);
+            }
+            Err(_) if self.upstream.get().is_some() => {
+                // A shared store holds the batch: the frame is owed, and
+                // the changes stand (the view keeps them).
+                st.next_batch = batch + 1;
+                drop(st);
+                self.owe_frame(header, body, placed);
+                self.taken(batch, &changes, &tickets, &plain, fits, no_room);
             }
             Err(failure) => {
                 for undo in undos.into_iter().rev() {
                     st.view.roll_back(undo);
                 }
-                if start.is_some() {
-                    *self.pending_start.lock() = start;
-                }
+                self.owe(start);
                 drop(st);
                 match failure {
                     // Nothing of the frame reached the disk.
@@ -514,6 +572,69 @@ impl Shared {
                     Failure::Unconfirmed(e) => self.refuse(&changes, &tickets, fits, e, true),
                 }
             }
+        }
+        None
+    }
+
+    /// A batch whose first `fits` changes stand: they go to the
+    /// checkpointer, and the rest (no room) back to the store.
+    fn taken(
+        &self,
+        batch: u64,
+        changes: &[Change],
+        tickets: &[Ticket],
+        plain: &[u64],
+        fits: usize,
+        no_room: DiskError,
+    ) {
+        let durable: Vec<Change> = changes[..fits]
+            .iter()
+            .filter(|c| !c.ops.is_empty())
+            .cloned()
+            .collect();
+        if !durable.is_empty() {
+            let plain = plain[..fits].iter().sum();
+            self.unwritten.fetch_add(plain, Ordering::AcqRel);
+            self.send(Msg::Batch {
+                batch,
+                changes: durable,
+                plain,
+            });
+        }
+        if fits < changes.len() {
+            self.refuse(changes, tickets, fits, no_room, false);
+        } else {
+            self.settle(changes, tickets);
+        }
+    }
+
+    /// Puts records the journal still owes back, ahead of any owed since.
+    fn owe(&self, start: Vec<(super::record::ChangeRec, Vec<Needed>)>) {
+        if start.is_empty() {
+            return;
+        }
+        let mut behind = self.behind.lock();
+        let newer = std::mem::take(&mut *behind);
+        *behind = start;
+        behind.extend(newer);
+    }
+
+    /// A frame the disk refused whose changes stand (a shared store holds
+    /// them): its records and contents go with the next frame.
+    fn owe_frame(&self, header: Header, body: Vec<Arc<Vec<u8>>>, placed: Vec<ContentRec>) {
+        let mut needed: Vec<Needed> = body
+            .into_iter()
+            .zip(&placed)
+            .filter_map(|(data, c)| {
+                Some(Needed {
+                    sha: Sha::parse(&c.sha256)?,
+                    data,
+                })
+            })
+            .collect();
+        let mut behind = self.behind.lock();
+        for rec in header.changes {
+            behind.push((rec, std::mem::take(&mut needed)));
         }
     }
 
@@ -584,7 +705,7 @@ impl Shared {
                             })
                         })
                         .collect();
-                    *self.pending_start.lock() = Some((found, needed));
+                    self.behind.lock().push((found, needed));
                 }
                 Err(io::Error::from_raw_os_error(e.errno))
             }
@@ -635,7 +756,7 @@ impl Shared {
         self.say_how_the_disk_is(Some(&e));
         let (done, refused) = changes.split_at(from);
         let unconfirmed = if kept { done } else { &[] };
-        let undone = self.recover(refused, unconfirmed);
+        let undone = self.recover(refused, unconfirmed, false);
         let kept_any = kept || undone.iter().any(|u| !u);
         if kept_any {
             self.taint_queued_barriers(e.clone());
@@ -649,13 +770,15 @@ impl Shared {
             };
             ticket.settle(outcome);
         }
+        self.forget_unsettled(changes);
     }
 
     /// Every change of the batch is durable.
-    fn settle(&self, changes: &[Change], tickets: &[Ticket]) {
+    pub(super) fn settle(&self, changes: &[Change], tickets: &[Ticket]) {
         for (change, ticket) in changes.iter().zip(tickets) {
             ticket.settle(self.barrier_outcome(change));
         }
+        self.forget_unsettled(changes);
     }
 
     /// Ok, unless `change` is a barrier queued before a change ahead of it
@@ -674,7 +797,15 @@ impl Shared {
     /// The store decides what memory becomes before anyone hears of a
     /// failure: what it can take back it does; the rest stays in memory and
     /// is written again with its next change. Nothing is reloaded.
-    fn recover(&self, refused: &[Change], unconfirmed: &[Change]) -> Vec<bool> {
+    /// With `clean`, nothing of the refused changes reached any storage
+    /// (a shared store refused them): only what memory keeps of them is
+    /// to be written again.
+    pub(super) fn recover(
+        &self,
+        refused: &[Change],
+        unconfirmed: &[Change],
+        clean: bool,
+    ) -> Vec<bool> {
         let none = vec![false; refused.len()];
         let Some(tx) = self.recovery.lock().clone() else {
             return none;
@@ -683,6 +814,7 @@ impl Shared {
         let asked = tx.send(Refused {
             refused: refused.to_vec(),
             unconfirmed: unconfirmed.to_vec(),
+            clean,
             answer,
         });
         match asked {
@@ -696,7 +828,7 @@ impl Shared {
     /// the barriers already queued were made before the store knew, so they
     /// do not carry them. Each of those answers `Unsaved` (the caller may
     /// ask again: a new barrier carries the paths).
-    fn taint_queued_barriers(&self, cause: DiskError) {
+    pub(super) fn taint_queued_barriers(&self, cause: DiskError) {
         let queue = self.queue.lock();
         let Some((last, _)) = queue.items.back() else {
             return;
@@ -862,6 +994,12 @@ impl ChangeSink for Shared {
             )
             .into()));
             return ticket;
+        }
+        // (Noted before it is queued: the writer may settle it at once.)
+        if self.upstream.get().is_some() && super::upstream::goes_upstream(change) {
+            self.unsettled
+                .lock()
+                .push((change.seq, super::upstream::footprint(change)));
         }
         queue.items.push_back((change.clone(), ticket.clone()));
         drop(queue);

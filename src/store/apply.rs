@@ -22,7 +22,12 @@ fn attr_of(meta: &Meta) -> Attr {
 }
 
 /// The parent directory of `path` (made as needed) and its name there.
-fn place(tree: &mut Tree, path: &MemPath, now: SystemTime) -> Option<(Ino, String)> {
+fn place(
+    tree: &mut Tree,
+    path: &MemPath,
+    now: SystemTime,
+    held: &dyn Fn(Ino) -> bool,
+) -> Option<(Ino, String)> {
     let parent = path.parent()?;
     let name = path.file_name()?.to_string();
     // A non-directory in the way goes: the record says this is a directory.
@@ -31,7 +36,7 @@ fn place(tree: &mut Tree, path: &MemPath, now: SystemTime) -> Option<(Ino, Strin
         match tree.child(at, n).ok().flatten() {
             Some(next) if tree.node(next).is_dir() => at = next,
             Some(_) => {
-                tree.remove(at, n, now, &|_| false);
+                tree.remove(at, n, now, held);
                 at = tree.add(
                     at,
                     n,
@@ -55,16 +60,22 @@ fn place(tree: &mut Tree, path: &MemPath, now: SystemTime) -> Option<(Ino, Strin
 impl Tree {
     /// Applies `ops` in order.
     pub fn apply_ops(&mut self, ops: &[ChangeOp]) {
+        self.apply_ops_holding(ops, &|_| false);
+    }
+
+    /// Applies `ops` in order to a tree that is served: a node `held`
+    /// picks (one the kernel still holds) outlives its removal as an orphan.
+    pub fn apply_ops_holding(&mut self, ops: &[ChangeOp], held: &dyn Fn(Ino) -> bool) {
         let now = SystemTime::now();
         for op in ops {
-            self.apply_op(op, now);
+            self.apply_op(op, now, held);
         }
     }
 
-    fn apply_op(&mut self, op: &ChangeOp, now: SystemTime) {
+    fn apply_op(&mut self, op: &ChangeOp, now: SystemTime, held: &dyn Fn(Ino) -> bool) {
         match op {
             ChangeOp::Write { path, data, meta } => {
-                let Some((dir, name)) = place(self, path, now) else {
+                let Some((dir, name)) = place(self, path, now, held) else {
                     return;
                 };
                 match self.child(dir, &name).ok().flatten() {
@@ -74,32 +85,32 @@ impl Tree {
                     }
                     existing => {
                         if existing.is_some() {
-                            self.remove(dir, &name, now, &|_| false);
+                            self.remove(dir, &name, now, held);
                         }
                         self.add(dir, &name, NodeKind::File(data.clone()), attr_of(meta));
                     }
                 }
             }
             ChangeOp::MakeDir { path, meta } => {
-                let Some((dir, name)) = place(self, path, now) else {
+                let Some((dir, name)) = place(self, path, now, held) else {
                     return;
                 };
                 match self.child(dir, &name).ok().flatten() {
                     Some(ino) if self.node(ino).is_dir() => self.node_mut(ino).attr = attr_of(meta),
                     existing => {
                         if existing.is_some() {
-                            self.remove(dir, &name, now, &|_| false);
+                            self.remove(dir, &name, now, held);
                         }
                         self.add(dir, &name, NodeKind::Dir(Default::default()), attr_of(meta));
                     }
                 }
             }
             ChangeOp::Symlink { path, target, meta } => {
-                let Some((dir, name)) = place(self, path, now) else {
+                let Some((dir, name)) = place(self, path, now, held) else {
                     return;
                 };
                 if self.child(dir, &name).ok().flatten().is_some() {
-                    self.remove(dir, &name, now, &|_| false);
+                    self.remove(dir, &name, now, held);
                 }
                 self.add(dir, &name, NodeKind::Symlink(target.clone()), attr_of(meta));
             }
@@ -107,7 +118,7 @@ impl Tree {
                 if let (Some(parent), Some(name)) = (path.parent(), path.file_name()) {
                     if let Ok(dir) = self.resolve(&parent) {
                         if self.child(dir, name).ok().flatten().is_some() {
-                            self.remove(dir, name, now, &|_| false);
+                            self.remove(dir, name, now, held);
                         }
                     }
                 }
@@ -122,11 +133,11 @@ impl Tree {
                 if self.child(src_dir, from_name).ok().flatten().is_none() {
                     return;
                 }
-                let Some((dir, name)) = place(self, to, now) else {
+                let Some((dir, name)) = place(self, to, now, held) else {
                     return;
                 };
                 if self.child(dir, &name).ok().flatten().is_some() {
-                    self.remove(dir, &name, now, &|_| false);
+                    self.remove(dir, &name, now, held);
                 }
                 // (`place` may have made directories: the source's parent stands.)
                 if let Ok(src_dir) = self.resolve(&from_parent) {

@@ -235,6 +235,28 @@ pub struct Change {
     /// the person's process had not read: lost updates, kept as `overwrite`
     /// versions so one revert brings the agent's text back.
     pub overwrites: Vec<MemPath>,
+    /// How far this host's tree had followed a shared store when the change
+    /// was made (the newest version of it all of whose predecessors the
+    /// tree showed): the precondition of its commit there. 0 for a store
+    /// of one host.
+    pub seen: u64,
+    /// Set when the change is another host's, already committed to the
+    /// shared store and now applied to this tree: the journal keeps its
+    /// record as it is, and sends it nowhere.
+    pub foreign: Option<Arc<Foreign>>,
+}
+
+/// Another host's change as the shared store holds it: its position there
+/// and its record (opaque to the store: the journal knows the format).
+pub struct Foreign {
+    pub seq: u64,
+    pub record: Arc<dyn std::any::Any + Send + Sync>,
+}
+
+impl std::fmt::Debug for Foreign {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Foreign").field("seq", &self.seq).finish()
+    }
 }
 
 impl ChangeOp {
@@ -356,5 +378,9 @@ impl Ticket {
 pub struct Refused {
     pub refused: Vec<Change>,
     pub unconfirmed: Vec<Change>,
+    /// Nothing of the refused changes reached any storage (a shared store
+    /// refused them before anything was written): one taken back leaves
+    /// nothing to clear.
+    pub clean: bool,
     pub answer: std::sync::mpsc::SyncSender<Vec<bool>>,
 }

@@ -11,6 +11,7 @@
 
 mod apply;
 mod change;
+mod follow;
 mod fresh;
 mod inode_ops;
 mod limits;
@@ -25,8 +26,9 @@ use std::time::SystemTime;
 use parking_lot::{Mutex, RwLock, RwLockWriteGuard};
 
 pub use change::{
-    Change, ChangeOp, ChangeSink, Door, Meta, Origin, Process, Refused, Ticket, Touched,
+    Change, ChangeOp, ChangeSink, Door, Foreign, Meta, Origin, Process, Refused, Ticket, Touched,
 };
+pub use follow::Busy;
 pub use inode_ops::{DirEntry, InfoKind, NewNode, NodeInfo, RenameMode, SetAttr};
 pub use limits::{Growth, Limits};
 pub use tree::{Attr, Ino, Node, NodeKind, Tree, DIR_MODE, FILE_MODE, ROOT_INO};
@@ -95,6 +97,10 @@ pub struct Store {
     /// What people read, for telling lost updates. Taken after the tree
     /// lock, never before it.
     fresh: Mutex<fresh::Fresh>,
+    /// How far the tree has followed a shared store (see `follow.rs`).
+    followed: std::sync::atomic::AtomicU64,
+    /// Several hosts share the store.
+    shared: std::sync::atomic::AtomicBool,
 }
 
 impl Store {
@@ -110,6 +116,8 @@ impl Store {
             unsaved: Mutex::default(),
             used: Mutex::default(),
             fresh: Mutex::default(),
+            followed: Default::default(),
+            shared: Default::default(),
         }
     }
 
@@ -506,6 +514,8 @@ impl Store {
             touched,
             undo: undo.map(Arc::new),
             overwrites,
+            seen: self.followed(),
+            foreign: None,
         };
         let mut ticket = match &self.persist {
             Some(sink) => sink.submit(&change),
@@ -525,7 +535,7 @@ impl Store {
     /// taken back is (latest first), and everything else stays in memory with
     /// its paths written again later. Kernel caches are invalidated for what
     /// was taken back. Returns, for each refused change, whether it was.
-    pub fn recover(&self, refused: &[Change], unconfirmed: &[Change]) -> Vec<bool> {
+    pub fn recover(&self, refused: &[Change], unconfirmed: &[Change], clean: bool) -> Vec<bool> {
         let mut tree = self.tree.write();
         let mut touched = Vec::new();
         let mut undone = vec![false; refused.len()];
@@ -540,7 +550,12 @@ impl Store {
         // Every path either change touched goes to disk again as memory has it
         // (for one taken back: whatever it left there is cleared).
         let mut unsaved = self.unsaved.lock();
-        for change in refused.iter().chain(unconfirmed) {
+        let kept = refused
+            .iter()
+            .zip(&undone)
+            .filter(|(_, undone)| !(clean && **undone))
+            .map(|(change, _)| change);
+        for change in kept.chain(unconfirmed) {
             // (A directory's times go with the next change in it.)
             for op in change
                 .ops
@@ -561,6 +576,8 @@ impl Store {
                 touched,
                 undo: None,
                 overwrites: Vec::new(),
+                seen: 0,
+                foreign: None,
             };
             let observers = self.observers.read();
             observers

@@ -43,13 +43,28 @@ pub struct ToolConfig {
 pub struct Pending {
     result: ToolResult,
     ticket: Option<Ticket>,
+    /// On a shared store: the command, to run again if another host's
+    /// change to its path came first.
+    again: Option<Box<Again>>,
 }
+
+struct Again {
+    tool: Tool,
+    command: Command,
+    expect: Option<String>,
+}
+
+/// How many times a command lost to other hosts is run again.
+const RUNS: usize = 16;
+/// How long a command that lost waits for this host to have the winner.
+const FOLLOW_WAIT: std::time::Duration = std::time::Duration::from_secs(10);
 
 impl Pending {
     fn ready(result: ToolResult) -> Self {
         Pending {
             result,
             ticket: None,
+            again: None,
         }
     }
 
@@ -61,6 +76,32 @@ impl Pending {
     /// Waits until the change is on disk; a disk that refused it turns the
     /// result into an error (and the store already agrees with the disk).
     pub fn finish(self) -> ToolResult {
+        let mut pending = self;
+        for _ in 0..RUNS {
+            match (
+                pending.ticket.as_ref().map(Ticket::wait),
+                pending.again.take(),
+            ) {
+                // Another host changed the path first: the change was taken
+                // back; once this host has the winner, the command runs
+                // again on it (an agent never loses another's update, and
+                // never hears of the race).
+                (Some(Err(Error::Conflict { seq })), Some(again)) => {
+                    let again = *again;
+                    again.tool.store.wait_followed(seq, FOLLOW_WAIT);
+                    pending = again
+                        .tool
+                        .run_expecting(again.command, again.expect.as_deref());
+                }
+                _ => return pending.settled(),
+            }
+        }
+        ToolResult::error(
+            "Error: other hosts kept changing the same files first; the command did not take effect.",
+        )
+    }
+
+    fn settled(self) -> ToolResult {
         match self.ticket.map(|t| t.wait()) {
             // Kept in memory: it did take effect, and memfs says so.
             Some(Err(err @ Error::Unsaved(_))) => ToolResult::error(format!("Error: {err}.")),
@@ -146,6 +187,22 @@ impl Tool {
     /// has the sha256 `expect` (a program's precondition, not in the model's
     /// schema); a view ignores it.
     pub fn run_expecting(&self, command: Command, expect: Option<&str>) -> Pending {
+        let again =
+            (self.store.is_shared() && !matches!(command, Command::View { .. })).then(|| {
+                Box::new(Again {
+                    tool: self.clone(),
+                    command: command.clone(),
+                    expect: expect.map(str::to_string),
+                })
+            });
+        let mut pending = self.run_once(command, expect);
+        if pending.ticket.is_some() {
+            pending.again = again;
+        }
+        pending
+    }
+
+    fn run_once(&self, command: Command, expect: Option<&str>) -> Pending {
         if self.read_only && !matches!(command, Command::View { .. }) {
             return Pending::ready(ToolResult::error(
                 "Error: this memory is read-only for this session; only view is allowed",
@@ -402,6 +459,7 @@ fn written(text: String, ticket: Ticket) -> Pending {
     Pending {
         result: ToolResult::ok(text),
         ticket: Some(ticket),
+        again: None,
     }
 }
 

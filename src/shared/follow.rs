@@ -1,0 +1,291 @@
+//! The follower: one thread per host that reads the shared store's
+//! batches in id order, on a connection of its own, and applies other
+//! hosts' changes to this tree (and so to the journal and the mount).
+//!
+//! It wakes on `NOTIFY`, and reads everything after the last id it holds
+//! after every wake-up, every reconnection, and every second without one
+//! (polling: a wake-up lost with a connection is never a change lost). A
+//! batch of this host's own is skipped when the tree shows it already
+//! (committed by this process, or written to the journal before a
+//! restart); one a crash kept out of the journal is applied like another
+//! host's.
+
+use std::collections::{BTreeSet, HashMap};
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::sync::{Arc, Weak};
+use std::thread::JoinHandle;
+use std::time::Duration;
+
+use parking_lot::Mutex;
+
+use super::db::{Batch, Reader};
+use super::target::Target;
+use crate::journal::{ChangeRec, OpRec, Unsettled, UpstreamError};
+use crate::store::{Foreign, Store};
+
+/// Polling, when no wake-up comes.
+const POLL: Duration = Duration::from_secs(1);
+/// Batches read at once.
+const PAGE: i64 = 256;
+
+/// What the follower knows, for `memfs status` and tests.
+#[derive(Default)]
+pub struct Progress {
+    /// The newest id applied (or skipped as this host's own).
+    pub applied: AtomicU64,
+    /// The store's head when last read.
+    pub head: AtomicU64,
+    /// Whether the database answers now.
+    pub connected: AtomicBool,
+}
+
+pub struct Follower {
+    stop: Arc<AtomicBool>,
+    thread: Option<JoinHandle<()>>,
+    pub progress: Arc<Progress>,
+}
+
+/// Everything the follower works with.
+pub struct Follow {
+    pub target: Target,
+    pub origin: String,
+    /// This origin's batches numbered below this were in the journal when
+    /// it opened.
+    pub journal_had: u64,
+    pub confirmed: Arc<Mutex<BTreeSet<u64>>>,
+    pub store: Weak<Store>,
+    pub unsettled: Unsettled,
+}
+
+impl Follow {
+    /// Starts following; the first catch-up runs before this returns (at
+    /// most `first` long), so a host opening a store shows what it holds.
+    pub fn start(self, first: Duration) -> std::io::Result<Follower> {
+        let stop = Arc::new(AtomicBool::new(false));
+        let progress = Arc::new(Progress::default());
+        if let Some(store) = self.store.upgrade() {
+            progress.applied.store(store.followed(), Ordering::Release);
+        }
+        let (ready_tx, ready) = std::sync::mpsc::channel();
+        let thread = {
+            let stop = stop.clone();
+            let progress = progress.clone();
+            std::thread::Builder::new()
+                .name("memfs-follow".into())
+                .spawn(move || self.run(&stop, &progress, ready_tx))?
+        };
+        let _ = ready.recv_timeout(first);
+        Ok(Follower {
+            stop,
+            thread: Some(thread),
+            progress,
+        })
+    }
+
+    fn run(self, stop: &AtomicBool, progress: &Progress, ready: std::sync::mpsc::Sender<()>) {
+        let mut backoff = Duration::from_millis(100);
+        let mut said_down = false;
+        let mut ready = Some(ready);
+        while !stop.load(Ordering::Acquire) {
+            let mut reader = match Reader::open(&self.target) {
+                Ok(r) => r,
+                Err(e) => {
+                    progress.connected.store(false, Ordering::Release);
+                    if !said_down {
+                        tracing::warn!(
+                            "the shared store cannot be reached ({}); reads keep working from memory, and memfs keeps trying",
+                            cause(&e)
+                        );
+                        said_down = true;
+                    }
+                    if let Some(r) = ready.take() {
+                        let _ = r.send(());
+                    }
+                    sleep_unless(stop, backoff);
+                    backoff = (backoff * 2).min(Duration::from_secs(2));
+                    continue;
+                }
+            };
+            if said_down {
+                tracing::info!("the shared store answers again; catching up");
+                said_down = false;
+            }
+            progress.connected.store(true, Ordering::Release);
+            backoff = Duration::from_millis(100);
+            // Catch up after every wake-up (and the first time, and after
+            // every reconnection), then wait for the next.
+            let mut ended = None;
+            while !stop.load(Ordering::Acquire) {
+                if let Err(e) = self.catch_up(&mut reader, progress, stop) {
+                    ended = Some(e);
+                    break;
+                }
+                if let Some(r) = ready.take() {
+                    let _ = r.send(());
+                }
+                if let Err(e) = reader.wait(POLL) {
+                    ended = Some(e);
+                    break;
+                }
+            }
+            if let Some(e) = ended {
+                progress.connected.store(false, Ordering::Release);
+                tracing::info!(
+                    "the shared store's connection ended ({}); reconnecting",
+                    cause(&e)
+                );
+            }
+        }
+    }
+
+    /// Reads and applies every batch past what the tree shows.
+    fn catch_up(
+        &self,
+        reader: &mut Reader,
+        progress: &Progress,
+        stop: &AtomicBool,
+    ) -> Result<(), UpstreamError> {
+        loop {
+            let Some(store) = self.store.upgrade() else {
+                return Ok(());
+            };
+            let after = store.followed();
+            if let Ok(head) = reader.head() {
+                progress.head.store(head, Ordering::Release);
+            }
+            let page = reader.batches_after(after, PAGE)?;
+            if page.is_empty() {
+                return Ok(());
+            }
+            let full = page.len() as i64 == PAGE;
+            for batch in page {
+                if stop.load(Ordering::Acquire) {
+                    return Ok(());
+                }
+                self.apply(reader, &store, &batch, stop)?;
+                progress.applied.store(batch.seq, Ordering::Release);
+            }
+            // A person's save that lost a race (kept in memory) goes again,
+            // over what was just applied.
+            if store.unsaved_paths() > 0 {
+                let _ = store.barrier(crate::store::Origin::Memfs);
+            }
+            if !full {
+                return Ok(());
+            }
+        }
+    }
+
+    /// Applies one batch to the tree, or skips it as this host's own.
+    fn apply(
+        &self,
+        reader: &mut Reader,
+        store: &Store,
+        batch: &Batch,
+        stop: &AtomicBool,
+    ) -> Result<(), UpstreamError> {
+        if batch.origin == self.origin
+            && (batch.batch < self.journal_had || self.confirmed.lock().remove(&batch.batch))
+        {
+            store.follow_to(batch.seq);
+            return Ok(());
+        }
+        let shas: Vec<String> = batch
+            .changes
+            .iter()
+            .flat_map(|c| &c.ops)
+            .filter_map(|op| match op {
+                OpRec::Write { sha256, .. } => Some(sha256.clone()),
+                _ => None,
+            })
+            .collect();
+        let contents = reader.contents(&shas)?;
+        let last = batch.changes.len().saturating_sub(1);
+        let mut tickets = Vec::new();
+        for (i, rec) in batch.changes.iter().enumerate() {
+            let Some(ops) = ops_of(rec, &contents) else {
+                tracing::warn!(
+                    "a change of another host's names content the shared store does not hold; it is left out (version {})",
+                    batch.seq
+                );
+                continue;
+            };
+            let mut rec = rec.clone();
+            for row in &mut rec.rows {
+                row.origin = Some(batch.origin.clone());
+            }
+            // Until its last change is applied, the tree has not followed
+            // the batch (a change made meanwhile has not seen all of it).
+            let through = (i == last).then_some(batch.seq);
+            loop {
+                let foreign = Foreign {
+                    seq: batch.seq,
+                    record: Arc::new(rec.clone()),
+                };
+                match store.apply_foreign(ops.clone(), foreign, through, &|paths| {
+                    self.unsettled.busy(paths)
+                }) {
+                    Ok(ticket) => {
+                        tickets.push(ticket);
+                        break;
+                    }
+                    Err(_busy) if stop.load(Ordering::Acquire) => return Ok(()),
+                    Err(_busy) => self.unsettled.wait(Duration::from_millis(20)),
+                }
+            }
+        }
+        if batch.changes.is_empty() {
+            store.follow_to(batch.seq);
+        }
+        for ticket in tickets {
+            let _ = ticket.wait();
+        }
+        Ok(())
+    }
+}
+
+/// A record's ops with their contents (`None` if one is missing).
+fn ops_of(
+    rec: &ChangeRec,
+    contents: &HashMap<String, Arc<Vec<u8>>>,
+) -> Option<Vec<crate::store::ChangeOp>> {
+    let mut ops = Vec::with_capacity(rec.ops.len());
+    for op in &rec.ops {
+        let data = match op {
+            OpRec::Write { sha256, .. } => Some(contents.get(sha256)?.clone()),
+            _ => None,
+        };
+        ops.push(op.to_op(|| data.unwrap_or_default())?);
+    }
+    Some(ops)
+}
+
+fn cause(e: &UpstreamError) -> String {
+    match e {
+        UpstreamError::Unreachable(c) => c.clone(),
+        UpstreamError::Again => "a transient refusal".into(),
+    }
+}
+
+fn sleep_unless(stop: &AtomicBool, d: Duration) {
+    let until = std::time::Instant::now() + d;
+    while !stop.load(Ordering::Acquire) && std::time::Instant::now() < until {
+        std::thread::sleep(Duration::from_millis(50));
+    }
+}
+
+impl Follower {
+    /// Stops following (before the journal shuts down).
+    pub fn stop(&mut self) {
+        self.stop.store(true, Ordering::Release);
+        if let Some(t) = self.thread.take() {
+            let _ = t.join();
+        }
+    }
+}
+
+impl Drop for Follower {
+    fn drop(&mut self) {
+        self.stop();
+    }
+}

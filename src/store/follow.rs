@@ -1,0 +1,155 @@
+//! Other hosts' changes, applied to this tree (a memory several hosts
+//! share through a shared store; the follower in `shared/` reads them).
+//!
+//! A change of another host's is applied whole under the tree lock, in the
+//! store's order, and handed to the sinks like any change: the journal
+//! keeps its record as it was committed ([`Foreign`]), the mount's cache
+//! invalidator drops what the kernel cached of every node and name it
+//! touched (outside the tree lock, as for any change).
+//!
+//! Two things of this host's come first:
+//! - a change of its own that is not settled yet at one of the paths (or
+//!   above or below one): the foreign change waits ([`Busy`]) until it is,
+//!   so that a change of this host's that lost the race is taken back
+//!   before the winner is applied, never after;
+//! - a path memory holds that the store has not taken (a person's save
+//!   that lost a race, a write made while the store was unreachable): the
+//!   foreign change's ops at it (or above or below it) are not applied to
+//!   the tree, and memory's state there is written again over them with
+//!   the next change (the person's save wins, as an overwrite of it).
+
+use std::sync::atomic::Ordering;
+use std::sync::Arc;
+
+use super::change::{Change, ChangeOp, Foreign, Origin, Ticket, Touched};
+use super::tree::Tree;
+use super::Store;
+use crate::path::MemPath;
+
+/// A change of this host's, not settled yet, touches the paths of the
+/// foreign change: apply it once that one is settled.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Busy;
+
+fn related(a: &MemPath, b: &MemPath) -> bool {
+    a.starts_with(b) || b.starts_with(a)
+}
+
+impl Store {
+    /// How far the tree has followed a shared store: every version up to
+    /// this one is in it. A change made now has seen this far.
+    pub fn followed(&self) -> u64 {
+        self.followed.load(Ordering::Acquire)
+    }
+
+    /// Marks the store as one several hosts share (see `Pending::finish`).
+    pub fn mark_shared(&self) {
+        self.shared.store(true, Ordering::Release);
+    }
+
+    pub fn is_shared(&self) -> bool {
+        self.shared.load(Ordering::Acquire)
+    }
+
+    /// Waits (at most `limit`) until the tree has followed through `seq`.
+    pub fn wait_followed(&self, seq: u64, limit: std::time::Duration) -> bool {
+        let until = std::time::Instant::now() + limit;
+        while self.followed() < seq {
+            if std::time::Instant::now() >= until {
+                return false;
+            }
+            std::thread::sleep(std::time::Duration::from_millis(2));
+        }
+        true
+    }
+
+    /// The tree has followed the shared store through `seq` (a batch of
+    /// this host's own, which the tree shows already).
+    pub fn follow_to(&self, seq: u64) {
+        self.followed.fetch_max(seq, Ordering::AcqRel);
+    }
+
+    /// Applies another host's change (`ops`, committed as `foreign`), unless
+    /// `busy` says a change of this host's not settled yet touches its
+    /// paths; with `through`, the tree has then followed the store that far. The ticket is kept when the journal holds it and the kernel's
+    /// caches of it are dropped (wait for it outside any lock).
+    pub fn apply_foreign(
+        &self,
+        ops: Vec<ChangeOp>,
+        foreign: Foreign,
+        through: Option<u64>,
+        busy: &dyn Fn(&[MemPath]) -> bool,
+    ) -> Result<Ticket, Busy> {
+        let mut tree = self.tree.write();
+        let paths: Vec<MemPath> = ops
+            .iter()
+            .filter(|op| !matches!(op, ChangeOp::SetTimes { .. }))
+            .flat_map(|op| op.paths().into_iter().cloned())
+            .collect();
+        if busy(&paths) {
+            return Err(Busy);
+        }
+        let mut unsaved = self.unsaved.lock();
+        let (applied, kept): (Vec<&ChangeOp>, Vec<&ChangeOp>) = ops.iter().partition(|op| {
+            !op.paths()
+                .iter()
+                .any(|p| unsaved.iter().any(|u| related(p, u)))
+        });
+        for op in kept {
+            if !matches!(op, ChangeOp::SetTimes { .. }) {
+                unsaved.extend(op.paths().into_iter().cloned());
+            }
+        }
+        drop(unsaved);
+        let applied: Vec<ChangeOp> = applied.into_iter().cloned().collect();
+        let mut touched = cached(&tree, &applied);
+        {
+            let pins = self.pins.lock();
+            tree.apply_ops_holding(&applied, &|ino| pins.contains_key(&ino));
+        }
+        touched.extend(cached(&tree, &applied));
+        touched.dedup();
+        if let Some(seq) = through {
+            self.followed.fetch_max(seq, Ordering::AcqRel);
+        }
+        let seq = self.seq.fetch_add(1, Ordering::Relaxed) + 1;
+        let change = Change {
+            seq,
+            origin: Origin::Memfs,
+            ops,
+            touched,
+            undo: None,
+            overwrites: Vec::new(),
+            seen: foreign.seq,
+            foreign: Some(Arc::new(foreign)),
+        };
+        let mut ticket = match &self.persist {
+            Some(sink) => sink.submit(&change),
+            None => Ticket::done(),
+        };
+        for observer in self.observers.read().iter() {
+            ticket = ticket.and(observer.submit(&change));
+        }
+        drop(tree);
+        Ok(ticket)
+    }
+}
+
+/// What the kernel may have cached of the nodes and names `ops` touch, as
+/// the tree stands (called before and after they are applied).
+fn cached(tree: &Tree, ops: &[ChangeOp]) -> Vec<Touched> {
+    let mut out = Vec::new();
+    for op in ops {
+        for path in op.paths() {
+            if let (Some(parent), Some(name)) = (path.parent(), path.file_name()) {
+                if let Ok(dir) = tree.resolve(&parent) {
+                    out.push(Touched::Entry(dir, name.to_string()));
+                }
+            }
+            if let Ok(ino) = tree.resolve(path) {
+                out.push(Touched::Inode(ino));
+            }
+        }
+    }
+    out
+}
