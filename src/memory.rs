@@ -107,7 +107,11 @@ impl Memory {
                 Box::new(journal.batch_numberer()),
             ));
             journal.share(db.clone());
-            store.mark_shared();
+            let (busy, wait) = (journal.unsettled(), journal.unsettled());
+            store.mark_shared(crate::store::Hold {
+                busy: Box::new(move |paths| busy.busy(paths)),
+                wait: Box::new(move |limit| wait.wait(limit)),
+            });
             store.follow_to(journal.followed());
             crate::shared::Follow {
                 target: target.clone(),

@@ -29,6 +29,7 @@ mod record;
 mod rewrite;
 pub mod row;
 mod segment;
+mod sharing;
 mod startup;
 mod state;
 mod upstream;

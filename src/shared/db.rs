@@ -338,6 +338,17 @@ impl Tx<'_> {
         Ok(())
     }
 
+    /// [`Tx::look_up`]; a batch not known to be committed is not this
+    /// host's to skip when the follower reads it (if it is there after all,
+    /// the follower applies it: the journal and tree do not hold it).
+    fn settle_lookup(&mut self, batch: u64) -> Result<(), UpstreamError> {
+        let found = self.look_up(batch);
+        if found.is_err() {
+            self.db.confirmed.lock().remove(&batch);
+        }
+        found
+    }
+
     /// After a COMMIT whose answer was lost: asks a new connection whether
     /// the batch is there (for a few seconds, while the database comes back).
     fn look_up(&mut self, batch: u64) -> Result<(), UpstreamError> {
@@ -351,10 +362,7 @@ impl Tx<'_> {
                     );
                     *self.conn = Some(fresh);
                     return match found {
-                        Ok(Some(_)) => {
-                            self.db.confirmed.lock().insert(batch);
-                            Ok(())
-                        }
+                        Ok(Some(_)) => Ok(()),
                         // Not committed: safe to send again.
                         Ok(None) => Err(UpstreamError::Again),
                         Err(e) => Err(self.failed(e)),
@@ -426,18 +434,21 @@ impl Transaction for Tx<'_> {
         if let Err(e) = self.send(&batch) {
             return Err(self.failed(e));
         }
+        // Noted before the COMMIT: the follower may read the batch back
+        // before the COMMIT's answer is here, and must know it is ours.
+        self.db.confirmed.lock().insert(batch.batch);
         fail::fail_point!("shared-commit-unanswered", |_| {
             // The COMMIT goes, and its answer is lost.
             let _ = self.client().batch_execute("COMMIT");
-            self.look_up(batch.batch)
+            self.settle_lookup(batch.batch)
         });
         match self.client().batch_execute("COMMIT") {
-            Ok(()) => {
-                self.db.confirmed.lock().insert(batch.batch);
-                Ok(())
+            Ok(()) => Ok(()),
+            Err(e) if !lost_connection(&e) => {
+                self.db.confirmed.lock().remove(&batch.batch);
+                Err(self.failed(e))
             }
-            Err(e) if !lost_connection(&e) => Err(self.failed(e)),
-            Err(_) => self.look_up(batch.batch),
+            Err(_) => self.settle_lookup(batch.batch),
         }
     }
 }

@@ -120,6 +120,14 @@ impl Follow {
                     ended = Some(e);
                     break;
                 }
+                // What memory holds that the store has not taken (a person's
+                // save that lost a race, or made while the store could not be
+                // reached) goes again, over what was just applied.
+                if let Some(store) = self.store.upgrade() {
+                    if store.unsaved_paths() > 0 {
+                        let _ = store.barrier(crate::store::Origin::Memfs);
+                    }
+                }
                 if let Some(r) = ready.take() {
                     let _ = r.send(());
                 }
@@ -164,11 +172,6 @@ impl Follow {
                 }
                 self.apply(reader, &store, &batch, stop)?;
                 progress.applied.store(batch.seq, Ordering::Release);
-            }
-            // A person's save that lost a race (kept in memory) goes again,
-            // over what was just applied.
-            if store.unsaved_paths() > 0 {
-                let _ = store.barrier(crate::store::Origin::Memfs);
             }
             if !full {
                 return Ok(());

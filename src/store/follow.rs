@@ -21,10 +21,23 @@
 use std::sync::atomic::Ordering;
 use std::sync::Arc;
 
+use parking_lot::RwLockWriteGuard;
+
 use super::change::{Change, ChangeOp, Foreign, Origin, Ticket, Touched};
 use super::tree::Tree;
 use super::Store;
 use crate::path::MemPath;
+
+/// A test of some paths.
+pub type PathsTest = dyn Fn(&[MemPath]) -> bool + Send + Sync;
+
+/// What the store asks of a shared store's journal: whether a change of
+/// this host's not settled yet touches some paths, and a wait for one to
+/// settle.
+pub struct Hold {
+    pub busy: Box<PathsTest>,
+    pub wait: Box<dyn Fn(std::time::Duration) + Send + Sync>,
+}
 
 /// A change of this host's, not settled yet, touches the paths of the
 /// foreign change: apply it once that one is settled.
@@ -42,9 +55,31 @@ impl Store {
         self.followed.load(Ordering::Acquire)
     }
 
-    /// Marks the store as one several hosts share (see `Pending::finish`).
-    pub fn mark_shared(&self) {
+    /// Marks the store as one several hosts share (see `Pending::finish`):
+    /// an agent's change waits for a change of this host's at its paths
+    /// that is not settled yet, so that one that loses a race to another
+    /// host is always taken back whole, never from under a change made on
+    /// top of it.
+    pub fn mark_shared(&self, hold: Hold) {
         self.shared.store(true, Ordering::Release);
+        let _ = self.hold.set(hold);
+    }
+
+    /// The write lock, once no change of this host's at `paths` (or above
+    /// or below one) is unsettled.
+    pub(super) fn write_for(&self, paths: &[&MemPath]) -> RwLockWriteGuard<'_, Tree> {
+        loop {
+            let tree = self.tree.write();
+            let Some(hold) = self.hold.get() else {
+                return tree;
+            };
+            let paths: Vec<MemPath> = paths.iter().map(|p| (*p).clone()).collect();
+            if !(hold.busy)(&paths) {
+                return tree;
+            }
+            drop(tree);
+            (hold.wait)(std::time::Duration::from_millis(20));
+        }
     }
 
     pub fn is_shared(&self) -> bool {

@@ -28,7 +28,7 @@ use parking_lot::{Mutex, RwLock, RwLockWriteGuard};
 pub use change::{
     Change, ChangeOp, ChangeSink, Door, Foreign, Meta, Origin, Process, Refused, Ticket, Touched,
 };
-pub use follow::Busy;
+pub use follow::{Busy, Hold};
 pub use inode_ops::{DirEntry, InfoKind, NewNode, NodeInfo, RenameMode, SetAttr};
 pub use limits::{Growth, Limits};
 pub use tree::{Attr, Ino, Node, NodeKind, Tree, DIR_MODE, FILE_MODE, ROOT_INO};
@@ -101,6 +101,9 @@ pub struct Store {
     followed: std::sync::atomic::AtomicU64,
     /// Several hosts share the store.
     shared: std::sync::atomic::AtomicBool,
+    /// A shared store's changes of this host's not settled yet (see
+    /// `follow.rs`): an agent's change waits for one at its paths.
+    hold: std::sync::OnceLock<follow::Hold>,
 }
 
 impl Store {
@@ -118,6 +121,7 @@ impl Store {
             fresh: Mutex::default(),
             followed: Default::default(),
             shared: Default::default(),
+            hold: std::sync::OnceLock::new(),
         }
     }
 
@@ -207,7 +211,7 @@ impl Store {
         expect: Option<&str>,
     ) -> Result<Ticket, Error> {
         let (parent_path, name) = split(path)?;
-        let mut tree = self.tree.write();
+        let mut tree = self.write_for(&[path]);
         check_expected(&tree, path, expect)?;
         let parent = tree.check_dir_path(&parent_path)?;
         let existing = match parent {
@@ -283,7 +287,7 @@ impl Store {
         origin: Origin,
         edit: impl FnOnce(&[u8]) -> Result<(Vec<u8>, R), E>,
     ) -> Result<(R, Ticket), E> {
-        let mut tree = self.tree.write();
+        let mut tree = self.write_for(&[path]);
         let ino = tree.resolve(path)?;
         let NodeKind::File(old) = &tree.node(ino).kind else {
             return Err(match tree.node(ino).kind {
@@ -342,7 +346,7 @@ impl Store {
         check: impl FnOnce(&Tree, Ino) -> Result<bool, Error>,
     ) -> Result<Option<Ticket>, Error> {
         let (parent_path, name) = split(path)?;
-        let mut tree = self.tree.write();
+        let mut tree = self.write_for(&[path]);
         let parent = tree.resolve(&parent_path)?;
         let Some(gone) = tree.child(parent, name)? else {
             return Err(Error::NotFound);
@@ -381,7 +385,7 @@ impl Store {
         expect: Option<&str>,
     ) -> Result<Ticket, Error> {
         let (from_parent_path, from_name) = split(from)?;
-        let mut tree = self.tree.write();
+        let mut tree = self.write_for(&[from, to]);
         check_expected(&tree, from, expect)?;
         // Any failure to find the source is "does not exist", so that NotDir
         // below can only be about the destination.

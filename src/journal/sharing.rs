@@ -1,0 +1,199 @@
+//! Committing a batch with this host's changes in it when the memory is a
+//! shared store's copy (see `upstream.rs`): to the store first, in one
+//! transaction, then to the journal; a change that lost a race, or a batch
+//! the store could not take, goes back to the store to decide.
+
+use std::io;
+use std::time::Duration;
+
+use super::upstream::{footprint, goes_upstream, related, Transaction, Upstream, UpstreamError};
+use super::writer::Shared;
+use crate::error::{DiskError, Error};
+use crate::path::MemPath;
+use crate::store::{Change, Ticket};
+
+/// How many times a batch goes again after a transient refusal.
+const AGAIN: usize = 8;
+
+impl Shared {
+    /// Commits a batch with this host's changes in it: to the shared store
+    /// first, then to the journal; a change that lost a race, or a batch
+    /// the store could not take, goes back to the store to decide.
+    pub(super) fn commit_shared(
+        &self,
+        up: &dyn Upstream,
+        changes: Vec<Change>,
+        tickets: Vec<Ticket>,
+    ) {
+        let mut items: Vec<(Change, Ticket)> = changes.into_iter().zip(tickets).collect();
+        for attempt in 0.. {
+            let mut tx = match up.begin() {
+                Ok(tx) => tx,
+                Err(UpstreamError::Again) if attempt < AGAIN => continue,
+                Err(e) => return self.unsent(items, e),
+            };
+            let lost = match self.races(tx.as_mut(), &items) {
+                Ok(lost) => lost,
+                Err(UpstreamError::Again) if attempt < AGAIN => continue,
+                Err(e) => return self.unsent(items, e),
+            };
+            let (losers, winners): (Vec<_>, Vec<_>) = items
+                .into_iter()
+                .zip(lost)
+                .partition(|(_, lost)| lost.is_some());
+            let (changes, tickets): (Vec<Change>, Vec<Ticket>) =
+                winners.into_iter().map(|(item, _)| item).unzip();
+            if !changes.iter().any(goes_upstream) {
+                // Nothing of this host's left to send (the transaction
+                // ends unused).
+                drop(tx);
+                if changes.iter().all(|c| c.ops.is_empty()) {
+                    self.settle(&changes, &tickets);
+                } else {
+                    let _ = self.commit_batch(changes, tickets, None);
+                }
+                return self.lost(losers);
+            }
+            match self.commit_batch(changes, tickets, Some(tx)) {
+                None => return self.lost(losers),
+                Some((changes, tickets, e)) => {
+                    // Nothing was committed: all of it goes again, in order.
+                    let mut back: Vec<(Change, Ticket)> =
+                        changes.into_iter().zip(tickets).collect();
+                    back.extend(losers.into_iter().map(|(item, _)| item));
+                    back.sort_by_key(|(c, _)| c.seq);
+                    items = back;
+                    if e != UpstreamError::Again || attempt >= AGAIN {
+                        return self.unsent(items, e);
+                    }
+                }
+            }
+        }
+    }
+
+    /// Which of the batch's own changes lost a race, and to which version:
+    /// those another host's change came before, and those made after one
+    /// of them at a path of its (made on top of it).
+    fn races(
+        &self,
+        tx: &mut dyn Transaction,
+        items: &[(Change, Ticket)],
+    ) -> Result<Vec<Option<u64>>, UpstreamError> {
+        let own: Vec<usize> = (0..items.len())
+            .filter(|&i| goes_upstream(&items[i].0))
+            .collect();
+        let prints: Vec<Vec<MemPath>> = items.iter().map(|(c, _)| footprint(c)).collect();
+        let asks: Vec<(u64, Vec<String>)> = own
+            .iter()
+            .map(|&i| {
+                let paths = prints[i].iter().map(|p| p.to_string()).collect();
+                (items[i].0.seen, paths)
+            })
+            .collect();
+        let found = tx.conflicts(&asks)?;
+        let mut lost: Vec<Option<u64>> = vec![None; items.len()];
+        for (&i, seq) in own.iter().zip(found) {
+            lost[i] = seq;
+        }
+        for i in 0..items.len() {
+            if lost[i].is_some() || !goes_upstream(&items[i].0) {
+                continue;
+            }
+            let under = (0..i).filter_map(|j| {
+                let overlaps = prints[j]
+                    .iter()
+                    .any(|a| prints[i].iter().any(|b| related(a, b)));
+                lost[j].filter(|_| overlaps)
+            });
+            lost[i] = under.max();
+        }
+        Ok(lost)
+    }
+
+    /// Changes that lost a race: the store takes back what it can (an
+    /// agent's, which the tool then runs again) and keeps the rest in
+    /// memory, written again over the winner's.
+    fn lost(&self, losers: Vec<((Change, Ticket), Option<u64>)>) {
+        if losers.is_empty() {
+            return;
+        }
+        let why = losers
+            .iter()
+            .map(|(_, seq)| Error::Conflict {
+                seq: seq.unwrap_or(0),
+            })
+            .collect();
+        let (changes, tickets): (Vec<Change>, Vec<Ticket>) =
+            losers.into_iter().map(|(item, _)| item).unzip();
+        self.refuse_each(&changes, &tickets, why);
+    }
+
+    /// A batch the shared store did not take: other hosts' changes in it
+    /// are still written here; this host's go back to the store.
+    fn unsent(&self, items: Vec<(Change, Ticket)>, e: UpstreamError) {
+        let cause = match e {
+            UpstreamError::Unreachable(cause) => cause,
+            UpstreamError::Again => "it kept refusing the transaction".to_string(),
+        };
+        let (own, foreign): (Vec<_>, Vec<_>) =
+            items.into_iter().partition(|(c, _)| goes_upstream(c));
+        if !foreign.is_empty() {
+            let (changes, tickets) = foreign.into_iter().unzip();
+            let _ = self.commit_batch(changes, tickets, None);
+        }
+        let why = own
+            .iter()
+            .map(|_| Error::Unreachable(cause.clone()))
+            .collect();
+        let (changes, tickets): (Vec<Change>, Vec<Ticket>) = own.into_iter().unzip();
+        self.refuse_each(&changes, &tickets, why);
+    }
+
+    /// Settles changes that did not take effect upstream: each one the
+    /// store took back with its own error, each one it kept as unsaved.
+    fn refuse_each(&self, changes: &[Change], tickets: &[Ticket], why: Vec<Error>) {
+        let undone = self.recover(changes, &[], true);
+        let unsent = DiskError::new(
+            "sending it to the shared store",
+            io::Error::from_raw_os_error(libc::EIO),
+        );
+        if undone.iter().any(|u| !u) {
+            self.taint_queued_barriers(unsent.clone());
+        }
+        for ((ticket, undone), why) in tickets.iter().zip(&undone).zip(why) {
+            ticket.settle(match undone {
+                true => Err(why),
+                false => Err(Error::Unsaved(unsent.clone())),
+            });
+        }
+        self.forget_unsettled(changes);
+    }
+
+    /// Forgets settled changes of this host's (see `unsettled`).
+    pub(super) fn forget_unsettled(&self, changes: &[Change]) {
+        if self.upstream.get().is_none() {
+            return;
+        }
+        let mut unsettled = self.unsettled.lock();
+        unsettled.retain(|(seq, _)| !changes.iter().any(|c| c.seq == *seq));
+        drop(unsettled);
+        self.settled_now.notify_all();
+    }
+
+    /// Whether a change of this host's that is not settled yet touches one
+    /// of `paths`, or a path above or below one.
+    pub fn busy(&self, paths: &[MemPath]) -> bool {
+        self.unsettled
+            .lock()
+            .iter()
+            .any(|(_, mine)| mine.iter().any(|a| paths.iter().any(|b| related(a, b))))
+    }
+
+    /// Waits (at most `limit`) for a change of this host's to settle.
+    pub fn wait_settled(&self, limit: Duration) {
+        let mut unsettled = self.unsettled.lock();
+        if !unsettled.is_empty() {
+            self.settled_now.wait_for(&mut unsettled, limit);
+        }
+    }
+}

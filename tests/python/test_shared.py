@@ -1,0 +1,217 @@
+"""One memory across hosts: several memfs processes share a store through a
+real PostgreSQL 15, each with its own copy and its own live mount. Every
+step goes through a door a user has: `memfs exec` (which attaches to the
+host's running memfs through its socket), the mount, `memfs log`."""
+import os
+import signal
+import subprocess
+import threading
+import time
+
+import pytest
+
+from shared_hosts import Host, Postgres, read, wait_for
+
+NEEDS = "the shared store's tests need root, /dev/fuse and PostgreSQL 15 (scripts/pg.sh)"
+
+
+def can_run() -> bool:
+    return os.geteuid() == 0 and os.path.exists("/dev/fuse") and (
+        os.path.exists("/usr/lib/postgresql/15/bin/pg_ctl"))
+
+
+@pytest.fixture
+def pg(tmp_path):
+    if not can_run():
+        if os.environ.get("CI") == "true":
+            pytest.fail(NEEDS)
+        pytest.skip(NEEDS)
+    server = Postgres(tmp_path)
+    server.start()
+    yield server
+    server.remove()
+
+
+@pytest.fixture
+def hosts(pg, tmp_path, memfs_bin):
+    made = []
+
+    def make(name, store="team", mount=True):
+        h = Host(memfs_bin, pg.url(store), tmp_path, name)
+        if mount:
+            h.mount()
+        made.append(h)
+        return h
+
+    yield make
+    for h in made:
+        h.stop()
+
+
+def test_a_change_on_one_host_reaches_the_others_mounts_even_what_their_kernels_cached(hosts):
+    a, b = hosts("a"), hosts("b")
+    r = a.tool(command="create", path="/memories/notes.md", file_text="one\n")
+    assert not r["is_error"], r
+    # B shows it, through its mount and its tool.
+    wait_for(lambda: read(b.mnt / "notes.md") == "one\n", 10, "b's mount shows a's create")
+    assert "one" in b.tool(command="view", path="/memories/notes.md")["content"]
+    # B's kernel has the file's attributes and content cached now; A's next
+    # change must show there at once, not after a cache timeout.
+    assert os.stat(b.mnt / "notes.md").st_size == 4
+    r = a.tool(command="str_replace", path="/memories/notes.md", old_str="one", new_str="one, two")
+    assert not r["is_error"], r
+    wait_for(lambda: read(b.mnt / "notes.md") == "one, two\n", 5, "b's cached file changed")
+    assert os.stat(b.mnt / "notes.md").st_size == 9
+    # A person on B: the agent on A sees the save.
+    (b.mnt / "todo.md").write_text("from b\n")
+    wait_for(lambda: "from b" in a.tool(command="view", path="/memories/todo.md")["content"],
+             10, "a's tool sees b's save")
+    # Renames and deletes travel too, and each host's history holds every
+    # version with the host that made it.
+    assert not a.tool(command="rename", old_path="/memories/todo.md",
+                      new_path="/memories/done/todo.md")["is_error"]
+    wait_for(lambda: read(b.mnt / "done" / "todo.md") == "from b\n", 10, "rename reached b")
+    assert read(b.mnt / "todo.md") is None
+    os.unlink(b.mnt / "notes.md")
+    wait_for(lambda: read(a.mnt / "notes.md") is None, 10, "b's delete reached a")
+    rows_a, rows_b = a.log_rows(), b.log_rows()
+    key = lambda r: (r["version"], r["op"], r["path"])
+    assert sorted(map(key, rows_a)) == sorted(map(key, rows_b))
+    origins = {r["origin"] for r in rows_b}
+    assert len(origins) == 2, origins
+
+
+def test_agents_on_several_hosts_racing_on_one_counter_lose_no_increment(hosts, pg):
+    a, b, c = hosts("a"), hosts("b"), hosts("c", mount=False)
+    assert not a.tool(command="create", path="/memories/counter.md", file_text="count=0;\n")["is_error"]
+    wait_for(lambda: read(b.mnt / "counter.md") == "count=0;\n", 10, "b has the counter")
+    acked = []
+
+    def agent(host, n):
+        done = 0
+        while done < n:
+            text = host.tool(command="view", path="/memories/counter.md")["content"]
+            value = int(text.split("count=")[1].split(";")[0])
+            r = host.tool(command="str_replace", path="/memories/counter.md",
+                          old_str=f"count={value};", new_str=f"count={value + 1};")
+            if not r["is_error"]:
+                done += 1
+        acked.append(done)
+
+    threads = [threading.Thread(target=agent, args=(h, 15)) for h in (a, a, b, b, c)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    total = sum(acked)
+    assert total == 75
+    for h in (a, b):
+        wait_for(lambda: read(h.mnt / "counter.md") == f"count={total};\n", 10, "the final count")
+    # In the database: every version of the file names the one before it.
+    rows = pg.sql("""
+        SELECT r->>'version', r->>'replaces', r->>'op' FROM memfs_batches,
+            json_array_elements(changes::json) c, json_array_elements(c->'rows') r
+        WHERE store = 'team' AND r->>'path' = '/memories/counter.md' ORDER BY seq""")
+    assert len(rows) == total + 1
+    for prev, row in zip(rows, rows[1:]):
+        assert row[1] == prev[0], (prev, row)
+
+
+def test_while_the_database_is_down_reads_work_agents_hear_so_and_a_persons_saves_wait(hosts, pg):
+    a, b = hosts("a"), hosts("b")
+    assert not a.tool(command="create", path="/memories/kept.md", file_text="kept\n")["is_error"]
+    wait_for(lambda: read(b.mnt / "kept.md") == "kept\n", 10, "b has it")
+    pg.crash()
+    # Reads keep working from memory.
+    assert "kept" in a.tool(command="view", path="/memories/kept.md")["content"]
+    assert read(b.mnt / "kept.md") == "kept\n"
+    # An agent's write fails fast, saying why, and leaves nothing.
+    began = time.monotonic()
+    r = a.tool(command="create", path="/memories/lost.md", file_text="never\n")
+    assert r["is_error"], r
+    assert "shared store cannot be reached" in r["content"], r
+    assert "did not take effect" in r["content"], r
+    assert time.monotonic() - began < 20
+    assert read(a.mnt / "lost.md") is None
+    # A person's save is taken by write(2) and kept; fsync says it is not
+    # safely stored yet.
+    path = b.mnt / "person.md"
+    fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o644)
+    assert os.write(fd, b"saved while down\n") == 17
+    with pytest.raises(OSError):
+        os.fsync(fd)
+    os.close(fd)
+    assert read(path) == "saved while down\n"
+    pg.start()
+    # When the database is back, the person's save reaches the other host.
+    wait_for(lambda: read(a.mnt / "person.md") == "saved while down\n", 30,
+             "the kept save was sent")
+    assert read(b.mnt / "lost.md") is None
+    assert not a.tool(command="create", path="/memories/after.md", file_text="x\n")["is_error"]
+    wait_for(lambda: read(b.mnt / "after.md") == "x\n", 10, "writes flow again")
+
+
+def test_a_host_that_was_stopped_or_killed_catches_up_and_applies_nothing_twice(hosts, pg):
+    a, b = hosts("a"), hosts("b")
+    assert not a.tool(command="create", path="/memories/one.md", file_text="1\n")["is_error"]
+    wait_for(lambda: read(b.mnt / "one.md") == "1\n", 10, "b has one")
+    b.stop(signal.SIGKILL)
+    for i in range(5):
+        assert not a.tool(command="create", path=f"/memories/while-{i}.md", file_text=f"{i}\n")["is_error"]
+    b.mount()
+    wait_for(lambda: read(b.mnt / "while-4.md") == "4\n", 15, "b caught up")
+    # A killed mid-stream: every acknowledged change is there once.
+    stop = threading.Event()
+    acked = []
+
+    def writer():
+        i = 0
+        while not stop.is_set():
+            r = a.tool(command="create", path=f"/memories/stream-{i}.md", file_text=f"{i}\n")
+            if not r["is_error"]:
+                acked.append(i)
+            i += 1
+
+    t = threading.Thread(target=writer)
+    t.start()
+    time.sleep(1.0)
+    a.stop(signal.SIGKILL)
+    stop.set()
+    t.join()
+    a.mount()
+    for i in acked:
+        wait_for(lambda: read(b.mnt / f"stream-{i}.md") == f"{i}\n", 15, f"stream-{i} on b")
+    wait_for(lambda: sorted(os.listdir(a.mnt)) == sorted(os.listdir(b.mnt)), 15, "same trees")
+    # No batch is in the database twice, and each host's history matches it.
+    dup = pg.sql("SELECT origin, batch, count(*) FROM memfs_batches GROUP BY 1, 2 HAVING count(*) > 1")
+    assert dup == []
+    versions = {r[0] for r in pg.sql("""SELECT r->>'version' FROM memfs_batches,
+        json_array_elements(changes::json) c, json_array_elements(c->'rows') r WHERE store = 'team'""")}
+    for h in (a, b):
+        mine = [r["version"] for r in h.log_rows()]
+        assert len(mine) == len(set(mine)), "a version twice in a host's history"
+        assert set(mine) == versions
+
+
+def test_stores_in_one_database_are_kept_apart(hosts):
+    a = hosts("a", store="left")
+    b = hosts("b", store="right")
+    a2 = hosts("a2", store="left")
+    assert not a.tool(command="create", path="/memories/l.md", file_text="left\n")["is_error"]
+    assert not b.tool(command="create", path="/memories/r.md", file_text="right\n")["is_error"]
+    wait_for(lambda: read(a2.mnt / "l.md") == "left\n", 10, "same store shares")
+    time.sleep(1.5)
+    assert read(a2.mnt / "r.md") is None
+    assert read(b.mnt / "l.md") is None
+
+
+def test_a_bad_url_is_a_clear_error(memfs_bin, tmp_path):
+    for url, says in [
+        ("postgres://u@127.0.0.1:1/db", "store=NAME"),
+        ("postgres://u@127.0.0.1:1/db?store=../x", "a store's name"),
+    ]:
+        out = subprocess.run([memfs_bin, "--data", url, "exec", '{"command":"view","path":"/memories"}'],
+                             capture_output=True, text=True, cwd=tmp_path, timeout=30)
+        assert out.returncode == 2, out
+        assert says in out.stderr, out.stderr
+        assert str(tmp_path) not in out.stderr
