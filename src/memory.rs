@@ -151,6 +151,15 @@ impl Memory {
             ),
             None => None,
         };
+        if follower.is_some() {
+            match crate::shared::unsent::send(&data_dir.state_dir, &store) {
+                Ok(0) => {}
+                Ok(n) => tracing::info!("sent {n} path(s) an earlier run kept unsent"),
+                Err(e) => tracing::warn!(
+                    "what an earlier run kept unsent is not sent yet ({e}); it stays kept"
+                ),
+            }
+        }
         let control = Arc::new(Control::new(
             Some(data_dir.key.clone()),
             Some(journal.history()),
@@ -207,7 +216,22 @@ impl Memory {
             return true;
         }
         let written = self.store().sync(crate::store::Origin::Memfs);
-        written.is_ok() && self.store().unsaved_paths() == 0
+        let all = written.is_ok() && self.store().unsaved_paths() == 0;
+        if all || self.follower.is_none() {
+            return all;
+        }
+        // A shared store that cannot take them now: kept in this host's
+        // copy, and sent by the next start.
+        match crate::shared::unsent::keep(&self.data_dir.state_dir, &self.store().unsent()) {
+            Ok(n) => {
+                crate::say!(
+                    "memfs: the shared store could not take {n} path(s) before stopping; they are kept in {}/unsent.json, and the next start sends them",
+                    self.data_dir.state_dir.display()
+                );
+                true
+            }
+            Err(_) => false,
+        }
     }
 
     /// Keeps when each file was last read, for expiry after a restart

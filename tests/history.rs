@@ -893,16 +893,23 @@ fn a_stale_save_by_rename_is_an_overwrite() {
     let v = m.tool(r#"{"command":"create","path":"/memories/s.md","file_text":"base\n"}"#);
     assert_eq!(v["is_error"], false, "{v}");
     let go = m.data.path().join("go");
+    let read = m.data.path().join("read");
     let script = format!(
-        "import os, time\np = {:?}\nt = open(p).read()\nwhile not os.path.exists({:?}): time.sleep(0.02)\nopen(p + '.tmp', 'w').write('mine\\n')\nos.replace(p + '.tmp', p)\n",
+        "import os, time\np = {:?}\nt = open(p).read()\nopen({:?}, 'w').close()\nwhile not os.path.exists({:?}): time.sleep(0.02)\nopen(p + '.tmp', 'w').write('mine\\n')\nos.replace(p + '.tmp', p)\n",
         m.at("s.md"),
+        read,
         go
     );
     let mut person = Command::new("python3")
         .args(["-c", &script])
         .spawn()
         .unwrap();
-    std::thread::sleep(std::time::Duration::from_millis(300)); // it has read the file
+    // (Until it has read the file: on a busy machine, starting python
+    // takes its time.)
+    let until = std::time::Instant::now() + std::time::Duration::from_secs(30);
+    while !read.exists() && std::time::Instant::now() < until {
+        std::thread::sleep(std::time::Duration::from_millis(10));
+    }
     let v = m.tool(
         r#"{"command":"str_replace","path":"/memories/s.md","old_str":"base","new_str":"agent"}"#,
     );

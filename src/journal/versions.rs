@@ -103,8 +103,8 @@ pub fn record(
                 let replaces = prev.map(|p| p.2).filter(|v| *v > 0);
                 let kind = match &change.origin {
                     Origin::Revert { .. } => Op::Revert,
-                    _ if change.overwrites.contains(path) => Op::Overwrite,
                     _ if prev.is_none() => Op::Create,
+                    _ if change.overwrites.contains(path) => Op::Overwrite,
                     _ => Op::Write,
                 };
                 let mut r = row(ids, cx, &actor, kind, path, number);
@@ -143,11 +143,11 @@ pub fn record(
                 }
                 for (old, sha, size, _, _) in moved {
                     let new = old.rebase(from, to);
-                    let kind = match change.overwrites.contains(&new) {
+                    let replaced = view.get(&new).and_then(|n| n.file()).map(|f| f.2);
+                    let kind = match change.overwrites.contains(&new) && replaced.is_some() {
                         true => Op::Overwrite,
                         false => Op::Rename,
                     };
-                    let replaced = view.get(&new).and_then(|n| n.file()).map(|f| f.2);
                     let mut r = row(ids, cx, &actor, kind, &new, number);
                     r.from = Some(old.to_string());
                     r.sha256 = Some(sha.hex());

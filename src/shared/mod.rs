@@ -11,6 +11,7 @@
 mod db;
 mod follow;
 mod target;
+pub mod unsent;
 
 pub use db::{Db, CHANNEL};
 pub use follow::{Follow, Follower, Progress};

@@ -188,3 +188,34 @@ fn cached(tree: &Tree, ops: &[ChangeOp]) -> Vec<Touched> {
     }
     out
 }
+
+/// A path memory holds that the store has not taken, as memory holds it:
+/// a file's bytes, or nothing (it is gone).
+pub type Unsent = (MemPath, Option<Arc<Vec<u8>>>);
+
+impl Store {
+    /// Every path memory holds that the store has not taken (files below
+    /// an unsaved directory one by one), as memory holds it now.
+    pub fn unsent(&self) -> Vec<Unsent> {
+        let tree = self.tree.read();
+        let unsaved: Vec<MemPath> = self.unsaved.lock().iter().cloned().collect();
+        let mut out = Vec::new();
+        for path in unsaved {
+            match tree.resolve(&path) {
+                Err(_) => out.push((path, None)),
+                Ok(_) => {
+                    for (p, node) in tree.walk() {
+                        if let (true, crate::store::NodeKind::File(data)) =
+                            (p.starts_with(&path), &node.kind)
+                        {
+                            out.push((p, Some(data.clone())));
+                        }
+                    }
+                }
+            }
+        }
+        out.sort_by(|a, b| a.0.cmp(&b.0));
+        out.dedup_by(|a, b| a.0 == b.0);
+        out
+    }
+}

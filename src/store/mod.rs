@@ -28,7 +28,7 @@ use parking_lot::{Mutex, RwLock, RwLockWriteGuard};
 pub use change::{
     Change, ChangeOp, ChangeSink, Door, Foreign, Meta, Origin, Process, Refused, Ticket, Touched,
 };
-pub use follow::{Busy, Hold};
+pub use follow::{Busy, Hold, Unsent};
 pub use inode_ops::{DirEntry, InfoKind, NewNode, NodeInfo, RenameMode, SetAttr};
 pub use limits::{Growth, Limits};
 pub use tree::{Attr, Ino, Node, NodeKind, Tree, DIR_MODE, FILE_MODE, ROOT_INO};
@@ -97,6 +97,10 @@ pub struct Store {
     /// What people read, for telling lost updates. Taken after the tree
     /// lock, never before it.
     fresh: Mutex<fresh::Fresh>,
+    /// Paths of people's changes that lost a race to another host (a
+    /// shared store), with who made them: written again in their name, as
+    /// an overwrite of the winner. Taken after the tree lock, never before.
+    lost: Mutex<HashMap<MemPath, Origin>>,
     /// How far the tree has followed a shared store (see `follow.rs`).
     followed: std::sync::atomic::AtomicU64,
     /// Several hosts share the store.
@@ -120,6 +124,7 @@ impl Store {
             used: Mutex::default(),
             fresh: Mutex::default(),
             followed: Default::default(),
+            lost: Mutex::default(),
             shared: Default::default(),
             hold: std::sync::OnceLock::new(),
         }
@@ -475,6 +480,7 @@ impl Store {
         // of memfs' own right after this one: if the disk refuses that, this
         // change still stands (a delete on a full disk makes room even when
         // an unsaved file cannot be written yet), and the paths stay unsaved.
+        let mut saver = (Origin::Memfs, Vec::new());
         let again = match unsaved.is_empty() {
             true => Vec::new(),
             false => {
@@ -482,24 +488,28 @@ impl Store {
                     .into_iter()
                     .map(|path| moved_by(&ops, path))
                     .collect();
+                saver = self.lost_saves(&moved);
                 reconcile_ops(held, &moved)
             }
         };
         // A change with no ops is a barrier (everything before it durable):
         // it waits for these too. Any other change does not answer for them.
         let barrier = ops.is_empty();
-        let ticket = self.submit(held, origin, ops, touched, undo);
+        let ticket = self.submit(held, origin, ops, touched, undo, Vec::new());
         if again.is_empty() {
             return ticket;
         }
-        let rewritten = self.submit(held, Origin::Memfs, again, Vec::new(), None);
+        let (by, over) = saver;
+        let rewritten = self.submit(held, by, again, Vec::new(), None, over);
         match barrier {
             true => ticket.and(rewritten),
             false => ticket,
         }
     }
 
-    /// Hands one change to the persister and the observers, in order.
+    /// Hands one change to the persister and the observers, in order;
+    /// it saves over what is at `over` (lost updates), besides what the
+    /// store tells of itself.
     fn submit(
         &self,
         held: &RwLockWriteGuard<'_, Tree>,
@@ -507,10 +517,12 @@ impl Store {
         mut ops: Vec<ChangeOp>,
         touched: Vec<Touched>,
         undo: Option<Undo>,
+        over: Vec<MemPath>,
     ) -> Ticket {
         ops.extend(parent_times(held, &ops));
         let seq = self.seq.fetch_add(1, std::sync::atomic::Ordering::Relaxed) + 1;
-        let overwrites = self.fresh.lock().judge(seq, &origin, &ops);
+        let mut overwrites = self.fresh.lock().judge(seq, &origin, &ops);
+        overwrites.extend(over);
         let change = Change {
             seq,
             origin,
@@ -559,7 +571,25 @@ impl Store {
             .zip(&undone)
             .filter(|(_, undone)| !(clean && **undone))
             .map(|(change, _)| change);
-        for change in kept.chain(unconfirmed) {
+        let kept: Vec<&Change> = kept.collect();
+        if clean {
+            // A person's change that lost a race to another host: written
+            // again in their name, over the winner (see `lost_saves`).
+            let mut lost = self.lost.lock();
+            let people = kept
+                .iter()
+                .filter(|c| matches!(c.origin, Origin::Person { .. } | Origin::Revert { .. }));
+            for change in people {
+                let ops = change
+                    .ops
+                    .iter()
+                    .filter(|op| !matches!(op, ChangeOp::SetTimes { .. }));
+                for path in ops.flat_map(|op| op.paths()) {
+                    lost.insert(path.clone(), change.origin.clone());
+                }
+            }
+        }
+        for change in kept.into_iter().chain(unconfirmed) {
             // (A directory's times go with the next change in it.)
             for op in change
                 .ops
@@ -592,6 +622,32 @@ impl Store {
         // Outside the lock: the kernel may call back into the mount meanwhile.
         let _ = invalidated.wait();
         undone
+    }
+
+    /// Who writes `paths` again, and over which of them (a person's save
+    /// that lost a race to another host is theirs, saved over the winner;
+    /// anything else is memfs' own rewrite).
+    fn lost_saves(&self, paths: &BTreeSet<MemPath>) -> (Origin, Vec<MemPath>) {
+        let mut lost = self.lost.lock();
+        if lost.is_empty() {
+            return (Origin::Memfs, Vec::new());
+        }
+        let mut by = None;
+        let mut over = Vec::new();
+        for path in paths {
+            let found = lost
+                .keys()
+                .filter(|p| p.starts_with(path))
+                .cloned()
+                .collect::<Vec<_>>();
+            for p in found {
+                if let Some(origin) = lost.remove(&p) {
+                    by.get_or_insert(origin);
+                    over.push(p);
+                }
+            }
+        }
+        (by.unwrap_or(Origin::Memfs), over)
     }
 
     /// How many paths the disk has not taken yet.

@@ -142,10 +142,22 @@ def test_while_the_database_is_down_reads_work_agents_hear_so_and_a_persons_save
         os.fsync(fd)
     os.close(fd)
     assert read(path) == "saved while down\n"
+    # A person on A saves the same file meanwhile: both saves are kept.
+    (a.mnt / "person.md").write_text("from a\n")
     pg.start()
-    # When the database is back, the person's save reaches the other host.
-    wait_for(lambda: read(a.mnt / "person.md") == "saved while down\n", 30,
-             "the kept save was sent")
+    # When the database is back, both are sent: the first makes the file,
+    # the second goes over it, in its person's name, as an overwrite of
+    # the first (which one revert brings back); both hosts end the same.
+    wait_for(lambda: read(a.mnt / "person.md") == read(b.mnt / "person.md"), 30,
+             "the kept saves were sent")
+    wait_for(lambda: len([r for r in b.log_rows() if r["path"] == "/memories/person.md"]) == 2,
+             10, "two versions")
+    rows = [r for r in b.log_rows() if r["path"] == "/memories/person.md"]
+    assert [r["op"] for r in rows] == ["overwrite", "create"], rows
+    assert {r["actor"]["kind"] for r in rows} == {"person"}, rows
+    assert rows[0]["replaces"] == rows[1]["version"], rows
+    assert rows[0]["origin"] != rows[1]["origin"], rows
+    assert read(a.mnt / "person.md") in ("from a\n", "saved while down\n")
     assert read(b.mnt / "lost.md") is None
     assert not a.tool(command="create", path="/memories/after.md", file_text="x\n")["is_error"]
     wait_for(lambda: read(b.mnt / "after.md") == "x\n", 10, "writes flow again")
@@ -215,3 +227,21 @@ def test_a_bad_url_is_a_clear_error(memfs_bin, tmp_path):
         assert out.returncode == 2, out
         assert says in out.stderr, out.stderr
         assert str(tmp_path) not in out.stderr
+
+
+def test_what_could_not_be_sent_before_stopping_is_kept_and_sent_by_the_next_start(hosts, pg):
+    a, b = hosts("a"), hosts("b")
+    assert not a.tool(command="create", path="/memories/x.md", file_text="x\n")["is_error"]
+    wait_for(lambda: read(b.mnt / "x.md") == "x\n", 10, "b has it")
+    pg.crash()
+    (b.mnt / "late.md").write_text("written while down\n")
+    os.unlink(b.mnt / "x.md")
+    b.stop()
+    said = b.log.read_text()
+    assert "could not take 2 path(s) before stopping" in said, said
+    assert (b.cache / ".memfs" / "unsent.json").exists()
+    pg.start()
+    b.mount()
+    wait_for(lambda: read(a.mnt / "late.md") == "written while down\n", 30, "sent by the next start")
+    wait_for(lambda: read(a.mnt / "x.md") is None, 10, "the delete too")
+    assert not (b.cache / ".memfs" / "unsent.json").exists()

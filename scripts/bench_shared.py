@@ -1,0 +1,207 @@
+#!/usr/bin/env python3
+"""A shared store (PostgreSQL 15, a throwaway server on this machine),
+measured in one run beside its floor.
+
+1. Cost: a tool write (str_replace through `memfs serve --stdio` attached
+   to host A, one call at a time) against a bare single-row INSERT and its
+   COMMIT on the same server, with the same client crate
+   (`examples/pg_floor.rs`), p50 and p99, and the ratio.
+2. Visibility: from host A's acknowledged str_replace to host B's mount
+   showing it (open, read, compare; the file is read on B before each
+   change, so B's kernel has it cached), p50 / p99 / max.
+3. Following: host A creates files at a steady rate (pipelined through
+   stdio); for each, the delay until host B's mount has it; whether B keeps
+   up (its delay stays flat) at that rate.
+
+usage: bench_shared.py MEMFS_BIN [--calls N] [--rate R] [--seconds S] [--out FILE]
+"""
+import argparse
+import json
+import os
+import pathlib
+import platform
+import subprocess
+import sys
+import tempfile
+import threading
+import time
+
+REPO = pathlib.Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(REPO / "tests" / "python"))
+from shared_hosts import Host, Postgres, read, wait_for  # noqa: E402
+
+
+def pct(xs, p):
+    xs = sorted(xs)
+    return xs[min(len(xs) - 1, int(round(p / 100 * (len(xs) - 1))))]
+
+
+class Stdio:
+    """`memfs serve --stdio` attached to a host: JSON lines in, results out."""
+
+    def __init__(self, host: Host):
+        self.p = subprocess.Popen(host.args("serve", "--stdio"), stdin=subprocess.PIPE,
+                                  stdout=subprocess.PIPE, stderr=subprocess.DEVNULL,
+                                  text=True, bufsize=1)
+
+    def call(self, **command) -> dict:
+        self.p.stdin.write(json.dumps(command) + "\n")
+        self.p.stdin.flush()
+        return json.loads(self.p.stdout.readline())
+
+    def send(self, **command):
+        self.p.stdin.write(json.dumps(command) + "\n")
+
+    def answer(self) -> dict:
+        return json.loads(self.p.stdout.readline())
+
+    def close(self):
+        self.p.stdin.close()
+        self.p.wait(timeout=30)
+
+
+def floor(pg: Postgres, n: int) -> list[float]:
+    exe = REPO / "target" / "release" / "examples" / "pg_floor"
+    out = subprocess.run([str(exe), pg.base, str(n)], check=True, capture_output=True,
+                         text=True, timeout=600)
+    return [u / 1e6 for u in json.loads(out.stdout)["us"]]
+
+
+def cost(a: Host, n: int) -> list[float]:
+    s = Stdio(a)
+    assert not s.call(command="create", path="/memories/cost.md", file_text="count=0;\n")["is_error"]
+    took = []
+    for i in range(n):
+        t = time.perf_counter()
+        r = s.call(command="str_replace", path="/memories/cost.md",
+                   old_str=f"count={i};", new_str=f"count={i + 1};")
+        took.append(time.perf_counter() - t)
+        assert not r["is_error"], r
+    s.close()
+    return took
+
+
+def visibility(a: Host, b: Host, n: int) -> list[float]:
+    s = Stdio(a)
+    target = b.mnt / "seen.md"
+    assert not s.call(command="create", path="/memories/seen.md", file_text="v=0;\n")["is_error"]
+    wait_for(lambda: read(target) == "v=0;\n", 10, "b has the file")
+    delays = []
+    for i in range(n):
+        assert read(target) == f"v={i};\n"  # cached on B now
+        os.stat(target)
+        r = s.call(command="str_replace", path="/memories/seen.md",
+                   old_str=f"v={i};", new_str=f"v={i + 1};")
+        acked = time.perf_counter()
+        assert not r["is_error"], r
+        want = f"v={i + 1};\n"
+        while read(target) != want:
+            if time.perf_counter() - acked > 10:
+                raise AssertionError(f"B never showed change {i + 1}")
+        delays.append(time.perf_counter() - acked)
+    s.close()
+    return delays
+
+
+def following(a: Host, b: Host, rate: int, seconds: float) -> tuple[list[float], float]:
+    s = Stdio(a)
+    n = int(rate * seconds)
+    sent_at = [0.0] * n
+    acked = [0.0] * n
+    seen = [0.0] * n
+
+    def answers():
+        for i in range(n):
+            r = s.answer()
+            assert not r["is_error"], r
+            acked[i] = time.perf_counter()
+
+    reader = threading.Thread(target=answers)
+    reader.start()
+
+    def watch():
+        k = 0
+        while k < n:
+            if sent_at[k] and os.path.exists(b.mnt / "f" / f"{k}.md"):
+                seen[k] = time.perf_counter()
+                k += 1
+            else:
+                time.sleep(0.0005)
+
+    watcher = threading.Thread(target=watch)
+    watcher.start()
+    t0 = time.perf_counter()
+    for i in range(n):
+        due = t0 + i / rate
+        while time.perf_counter() < due:
+            time.sleep(0.0002)
+        sent_at[i] = time.perf_counter()
+        s.send(command="create", path=f"/memories/f/{i}.md", file_text=f"{i}\n")
+        if i % 16 == 15:
+            s.p.stdin.flush()
+    s.p.stdin.flush()
+    reader.join()
+    watcher.join(timeout=60)
+    s.close()
+    elapsed = acked[-1] - t0
+    return [seen[i] - acked[i] for i in range(n)], n / elapsed
+
+
+def machine() -> str:
+    cpus = os.cpu_count()
+    mem = int(pathlib.Path("/proc/meminfo").read_text().split()[1]) // (1024 * 1024)
+    return f"{cpus} cores, {mem} GiB, Linux {platform.release()}"
+
+
+def main():
+    ap = argparse.ArgumentParser()
+    ap.add_argument("memfs")
+    ap.add_argument("--calls", type=int, default=500)
+    ap.add_argument("--rate", type=int, default=1000)
+    ap.add_argument("--seconds", type=float, default=10)
+    ap.add_argument("--out")
+    args = ap.parse_args()
+    subprocess.run(["cargo", "build", "--release", "--quiet", "--example", "pg_floor"],
+                   cwd=REPO, check=True)
+    root = pathlib.Path(tempfile.mkdtemp(prefix="memfs-bench-shared-"))
+    pg = Postgres(root)
+    pg.start()
+    a = Host(args.memfs, pg.url("bench"), root, "a")
+    b = Host(args.memfs, pg.url("bench"), root, "b")
+    try:
+        a.mount()
+        b.mount()
+        fl = floor(pg, args.calls)
+        tw = cost(a, args.calls)
+        vis = visibility(a, b, max(20, args.calls // 2))
+        lag, achieved = following(a, b, args.rate, args.seconds)
+    finally:
+        a.stop()
+        b.stop()
+        pg.remove()
+    ms = lambda x: f"{x * 1000:.2f}"
+    third = len(lag) // 3
+    out = [
+        "## 8. One store, many hosts (PostgreSQL)",
+        "",
+        f"- Machine: {machine()}; PostgreSQL 15 on 127.0.0.1 (a throwaway server, `fsync=on`), both hosts on this machine.",
+        f"- Date: {time.strftime('%Y-%m-%d')}; command: `{' '.join(['scripts/bench_shared.py', 'target/release/memfs', '--calls', str(args.calls), '--rate', str(args.rate), '--seconds', str(args.seconds)])}`.",
+        "",
+        "| measure | p50 (ms) | p99 (ms) | max (ms) |",
+        "|---|---|---|---|",
+        f"| bare `BEGIN; INSERT` (one row) `; COMMIT`, same server and client crate | {ms(pct(fl, 50))} | {ms(pct(fl, 99))} | {ms(max(fl))} |",
+        f"| tool write on host A (`str_replace` through stdio, one at a time) | {ms(pct(tw, 50))} | {ms(pct(tw, 99))} | {ms(max(tw))} |",
+        f"| tool write / floor | {pct(tw, 50) / pct(fl, 50):.2f}x | {pct(tw, 99) / pct(fl, 99):.2f}x | |",
+        f"| visibility: A's acknowledgement to B's mount showing it (B had it cached) | {ms(pct(vis, 50))} | {ms(pct(vis, 99))} | {ms(max(vis))} |",
+        f"| following: A creating {args.rate}/s for {args.seconds:g} s ({achieved:.0f}/s acknowledged), delay to B's mount | {ms(pct(lag, 50))} | {ms(pct(lag, 99))} | {ms(max(lag))} |",
+        f"| following, first third vs last third of the run (p50) | {ms(pct(lag[:third], 50))} | {ms(pct(lag[-third:], 50))} | |",
+        "",
+    ]
+    text = "\n".join(out)
+    print(text)
+    if args.out:
+        pathlib.Path(args.out).write_text(text + "\n")
+
+
+if __name__ == "__main__":
+    main()
