@@ -7,6 +7,7 @@
 #   scripts/pg.sh stop DIR           stop it (fast)
 #   scripts/pg.sh kill DIR           stop it the way a crash would (-m immediate)
 #
+# PG_LISTEN sets the addresses it listens on (default 127.0.0.1).
 # The server trusts local connections: it is for trying things, not for
 # keeping anything. Run as root, it runs the server as the user postgres.
 set -euo pipefail
@@ -28,7 +29,7 @@ start)
             { cat "$dir/../pg-initdb.log" >&2; exit 1; }
     fi
     as_owner "$bin/pg_ctl" -D "$dir" -l "$dir/server.log" -w -t 60 \
-        -o "-p $port -k $dir -c listen_addresses=127.0.0.1 -c fsync=on -c max_connections=200" start >/dev/null
+        -o "-p $port -k $dir -c listen_addresses=${PG_LISTEN:-127.0.0.1} -c fsync=on -c max_connections=200" start >/dev/null
     echo "postgres://postgres@127.0.0.1:$port/postgres"
     ;;
 stop) as_owner "$bin/pg_ctl" -D "$dir" -m fast -w stop >/dev/null ;;

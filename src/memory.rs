@@ -107,6 +107,17 @@ impl Memory {
                 Box::new(journal.batch_numberer()),
             ));
             journal.share(db.clone());
+            // No other host committed between the head a batch found and its
+            // last id (it held the head): a tree that had followed to the
+            // head has followed through the batch.
+            let followed = Arc::downgrade(&store);
+            db.on_commit(Box::new(move |head, last| {
+                if let Some(store) = followed.upgrade() {
+                    if store.followed() >= head {
+                        store.follow_to(last);
+                    }
+                }
+            }));
             let (busy, wait) = (journal.unsettled(), journal.unsettled());
             store.mark_shared(crate::store::Hold {
                 busy: Box::new(move |paths| busy.busy(paths)),

@@ -84,6 +84,9 @@ pub struct Db {
     /// at the first connection.
     renumber: Box<dyn Fn(u64) + Send + Sync>,
     numbered: std::sync::atomic::AtomicBool,
+    /// Told of each batch this host committed (the head it found, its last
+    /// id): a tree that had followed to the head has followed past it now.
+    on_commit: std::sync::OnceLock<Box<dyn Fn(u64, u64) + Send + Sync>>,
     /// Batches of this host's confirmed committed and not yet passed by
     /// the follower (which skips them: the tree and journal have them).
     confirmed: Arc<Mutex<std::collections::BTreeSet<u64>>>,
@@ -92,6 +95,12 @@ pub struct Db {
 /// Connects with bounds: a database that does not answer is given up on
 /// in seconds, not minutes.
 pub fn connect(target: &Target) -> Result<Client, UpstreamError> {
+    connect_as(target, "memfs")
+}
+
+/// [`connect`], naming the connection (`application_name`: `memfs` for
+/// the writer's, `memfs-follow` for the follower's).
+pub fn connect_as(target: &Target, name: &str) -> Result<Client, UpstreamError> {
     let mut config = target.config();
     config
         .connect_timeout(Duration::from_secs(3))
@@ -100,7 +109,7 @@ pub fn connect(target: &Target) -> Result<Client, UpstreamError> {
         .keepalives_idle(Duration::from_secs(5))
         .keepalives_interval(Duration::from_secs(2))
         .keepalives_retries(2)
-        .application_name("memfs");
+        .application_name(name);
     config.connect(NoTls).map_err(|e| classify(&e))
 }
 
@@ -162,7 +171,20 @@ impl Db {
             conn: Mutex::new(None),
             renumber,
             numbered: Default::default(),
+            on_commit: std::sync::OnceLock::new(),
             confirmed: Arc::default(),
+        }
+    }
+
+    /// Tells `f` of each batch this host commits: the head it found, and
+    /// its last id.
+    pub fn on_commit(&self, f: Box<dyn Fn(u64, u64) + Send + Sync>) {
+        let _ = self.on_commit.set(f);
+    }
+
+    fn committed(&self, head: u64, last: u64) {
+        if let Some(f) = self.on_commit.get() {
+            f(head, last);
         }
     }
 
@@ -202,17 +224,27 @@ impl Upstream for Db {
     fn begin(&self) -> Result<Box<dyn Transaction + '_>, UpstreamError> {
         let mut conn = self.client()?;
         let client = conn.as_mut().expect("connected");
-        let head = client.batch_execute("BEGIN").and_then(|_| {
-            client.query_opt(
-                "SELECT seq FROM memfs_stores WHERE name = $1 FOR UPDATE",
-                &[&self.target.store],
-            )
-        });
+        // One round trip for both (the simple protocol takes two
+        // statements at once). The store's name is inlined as a literal: it
+        // is letters, digits, '-', '_' and '.' only (checked when parsed).
+        let head = client
+            .simple_query(&format!(
+                "BEGIN; SELECT seq FROM memfs_stores WHERE name = '{}' FOR UPDATE",
+                self.target.store
+            ))
+            .map(|messages| {
+                messages.iter().find_map(|m| match m {
+                    postgres::SimpleQueryMessage::Row(row) => {
+                        row.get(0).and_then(|v| v.parse::<u64>().ok())
+                    }
+                    _ => None,
+                })
+            });
         match head {
-            Ok(Some(row)) => Ok(Box::new(Tx {
+            Ok(Some(head)) => Ok(Box::new(Tx {
                 db: self,
                 conn,
-                head: row.get::<_, i64>(0) as u64,
+                head,
             })),
             Ok(None) => {
                 let _ = client.batch_execute("ROLLBACK");
@@ -296,53 +328,47 @@ impl Tx<'_> {
         classify(&e)
     }
 
+    /// The batch's rows in one statement (one round trip): its contents,
+    /// the batch, the paths it touched, the counter, the wake-up.
     fn send(&mut self, b: &Outgoing) -> Result<(), postgres::Error> {
         let store = self.db.target.store.clone();
         let origin = self.db.origin.clone();
-        if !b.contents.is_empty() {
-            let shas: Vec<&str> = b.contents.iter().map(|(s, _)| s.as_str()).collect();
-            let datas: Vec<&[u8]> = b.contents.iter().map(|(_, d)| d.as_slice()).collect();
-            self.client().execute(
-                "INSERT INTO memfs_contents (store, sha, data) \
-                 SELECT $1, s, d FROM UNNEST($2::text[], $3::bytea[]) AS t(s, d) \
-                 ON CONFLICT DO NOTHING",
-                &[&store, &shas, &datas],
-            )?;
-        }
+        let shas: Vec<&str> = b.contents.iter().map(|(s, _)| s.as_str()).collect();
+        let datas: Vec<&[u8]> = b.contents.iter().map(|(_, d)| d.as_slice()).collect();
         let changes = serde_json::to_string(&b.changes).expect("records serialize");
         let (seq, first) = (b.last as i64, (self.head + 1) as i64);
         self.client().execute(
-            "INSERT INTO memfs_batches (store, seq, first, origin, batch, time, changes) \
-             VALUES ($1, $2, $3, $4, $5, $6, $7)",
+            "WITH c AS (INSERT INTO memfs_contents (store, sha, data) \
+                 SELECT $1, s, d FROM UNNEST($2::text[], $3::bytea[]) AS t(s, d) \
+                 ON CONFLICT DO NOTHING), \
+             b AS (INSERT INTO memfs_batches (store, seq, first, origin, batch, time, changes) \
+                 VALUES ($1, $4, $5, $6, $7, $8, $9)), \
+             t AS (INSERT INTO memfs_touches (store, path, seq, origin) \
+                 SELECT $1, p, $4, $6 FROM UNNEST($10::text[]) AS t(p) ON CONFLICT DO NOTHING), \
+             s AS (UPDATE memfs_stores SET seq = $4 WHERE name = $1) \
+             SELECT pg_notify($11, $1)",
             &[
                 &store,
+                &shas,
+                &datas,
                 &seq,
                 &first,
                 &origin,
                 &(b.batch as i64),
                 &b.time,
                 &changes,
+                &b.paths,
+                &CHANNEL,
             ],
         )?;
-        self.client().execute(
-            "INSERT INTO memfs_touches (store, path, seq, origin) \
-             SELECT $1, p, $2, $3 FROM UNNEST($4::text[]) AS t(p) ON CONFLICT DO NOTHING",
-            &[&store, &seq, &origin, &b.paths],
-        )?;
-        self.client().execute(
-            "UPDATE memfs_stores SET seq = $2 WHERE name = $1",
-            &[&store, &seq],
-        )?;
-        self.client()
-            .execute("SELECT pg_notify($1, $2)", &[&CHANNEL, &store])?;
         Ok(())
     }
 
     /// [`Tx::look_up`]; a batch not known to be committed is not this
     /// host's to skip when the follower reads it (if it is there after all,
     /// the follower applies it: the journal and tree do not hold it).
-    fn settle_lookup(&mut self, batch: u64) -> Result<(), UpstreamError> {
-        let found = self.look_up(batch);
+    fn settle_lookup(&mut self, batch: u64, last: u64) -> Result<(), UpstreamError> {
+        let found = self.look_up(batch, last);
         if found.is_err() {
             self.db.confirmed.lock().remove(&batch);
         }
@@ -351,7 +377,7 @@ impl Tx<'_> {
 
     /// After a COMMIT whose answer was lost: asks a new connection whether
     /// the batch is there (for a few seconds, while the database comes back).
-    fn look_up(&mut self, batch: u64) -> Result<(), UpstreamError> {
+    fn look_up(&mut self, batch: u64, last: u64) -> Result<(), UpstreamError> {
         *self.conn = None;
         for _ in 0..10 {
             match connect(&self.db.target) {
@@ -362,7 +388,10 @@ impl Tx<'_> {
                     );
                     *self.conn = Some(fresh);
                     return match found {
-                        Ok(Some(_)) => Ok(()),
+                        Ok(Some(_)) => {
+                            self.db.committed(self.head, last);
+                            Ok(())
+                        }
                         // Not committed: safe to send again.
                         Ok(None) => Err(UpstreamError::Again),
                         Err(e) => Err(self.failed(e)),
@@ -440,15 +469,18 @@ impl Transaction for Tx<'_> {
         fail::fail_point!("shared-commit-unanswered", |_| {
             // The COMMIT goes, and its answer is lost.
             let _ = self.client().batch_execute("COMMIT");
-            self.settle_lookup(batch.batch)
+            self.settle_lookup(batch.batch, batch.last)
         });
         match self.client().batch_execute("COMMIT") {
-            Ok(()) => Ok(()),
+            Ok(()) => {
+                self.db.committed(self.head, batch.last);
+                Ok(())
+            }
             Err(e) if !lost_connection(&e) => {
                 self.db.confirmed.lock().remove(&batch.batch);
                 Err(self.failed(e))
             }
-            Err(_) => self.settle_lookup(batch.batch),
+            Err(_) => self.settle_lookup(batch.batch, batch.last),
         }
     }
 }
@@ -462,7 +494,7 @@ pub struct Reader {
 impl Reader {
     /// Connects, makes the tables if missing, and listens for wake-ups.
     pub fn open(target: &Target) -> Result<Reader, UpstreamError> {
-        let mut client = connect(target)?;
+        let mut client = connect_as(target, "memfs-follow")?;
         prepare(&mut client, &target.store)?;
         client
             .batch_execute(&format!("LISTEN {CHANNEL}"))
