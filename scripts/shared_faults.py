@@ -128,8 +128,16 @@ def check(pg, a, b, memfs, root, trial, acked):
                          capture_output=True, text=True, timeout=120)
     assert '"is_error":false' in out.stdout.replace(" ", ""), out
     truth = tree(fresh.cache / "memories")
-    wait_for(lambda: tree(a.mnt) == truth, 30, f"trial {trial}: A's tree is the database's")
-    wait_for(lambda: tree(b.mnt) == truth, 30, f"trial {trial}: B's tree is the database's")
+    for name, h in (("A", a), ("B", b)):
+        try:
+            wait_for(lambda: tree(h.mnt) == truth, 30, f"trial {trial}: {name}'s tree is the database's")
+        except AssertionError:
+            mine = tree(h.mnt)
+            extra = sorted(set(mine) - set(truth))[:10]
+            missing = sorted(set(truth) - set(mine))[:10]
+            differ = sorted(k for k in set(mine) & set(truth) if mine[k] != truth[k])[:10]
+            print(f"{name}: extra {extra}, missing {missing}, differing {differ}; kept in {root}", flush=True)
+            raise
     for path, text in acked:
         assert truth.get(path.removeprefix("/memories/")) == text.encode(), f"lost: {path}"
     dup = pg.sql("SELECT origin, batch FROM memfs_batches GROUP BY 1, 2 HAVING count(*) > 1")
@@ -146,6 +154,7 @@ def main():
     ap.add_argument("--trials", type=int, default=20)
     ap.add_argument("--failpoints")
     ap.add_argument("--no-netns", action="store_true")
+    ap.add_argument("--kinds", help="only these faults (comma-separated)")
     ap.add_argument("--out")
     args = ap.parse_args()
     root = pathlib.Path(tempfile.mkdtemp(prefix="memfs-faults-"))
@@ -165,6 +174,8 @@ def main():
     os.environ.pop("FAILPOINTS", None)
     b.mount()
     kinds = ["kill9-a", "pg-crash", "listener"] + (["cut-b"] if netns else [])
+    if args.kinds:
+        kinds = [k for k in kinds if k in args.kinds.split(",")]
     counts = {k: 0 for k in kinds}
     acked_all = []
     began = time.time()
@@ -195,12 +206,18 @@ def main():
             check(pg, a, b, args.memfs, root, trial, acked_all)
             counts[kind] += 1
             print(f"trial {trial} ({kind}): ok, {len(acked_all)} acknowledged so far", flush=True)
-    finally:
+    except BaseException:
         a.stop()
         b.stop()
         if netns:
             netns_down()
-        pg.remove()
+        pg.stop()
+        raise
+    a.stop()
+    b.stop()
+    if netns:
+        netns_down()
+    pg.remove()
     took = time.time() - began
     lines = [
         f"- Command: `scripts/shared_faults.py target/release/memfs --trials {args.trials}"

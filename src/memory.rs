@@ -98,7 +98,8 @@ impl Memory {
         let warnings = start_warnings(&skipped, &options.limits.exceeded(&tree));
         let store = Arc::new(Store::new(tree, options.limits, Some(journal.sink())));
         // A shared store: the database commits first (set before any change).
-        let journal_had = journal.next_batch();
+        // (Not the next batch's number: the start's own frame took one.)
+        let journal_had = opened.batches_found;
         let shared = options.shared.as_ref().map(|target| {
             let origin = journal.origin();
             let db = Arc::new(crate::shared::Db::new(

@@ -135,6 +135,10 @@ pub struct Opened {
     pub found: usize,
     /// A history kept before the journal was taken in.
     pub upgraded: bool,
+    /// The number the first batch after the frames found got (before the
+    /// start's own frame): every batch numbered below it was in the
+    /// journal when it opened.
+    pub batches_found: u64,
 }
 
 /// See [`Journal::unsettled`].
@@ -188,6 +192,7 @@ impl Journal {
         };
         let time = now_text();
         let batch = st.next_batch;
+        opened.batches_found = batch;
         let content = |st: &state::State, sha: &crate::digest::Sha| {
             history::content_of(&dir, st, sha).ok().flatten()
         };
@@ -290,18 +295,6 @@ impl Journal {
     /// How far the journal holds a shared store's versions.
     pub fn followed(&self) -> u64 {
         self.shared.state.lock().follow
-    }
-
-    /// The number the next batch gets.
-    pub fn next_batch(&self) -> u64 {
-        self.shared.state.lock().next_batch
-    }
-
-    /// Numbers batches from `at` on (a shared store holds batches of this
-    /// origin's that a crash kept out of the journal).
-    pub fn number_batches_from(&self, at: u64) {
-        let mut st = self.shared.state.lock();
-        st.next_batch = st.next_batch.max(at);
     }
 
     /// Sets the number the next batch gets to at least the one it is

@@ -76,9 +76,22 @@ class Host:
 
     def mount(self):
         self.mnt.mkdir(exist_ok=True)
-        self.proc = subprocess.Popen(self.args("mount", str(self.mnt)),
-                                     stdout=open(self.log, "ab"), stderr=subprocess.STDOUT)
-        wait_for(lambda: os.path.ismount(self.mnt), 30, f"{self.mnt} mounted")
+        until = time.monotonic() + 60
+        while True:
+            self.proc = subprocess.Popen(self.args("mount", str(self.mnt)),
+                                         stdout=open(self.log, "ab"), stderr=subprocess.STDOUT)
+            try:
+                wait_for(lambda: os.path.ismount(self.mnt) or self.proc.poll() is not None,
+                         30, f"{self.mnt} mounted")
+            except AssertionError:
+                self.proc.kill()
+                raise
+            if os.path.ismount(self.mnt):
+                return
+            # (A one-call `memfs exec` owned the copy for a moment, and does
+            # not serve mounts: once it is done, this one owns it.)
+            assert time.monotonic() < until, self.log.read_text()[-2000:]
+            time.sleep(0.2)
 
     def stop(self, sig=signal.SIGTERM):
         if self.proc is None:

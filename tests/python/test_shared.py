@@ -245,3 +245,37 @@ def test_what_could_not_be_sent_before_stopping_is_kept_and_sent_by_the_next_sta
     wait_for(lambda: read(a.mnt / "late.md") == "written while down\n", 30, "sent by the next start")
     wait_for(lambda: read(a.mnt / "x.md") is None, 10, "the delete too")
     assert not (b.cache / ".memfs" / "unsent.json").exists()
+
+
+def test_mcp_and_the_history_commands_work_on_a_shared_store(hosts, pg):
+    import anyio
+    from mcp import Client
+    from mcp.client.stdio import StdioServerParameters
+
+    a, b = hosts("a"), hosts("b")
+
+    async def agent():
+        params = StdioServerParameters(command=a.memfs, args=a.args("mcp")[1:])
+        async with Client(params) as client:
+            r = await client.call_tool("memory", {"command": "create", "path": "/memories/m.md",
+                                                  "file_text": "first\n"})
+            assert not r.is_error, r
+            r = await client.call_tool("memory", {"command": "str_replace", "path": "/memories/m.md",
+                                                  "old_str": "first", "new_str": "second"})
+            assert not r.is_error, r
+
+    anyio.run(agent)
+    wait_for(lambda: read(b.mnt / "m.md") == "second\n", 10, "b has the MCP agent's change")
+    rows = [r for r in b.log_rows() if r["path"] == "/memories/m.md"]
+    assert [r["op"] for r in rows] == ["write", "create"], rows
+    assert rows[0]["actor"]["door"] == "mcp", rows
+    # A person on B takes A's agent's change back with `memfs revert`; A has it.
+    first = rows[1]["version"]
+    out = subprocess.run(b.args("revert", first), capture_output=True, text=True, timeout=60)
+    assert out.returncode == 0, out
+    wait_for(lambda: read(a.mnt / "m.md") == "first\n", 10, "the revert reached a")
+    rows = [r for r in a.log_rows() if r["path"] == "/memories/m.md"]
+    assert rows[0]["op"] == "revert", rows
+    out = subprocess.run(a.args("diff", rows[1]["version"], rows[0]["version"]), capture_output=True,
+                         text=True, timeout=60)
+    assert out.returncode == 0 and "-second" in out.stdout and "+first" in out.stdout, out
