@@ -133,7 +133,9 @@ impl Shared {
     fn unsent(&self, items: Vec<(Change, Ticket)>, e: UpstreamError) {
         let cause = match e {
             UpstreamError::Unreachable(cause) => cause,
-            UpstreamError::Again => "it kept refusing the transaction".to_string(),
+            UpstreamError::Again | UpstreamError::Taken(_) => {
+                "it kept refusing the transaction".to_string()
+            }
         };
         let (own, foreign): (Vec<_>, Vec<_>) =
             items.into_iter().partition(|(c, _)| goes_upstream(c));

@@ -33,6 +33,10 @@ pub enum UpstreamError {
     /// A transient refusal (a serialization failure, a deadlock): nothing
     /// was committed, and the batch goes again at once.
     Again,
+    /// The batch's number is taken (a batch of this origin committed with
+    /// it, though this journal does not hold it): nothing was committed;
+    /// the batch goes again, numbered from this one on.
+    Taken(u64),
 }
 
 /// A shared store, as the journal commits to it.

@@ -517,6 +517,13 @@ impl Shared {
                     st.view.roll_back(undo);
                 }
                 self.owe(start);
+                let e = match e {
+                    super::upstream::UpstreamError::Taken(next) => {
+                        st.next_batch = st.next_batch.max(next);
+                        super::upstream::UpstreamError::Again
+                    }
+                    e => e,
+                };
                 return Some((changes, tickets, e));
             }
             // Committed: the truth now. Whatever the disk here does, the

@@ -64,6 +64,11 @@ CREATE TABLE IF NOT EXISTS memfs_touches (
 CREATE INDEX IF NOT EXISTS memfs_touches_by_seq ON memfs_touches (store, seq);
 ";
 
+/// This host's batches by number, from just before their COMMIT until the
+/// follower passes them: `false` while the COMMIT's outcome is not known,
+/// `true` once it committed (gone: it did not, or it is not known).
+pub type Ours = Arc<Mutex<std::collections::BTreeMap<u64, bool>>>;
+
 /// One committed batch, as the follower reads it.
 #[derive(Debug, Clone)]
 pub struct Batch {
@@ -89,7 +94,7 @@ pub struct Db {
     on_commit: std::sync::OnceLock<Box<dyn Fn(u64, u64) + Send + Sync>>,
     /// Batches of this host's confirmed committed and not yet passed by
     /// the follower (which skips them: the tree and journal have them).
-    confirmed: Arc<Mutex<std::collections::BTreeSet<u64>>>,
+    confirmed: Ours,
 }
 
 /// Connects with bounds: a database that does not answer is given up on
@@ -193,7 +198,7 @@ impl Db {
     }
 
     /// Batches of this host's the follower skips, see [`Db::confirmed`].
-    pub fn confirmed(&self) -> Arc<Mutex<std::collections::BTreeSet<u64>>> {
+    pub fn confirmed(&self) -> Ours {
         self.confirmed.clone()
     }
 
@@ -369,8 +374,13 @@ impl Tx<'_> {
     /// the follower applies it: the journal and tree do not hold it).
     fn settle_lookup(&mut self, batch: u64, last: u64) -> Result<(), UpstreamError> {
         let found = self.look_up(batch, last);
-        if found.is_err() {
-            self.db.confirmed.lock().remove(&batch);
+        match found {
+            Ok(()) => {
+                self.db.confirmed.lock().insert(batch, true);
+            }
+            Err(_) => {
+                self.db.confirmed.lock().remove(&batch);
+            }
         }
         found
     }
@@ -461,11 +471,16 @@ impl Transaction for Tx<'_> {
 
     fn commit(mut self: Box<Self>, batch: Outgoing) -> Result<(), UpstreamError> {
         if let Err(e) = self.send(&batch) {
+            if e.code() == Some(&SqlState::UNIQUE_VIOLATION) {
+                // This origin's batch of that number is there (committed
+                // by a run whose answer never came): number past it.
+                return Err(UpstreamError::Taken(batch.batch + 1));
+            }
             return Err(self.failed(e));
         }
         // Noted before the COMMIT: the follower may read the batch back
         // before the COMMIT's answer is here, and must know it is ours.
-        self.db.confirmed.lock().insert(batch.batch);
+        self.db.confirmed.lock().insert(batch.batch, false);
         fail::fail_point!("shared-commit-unanswered", |_| {
             // The COMMIT goes, and its answer is lost.
             let _ = self.client().batch_execute("COMMIT");
@@ -473,6 +488,7 @@ impl Transaction for Tx<'_> {
         });
         match self.client().batch_execute("COMMIT") {
             Ok(()) => {
+                self.db.confirmed.lock().insert(batch.batch, true);
                 self.db.committed(self.head, batch.last);
                 Ok(())
             }

@@ -10,13 +10,11 @@
 //! restart); one a crash kept out of the journal is applied like another
 //! host's.
 
-use std::collections::{BTreeSet, HashMap};
+use std::collections::HashMap;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::{Arc, Weak};
 use std::thread::JoinHandle;
 use std::time::Duration;
-
-use parking_lot::Mutex;
 
 use super::db::{Batch, Reader};
 use super::target::Target;
@@ -52,7 +50,7 @@ pub struct Follow {
     /// This origin's batches numbered below this were in the journal when
     /// it opened.
     pub journal_had: u64,
-    pub confirmed: Arc<Mutex<BTreeSet<u64>>>,
+    pub confirmed: super::db::Ours,
     pub store: Weak<Store>,
     pub unsettled: Unsettled,
 }
@@ -187,11 +185,29 @@ impl Follow {
         batch: &Batch,
         stop: &AtomicBool,
     ) -> Result<(), UpstreamError> {
-        if batch.origin == self.origin
-            && (batch.batch < self.journal_had || self.confirmed.lock().remove(&batch.batch))
-        {
-            store.follow_to(batch.seq);
-            return Ok(());
+        if batch.origin == self.origin {
+            // This host's own: skipped when the journal holds it. One whose
+            // COMMIT is still being settled (its answer lost, and the
+            // database being asked) waits until it is.
+            let mut held = batch.batch < self.journal_had;
+            while !held {
+                let state = self.confirmed.lock().get(&batch.batch).copied();
+                match state {
+                    Some(true) => {
+                        self.confirmed.lock().remove(&batch.batch);
+                        held = true;
+                    }
+                    Some(false) if !stop.load(Ordering::Acquire) => {
+                        std::thread::sleep(Duration::from_millis(5))
+                    }
+                    Some(false) => return Ok(()),
+                    None => break,
+                }
+            }
+            if held {
+                store.follow_to(batch.seq);
+                return Ok(());
+            }
         }
         let shas: Vec<String> = batch
             .changes
@@ -266,7 +282,7 @@ fn ops_of(
 fn cause(e: &UpstreamError) -> String {
     match e {
         UpstreamError::Unreachable(c) => c.clone(),
-        UpstreamError::Again => "a transient refusal".into(),
+        UpstreamError::Again | UpstreamError::Taken(_) => "a transient refusal".into(),
     }
 }
 
