@@ -114,6 +114,11 @@ impl MemPath {
     }
 
     /// True when `self` is `other` or lies below it.
+    /// Whether the two are the same path or one is below the other.
+    pub fn overlaps(&self, other: &MemPath) -> bool {
+        self.starts_with(other) || other.starts_with(self)
+    }
+
     pub fn starts_with(&self, other: &MemPath) -> bool {
         self.names.starts_with(&other.names)
     }

@@ -6,7 +6,7 @@
 use std::io;
 use std::time::Duration;
 
-use super::upstream::{footprint, goes_upstream, related, Transaction, Upstream, UpstreamError};
+use super::upstream::{footprint, goes_upstream, Transaction, Upstream, UpstreamError};
 use super::writer::Shared;
 use crate::error::{DiskError, Error};
 use crate::path::MemPath;
@@ -102,7 +102,7 @@ impl Shared {
             let under = (0..i).filter_map(|j| {
                 let overlaps = prints[j]
                     .iter()
-                    .any(|a| prints[i].iter().any(|b| related(a, b)));
+                    .any(|a| prints[i].iter().any(|b| a.overlaps(b)));
                 lost[j].filter(|_| overlaps)
             });
             lost[i] = under.max();
@@ -188,7 +188,7 @@ impl Shared {
         self.unsettled
             .lock()
             .iter()
-            .any(|(_, mine)| mine.iter().any(|a| paths.iter().any(|b| related(a, b))))
+            .any(|(_, mine)| mine.iter().any(|a| paths.iter().any(|b| a.overlaps(b))))
     }
 
     /// Waits (at most `limit`) for a change of this host's to settle.

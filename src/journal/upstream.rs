@@ -95,11 +95,6 @@ pub fn footprint(change: &Change) -> Vec<MemPath> {
     paths
 }
 
-/// Whether `a` and `b` are the same path or one is below the other.
-pub fn related(a: &MemPath, b: &MemPath) -> bool {
-    a.starts_with(b) || b.starts_with(a)
-}
-
 /// The batch to send: this host's records of the frame and their contents.
 pub(super) fn outgoing(
     batch: u64,

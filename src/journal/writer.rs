@@ -629,16 +629,7 @@ impl Shared {
     /// A frame the disk refused whose changes stand (a shared store holds
     /// them): its records and contents go with the next frame.
     fn owe_frame(&self, header: Header, body: Vec<Arc<Vec<u8>>>, placed: Vec<ContentRec>) {
-        let mut needed: Vec<Needed> = body
-            .into_iter()
-            .zip(&placed)
-            .filter_map(|(data, c)| {
-                Some(Needed {
-                    sha: Sha::parse(&c.sha256)?,
-                    data,
-                })
-            })
-            .collect();
+        let mut needed = needed_of(body, &placed);
         let mut behind = self.behind.lock();
         for rec in header.changes {
             behind.push((rec, std::mem::take(&mut needed)));
@@ -702,16 +693,7 @@ impl Shared {
             Err(Failure::Refused(e) | Failure::Unconfirmed(e)) => {
                 // It goes first in the next frame.
                 if let Some(found) = found {
-                    let needed = body
-                        .into_iter()
-                        .zip(&placed)
-                        .filter_map(|(data, c)| {
-                            Some(Needed {
-                                sha: Sha::parse(&c.sha256)?,
-                                data,
-                            })
-                        })
-                        .collect();
+                    let needed = needed_of(body, &placed);
                     self.behind.lock().push((found, needed));
                 }
                 Err(io::Error::from_raw_os_error(e.errno))
@@ -1013,6 +995,19 @@ impl ChangeSink for Shared {
         self.wake.notify_one();
         ticket
     }
+}
+
+/// A frame's body back as the contents it holds (to write them again).
+fn needed_of(body: Vec<Arc<Vec<u8>>>, placed: &[ContentRec]) -> Vec<Needed> {
+    body.into_iter()
+        .zip(placed)
+        .filter_map(|(data, c)| {
+            Some(Needed {
+                sha: Sha::parse(&c.sha256)?,
+                data,
+            })
+        })
+        .collect()
 }
 
 /// A disk step a test can make fail (the `fail` crate, with the

@@ -44,10 +44,6 @@ pub struct Hold {
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct Busy;
 
-fn related(a: &MemPath, b: &MemPath) -> bool {
-    a.starts_with(b) || b.starts_with(a)
-}
-
 impl Store {
     /// How far the tree has followed a shared store: every version up to
     /// this one is in it. A change made now has seen this far.
@@ -128,7 +124,7 @@ impl Store {
         let (applied, kept): (Vec<&ChangeOp>, Vec<&ChangeOp>) = ops.iter().partition(|op| {
             !op.paths()
                 .iter()
-                .any(|p| unsaved.iter().any(|u| related(p, u)))
+                .any(|p| unsaved.iter().any(|u| p.overlaps(u)))
         });
         for op in kept {
             if !matches!(op, ChangeOp::SetTimes { .. }) {
@@ -199,17 +195,14 @@ impl Store {
     pub fn unsent(&self) -> Vec<Unsent> {
         let tree = self.tree.read();
         let unsaved: Vec<MemPath> = self.unsaved.lock().iter().cloned().collect();
-        let mut out = Vec::new();
-        for path in unsaved {
-            match tree.resolve(&path) {
-                Err(_) => out.push((path, None)),
-                Ok(_) => {
-                    for (p, node) in tree.walk() {
-                        if let (true, crate::store::NodeKind::File(data)) =
-                            (p.starts_with(&path), &node.kind)
-                        {
-                            out.push((p, Some(data.clone())));
-                        }
+        let (held, gone): (Vec<MemPath>, Vec<MemPath>) =
+            unsaved.into_iter().partition(|p| tree.resolve(p).is_ok());
+        let mut out: Vec<Unsent> = gone.into_iter().map(|p| (p, None)).collect();
+        if !held.is_empty() {
+            for (p, node) in tree.walk() {
+                if let crate::store::NodeKind::File(data) = &node.kind {
+                    if held.iter().any(|h| p.starts_with(h)) {
+                        out.push((p, Some(data.clone())));
                     }
                 }
             }
