@@ -27,7 +27,13 @@ impl Shared {
     ) {
         let mut items: Vec<(Change, Ticket)> = changes.into_iter().zip(tickets).collect();
         for attempt in 0.. {
-            let mut tx = match up.begin() {
+            let seen = items
+                .iter()
+                .filter(|(c, _)| goes_upstream(c))
+                .map(|(c, _)| c.seen)
+                .min()
+                .unwrap_or(0);
+            let mut tx = match up.begin_after(seen) {
                 Ok(tx) => tx,
                 Err(UpstreamError::Again) if attempt < AGAIN => continue,
                 Err(e) => return self.unsent(items, e),

@@ -115,6 +115,7 @@ fn empty_state(origin: String) -> State {
         },
         checkpoint_written: 0,
         follow: 0,
+        deferred: None,
     }
 }
 

@@ -80,4 +80,7 @@ pub struct State {
     /// How far the journal holds a shared store's versions (see
     /// `Header::follow`); 0 for a memory of one host.
     pub follow: u64,
+    /// The last frame, written and not flushed yet (a shared store's: see
+    /// `writer::Deferred`); flushed before any other frame is written.
+    pub deferred: Option<super::writer::Deferred>,
 }

@@ -43,6 +43,13 @@ pub enum UpstreamError {
 pub trait Upstream: Send + Sync {
     /// Begins a batch's transaction, holding the store's head until it ends.
     fn begin(&self) -> Result<Box<dyn Transaction + '_>, UpstreamError>;
+    /// Begins a batch's transaction for changes that had all seen the
+    /// store through `seen`: a store may take the head to be `seen` and
+    /// check it when the batch commits (one round trip fewer).
+    fn begin_after(&self, seen: u64) -> Result<Box<dyn Transaction + '_>, UpstreamError> {
+        let _ = seen;
+        self.begin()
+    }
 }
 
 /// One batch's transaction (rolled back when dropped uncommitted).

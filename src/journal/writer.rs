@@ -82,6 +82,7 @@ impl Shared {
     /// Begins a rewrite of segments (one at a time).
     pub(super) fn rewrite(&self) -> Rewriting<'_> {
         let alone = self.rewriting.lock();
+        self.flush_deferred(&mut self.state.lock());
         self.rewrites.fetch_add(1, Ordering::SeqCst);
         Rewriting {
             _alone: alone,
@@ -129,6 +130,9 @@ pub(super) struct Shared {
     /// The shared store this journal's batches are committed to first, if
     /// the memory is one (see `upstream.rs`).
     pub upstream: std::sync::OnceLock<Arc<dyn super::upstream::Upstream>>,
+    /// A frame waits for its flush (see `Deferred`): the writer thread
+    /// flushes it when it next wakes.
+    pub flush_owed: AtomicBool,
     /// This host's changes handed over and not settled yet, with the paths
     /// they touch: another host's change to one of them waits (a shared
     /// store's follower asks, see `upstream.rs`).
@@ -189,6 +193,7 @@ impl Shared {
             named_meanwhile: Mutex::new(None),
             behind: Mutex::new(Vec::new()),
             upstream: std::sync::OnceLock::new(),
+            flush_owed: AtomicBool::new(false),
             unsettled: Mutex::new(Vec::new()),
             settled_now: Condvar::new(),
             leader: Mutex::new(()),
@@ -244,6 +249,12 @@ impl Shared {
             {
                 let mut queue = self.queue.lock();
                 loop {
+                    if self.flush_owed.load(Ordering::Acquire) {
+                        drop(queue);
+                        self.flush_deferred(&mut self.state.lock());
+                        queue = self.queue.lock();
+                        continue;
+                    }
                     if !queue.items.is_empty() {
                         // A moment for the submitter to lead its own write
                         // (see `lead`), whatever else is submitted
@@ -306,6 +317,7 @@ impl Shared {
     /// At shutdown: the checkpointer writes out everything, then the
     /// journal says so (a clean stop leaves nothing to replay).
     fn finish(&self) {
+        self.flush_deferred(&mut self.state.lock());
         let (tx, rx) = mpsc::sync_channel(1);
         if self.send(Msg::Stop(tx)) && rx.recv() == Ok(false) {
             tracing::warn!(
@@ -321,6 +333,7 @@ impl Shared {
     /// Whether the plain files are current through everything handed over
     /// (`None`: no answer within `limit`).
     pub(super) fn checkpoint_now(&self, limit: Duration) -> Option<bool> {
+        self.flush_deferred(&mut self.state.lock());
         let (tx, rx) = mpsc::sync_channel(1);
         match self.send(Msg::Flush(tx)) {
             true => rx.recv_timeout(limit).ok(),
@@ -503,6 +516,7 @@ impl Shared {
             contents: placed.clone(),
             ..Header::default()
         };
+        let mut committed_upstream = false;
         if let Some(tx) = up.filter(|_| fits > 0) {
             let sent = super::upstream::outgoing(
                 batch,
@@ -528,12 +542,36 @@ impl Shared {
             }
             // Committed: the truth now. Whatever the disk here does, the
             // batch stands (a frame the disk refuses is owed).
+            committed_upstream = true;
         }
         st.follow = followed;
         let parts: Vec<&[u8]> = body.iter().map(|b| b.as_slice()).collect();
+        // A batch the shared store holds (this host's, just committed, or
+        // other hosts', followed) is flushed here after it is acknowledged
+        // (see `Deferred`).
+        let held_upstream = committed_upstream
+            || (self.upstream.get().is_some()
+                && start.is_empty()
+                && changes[..fits]
+                    .iter()
+                    .all(|c| c.foreign.is_some() || c.ops.is_empty()));
+        let defer = held_upstream.then(|| Deferred {
+            segment: 0,
+            at: 0,
+            header: header.clone(),
+            body: body.clone(),
+            placed: placed.clone(),
+            batch,
+            durable: changes[..fits]
+                .iter()
+                .filter(|c| !c.ops.is_empty())
+                .cloned()
+                .collect(),
+            plain: plain[..fits].iter().sum(),
+        });
         let written = if fits > 0 {
             self.barriers.fetch_add(1, Ordering::Relaxed);
-            self.append(&mut st, header.clone(), &parts, batch)
+            self.append_deferring(&mut st, header.clone(), &parts, batch, defer)
         } else {
             Err(Failure::Refused(no_room.clone()))
         };
@@ -553,10 +591,17 @@ impl Shared {
                     }
                 }
                 st.next_batch = batch + 1;
+                let deferred = st.deferred.is_some();
                 self.compact_if_due(&st);
                 drop(st);
                 self.say_how_the_disk_is(None);
-                self.taken(batch, &changes, &tickets, &plain, fits, no_room);
+                // Deferred: acknowledged now; the checkpointer has the
+                // batch once the frame is flushed (the writer thread does
+                // that next).
+                self.taken(batch, &changes, &tickets, &plain, fits, no_room, !deferred);
+                if deferred {
+                    self.wake.notify_one();
+                }
             }
             Err(_) if self.upstream.get().is_some() => {
                 // A shared store holds the batch: the frame is owed, and
@@ -564,7 +609,7 @@ impl Shared {
                 st.next_batch = batch + 1;
                 drop(st);
                 self.owe_frame(header, body, placed);
-                self.taken(batch, &changes, &tickets, &plain, fits, no_room);
+                self.taken(batch, &changes, &tickets, &plain, fits, no_room, true);
             }
             Err(failure) => {
                 for undo in undos.into_iter().rev() {
@@ -584,7 +629,9 @@ impl Shared {
     }
 
     /// A batch whose first `fits` changes stand: they go to the
-    /// checkpointer, and the rest (no room) back to the store.
+    /// checkpointer (unless `to_checkpointer` is false: its frame's flush,
+    /// deferred, hands them over), and the rest (no room) back to the store.
+    #[allow(clippy::too_many_arguments)]
     fn taken(
         &self,
         batch: u64,
@@ -593,13 +640,14 @@ impl Shared {
         plain: &[u64],
         fits: usize,
         no_room: DiskError,
+        to_checkpointer: bool,
     ) {
         let durable: Vec<Change> = changes[..fits]
             .iter()
             .filter(|c| !c.ops.is_empty())
             .cloned()
             .collect();
-        if !durable.is_empty() {
+        if to_checkpointer && !durable.is_empty() {
             let plain = plain[..fits].iter().sum();
             self.unwritten.fetch_add(plain, Ordering::AcqRel);
             self.send(Msg::Batch {
@@ -842,15 +890,77 @@ impl Shared {
         }
     }
 
+    /// Flushes the frame written with its flush deferred, if there is one,
+    /// and hands its batch to the checkpointer. A flush that fails leaves
+    /// the frame never to be read back (the next frame seals the segment
+    /// where it began) and owes its records and contents to the next frame:
+    /// its changes stand, since the database holds them.
+    pub(super) fn flush_deferred(&self, st: &mut State) {
+        self.flush_owed.store(false, Ordering::Release);
+        let Some(d) = st.deferred.take() else {
+            return;
+        };
+        let name = segment::name(d.segment);
+        let flushed = rfs::openat(
+            &self.dir,
+            name.as_str(),
+            OFlags::WRONLY | OFlags::NOFOLLOW | OFlags::CLOEXEC,
+            Mode::empty(),
+        )
+        .map_err(io::Error::from)
+        .and_then(|fd| sync_data(&fd));
+        if let Err(e) = flushed {
+            if st.active.number == d.segment {
+                st.active.seal_at = Some(d.at);
+            }
+            for c in &d.placed {
+                if let Some(sha) = Sha::parse(&c.sha256) {
+                    if st
+                        .contents
+                        .get(&sha)
+                        .is_some_and(|l| l.segment == d.segment && l.at >= d.at)
+                    {
+                        st.contents.remove(&sha);
+                    }
+                }
+            }
+            self.owe_frame(d.header, d.body, d.placed);
+            self.say_how_the_disk_is(Some(&DiskError::new("flushing to stable storage", e)));
+        }
+        if !d.durable.is_empty() {
+            self.unwritten.fetch_add(d.plain, Ordering::AcqRel);
+            self.send(Msg::Batch {
+                batch: d.batch,
+                changes: d.durable,
+                plain: d.plain,
+            });
+        }
+    }
+
     /// Appends one frame and makes it durable; returns where its body is.
     /// `batch` 0: a frame of no batch (a checkpoint alone).
     pub(super) fn append(
         &self,
         st: &mut State,
-        mut header: Header,
+        header: Header,
         body: &[&[u8]],
         batch: u64,
     ) -> Result<u64, Failure> {
+        self.append_deferring(st, header, body, batch, None)
+    }
+
+    /// [`Shared::append`]; with `defer`, a shared store's committed batch
+    /// (see [`Deferred`]), the frame is flushed later, unless it begins a
+    /// segment (whose directory entry is flushed at once).
+    fn append_deferring(
+        &self,
+        st: &mut State,
+        mut header: Header,
+        body: &[&[u8]],
+        batch: u64,
+        defer: Option<Deferred>,
+    ) -> Result<u64, Failure> {
+        self.flush_deferred(st);
         // A new segment when this one is full, or must be sealed.
         if st.active.seal_at.is_some()
             || (!st.active.fresh && st.active.end >= self.opts.segment_bytes)
@@ -899,11 +1009,21 @@ impl Shared {
         }
         let unconfirmed =
             |e: io::Error| Failure::Unconfirmed(DiskError::new("flushing to stable storage", e));
-        let synced = sync_data(&fd).and_then(|()| match fresh {
-            true => sync_dir(&self.dir),
-            false => Ok(()),
+        let deferred = defer.filter(|_| !fresh).map(|d| Deferred {
+            segment: number,
+            at: end,
+            ..d
         });
+        let synced = match (&deferred, fresh) {
+            (Some(_), _) => Ok(()),
+            (None, true) => sync_data(&fd).and_then(|()| sync_dir(&self.dir)),
+            (None, false) => sync_data(&fd),
+        };
         drop(fd);
+        if deferred.is_some() {
+            st.deferred = deferred;
+            self.flush_owed.store(true, Ordering::Release);
+        }
         if let Err(e) = synced {
             // It may or may not be on disk: never read it back. A segment
             // it began is begun again by the next frame (same number, same
@@ -930,6 +1050,26 @@ impl Shared {
         }
         Ok(body_at)
     }
+}
+
+/// A shared store's frame written and not flushed yet. The database holds
+/// its batch (committed before the frame was written), so its changes are
+/// acknowledged at once and the local flush comes after: on the writer
+/// thread soon after, and always before the next frame is written (so
+/// that, as for every frame, only the last one can be torn by a crash).
+/// A frame a crash tore is taken back from the database at the next start
+/// (the follower reads what the journal does not hold). What the frame
+/// owes should its flush fail, and the checkpointer's message for it (the
+/// plain files follow only a flushed frame), are kept here meanwhile.
+pub struct Deferred {
+    segment: u64,
+    at: u64,
+    header: Header,
+    body: Vec<Arc<Vec<u8>>>,
+    placed: Vec<ContentRec>,
+    batch: u64,
+    durable: Vec<Change>,
+    plain: u64,
 }
 
 /// Why a frame did not become durable.
@@ -969,31 +1109,49 @@ fn trim_body(
 
 impl ChangeSink for Shared {
     fn submit(&self, change: &Change) -> Ticket {
+        self.submit_all(std::slice::from_ref(change))
+            .pop()
+            .expect("one ticket for one change")
+    }
+
+    /// Queued under one lock: whoever drains the queue takes all of them
+    /// into one batch, and so one frame.
+    fn submit_all(&self, changes: &[Change]) -> Vec<Ticket> {
         let me = self.me.get().cloned();
-        let ticket = Ticket::pending_helped(Arc::new(move || {
-            if let Some(shared) = me.as_ref().and_then(std::sync::Weak::upgrade) {
-                shared.lead();
-            }
-        }));
+        let tickets: Vec<Ticket> = changes
+            .iter()
+            .map(|_| {
+                let me = me.clone();
+                Ticket::pending_helped(Arc::new(move || {
+                    if let Some(shared) = me.as_ref().and_then(std::sync::Weak::upgrade) {
+                        shared.lead();
+                    }
+                }))
+            })
+            .collect();
         let mut queue = self.queue.lock();
         if queue.stop {
-            ticket.settle(Err(DiskError::new(
-                "shutting down",
-                io::Error::from_raw_os_error(libc::ESHUTDOWN),
-            )
-            .into()));
-            return ticket;
+            for ticket in &tickets {
+                ticket.settle(Err(DiskError::new(
+                    "shutting down",
+                    io::Error::from_raw_os_error(libc::ESHUTDOWN),
+                )
+                .into()));
+            }
+            return tickets;
         }
-        // (Noted before it is queued: the writer may settle it at once.)
-        if self.upstream.get().is_some() && super::upstream::goes_upstream(change) {
-            self.unsettled
-                .lock()
-                .push((change.seq, super::upstream::footprint(change)));
+        for (change, ticket) in changes.iter().zip(&tickets) {
+            // (Noted before it is queued: the writer may settle it at once.)
+            if self.upstream.get().is_some() && super::upstream::goes_upstream(change) {
+                self.unsettled
+                    .lock()
+                    .push((change.seq, super::upstream::footprint(change)));
+            }
+            queue.items.push_back((change.clone(), ticket.clone()));
         }
-        queue.items.push_back((change.clone(), ticket.clone()));
         drop(queue);
         self.wake.notify_one();
-        ticket
+        tickets
     }
 }
 

@@ -28,7 +28,8 @@ use postgres::{Client, NoTls};
 use super::target::Target;
 use crate::journal::{ChangeRec, Outgoing, Transaction, Upstream, UpstreamError};
 
-/// The NOTIFY channel; the payload names the store.
+/// The NOTIFY channel; the payload names the store and the origin that
+/// committed (`STORE ORIGIN`).
 pub const CHANNEL: &str = "memfs";
 
 const SCHEMA: &str = "
@@ -65,9 +66,14 @@ CREATE INDEX IF NOT EXISTS memfs_touches_by_seq ON memfs_touches (store, seq);
 ";
 
 /// This host's batches by number, from just before their COMMIT until the
-/// follower passes them: `false` while the COMMIT's outcome is not known,
-/// `true` once it committed (gone: it did not, or it is not known).
-pub type Ours = Arc<Mutex<std::collections::BTreeMap<u64, bool>>>;
+/// follower passes them (or the tree has followed past their last id):
+/// `false` while the COMMIT's outcome is not known, `true` once it
+/// committed (gone: it did not, or it is not known), with the batch's last
+/// id.
+pub type Ours = Arc<Mutex<std::collections::BTreeMap<u64, (bool, u64)>>>;
+
+/// How long the lookup of a COMMIT whose answer was lost goes on, in all.
+const LOOKUP: Duration = Duration::from_secs(10);
 
 /// One committed batch, as the follower reads it.
 #[derive(Debug, Clone)]
@@ -95,6 +101,17 @@ pub struct Db {
     /// Batches of this host's confirmed committed and not yet passed by
     /// the follower (which skips them: the tree and journal have them).
     confirmed: Ours,
+    /// Batches of this host's whose COMMIT's outcome could not be learned
+    /// (their changes were taken back here): asked about again, holding
+    /// the head, before the next batch is sent.
+    unknown: Mutex<Vec<u64>>,
+    /// The last ids of batches of this host's that committed after all
+    /// though their changes were taken back here: other hosts' changes as
+    /// far as the race check goes (the follower applies them as such).
+    disowned: Mutex<Vec<i64>>,
+    /// The store's head as this host last knew it (from a transaction or a
+    /// commit of its own; `u64::MAX` while unknown): see [`Db::begin_after`].
+    last_head: std::sync::atomic::AtomicU64,
 }
 
 /// Connects with bounds: a database that does not answer is given up on
@@ -105,8 +122,22 @@ pub fn connect(target: &Target) -> Result<Client, UpstreamError> {
 
 /// [`connect`], naming the connection (`application_name`: `memfs` for
 /// the writer's, `memfs-follow` for the follower's).
+///
+/// Every session is bounded on the server too: a lock waited for longer
+/// than `lock_timeout` is an error (55P03, the store is "unreachable" to
+/// that write, which fails fast), and a session idle inside a transaction
+/// for `idle_in_transaction_session_timeout` is ended by the server, so a
+/// host cut off in the middle of a batch holds the store's head for
+/// seconds, not until TCP gives up on it. The idle bound is below the lock
+/// bound: a write that waits behind a dead host's transaction gets the
+/// head when the server ends it.
 pub fn connect_as(target: &Target, name: &str) -> Result<Client, UpstreamError> {
     let mut config = target.config();
+    let mut options = config.get_options().unwrap_or("").to_string();
+    options.push_str(
+        " -c lock_timeout=8s -c idle_in_transaction_session_timeout=4s -c standard_conforming_strings=on",
+    );
+    config.options(options.trim());
     config
         .connect_timeout(Duration::from_secs(3))
         .tcp_user_timeout(Duration::from_secs(6))
@@ -166,6 +197,46 @@ fn lost_connection(e: &postgres::Error) -> bool {
     e.code().is_none()
 }
 
+/// `text` as an SQL string literal. The connection runs with
+/// `standard_conforming_strings` on (see [`connect_as`]), so a backslash is
+/// an ordinary character and only the quote is doubled; a NUL (which no
+/// path, JSON text or name memfs sends holds: JSON escapes it) is left out,
+/// since PostgreSQL's text cannot hold one.
+fn literal(text: &str) -> String {
+    let mut out = String::with_capacity(text.len() + 2);
+    out.push('\'');
+    for c in text.chars() {
+        match c {
+            '\'' => out.push_str("''"),
+            '\0' => {}
+            c => out.push(c),
+        }
+    }
+    out.push('\'');
+    out
+}
+
+/// Bytes as a `bytea` literal in hex (`'\x...'`).
+fn bytea(data: &[u8]) -> String {
+    const HEX: &[u8; 16] = b"0123456789abcdef";
+    let mut out = String::with_capacity(2 * data.len() + 12);
+    out.push_str("'\\x");
+    for b in data {
+        out.push(HEX[(b >> 4) as usize] as char);
+        out.push(HEX[(b & 15) as usize] as char);
+    }
+    out.push_str("'::bytea");
+    out
+}
+
+/// Whether a COMMIT's error says the transaction did not commit: a
+/// serialization failure or deadlock (class 40) or a constraint checked at
+/// commit (class 23). Any other may have come after it committed.
+fn refused_before_commit(e: &postgres::Error) -> bool {
+    e.code()
+        .is_some_and(|c| c.code().starts_with("40") || c.code().starts_with("23"))
+}
+
 impl Db {
     /// The shared store `target` for the journal of origin `origin`;
     /// connects later if the database cannot be reached now.
@@ -178,6 +249,9 @@ impl Db {
             numbered: Default::default(),
             on_commit: std::sync::OnceLock::new(),
             confirmed: Arc::default(),
+            unknown: Mutex::new(Vec::new()),
+            disowned: Mutex::new(Vec::new()),
+            last_head: std::sync::atomic::AtomicU64::new(u64::MAX),
         }
     }
 
@@ -188,9 +262,15 @@ impl Db {
     }
 
     fn committed(&self, head: u64, last: u64) {
+        self.knew_head(last);
         if let Some(f) = self.on_commit.get() {
             f(head, last);
         }
+    }
+
+    fn knew_head(&self, head: u64) {
+        self.last_head
+            .store(head, std::sync::atomic::Ordering::Release);
     }
 
     pub fn target(&self) -> &Target {
@@ -246,11 +326,18 @@ impl Upstream for Db {
                 })
             });
         match head {
-            Ok(Some(head)) => Ok(Box::new(Tx {
-                db: self,
-                conn,
-                head,
-            })),
+            Ok(Some(head)) => {
+                self.knew_head(head);
+                let mut tx = Tx {
+                    db: self,
+                    conn,
+                    head,
+                    open: true,
+                    guessed: false,
+                };
+                tx.resolve_unknown()?;
+                Ok(Box::new(tx))
+            }
             Ok(None) => {
                 let _ = client.batch_execute("ROLLBACK");
                 Err(UpstreamError::Unreachable(
@@ -267,6 +354,30 @@ impl Upstream for Db {
             }
         }
     }
+
+    /// A batch whose changes were all made after the tree had followed to
+    /// `seen`, when nothing this host knows of was committed since: its
+    /// transaction takes the head to be `seen` without asking, and asks
+    /// with the batch itself, in its one round trip (`BEGIN`, a guard that
+    /// fails unless the head, locked, is still `seen`, the batch's rows,
+    /// `COMMIT`; see [`Tx::send_and_commit`]). No race check is owed: no
+    /// other host committed after any change's `seen` if the guard holds.
+    /// When it fails, nothing was committed and the batch goes again with
+    /// [`Db::begin`]. One host writing alone so commits in one round trip.
+    fn begin_after(&self, seen: u64) -> Result<Box<dyn Transaction + '_>, UpstreamError> {
+        let known = self.last_head.load(std::sync::atomic::Ordering::Acquire);
+        if known == u64::MAX || seen < known || !self.unknown.lock().is_empty() {
+            return self.begin();
+        }
+        let conn = self.client()?;
+        Ok(Box::new(Tx {
+            db: self,
+            conn,
+            head: seen,
+            open: false,
+            guessed: true,
+        }))
+    }
 }
 
 /// One batch's transaction; rolled back if dropped uncommitted.
@@ -274,10 +385,18 @@ struct Tx<'a> {
     db: &'a Db,
     conn: MutexGuard<'a, Option<Client>>,
     head: u64,
+    /// A transaction is open on the connection (to roll back if dropped).
+    open: bool,
+    /// The head is taken to be what the batch's changes had seen, not yet
+    /// asked (see [`Db::begin_after`]).
+    guessed: bool,
 }
 
 impl Drop for Tx<'_> {
     fn drop(&mut self) {
+        if !self.open {
+            return;
+        }
         if let Some(client) = self.conn.as_mut() {
             if client.is_closed() || client.batch_execute("ROLLBACK").is_err() {
                 *self.conn = None;
@@ -333,87 +452,192 @@ impl Tx<'_> {
         classify(&e)
     }
 
-    /// The batch's rows in one statement (one round trip): its contents,
-    /// the batch, the paths it touched, the counter, the wake-up.
-    fn send(&mut self, b: &Outgoing) -> Result<(), postgres::Error> {
-        let store = self.db.target.store.clone();
-        let origin = self.db.origin.clone();
-        let shas: Vec<&str> = b.contents.iter().map(|(s, _)| s.as_str()).collect();
-        let datas: Vec<&[u8]> = b.contents.iter().map(|(_, d)| d.as_slice()).collect();
+    /// The batch's rows and the COMMIT in one round trip: one statement
+    /// (its contents, the batch, the paths it touched, the counter, the
+    /// wake-up) and `COMMIT`, sent as one simple-protocol query, which the
+    /// server runs in order and stops at the first error (the COMMIT never
+    /// runs after a refused statement). The values are inlined as literals
+    /// (see [`literal`]): the simple protocol takes no parameters, and one
+    /// round trip instead of three (prepare, execute, commit) is most of
+    /// what a write costs above a bare INSERT.
+    fn send_and_commit(&mut self, b: &Outgoing) -> Result<(), postgres::Error> {
+        let store = literal(&self.db.target.store);
+        let origin = literal(&self.db.origin);
         let changes = serde_json::to_string(&b.changes).expect("records serialize");
         let (seq, first) = (b.last as i64, (self.head + 1) as i64);
-        self.client().execute(
-            "WITH c AS (INSERT INTO memfs_contents (store, sha, data) \
-                 SELECT $1, s, d FROM UNNEST($2::text[], $3::bytea[]) AS t(s, d) \
-                 ON CONFLICT DO NOTHING), \
-             b AS (INSERT INTO memfs_batches (store, seq, first, origin, batch, time, changes) \
-                 VALUES ($1, $4, $5, $6, $7, $8, $9)), \
-             t AS (INSERT INTO memfs_touches (store, path, seq, origin) \
-                 SELECT $1, p, $4, $6 FROM UNNEST($10::text[]) AS t(p) ON CONFLICT DO NOTHING), \
-             s AS (UPDATE memfs_stores SET seq = $4 WHERE name = $1) \
-             SELECT pg_notify($11, $1)",
-            &[
-                &store,
-                &shas,
-                &datas,
-                &seq,
-                &first,
-                &origin,
-                &(b.batch as i64),
-                &b.time,
-                &changes,
-                &b.paths,
-                &CHANNEL,
-            ],
-        )?;
+        let mut sql = String::with_capacity(
+            512 + changes.len()
+                + b.contents
+                    .iter()
+                    .map(|(_, d)| 2 * d.len() + 80)
+                    .sum::<usize>(),
+        );
+        if self.guessed {
+            // Fails (division by zero) unless the store's row is there and
+            // its head, locked, is still the one the batch was numbered
+            // after.
+            sql.push_str(&format!(
+                "BEGIN; SELECT 1 / COUNT(*) FROM (SELECT seq FROM memfs_stores \
+                 WHERE name = {store} FOR UPDATE) AS h WHERE h.seq = {}; ",
+                self.head
+            ));
+        }
+        sql.push_str("WITH ");
+        if !b.contents.is_empty() {
+            sql.push_str("c AS (INSERT INTO memfs_contents (store, sha, data) VALUES ");
+            for (i, (sha, data)) in b.contents.iter().enumerate() {
+                if i > 0 {
+                    sql.push(',');
+                }
+                sql.push_str(&format!("({store}, {}, {})", literal(sha), bytea(data)));
+            }
+            sql.push_str(" ON CONFLICT DO NOTHING), ");
+        }
+        if !b.paths.is_empty() {
+            sql.push_str("t AS (INSERT INTO memfs_touches (store, path, seq, origin) VALUES ");
+            for (i, path) in b.paths.iter().enumerate() {
+                if i > 0 {
+                    sql.push(',');
+                }
+                sql.push_str(&format!("({store}, {}, {seq}, {origin})", literal(path)));
+            }
+            sql.push_str(" ON CONFLICT DO NOTHING), ");
+        }
+        sql.push_str(&format!(
+            "b AS (INSERT INTO memfs_batches (store, seq, first, origin, batch, time, changes) \
+             VALUES ({store}, {seq}, {first}, {origin}, {}, {}, {})), \
+             s AS (UPDATE memfs_stores SET seq = {seq} WHERE name = {store}) \
+             SELECT pg_notify({}, {}); COMMIT",
+            b.batch as i64,
+            literal(&b.time),
+            literal(&changes),
+            literal(CHANNEL),
+            literal(&format!("{} {}", self.db.target.store, self.db.origin)),
+        ));
+        self.open = true;
+        self.client().batch_execute(&sql)?;
+        self.open = false;
         Ok(())
     }
 
     /// [`Tx::look_up`]; a batch not known to be committed is not this
     /// host's to skip when the follower reads it (if it is there after all,
-    /// the follower applies it: the journal and tree do not hold it).
+    /// the follower applies it: the journal and tree do not hold it), and
+    /// one whose outcome could not be learned is asked about again before
+    /// the next batch (see [`Tx::resolve_unknown`]).
     fn settle_lookup(&mut self, batch: u64, last: u64) -> Result<(), UpstreamError> {
         let found = self.look_up(batch, last);
-        match found {
+        match &found {
             Ok(()) => {
-                self.db.confirmed.lock().insert(batch, true);
+                self.db.confirmed.lock().insert(batch, (true, last));
             }
-            Err(_) => {
+            Err(e) => {
                 self.db.confirmed.lock().remove(&batch);
+                if matches!(e, UpstreamError::Unreachable(_)) {
+                    self.db.unknown.lock().push(batch);
+                }
             }
         }
         found
     }
 
+    /// Batches of this host's whose outcome was not learned: those that
+    /// committed after all are other hosts' changes now, as far as the
+    /// race check goes (the tree took them back; the follower applies
+    /// them), so a change made since on top of what the tree held loses
+    /// to them instead of being applied under them. Asked holding the
+    /// head: the transaction that sent them has ended.
+    fn resolve_unknown(&mut self) -> Result<(), UpstreamError> {
+        let unknown: Vec<i64> = self.db.unknown.lock().iter().map(|&b| b as i64).collect();
+        if unknown.is_empty() {
+            return Ok(());
+        }
+        let store = self.db.target.store.clone();
+        let origin = self.db.origin.clone();
+        let rows = self
+            .client()
+            .query(
+                "SELECT seq FROM memfs_batches WHERE store = $1 AND origin = $2 AND batch = ANY($3)",
+                &[&store, &origin, &unknown],
+            )
+            .map_err(|e| self.failed(e))?;
+        self.db
+            .disowned
+            .lock()
+            .extend(rows.iter().map(|r| r.get::<_, i64>(0)));
+        self.db
+            .unknown
+            .lock()
+            .retain(|b| !unknown.contains(&(*b as i64)));
+        Ok(())
+    }
+
     /// After a COMMIT whose answer was lost: asks a new connection whether
-    /// the batch is there (for a few seconds, while the database comes back).
+    /// the batch is there, for at most [`LOOKUP`] while the database comes
+    /// back. It asks holding the store's head (`FOR UPDATE`), so that a
+    /// COMMIT still running on the old connection has ended, one way or
+    /// the other, before the answer is read (the server ends a session
+    /// left idle in its transaction within seconds, see [`connect_as`]).
     fn look_up(&mut self, batch: u64, last: u64) -> Result<(), UpstreamError> {
         *self.conn = None;
-        for _ in 0..10 {
-            match connect(&self.db.target) {
-                Ok(mut fresh) => {
-                    let found = fresh.query_opt(
-                        "SELECT seq FROM memfs_batches WHERE store = $1 AND origin = $2 AND batch = $3",
-                        &[&self.db.target.store, &self.db.origin, &(batch as i64)],
-                    );
-                    *self.conn = Some(fresh);
-                    return match found {
-                        Ok(Some(_)) => {
-                            self.db.committed(self.head, last);
-                            Ok(())
-                        }
-                        // Not committed: safe to send again.
-                        Ok(None) => Err(UpstreamError::Again),
-                        Err(e) => Err(self.failed(e)),
-                    };
+        let until = std::time::Instant::now() + LOOKUP;
+        let mut last_cause = "the connection was lost during COMMIT".to_string();
+        while std::time::Instant::now() < until {
+            let mut fresh = match connect(&self.db.target) {
+                Ok(fresh) => fresh,
+                Err(e) => {
+                    if let UpstreamError::Unreachable(c) = e {
+                        last_cause = c;
+                    }
+                    std::thread::sleep(Duration::from_millis(200));
+                    continue;
                 }
-                Err(_) => std::thread::sleep(Duration::from_millis(500)),
+            };
+            let found =
+                asked_holding_the_head(&mut fresh, &self.db.target.store, &self.db.origin, batch);
+            match found {
+                Ok(found) => {
+                    *self.conn = Some(fresh);
+                    if !found {
+                        // Not committed: safe to send again.
+                        return Err(UpstreamError::Again);
+                    }
+                    self.db.committed(self.head, last);
+                    return Ok(());
+                }
+                Err(e) => {
+                    if let UpstreamError::Unreachable(c) = classify(&e) {
+                        last_cause = c;
+                    }
+                    std::thread::sleep(Duration::from_millis(200));
+                }
             }
         }
-        Err(UpstreamError::Unreachable(
-            "the connection was lost during COMMIT and the database could not be asked whether it took the change; if it did, every host gets it when the database is back".into(),
-        ))
+        Err(UpstreamError::Unreachable(format!(
+            "{last_cause}, and the database could not be asked whether it took the change; if it did, every host gets it when the database is back"
+        )))
     }
+}
+
+/// Whether this origin's batch `batch` is in the store, asked inside a
+/// transaction that holds the store's head (and rolled back).
+fn asked_holding_the_head(
+    client: &mut Client,
+    store: &str,
+    origin: &str,
+    batch: u64,
+) -> Result<bool, postgres::Error> {
+    let mut tx = client.transaction()?;
+    tx.query_opt(
+        "SELECT seq FROM memfs_stores WHERE name = $1 FOR UPDATE",
+        &[&store],
+    )?;
+    let found = tx.query_opt(
+        "SELECT seq FROM memfs_batches WHERE store = $1 AND origin = $2 AND batch = $3",
+        &[&store, &origin, &(batch as i64)],
+    )?;
+    tx.rollback()?;
+    Ok(found.is_some())
 }
 
 impl Transaction for Tx<'_> {
@@ -445,12 +669,20 @@ impl Transaction for Tx<'_> {
         patterns.dedup();
         let store = self.db.target.store.clone();
         let origin = self.db.origin.clone();
+        let disowned = self.db.disowned.lock().clone();
         let rows = self
             .client()
             .query(
                 "SELECT path, seq FROM memfs_touches WHERE store = $1 AND seq > $2 \
-                 AND origin <> $3 AND (path = ANY($4) OR path LIKE ANY($5))",
-                &[&store, &(min_seen as i64), &origin, &exact, &patterns],
+                 AND (origin <> $3 OR seq = ANY($6)) AND (path = ANY($4) OR path LIKE ANY($5))",
+                &[
+                    &store,
+                    &(min_seen as i64),
+                    &origin,
+                    &exact,
+                    &patterns,
+                    &disowned,
+                ],
             )
             .map_err(|e| self.failed(e))?;
         let touched: Vec<(String, u64)> = rows
@@ -470,32 +702,47 @@ impl Transaction for Tx<'_> {
     }
 
     fn commit(mut self: Box<Self>, batch: Outgoing) -> Result<(), UpstreamError> {
-        if let Err(e) = self.send(&batch) {
-            if e.code() == Some(&SqlState::UNIQUE_VIOLATION) {
-                // This origin's batch of that number is there (committed
-                // by a run whose answer never came): number past it.
-                return Err(UpstreamError::Taken(batch.batch + 1));
-            }
-            return Err(self.failed(e));
-        }
         // Noted before the COMMIT: the follower may read the batch back
         // before the COMMIT's answer is here, and must know it is ours.
-        self.db.confirmed.lock().insert(batch.batch, false);
+        self.db
+            .confirmed
+            .lock()
+            .insert(batch.batch, (false, batch.last));
         fail::fail_point!("shared-commit-unanswered", |_| {
             // The COMMIT goes, and its answer is lost.
-            let _ = self.client().batch_execute("COMMIT");
+            let _ = self.send_and_commit(&batch);
             self.settle_lookup(batch.batch, batch.last)
         });
-        match self.client().batch_execute("COMMIT") {
+        match self.send_and_commit(&batch) {
             Ok(()) => {
-                self.db.confirmed.lock().insert(batch.batch, true);
+                self.db
+                    .confirmed
+                    .lock()
+                    .insert(batch.batch, (true, batch.last));
                 self.db.committed(self.head, batch.last);
                 Ok(())
             }
-            Err(e) if !lost_connection(&e) => {
+            Err(e) if self.guessed && e.code() == Some(&SqlState::DIVISION_BY_ZERO) => {
+                // The head moved (or the store's row is gone): nothing was
+                // committed; the batch goes again, asking first.
+                self.db.confirmed.lock().remove(&batch.batch);
+                self.db.knew_head(u64::MAX);
+                Err(UpstreamError::Again)
+            }
+            Err(e) if e.code() == Some(&SqlState::UNIQUE_VIOLATION) => {
+                // This origin's batch of that number is there (committed
+                // by a run whose answer never came): number past it.
+                self.db.confirmed.lock().remove(&batch.batch);
+                Err(UpstreamError::Taken(batch.batch + 1))
+            }
+            Err(e) if refused_before_commit(&e) => {
                 self.db.confirmed.lock().remove(&batch.batch);
                 Err(self.failed(e))
             }
+            // The connection was lost, or the server answered with an
+            // error that does not say the transaction was rolled back (an
+            // administrator's shutdown, an I/O error on the server): it
+            // may have committed, so the database is asked.
             Err(_) => self.settle_lookup(batch.batch, batch.last),
         }
     }
@@ -505,11 +752,12 @@ impl Transaction for Tx<'_> {
 pub struct Reader {
     pub client: Client,
     store: String,
+    origin: String,
 }
 
 impl Reader {
     /// Connects, makes the tables if missing, and listens for wake-ups.
-    pub fn open(target: &Target) -> Result<Reader, UpstreamError> {
+    pub fn open(target: &Target, origin: &str) -> Result<Reader, UpstreamError> {
         let mut client = connect_as(target, "memfs-follow")?;
         prepare(&mut client, &target.store)?;
         client
@@ -518,6 +766,7 @@ impl Reader {
         Ok(Reader {
             client,
             store: target.store.clone(),
+            origin: origin.to_string(),
         })
     }
 
@@ -570,31 +819,53 @@ impl Reader {
             .collect())
     }
 
-    /// The store's head.
-    pub fn head(&mut self) -> Result<u64, UpstreamError> {
-        let row = self
-            .client
-            .query_one(
-                "SELECT seq FROM memfs_stores WHERE name = $1",
-                &[&self.store],
-            )
-            .map_err(|e| classify(&e))?;
-        Ok(row.get::<_, i64>(0) as u64)
-    }
-
-    /// Waits up to `limit` for a wake-up for this store (or any sign the
-    /// connection is gone, which is an error).
+    /// Waits up to `limit` for a wake-up for this store from another host
+    /// (or any sign the connection is gone, which is an error). This host's
+    /// own commits and other stores' wake-ups do not end the wait, nor
+    /// lengthen it past `limit`: this host's batches are in its tree, and
+    /// the poll after `limit` moves past them.
     pub fn wait(&mut self, limit: Duration) -> Result<(), UpstreamError> {
         let store = self.store.clone();
-        let mut notes = self.client.notifications();
-        let mut iter = notes.timeout_iter(limit);
+        let own = format!("{} {}", self.store, self.origin);
+        let until = std::time::Instant::now() + limit;
         loop {
+            let left = until.saturating_duration_since(std::time::Instant::now());
+            if left.is_zero() {
+                return Ok(());
+            }
+            let mut notes = self.client.notifications();
+            let mut iter = notes.timeout_iter(left);
             match postgres::fallible_iterator::FallibleIterator::next(&mut iter) {
-                Ok(Some(n)) if n.payload() == store => return Ok(()),
+                Ok(Some(n)) if n.payload() == own => continue,
+                Ok(Some(n)) if n.payload().split(' ').next() == Some(store.as_str()) => {
+                    return Ok(())
+                }
                 Ok(Some(_)) => continue,
                 Ok(None) => return Ok(()),
                 Err(e) => return Err(classify(&e)),
             }
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::{bytea, literal};
+
+    #[test]
+    fn a_literal_doubles_quotes_and_keeps_backslashes() {
+        assert_eq!(literal("plain"), "'plain'");
+        assert_eq!(literal("it's"), "'it''s'");
+        assert_eq!(literal("'; DROP TABLE x; --"), "'''; DROP TABLE x; --'");
+        // standard_conforming_strings is on: a backslash is itself.
+        assert_eq!(literal(r"a\'b\\"), r"'a\''b\\'");
+        assert_eq!(literal("nul\0byte"), "'nulbyte'");
+        assert_eq!(literal("ünï ☃"), "'ünï ☃'");
+    }
+
+    #[test]
+    fn bytes_are_hex() {
+        assert_eq!(bytea(b""), r"'\x'::bytea");
+        assert_eq!(bytea(&[0, 0x7f, 0xff, b'\'']), r"'\x007fff27'::bytea");
     }
 }

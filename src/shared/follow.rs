@@ -31,7 +31,7 @@ const PAGE: i64 = 256;
 pub struct Progress {
     /// The newest id applied (or skipped as this host's own).
     pub applied: AtomicU64,
-    /// The store's head when last read.
+    /// The newest id read.
     pub head: AtomicU64,
     /// Whether the database answers now.
     pub connected: AtomicBool,
@@ -85,7 +85,7 @@ impl Follow {
         let mut said_down = false;
         let mut ready = Some(ready);
         while !stop.load(Ordering::Acquire) {
-            let mut reader = match Reader::open(&self.target) {
+            let mut reader = match Reader::open(&self.target, &self.origin) {
                 Ok(r) => r,
                 Err(e) => {
                     progress.connected.store(false, Ordering::Release);
@@ -122,6 +122,7 @@ impl Follow {
                 // save that lost a race, or made while the store could not be
                 // reached) goes again, over what was just applied.
                 if let Some(store) = self.store.upgrade() {
+                    self.forget_passed(&store);
                     if store.unsaved_paths() > 0 {
                         let _ = store.barrier(crate::store::Origin::Memfs);
                     }
@@ -156,10 +157,10 @@ impl Follow {
                 return Ok(());
             };
             let after = store.followed();
-            if let Ok(head) = reader.head() {
-                progress.head.store(head, Ordering::Release);
-            }
             let page = reader.batches_after(after, PAGE)?;
+            if let Some(last) = page.last() {
+                progress.head.fetch_max(last.seq, Ordering::AcqRel);
+            }
             if page.is_empty() {
                 return Ok(());
             }
@@ -191,7 +192,11 @@ impl Follow {
             // database being asked) waits until it is.
             let mut held = batch.batch < self.journal_had;
             while !held {
-                let state = self.confirmed.lock().get(&batch.batch).copied();
+                let state = self
+                    .confirmed
+                    .lock()
+                    .get(&batch.batch)
+                    .map(|(done, _)| *done);
                 match state {
                     Some(true) => {
                         self.confirmed.lock().remove(&batch.batch);
@@ -219,9 +224,8 @@ impl Follow {
             })
             .collect();
         let contents = reader.contents(&shas)?;
-        let last = batch.changes.len().saturating_sub(1);
-        let mut tickets = Vec::new();
-        for (i, rec) in batch.changes.iter().enumerate() {
+        let mut whole = Vec::with_capacity(batch.changes.len());
+        for rec in &batch.changes {
             let Some(ops) = ops_of(rec, &contents) else {
                 tracing::warn!(
                     "a change of another host's names content the shared store does not hold; it is left out (version {})",
@@ -233,33 +237,40 @@ impl Follow {
             for row in &mut rec.rows {
                 row.origin = Some(batch.origin.clone());
             }
-            // Until its last change is applied, the tree has not followed
-            // the batch (a change made meanwhile has not seen all of it).
-            let through = (i == last).then_some(batch.seq);
-            loop {
-                let foreign = Foreign {
-                    seq: batch.seq,
-                    record: Arc::new(rec.clone()),
-                };
-                match store.apply_foreign(ops.clone(), foreign, through, &|paths| {
-                    self.unsettled.busy(paths)
-                }) {
-                    Ok(ticket) => {
-                        tickets.push(ticket);
-                        break;
-                    }
-                    Err(_busy) if stop.load(Ordering::Acquire) => return Ok(()),
-                    Err(_busy) => self.unsettled.wait(Duration::from_millis(20)),
-                }
+            whole.push((ops, rec));
+        }
+        // The whole batch at once (one frame holds it), and the tree has
+        // then followed through it, whatever was left out.
+        let tickets = loop {
+            let changes = whole
+                .iter()
+                .map(|(ops, rec)| {
+                    let foreign = Foreign {
+                        seq: batch.seq,
+                        record: Arc::new(rec.clone()),
+                    };
+                    (ops.clone(), foreign)
+                })
+                .collect();
+            match store.apply_foreign(changes, batch.seq, &|paths| self.unsettled.busy(paths)) {
+                Ok(tickets) => break tickets,
+                Err(_busy) if stop.load(Ordering::Acquire) => return Ok(()),
+                Err(_busy) => self.unsettled.wait(Duration::from_millis(20)),
             }
-        }
-        if batch.changes.is_empty() {
-            store.follow_to(batch.seq);
-        }
+        };
         for ticket in tickets {
             let _ = ticket.wait();
         }
         Ok(())
+    }
+
+    /// Forgets batches of this host's confirmed committed that the tree
+    /// has followed past (a lone writer's: the follower never reads them).
+    fn forget_passed(&self, store: &Store) {
+        let followed = store.followed();
+        self.confirmed
+            .lock()
+            .retain(|_, (done, last)| !*done || *last > followed);
     }
 }
 

@@ -278,6 +278,11 @@ impl ChangeOp {
 /// Where the store hands its changes, under its lock, in the order it applied them.
 pub trait ChangeSink: Send + Sync {
     fn submit(&self, change: &Change) -> Ticket;
+    /// Submits changes that belong together (another host's batch): a sink
+    /// that batches keeps them in one batch.
+    fn submit_all(&self, changes: &[Change]) -> Vec<Ticket> {
+        changes.iter().map(|c| self.submit(c)).collect()
+    }
 }
 
 /// The promise that sinks are done with a change; [`Ticket::wait`] blocks

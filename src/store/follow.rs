@@ -100,28 +100,72 @@ impl Store {
         self.followed.fetch_max(seq, Ordering::AcqRel);
     }
 
-    /// Applies another host's change (`ops`, committed as `foreign`), unless
-    /// `busy` says a change of this host's not settled yet touches its
-    /// paths; with `through`, the tree has then followed the store that far. The ticket is kept when the journal holds it and the kernel's
-    /// caches of it are dropped (wait for it outside any lock).
+    /// Applies another host's batch (each change's `ops`, committed as its
+    /// `Foreign`) whole, unless `busy` says a change of this host's not
+    /// settled yet touches one of its paths; the tree has then followed the
+    /// store through `through` (the batch's last id). The changes reach the
+    /// journal together, so that one frame holds the whole batch (a crash
+    /// never leaves half of it held and the rest skipped). Each ticket is
+    /// kept when the journal holds its change and the kernel's caches of it
+    /// are dropped (wait for them outside any lock).
     pub fn apply_foreign(
         &self,
-        ops: Vec<ChangeOp>,
-        foreign: Foreign,
-        through: Option<u64>,
+        batch: Vec<(Vec<ChangeOp>, Foreign)>,
+        through: u64,
         busy: &dyn Fn(&[MemPath]) -> bool,
-    ) -> Result<Ticket, Busy> {
+    ) -> Result<Vec<Ticket>, Busy> {
         let mut tree = self.tree.write();
-        let paths: Vec<MemPath> = ops
+        let paths: Vec<MemPath> = batch
             .iter()
+            .flat_map(|(ops, _)| ops)
             .filter(|op| !matches!(op, ChangeOp::SetTimes { .. }))
             .flat_map(|op| op.paths().into_iter().cloned())
             .collect();
         if busy(&paths) {
             return Err(Busy);
         }
+        let mut changes = Vec::with_capacity(batch.len());
+        for (ops, foreign) in batch {
+            let applied = self.keep_unsaved_over(ops.clone());
+            let mut touched = cached(&tree, &applied);
+            {
+                let pins = self.pins.lock();
+                tree.apply_ops_holding(&applied, &|ino| pins.contains_key(&ino));
+            }
+            touched.extend(cached(&tree, &applied));
+            touched.dedup();
+            let seq = self.seq.fetch_add(1, Ordering::Relaxed) + 1;
+            changes.push(Change {
+                seq,
+                origin: Origin::Memfs,
+                ops,
+                touched,
+                undo: None,
+                overwrites: Vec::new(),
+                seen: foreign.seq,
+                foreign: Some(Arc::new(foreign)),
+            });
+        }
+        self.followed.fetch_max(through, Ordering::AcqRel);
+        let mut tickets = match &self.persist {
+            Some(sink) => sink.submit_all(&changes),
+            None => changes.iter().map(|_| Ticket::done()).collect(),
+        };
+        for observer in self.observers.read().iter() {
+            for (ticket, change) in tickets.iter_mut().zip(&changes) {
+                *ticket = std::mem::take(ticket).and(observer.submit(change));
+            }
+        }
+        drop(tree);
+        Ok(tickets)
+    }
+
+    /// The ops to apply of a foreign change: those at no path memory holds
+    /// unsaved (or above or below one); the others' paths become unsaved,
+    /// so that memory's state there is written again over them.
+    fn keep_unsaved_over(&self, ops: Vec<ChangeOp>) -> Vec<ChangeOp> {
         let mut unsaved = self.unsaved.lock();
-        let (applied, kept): (Vec<&ChangeOp>, Vec<&ChangeOp>) = ops.iter().partition(|op| {
+        let (applied, kept): (Vec<ChangeOp>, Vec<ChangeOp>) = ops.into_iter().partition(|op| {
             !op.paths()
                 .iter()
                 .any(|p| unsaved.iter().any(|u| p.overlaps(u)))
@@ -131,38 +175,7 @@ impl Store {
                 unsaved.extend(op.paths().into_iter().cloned());
             }
         }
-        drop(unsaved);
-        let applied: Vec<ChangeOp> = applied.into_iter().cloned().collect();
-        let mut touched = cached(&tree, &applied);
-        {
-            let pins = self.pins.lock();
-            tree.apply_ops_holding(&applied, &|ino| pins.contains_key(&ino));
-        }
-        touched.extend(cached(&tree, &applied));
-        touched.dedup();
-        if let Some(seq) = through {
-            self.followed.fetch_max(seq, Ordering::AcqRel);
-        }
-        let seq = self.seq.fetch_add(1, Ordering::Relaxed) + 1;
-        let change = Change {
-            seq,
-            origin: Origin::Memfs,
-            ops,
-            touched,
-            undo: None,
-            overwrites: Vec::new(),
-            seen: foreign.seq,
-            foreign: Some(Arc::new(foreign)),
-        };
-        let mut ticket = match &self.persist {
-            Some(sink) => sink.submit(&change),
-            None => Ticket::done(),
-        };
-        for observer in self.observers.read().iter() {
-            ticket = ticket.and(observer.submit(&change));
-        }
-        drop(tree);
-        Ok(ticket)
+        applied
     }
 }
 
