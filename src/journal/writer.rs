@@ -127,6 +127,12 @@ pub(super) struct Shared {
     /// to take it then, and changes a shared store committed that the disk
     /// then refused here. They go first in the next frame.
     behind: Mutex<Vec<(super::record::ChangeRec, Vec<Needed>)>>,
+    /// The checkpointer's batches for records in `behind` whose changes
+    /// stand (a shared store holds them): the plain files follow them
+    /// only once a frame holding them is flushed, so that a file on disk
+    /// is never ahead of the journal (at the next start it would look
+    /// like a change made while no memfs ran).
+    owed_batches: Mutex<Vec<ForCheckpointer>>,
     /// The shared store this journal's batches are committed to first, if
     /// the memory is one (see `upstream.rs`).
     pub upstream: std::sync::OnceLock<Arc<dyn super::upstream::Upstream>>,
@@ -192,6 +198,7 @@ impl Shared {
             rewrites: AtomicU64::new(0),
             named_meanwhile: Mutex::new(None),
             behind: Mutex::new(Vec::new()),
+            owed_batches: Mutex::new(Vec::new()),
             upstream: std::sync::OnceLock::new(),
             flush_owed: AtomicBool::new(false),
             unsettled: Mutex::new(Vec::new()),
@@ -386,6 +393,8 @@ impl Shared {
         up: Option<Box<dyn super::upstream::Transaction + '_>>,
     ) -> Option<(Vec<Change>, Vec<Ticket>, super::upstream::UpstreamError)> {
         let mut st = self.state.lock();
+        // (Before what is owed is taken: a failed flush owes its frame.)
+        self.flush_deferred(&mut st);
         if let Some(tx) = &up {
             // Ids from the shared counter: unique across hosts, in commit order.
             let next = tx.head() + 1;
@@ -430,6 +439,7 @@ impl Shared {
         }
         // What the journal owes goes first.
         let start = std::mem::take(&mut *self.behind.lock());
+        let owed_batches = std::mem::take(&mut *self.owed_batches.lock());
         // The contents to put in the body: each new one once.
         let mut body: Vec<Arc<Vec<u8>>> = Vec::new();
         let mut placed: Vec<ContentRec> = Vec::new();
@@ -531,6 +541,7 @@ impl Shared {
                     st.view.roll_back(undo);
                 }
                 self.owe(start);
+                self.owe_batches(owed_batches, None);
                 let e = match e {
                     super::upstream::UpstreamError::Taken(next) => {
                         st.next_batch = st.next_batch.max(next);
@@ -555,19 +566,26 @@ impl Shared {
                 && changes[..fits]
                     .iter()
                     .all(|c| c.foreign.is_some() || c.ops.is_empty()));
+        let this_batch: ForCheckpointer = (
+            batch,
+            changes[..fits]
+                .iter()
+                .filter(|c| !c.ops.is_empty())
+                .cloned()
+                .collect(),
+            plain[..fits].iter().sum(),
+        );
         let defer = held_upstream.then(|| Deferred {
             segment: 0,
             at: 0,
             header: header.clone(),
             body: body.clone(),
             placed: placed.clone(),
-            batch,
-            durable: changes[..fits]
+            for_checkpointer: owed_batches
                 .iter()
-                .filter(|c| !c.ops.is_empty())
                 .cloned()
+                .chain([this_batch.clone()])
                 .collect(),
-            plain: plain[..fits].iter().sum(),
         });
         let written = if fits > 0 {
             self.barriers.fetch_add(1, Ordering::Relaxed);
@@ -597,7 +615,13 @@ impl Shared {
                 self.say_how_the_disk_is(None);
                 // Deferred: acknowledged now; the checkpointer has the
                 // batch once the frame is flushed (the writer thread does
-                // that next).
+                // that next). Otherwise what this frame held that was owed
+                // goes to it first.
+                if !deferred {
+                    for owed in owed_batches {
+                        self.to_checkpointer(owed);
+                    }
+                }
                 self.taken(batch, &changes, &tickets, &plain, fits, no_room, !deferred);
                 if deferred {
                     self.wake.notify_one();
@@ -609,13 +633,15 @@ impl Shared {
                 st.next_batch = batch + 1;
                 drop(st);
                 self.owe_frame(header, body, placed);
-                self.taken(batch, &changes, &tickets, &plain, fits, no_room, true);
+                self.owe_batches(owed_batches, Some(this_batch));
+                self.taken(batch, &changes, &tickets, &plain, fits, no_room, false);
             }
             Err(failure) => {
                 for undo in undos.into_iter().rev() {
                     st.view.roll_back(undo);
                 }
                 self.owe(start);
+                self.owe_batches(owed_batches, None);
                 drop(st);
                 match failure {
                     // Nothing of the frame reached the disk.
@@ -925,16 +951,41 @@ impl Shared {
                 }
             }
             self.owe_frame(d.header, d.body, d.placed);
-            self.say_how_the_disk_is(Some(&DiskError::new("flushing to stable storage", e)));
+            self.owe_batches(d.for_checkpointer, None);
+            if !self.refusing.swap(true, Ordering::Relaxed) {
+                tracing::warn!(
+                    "the disk refuses this host's copy of the journal ({}); the shared store holds every change, and the copy is written again once the disk takes writes",
+                    DiskError::new("flushing to stable storage", e)
+                );
+            }
+            return;
         }
-        if !d.durable.is_empty() {
-            self.unwritten.fetch_add(d.plain, Ordering::AcqRel);
-            self.send(Msg::Batch {
-                batch: d.batch,
-                changes: d.durable,
-                plain: d.plain,
-            });
+        for owed in d.for_checkpointer {
+            self.to_checkpointer(owed);
         }
+    }
+
+    /// Hands a batch whose frame is durable to the checkpointer.
+    fn to_checkpointer(&self, (batch, changes, plain): ForCheckpointer) {
+        if changes.is_empty() {
+            return;
+        }
+        self.unwritten.fetch_add(plain, Ordering::AcqRel);
+        self.send(Msg::Batch {
+            batch,
+            changes,
+            plain,
+        });
+    }
+
+    /// Puts the checkpointer's batches for owed records back, ahead of any
+    /// owed since (and `then` after them).
+    fn owe_batches(&self, earlier: Vec<ForCheckpointer>, then: Option<ForCheckpointer>) {
+        let mut owed = self.owed_batches.lock();
+        let newer = std::mem::take(&mut *owed);
+        *owed = earlier;
+        owed.extend(then);
+        owed.extend(newer);
     }
 
     /// Appends one frame and makes it durable; returns where its body is.
@@ -1067,10 +1118,13 @@ pub struct Deferred {
     header: Header,
     body: Vec<Arc<Vec<u8>>>,
     placed: Vec<ContentRec>,
-    batch: u64,
-    durable: Vec<Change>,
-    plain: u64,
+    /// The batches the frame holds, for the checkpointer once it is flushed.
+    for_checkpointer: Vec<ForCheckpointer>,
 }
+
+/// A batch as the checkpointer takes it: its number, its changes, and the
+/// bytes it writes into the plain files.
+type ForCheckpointer = (u64, Vec<Change>, u64);
 
 /// Why a frame did not become durable.
 pub(super) enum Failure {

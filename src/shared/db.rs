@@ -327,6 +327,9 @@ impl Upstream for Db {
             });
         match head {
             Ok(Some(head)) => {
+                // (Tests: a host that stops here holds the head, as one cut
+                // off inside its transaction does.)
+                fail::fail_point!("shared-holding-head");
                 self.knew_head(head);
                 let mut tx = Tx {
                     db: self,

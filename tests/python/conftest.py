@@ -14,6 +14,20 @@ def memfs_bin() -> str:
     return path
 
 
+@pytest.fixture(scope="session")
+def failpoints_bin() -> str:
+    """memfs built with the `failpoints` feature (scripts/integrations.sh
+    builds it into target/failpoints)."""
+    path = os.environ.get("MEMFS_FAILPOINTS_BIN",
+                          str(REPO / "target" / "failpoints" / "release" / "memfs"))
+    if not os.access(path, os.X_OK):
+        why = f"no failpoints build of memfs at {path} (cargo build --release --features failpoints --target-dir target/failpoints)"
+        if os.environ.get("CI") == "true":
+            pytest.fail(why)
+        pytest.skip(why)
+    return path
+
+
 @pytest.fixture
 def data_dir(tmp_path) -> pathlib.Path:
     return tmp_path / "data"

@@ -279,3 +279,104 @@ def test_mcp_and_the_history_commands_work_on_a_shared_store(hosts, pg):
     out = subprocess.run(a.args("diff", rows[1]["version"], rows[0]["version"]), capture_output=True,
                          text=True, timeout=60)
     assert out.returncode == 0 and "-second" in out.stdout and "+first" in out.stdout, out
+
+
+def test_quotes_and_every_byte_reach_the_other_host_intact(hosts, pg):
+    """A batch's values go to the database inlined as literals (one round
+    trip): quotes, backslashes, SQL in a name and every byte value arrive
+    as they were, through both doors."""
+    a, b = hosts("a"), hosts("b")
+    name = "o'neil's notes; DROP TABLE memfs_batches; --.md"
+    text = "it's \\'quoted\\' \\\\ and ''doubled'' ☃ $$ E'\\x00' %_\n"
+    r = a.tool(command="create", path=f"/memories/{name}", file_text=text)
+    assert not r["is_error"], r
+    every = bytes(range(256)) * 8
+    (a.mnt / "bytes.bin").write_bytes(every)
+    wait_for(lambda: read(b.mnt / name) == text, 10, "b shows the quoted name and text")
+    wait_for(lambda: (b.mnt / "bytes.bin").exists()
+             and (b.mnt / "bytes.bin").read_bytes() == every, 10, "b shows every byte")
+    assert "''doubled'' ☃ $$" in b.tool(command="view", path=f"/memories/{name}")["content"]
+    # The database holds the name as it is.
+    paths = [r[0] for r in pg.sql("SELECT path FROM memfs_touches WHERE path LIKE '%neil%'")]
+    assert any(p.endswith(name) for p in paths), paths
+
+
+def test_a_host_stopped_holding_the_head_holds_the_others_up_for_seconds_only(
+        pg, tmp_path, memfs_bin, failpoints_bin):
+    """A host that stops inside a batch's transaction (as one cut off
+    does) holds the store's head: the server ends its session once it is
+    idle in the transaction for seconds, so another host's write goes
+    through while the first is still stopped; the first then finds its
+    COMMIT refused, asks the database (holding the head), and sends the
+    batch again."""
+    a = Host(failpoints_bin, pg.url("team"), tmp_path, "a")
+    b = Host(memfs_bin, pg.url("team"), tmp_path, "b")
+    os.environ["FAILPOINTS"] = "shared-holding-head=1*sleep(25000)"
+    try:
+        a.mount()
+    finally:
+        os.environ.pop("FAILPOINTS", None)
+    b.mount()
+    try:
+        first = {}
+        stuck = threading.Thread(target=lambda: first.update(
+            a.tool(command="create", path="/memories/from-a.md", file_text="a\n")))
+        stuck.start()
+        # A holds the head (its first batch, stopped inside its transaction).
+        wait_for(lambda: pg.sql(
+            "SELECT count(*) FROM pg_stat_activity WHERE application_name = 'memfs' "
+            "AND state = 'idle in transaction'")[0][0] == "1", 10, "a holds the head")
+        r = b.tool(command="create", path="/memories/from-b.md", file_text="b\n")
+        assert not r["is_error"], r
+        assert stuck.is_alive(), "b's write went through only once a was going again"
+        stuck.join(timeout=60)
+        assert not stuck.is_alive()
+        assert first and not first["is_error"], first
+        for h in (a, b):
+            wait_for(lambda: read(h.mnt / "from-a.md") == "a\n"
+                     and read(h.mnt / "from-b.md") == "b\n", 15, "both hosts show both")
+        rows = pg.sql("SELECT origin, batch FROM memfs_batches")
+        assert len(rows) == len({tuple(r) for r in rows}), rows
+    finally:
+        a.stop()
+        b.stop()
+
+
+def test_a_host_whose_disk_refuses_its_journal_loses_nothing_and_takes_it_back(
+        pg, tmp_path, memfs_bin, failpoints_bin):
+    """Host A's own journal cannot be flushed (every flush after its start
+    fails): the shared store holds every change, so A's agents' writes and
+    a person's save still succeed, and B shows them. A's plain files are
+    never ahead of its journal, so after a restart A takes the changes back
+    from the database (as the versions they were: no `found` row, no
+    version twice)."""
+    a = Host(failpoints_bin, pg.url("team"), tmp_path, "a")
+    b = Host(memfs_bin, pg.url("team"), tmp_path, "b")
+    os.environ["FAILPOINTS"] = "journal::sync=2*off->return(EIO)"
+    try:
+        a.mount()
+    finally:
+        os.environ.pop("FAILPOINTS", None)
+    b.mount()
+    try:
+        for i in range(5):
+            r = a.tool(command="create", path=f"/memories/f{i}.md", file_text=f"{i}\n")
+            assert not r["is_error"], r
+        (a.mnt / "person.md").write_text("saved\n")
+        for i in range(5):
+            wait_for(lambda: read(b.mnt / f"f{i}.md") == f"{i}\n", 10, f"b shows f{i}")
+        wait_for(lambda: read(b.mnt / "person.md") == "saved\n", 10, "b shows the save")
+        assert "refuses this host's copy of the journal" in a.log.read_text()
+        a.stop()
+        a.memfs = memfs_bin
+        a.mount()
+        for i in range(5):
+            assert read(a.mnt / f"f{i}.md") == f"{i}\n"
+        assert read(a.mnt / "person.md") == "saved\n"
+        rows = a.log_rows()
+        assert not [r for r in rows if r["op"] == "found"], rows
+        ids = [r["version"] for r in rows]
+        assert len(ids) == len(set(ids)) == 6, rows
+    finally:
+        a.stop()
+        b.stop()
