@@ -357,6 +357,7 @@ fn run_steps(steps: Vec<Step>) -> Result<(), TestCaseError> {
             "{:?}",
             kernel.check(memory.store())
         );
+        prop_assert_eq!(memory.store().check_invariants(), Ok(()));
     }
     scenario.teardown();
     Ok(())

@@ -343,6 +343,7 @@ fn check(tool: &Tool, model: &mut Model, cmds: &[Cmd]) -> Result<(), TestCaseErr
             "command {:?}",
             c
         );
+        prop_assert_eq!(tool.store().check_invariants(), Ok(()), "after {:?}", c);
     }
     prop_assert_eq!(tool.store().with_tree(tree_entries), model.entries.clone());
     Ok(())
@@ -371,6 +372,7 @@ proptest! {
             check(memory.tool(), &mut model, &cmds)?;
         }
         let reopened = Memory::open(dir.path(), Options::default()).unwrap();
+        prop_assert_eq!(reopened.store().check_invariants(), Ok(()));
         prop_assert_eq!(reopened.store().with_tree(tree_entries), model.entries);
         // Nothing of memfs' own is left among the files.
         let tmp = std::fs::read_dir(dir.path().join(".memfs/tmp")).unwrap().count();

@@ -155,6 +155,13 @@ impl Store {
         f(&self.tree.read())
     }
 
+    /// The tree's derived state recomputed and compared (see
+    /// [`Tree::check_invariants`]); the property tests call it after every
+    /// step.
+    pub fn check_invariants(&self) -> Result<(), String> {
+        self.tree.read().check_invariants()
+    }
+
     /// What is at `path`: a file's bytes, or a window of a directory's
     /// listing `depth` levels deep that leaves out (and does not enter) the
     /// names `hide` picks.

@@ -13,6 +13,8 @@ use std::collections::{BTreeMap, HashMap};
 use std::sync::Arc;
 use std::time::SystemTime;
 
+mod invariants;
+
 use super::change::Origin;
 use crate::error::Error;
 use crate::path::MemPath;
