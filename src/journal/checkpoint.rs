@@ -23,25 +23,12 @@ use std::sync::mpsc::{Receiver, RecvTimeoutError, SyncSender};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
+pub use super::handoff::Msg;
 use super::writer::Shared;
 use crate::error::DiskError;
 use crate::path::MemPath;
 use crate::persist::fsops;
 use crate::store::{Change, ChangeOp, Meta};
-
-pub enum Msg {
-    /// A durable batch to bring the files up to date with, and the bytes
-    /// it writes into them.
-    Batch {
-        batch: u64,
-        changes: Vec<Change>,
-        plain: u64,
-    },
-    /// Write out everything held now, then answer whether that worked.
-    Flush(SyncSender<bool>),
-    /// Write out everything, answer whether that worked, and stop.
-    Stop(SyncSender<bool>),
-}
 
 /// The plain files' directories.
 pub struct Files {

@@ -15,12 +15,13 @@
 
 use std::collections::{BTreeMap, HashMap, HashSet};
 use std::io;
-use std::time::{Duration, Instant, SystemTime};
+use std::time::{Duration, Instant};
 
 use rustix::fs::{self as rfs, AtFlags, Mode, OFlags};
 
 use super::frame;
 use super::record::{ContentRec, Header, MetaRec, NodeRec, NodeRecKind, OpRec, SegmentInfo};
+use super::retention::cutoff_text;
 use super::row::{Actor, Op, Row};
 use super::segment;
 use super::startup::Reading;
@@ -33,42 +34,33 @@ use crate::path::MemPath;
 
 /// Contents per frame of a compacted segment.
 const FRAME_CONTENTS: u64 = 8 << 20;
-/// The least time between two compactions for size.
-const EVERY: Duration = Duration::from_secs(5);
-
-/// Whether the journal is past what `keep` allows (and may be compacted now).
-pub(super) fn due(st: &super::state::State, keep: &Keep, last: Option<Instant>) -> bool {
-    let history: u64 = st
-        .segments
-        .values()
-        .map(|s| s.bytes.saturating_sub(s.state_bytes))
-        .sum();
-    // Far past the budget: whatever the time (a fast writer must not outrun it).
-    if history > keep.bytes.saturating_mul(4) + (1 << 20) {
-        return true;
-    }
-    if last.is_some_and(|t| t.elapsed() < EVERY) {
-        return false;
-    }
-    if history > keep.bytes {
-        return true;
-    }
-    let cutoff = cutoff_text(keep.age);
-    st.segments
-        .values()
-        .filter_map(|s| s.first_time.as_deref())
-        .any(|t| t < cutoff.as_str())
-}
-
-fn cutoff_text(age: Duration) -> String {
-    let cutoff = SystemTime::now()
-        .checked_sub(age)
-        .unwrap_or(SystemTime::UNIX_EPOCH);
-    humantime::format_rfc3339_millis(cutoff).to_string()
-}
 
 fn row_bytes(r: &Row) -> u64 {
     serde_json::to_vec(r).map_or(256, |v| v.len() as u64)
+}
+
+/// The compactor thread: compacts when the writer asks (see
+/// `retention::due`), until the journal stops.
+pub(super) fn run(sh: &Shared) {
+    loop {
+        {
+            let mut c = sh.compact.lock();
+            while !c.asked && !c.stop {
+                sh.compact_wake.wait(&mut c);
+            }
+            if c.stop {
+                return;
+            }
+            c.asked = false;
+        }
+        if let Err(e) = compact(sh, sh.opts.keep) {
+            tracing::warn!(
+                "old history could not be compacted ({}); memfs tries again later",
+                crate::units::describe_io(&e)
+            );
+        }
+        sh.compact.lock().last = Some(std::time::Instant::now());
+    }
 }
 
 /// Compacts what `keep` allows; says what it dropped (`None`: nothing to do).

@@ -22,10 +22,13 @@
 
 mod checkpoint;
 mod compact;
+mod deferred;
 mod frame;
+mod handoff;
 mod history;
 mod migrate;
 mod record;
+mod retention;
 mod rewrite;
 pub mod row;
 mod segment;
@@ -235,7 +238,7 @@ impl Journal {
             }
         }
         // Everything is checkpointed now: old history past the policy goes.
-        if compact::due(&shared.state.lock(), &opts.keep, None) {
+        if retention::due(&shared.state.lock(), &opts.keep, None) {
             if let Err(e) = compact::compact(&shared, opts.keep) {
                 tracing::warn!("old history could not be compacted: {e}");
             }
@@ -269,7 +272,7 @@ impl Journal {
         let worker = shared.clone();
         let compactor = std::thread::Builder::new()
             .name("memfs-compact".into())
-            .spawn(move || worker.run_compactor())?;
+            .spawn(move || compact::run(&worker))?;
         Ok((
             Journal {
                 shared,
@@ -352,7 +355,7 @@ impl Journal {
         self.shared.checkpointer.lock().take();
         self.shared.recovery.lock().take();
         // A clean stop leaves the journal within its retention.
-        let due = compact::due(&self.shared.state.lock(), &self.shared.opts.keep, None);
+        let due = retention::due(&self.shared.state.lock(), &self.shared.opts.keep, None);
         if due {
             if let Err(e) = compact::compact(&self.shared, self.shared.opts.keep) {
                 tracing::warn!("old history could not be compacted: {e}");

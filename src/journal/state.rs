@@ -82,5 +82,5 @@ pub struct State {
     pub follow: u64,
     /// The last frame, written and not flushed yet (a shared store's: see
     /// `writer::Deferred`); flushed before any other frame is written.
-    pub deferred: Option<super::writer::Deferred>,
+    pub deferred: Option<super::deferred::Deferred>,
 }

@@ -30,8 +30,9 @@ use std::time::Duration;
 use parking_lot::{Condvar, Mutex};
 use rustix::fs::{self as rfs, Mode, OFlags};
 
-use super::checkpoint::Msg;
+use super::deferred::{Deferred, ForCheckpointer};
 use super::frame;
+use super::handoff::Msg;
 use super::record::{ContentRec, Header, SegmentInfo};
 use super::segment;
 use super::state::{Loc, State};
@@ -210,33 +211,10 @@ impl Shared {
         }
     }
 
-    /// The compactor thread: compacts when asked, until stopped.
-    pub fn run_compactor(&self) {
-        loop {
-            {
-                let mut c = self.compact.lock();
-                while !c.asked && !c.stop {
-                    self.compact_wake.wait(&mut c);
-                }
-                if c.stop {
-                    return;
-                }
-                c.asked = false;
-            }
-            if let Err(e) = super::compact::compact(self, self.opts.keep) {
-                tracing::warn!(
-                    "old history could not be compacted ({}); memfs tries again later",
-                    crate::units::describe_io(&e)
-                );
-            }
-            self.compact.lock().last = Some(std::time::Instant::now());
-        }
-    }
-
     /// Asks the compactor to run if the journal is past its retention.
     fn compact_if_due(&self, st: &State) {
         let mut c = self.compact.lock();
-        if !c.asked && super::compact::due(st, &self.opts.keep, c.last) {
+        if !c.asked && super::retention::due(st, &self.opts.keep, c.last) {
             c.asked = true;
             self.compact_wake.notify_one();
         }
@@ -1102,29 +1080,6 @@ impl Shared {
         Ok(body_at)
     }
 }
-
-/// A shared store's frame written and not flushed yet. The database holds
-/// its batch (committed before the frame was written), so its changes are
-/// acknowledged at once and the local flush comes after: on the writer
-/// thread soon after, and always before the next frame is written (so
-/// that, as for every frame, only the last one can be torn by a crash).
-/// A frame a crash tore is taken back from the database at the next start
-/// (the follower reads what the journal does not hold). What the frame
-/// owes should its flush fail, and the checkpointer's message for it (the
-/// plain files follow only a flushed frame), are kept here meanwhile.
-pub struct Deferred {
-    segment: u64,
-    at: u64,
-    header: Header,
-    body: Vec<Arc<Vec<u8>>>,
-    placed: Vec<ContentRec>,
-    /// The batches the frame holds, for the checkpointer once it is flushed.
-    for_checkpointer: Vec<ForCheckpointer>,
-}
-
-/// A batch as the checkpointer takes it: its number, its changes, and the
-/// bytes it writes into the plain files.
-type ForCheckpointer = (u64, Vec<Change>, u64);
 
 /// Why a frame did not become durable.
 pub(super) enum Failure {

@@ -7,152 +7,12 @@ use std::time::SystemTime;
 
 use parking_lot::{Condvar, Mutex};
 
-use super::tree::{Attr, Ino};
+pub use super::origin::{Door, Origin, Process};
+pub use super::touched::Touched;
+use super::tree::Attr;
 use super::undo::Undo;
 use crate::error::Error;
 use crate::path::MemPath;
-
-/// Who made a change, recorded when it is made. History and audit key on this.
-#[derive(Debug, Clone, PartialEq, Eq, Hash)]
-pub enum Origin {
-    /// A memory-tool call, through `door`, from the session that named itself
-    /// `session` (an MCP client's `clientInfo`, an adapter's argument).
-    Agent {
-        door: Door,
-        session: Option<Arc<str>>,
-    },
-    /// A request through the mount, from this user and process.
-    Person {
-        uid: u32,
-        pid: u32,
-        process: Process,
-    },
-    /// memfs itself: a recovery after the disk refused a change.
-    Memfs,
-    /// `memfs revert`, run by this user and process: the file at a path
-    /// made what it was at `version` of the history (a person's act);
-    /// `note` says so in the version it makes.
-    Revert {
-        uid: u32,
-        pid: u32,
-        version: u64,
-        note: Option<Arc<str>>,
-    },
-    /// memfs removing a file nobody read or wrote for a while (`memfs expire`).
-    Expiry,
-    /// A call of the memory stores API (`serve --http`), made with the
-    /// token named `token` (an application's act, not an agent's).
-    Api { token: Arc<str> },
-}
-
-impl Origin {
-    /// An agent's call through `door`, from a session with no name.
-    pub fn agent(door: Door) -> Origin {
-        Origin::Agent {
-            door,
-            session: None,
-        }
-    }
-
-    /// An agent's call through `door`, from the session a client named
-    /// `session`: the name is a client's data, kept as a label (control
-    /// characters escaped, at most [`crate::text::MAX_LABEL`] characters),
-    /// so that no name can forge a row of `memfs log` or act on a terminal.
-    pub fn session(door: Door, session: Option<&str>) -> Origin {
-        Origin::Agent {
-            door,
-            session: session.map(|name| Arc::from(crate::text::label(name).as_str())),
-        }
-    }
-
-    pub fn is_agent(&self) -> bool {
-        matches!(self, Origin::Agent { .. })
-    }
-}
-
-/// How an agent's call reached memfs.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
-pub enum Door {
-    /// The Rust library (`Memory::call`).
-    Library,
-    /// `memfs exec`.
-    Exec,
-    /// `memfs serve --stdio`.
-    Stdio,
-    /// The socket `DIR/.memfs/sock`.
-    Socket,
-    /// `memfs mcp`.
-    Mcp,
-    /// The memory tool over MCP's streamable HTTP (`serve --http`, `/mcp`).
-    Http,
-}
-
-impl Door {
-    /// Its name in the history (`exec`, `mcp`, ...).
-    pub fn name(self) -> &'static str {
-        match self {
-            Door::Library => "library",
-            Door::Exec => "exec",
-            Door::Stdio => "stdio",
-            Door::Socket => "socket",
-            Door::Mcp => "mcp",
-            Door::Http => "http",
-        }
-    }
-
-    /// The door of that name (not `library`: only a process's own calls).
-    pub fn named(name: &str) -> Option<Door> {
-        match name {
-            "exec" => Some(Door::Exec),
-            "stdio" => Some(Door::Stdio),
-            "socket" => Some(Door::Socket),
-            "mcp" => Some(Door::Mcp),
-            "http" => Some(Door::Http),
-            _ => None,
-        }
-    }
-}
-
-/// A process's name as the kernel keeps it (`comm`: at most 15 bytes).
-#[derive(Clone, Copy, Default, PartialEq, Eq, Hash)]
-pub struct Process([u8; 16]);
-
-impl Process {
-    /// A process's name as memfs keeps it: any character that must not be
-    /// printed (a name set with `prctl(PR_SET_NAME)` can hold an escape
-    /// sequence) becomes `?`.
-    pub fn new(name: &str) -> Process {
-        let cleaned: String;
-        let name = match crate::text::is_printable(name) {
-            true => name,
-            false => {
-                cleaned = name
-                    .chars()
-                    .map(|c| if crate::text::unprintable(c) { '?' } else { c })
-                    .collect();
-                &cleaned
-            }
-        };
-        let mut bytes = [0u8; 16];
-        let mut end = name.len().min(15);
-        while !name.is_char_boundary(end) {
-            end -= 1;
-        }
-        bytes[..end].copy_from_slice(&name.as_bytes()[..end]);
-        Process(bytes)
-    }
-
-    pub fn as_str(&self) -> &str {
-        let len = self.0.iter().position(|&b| b == 0).unwrap_or(16);
-        std::str::from_utf8(&self.0[..len]).unwrap_or("?")
-    }
-}
-
-impl std::fmt::Debug for Process {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        write!(f, "{:?}", self.as_str())
-    }
-}
 
 /// The attributes a persister keeps on disk with a file or directory.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -209,15 +69,6 @@ pub enum ChangeOp {
     /// The directory's times are these (memory's): on disk, any entry made
     /// or removed in it moved them.
     SetTimes { path: MemPath, meta: Meta },
-}
-
-/// Something the kernel may hold in its caches that a change made stale.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub enum Touched {
-    /// The node's attributes or contents.
-    Inode(Ino),
-    /// A name in a directory (present or not).
-    Entry(Ino, String),
 }
 
 /// Everything one operation changed, in the order the tree applied it. A

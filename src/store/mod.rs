@@ -15,6 +15,8 @@ mod follow;
 mod fresh;
 mod inode_ops;
 mod limits;
+mod origin;
+mod touched;
 mod tree;
 mod undo;
 mod usage;

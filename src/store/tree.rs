@@ -15,7 +15,7 @@ use std::time::SystemTime;
 
 mod invariants;
 
-use super::change::Origin;
+use super::origin::Origin;
 use crate::error::Error;
 use crate::path::MemPath;
 

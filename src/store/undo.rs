@@ -12,7 +12,7 @@
 use std::sync::Arc;
 use std::time::SystemTime;
 
-use super::change::Touched;
+use super::touched::Touched;
 use super::tree::{Attr, Ino, NodeKind, Tree};
 
 /// How to take back one change.
