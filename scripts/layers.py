@@ -11,6 +11,11 @@ the check fails on any circle that is not inside one of those, so the
 architecture can only get better. `--write-baseline` rewrites the file
 (after a circle was removed, to keep it so).
 
+A third check holds the library's top-level modules to their layers
+(LAYERS below, lowest first): a module may use modules of its own layer or
+below, never above, so nothing below calls up. A new module must be given
+a layer here.
+
 usage: scripts/layers.py [--write-baseline]
 """
 import re
@@ -23,6 +28,24 @@ SRC = ROOT / "src"
 BASELINE = ROOT / ".ci" / "layers-baseline"
 # The binary's own modules (main.rs declares them): not part of the library.
 BINARY = {"main", "cli", "history_cli", "scan_cli", "serving", "logging"}
+# The library's layers, lowest first (docs/DESIGN.md, "Layers").
+LAYERS = [
+    # Leaves everyone uses: paths, hashing, units, clipping and labels,
+    # JSON from peers, forms, the HTTP listener, the one domain error.
+    {"path", "digest", "text", "units", "json", "form", "listen", "error"},
+    # The tree, its one lock, change records.
+    {"store"},
+    # Below the store's changes: durability and history; policies on content.
+    {"persist", "journal", "guard"},
+    # A shared store upstream of the journal; the six commands.
+    {"shared", "tool"},
+    # The door-level commands beyond the tool.
+    {"control"},
+    # A store opened on a data dir with its journal and tool.
+    {"memory"},
+    # The doors.
+    {"fuse", "serve", "web", "http"},
+]
 
 
 def module_of(path):
@@ -138,9 +161,26 @@ def circles(edges):
     return out
 
 
+def upward(top):
+    """Top-level edges that go up a layer (and modules with no layer)."""
+    rank = {m: i for i, layer in enumerate(LAYERS) for m in layer}
+    out = []
+    for a, targets in sorted(top.items()):
+        for b in sorted(targets):
+            for m in (a, b):
+                if m not in rank:
+                    out.append(f"{m} has no layer in scripts/layers.py")
+            if a in rank and b in rank and rank[b] > rank[a]:
+                out.append(f"{a} (layer {rank[a]}) uses {b} (layer {rank[b]}): nothing below calls up")
+    return sorted(set(out))
+
+
 def main():
     known, edges = graph()
     top, inner = level_edges(known, edges)
+    up = upward(top)
+    for line in up:
+        print(f"layers: {line}")
     found = circles(top) + circles(inner)
     lines = sorted(" ".join(c) for c in found)
     if "--write-baseline" in sys.argv:
@@ -152,8 +192,8 @@ def main():
     for c in found:
         mark = "NEW " if c in new else ""
         print(f"layers: {mark}circle: {' <-> '.join(c)}")
-    print(f"layers: {len(found)} circle(s), {len(baseline)} known in .ci/layers-baseline, {len(new)} new")
-    return 1 if new else 0
+    print(f"layers: {len(found)} circle(s), {len(baseline)} known in .ci/layers-baseline, {len(new)} new; {len(up)} use(s) up a layer")
+    return 1 if new or up else 0
 
 
 if __name__ == "__main__":

@@ -100,7 +100,7 @@ impl<'de> Visitor<'de> for Strict<'_> {
             if out.contains_key(&key) {
                 return Err(de::Error::custom(format_args!(
                     "the key `{}` appears twice in one object",
-                    crate::tool::clip_text(&key)
+                    crate::text::clip(&key)
                 )));
             }
             let value = map.next_value_seed(self)?;

@@ -11,7 +11,7 @@ pub fn scan(data: &Path, at: &str, json: bool) -> ExitCode {
     let at = match memfs::path::MemPath::parse(at) {
         Ok(at) => at,
         Err(e) => {
-            memfs::say!("memfs: invalid path `{}`: {e}", memfs::tool::clip_text(at));
+            memfs::say!("memfs: invalid path `{}`: {e}", memfs::text::clip(at));
             return ExitCode::from(2);
         }
     };

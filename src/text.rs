@@ -64,6 +64,15 @@ pub fn label(text: &str) -> String {
     }
 }
 
+/// Shortens agent-supplied text echoed in an error.
+pub fn clip(s: &str) -> String {
+    const MAX: usize = 200;
+    match s.char_indices().nth(MAX) {
+        Some((i, _)) => format!("{}…", &s[..i]),
+        None => s.to_string(),
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

@@ -67,7 +67,7 @@ impl Reply {
                     .unwrap_or_else(|| line.to_string());
                 Reply::error(format!(
                     "the memfs that owns the data dir answered: {}",
-                    crate::tool::clip_text(&text)
+                    crate::text::clip(&text)
                 ))
             }
         }

@@ -108,12 +108,8 @@ fn path(text: Option<&str>) -> Result<MemPath, Refusal> {
     } else {
         format!("/memories/{}", text.trim_start_matches('/'))
     };
-    MemPath::parse(&full).map_err(|e| {
-        Refusal(format!(
-            "invalid path `{}`: {e}",
-            crate::tool::clip_text(text)
-        ))
-    })
+    MemPath::parse(&full)
+        .map_err(|e| Refusal(format!("invalid path `{}`: {e}", crate::text::clip(text))))
 }
 
 /// Runs a request against the memory `store` serves.

@@ -113,11 +113,11 @@ pub fn handle(tool: &Tool, line: &[u8]) -> Answer {
         Some(other) => {
             let shown = other
                 .as_str()
-                .map(crate::tool::clip_text)
+                .map(crate::text::clip)
                 .unwrap_or_else(|| other.to_string());
             let mut text = format!(
                 "Error: a line must be a memory tool input or a tool_use block, not a `{}` block",
-                crate::tool::clip_text(&shown)
+                crate::text::clip(&shown)
             );
             if shown.starts_with("memfs_") {
                 text.push_str(" (memfs' own control lines need the owner's key, which an agent never has; an application clears a memory with `memfs clear` or its adapter's clear_all_memory)");
@@ -140,7 +140,7 @@ fn tool_use(tool: &Tool, block: &Value) -> Answer {
         other => {
             let text = format!(
                 "Error: this server runs the `memory` tool, not `{}`",
-                crate::tool::clip_text(other.unwrap_or("(no name)"))
+                crate::text::clip(other.unwrap_or("(no name)"))
             );
             return Answer::now(ToolResult::error(text), framing);
         }

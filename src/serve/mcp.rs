@@ -176,7 +176,7 @@ fn handle(session: &Session, line: &[u8]) -> Option<Answer> {
         other => error(
             id,
             METHOD_NOT_FOUND,
-            format!("Method not found: {}", crate::tool::clip_text(other)),
+            format!("Method not found: {}", crate::text::clip(other)),
         ),
     })
 }
@@ -205,7 +205,7 @@ fn call(session: &Session, id: Value, params: &Value) -> Answer {
             return error(
                 id,
                 INVALID_PARAMS,
-                format!("Unknown tool: {}", crate::tool::clip_text(other)),
+                format!("Unknown tool: {}", crate::text::clip(other)),
             )
         }
         None => return error(id, INVALID_PARAMS, "tools/call needs params.name"),

@@ -89,7 +89,7 @@ pub fn parse(input: &Value) -> Result<Command, String> {
         other => {
             return Err(format!(
                 "Error: unknown command `{}`; the memory tool's commands are {}",
-                clip(other),
+                crate::text::clip(other),
                 COMMANDS.join(", ")
             ))
         }
@@ -203,15 +203,6 @@ fn kind(v: &Value) -> &'static str {
         Value::String(_) => "a string",
         Value::Array(_) => "an array",
         Value::Object(_) => "an object",
-    }
-}
-
-/// Shortens agent-supplied text echoed in an error.
-pub fn clip(s: &str) -> String {
-    const MAX: usize = 200;
-    match s.char_indices().nth(MAX) {
-        Some((i, _)) => format!("{}…", &s[..i]),
-        None => s.to_string(),
     }
 }
 
@@ -348,7 +339,7 @@ mod tests {
 
     #[test]
     fn clips_long_echoes() {
-        assert_eq!(clip("abc"), "abc");
-        assert_eq!(clip(&"é".repeat(300)).chars().count(), 201);
+        assert_eq!(crate::text::clip("abc"), "abc");
+        assert_eq!(crate::text::clip(&"é".repeat(300)).chars().count(), 201);
     }
 }

@@ -17,9 +17,10 @@ use std::sync::Arc;
 
 use serde_json::Value;
 
+use crate::text::clip as clip_text;
 pub use format::human_size;
 pub use hide::{Hide, EDITOR_ARTIFACTS};
-pub use input::{clip as clip_text, Command, COMMANDS};
+pub use input::{Command, COMMANDS};
 pub use result::{Content, ToolResult};
 
 use crate::error::Error;

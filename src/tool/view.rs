@@ -2,10 +2,10 @@
 
 use super::format::{numbered, split_lines, write_human_size, MAX_LINES, VIEW_CHAR_CAP};
 use super::image;
-use super::input::clip;
 use super::result::{Content, ToolResult};
 use crate::path::MemPath;
 use crate::store::{Listing, Snapshot, Window};
+use crate::text::clip;
 
 /// How deep a directory view lists.
 pub const LIST_DEPTH: usize = 2;
