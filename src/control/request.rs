@@ -308,7 +308,7 @@ fn undo(
         version: v,
         note: Some(format!("undoes version {v} ({})", row.op.as_str()).into()),
     };
-    let replaced = row.replaces.as_deref().and_then(|r| r.parse::<u64>().ok());
+    let replaced = row.replaces.map(|r| r.0);
     let from = row.from.as_deref().and_then(|f| MemPath::parse(f).ok());
     // Each act checks again, under the store's lock, that the file is as
     // version `v` left it (a change between the check above and the act

@@ -22,7 +22,7 @@ use rustix::fs::{self as rfs, AtFlags, Mode, OFlags};
 use super::frame;
 use super::record::{ContentRec, Header, MetaRec, NodeRec, NodeRecKind, OpRec, SegmentInfo};
 use super::retention::cutoff_text;
-use super::row::{Actor, Op, Row};
+use super::row::{Actor, Op, Row, VersionId};
 use super::segment;
 use super::startup::Reading;
 use super::state::{Loc, Segment};
@@ -337,7 +337,7 @@ fn build(
     );
     if dropped_total > 0 {
         kept_rows.push(Row {
-            version: prune_id.to_string(),
+            version: VersionId(prune_id),
             time: super::now_text(),
             actor: Actor::memfs(),
             op: Op::Prune,

@@ -256,13 +256,11 @@ impl History {
             ))
         })?;
         let source = match row.op {
-            Op::Delete | Op::Expire | Op::Overwrite => row
-                .replaces
-                .as_deref()
-                .and_then(|v| v.parse().ok())
-                .ok_or_else(|| {
+            Op::Delete | Op::Expire | Op::Overwrite => {
+                row.replaces.map(|v| v.0).ok_or_else(|| {
                     Refusal(format!("version {version} names no content to bring back"))
-                })?,
+                })?
+            }
             Op::Prune | Op::Void => {
                 return refuse(format!("version {version} is not a file's version"))
             }

@@ -59,7 +59,7 @@ pub fn take_in(state: &OwnedFd, dir: &OwnedFd) -> io::Result<Option<Loaded>> {
     let voided: HashSet<u64> = rows
         .iter()
         .filter(|r| r.op == Op::Void)
-        .filter_map(|r| r.replaces.as_deref().and_then(|v| v.parse().ok()))
+        .filter_map(|r| r.replaces.map(|v| v.0))
         .collect();
     rows.retain(|r| r.op != Op::Void && !voided.contains(&r.id()));
     // What each file holds by the rows.

@@ -142,14 +142,54 @@ impl Actor {
     }
 }
 
+/// A version's id: a number, unique across hosts with its origin, growing
+/// with time. It is written as a decimal string (in the journal, the
+/// database and `memfs log --json`, as it always was), and read from one or
+/// from a number; any other text is an error, never a 0.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, PartialOrd, Ord, Hash)]
+pub struct VersionId(pub u64);
+
+impl std::fmt::Display for VersionId {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        self.0.fmt(f)
+    }
+}
+
+impl Serialize for VersionId {
+    fn serialize<S: serde::Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
+        s.collect_str(&self.0)
+    }
+}
+
+impl<'de> Deserialize<'de> for VersionId {
+    fn deserialize<D: serde::Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
+        struct Visit;
+        impl serde::de::Visitor<'_> for Visit {
+            type Value = VersionId;
+            fn expecting(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+                f.write_str("a version id (a decimal number)")
+            }
+            fn visit_u64<E: serde::de::Error>(self, v: u64) -> Result<VersionId, E> {
+                Ok(VersionId(v))
+            }
+            fn visit_str<E: serde::de::Error>(self, v: &str) -> Result<VersionId, E> {
+                v.parse()
+                    .map(VersionId)
+                    .map_err(|_| E::custom(format!("not a version id: {}", crate::text::clip(v))))
+            }
+        }
+        d.deserialize_any(Visit)
+    }
+}
+
 /// Stands for an erased path.
 pub const REDACTED_PATH: &str = "[redacted]";
 
 /// One version.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 pub struct Row {
-    /// Its id: a decimal number, unique in this data dir, growing with time.
-    pub version: String,
+    /// Its id: unique in this data dir, growing with time.
+    pub version: VersionId,
     /// When it was recorded (RFC 3339, UTC).
     pub time: String,
     pub actor: Actor,
@@ -166,7 +206,7 @@ pub struct Row {
     pub size: Option<u64>,
     /// The version whose content stood at `path` before this one.
     #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub replaces: Option<String>,
+    pub replaces: Option<VersionId>,
     #[serde(default, skip_serializing_if = "std::ops::Not::not")]
     pub redacted: bool,
     /// The retention policy dropped this version's content; the row stays
@@ -203,7 +243,7 @@ impl Row {
     }
 
     pub fn id(&self) -> u64 {
-        self.version.parse().unwrap_or(0)
+        self.version.0
     }
 
     /// One line of `memfs log`: `42  2026-11-30 15:04:05  agent:mcp  write  /memories/a.md`.
@@ -246,7 +286,7 @@ impl Row {
 #[cfg(test)]
 pub fn example(v: u64, change: u64, op: Op, path: &str, from: Option<&str>) -> Row {
     Row {
-        version: v.to_string(),
+        version: VersionId(v),
         time: format!("2026-12-02T00:00:{:02}Z", v % 60),
         actor: Actor::memfs(),
         op,
@@ -261,5 +301,26 @@ pub fn example(v: u64, change: u64, op: Op, path: &str, from: Option<&str>) -> R
         batch: 0,
         change: Some(change),
         origin: None,
+    }
+}
+
+#[cfg(test)]
+mod version_ids {
+    use super::VersionId;
+
+    #[test]
+    fn a_version_id_is_written_as_text_and_read_from_text_or_a_number() {
+        assert_eq!(serde_json::to_string(&VersionId(42)).unwrap(), "\"42\"");
+        assert_eq!(
+            serde_json::from_str::<VersionId>("\"42\"").unwrap(),
+            VersionId(42)
+        );
+        assert_eq!(
+            serde_json::from_str::<VersionId>("42").unwrap(),
+            VersionId(42)
+        );
+        let bad = serde_json::from_str::<VersionId>("\"4x2\"").unwrap_err();
+        assert!(bad.to_string().contains("not a version id"), "{bad}");
+        assert!(serde_json::from_str::<VersionId>("-1").is_err());
     }
 }

@@ -17,7 +17,7 @@ use std::sync::Arc;
 use std::time::SystemTime;
 
 use super::record::{op_rec, ChangeRec, Header, NodeRecKind, OpRec};
-use super::row::{Actor, Op, Row};
+use super::row::{Actor, Op, Row, VersionId};
 use super::segment::{self, Frame};
 use super::state::{Active, Loc, State};
 use super::versions::{self, Ids, Needed, BEFORE_HISTORY};
@@ -566,7 +566,7 @@ pub fn square(
             let id = ids.next_version;
             ids.next_version += 1;
             Row {
-                version: id.to_string(),
+                version: VersionId(id),
                 time: time.to_string(),
                 actor: Actor::memfs(),
                 op: Op::Found,
@@ -574,7 +574,7 @@ pub fn square(
                 from: None,
                 sha256: sha.map(|s| s.0.hex()),
                 size: sha.map(|s| s.1),
-                replaces: replaces.filter(|v| *v > 0).map(|v| v.to_string()),
+                replaces: replaces.filter(|v| *v > 0).map(VersionId),
                 redacted: false,
                 pruned: first && sha.is_some(),
                 note: (first && sha.is_some()).then(|| BEFORE_HISTORY.to_string()),

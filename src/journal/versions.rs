@@ -10,7 +10,7 @@
 use std::sync::Arc;
 
 use super::record::{op_rec, ChangeRec};
-use super::row::{Actor, Op, Row};
+use super::row::{Actor, Op, Row, VersionId};
 use super::view::{Undo, View};
 use crate::digest::Sha;
 use crate::path::MemPath;
@@ -50,7 +50,7 @@ fn row(ids: &mut Ids, cx: &Context, actor: &Actor, op: Op, path: &MemPath, chang
     let id = ids.next_version;
     ids.next_version += 1;
     Row {
-        version: id.to_string(),
+        version: VersionId(id),
         time: cx.time.to_string(),
         actor: actor.clone(),
         op,
@@ -110,7 +110,7 @@ pub fn record(
                 let mut r = row(ids, cx, &actor, kind, path, number);
                 r.sha256 = Some(new.hex());
                 r.size = Some(data.len() as u64);
-                r.replaces = replaces.map(|v| v.to_string());
+                r.replaces = replaces.map(VersionId);
                 if let Origin::Revert { note, .. } = &change.origin {
                     r.note = note.as_deref().map(str::to_string);
                 }
@@ -127,7 +127,7 @@ pub fn record(
                 };
                 for (gone, _, _, version, _) in view.files_under(path) {
                     let mut r = row(ids, cx, &actor, kind, &gone, number);
-                    r.replaces = (version > 0).then(|| version.to_string());
+                    r.replaces = (version > 0).then_some(VersionId(version));
                     made.push(r);
                 }
             }
@@ -137,7 +137,7 @@ pub fn record(
                     // Replaced by the move: the move's row says what it replaced.
                     if !moved.iter().any(|m| m.0.rebase(from, to) == old) {
                         let mut r = row(ids, cx, &actor, Op::Delete, &old, number);
-                        r.replaces = (version > 0).then(|| version.to_string());
+                        r.replaces = (version > 0).then_some(VersionId(version));
                         made.push(r);
                     }
                 }
@@ -152,7 +152,7 @@ pub fn record(
                     r.from = Some(old.to_string());
                     r.sha256 = Some(sha.hex());
                     r.size = Some(size);
-                    r.replaces = replaced.filter(|v| *v > 0).map(|v| v.to_string());
+                    r.replaces = replaced.filter(|v| *v > 0).map(VersionId);
                     made.push(r);
                 }
             }
@@ -299,7 +299,7 @@ fn capture(
                 .and_then(|n| n.file())
                 .map(|f| f.2)
                 .filter(|v| *v > 0)
-                .map(|v| v.to_string());
+                .map(VersionId);
             r.note = Some(CAPTURED.to_string());
             needed.push(Needed {
                 sha,

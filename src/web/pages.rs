@@ -37,7 +37,7 @@ fn version_link(row: &Row) -> String {
     format!(
         "<a href=\"/diff?version={}\">v{}</a>",
         row.id(),
-        esc(&row.version)
+        row.version
     )
 }
 
@@ -221,7 +221,7 @@ pub fn history(model: &Model, hide: &dyn Fn(&str) -> bool, before: Option<u64>, 
 /// The diff a version made (against the version it replaced), as text.
 pub fn diff_of(model: &Model, source: &Source, row: &Row) -> Result<String, String> {
     let v = row.id();
-    let replaced = row.replaces.as_deref().and_then(|r| r.parse::<u64>().ok());
+    let replaced = row.replaces.map(|r| r.0);
     if row.redacted {
         return Ok(String::new());
     }
@@ -315,11 +315,7 @@ pub fn version(
     let back = format!("/diff?version={}", row.id());
     match against {
         Some(other) => {
-            out.push_str(&format!(
-                "<h1>v{} → v{}</h1>",
-                esc(&row.version),
-                esc(&other.version)
-            ));
+            out.push_str(&format!("<h1>v{} → v{}</h1>", row.version, other.version));
             match source.diff(row, other) {
                 Ok(text) => out.push_str(&diff(&text)),
                 Err(e) => out.push_str(&format!("<p class=\"error\">{}</p>", esc(&e))),
@@ -340,8 +336,8 @@ pub fn version(
                 "<li><a href=\"/diff?version={}&amp;against={}\">v{} → v{}</a> ({} {})</li>",
                 o.id(),
                 row.id(),
-                esc(&o.version),
-                esc(&row.version),
+                o.version,
+                row.version,
                 time(&o.time),
                 actor(o)
             ));
@@ -408,7 +404,7 @@ pub fn deleted(model: &Model, hide: &dyn Fn(&str) -> bool, ctx: &Ctx) -> View {
 
 /// `/redact?version=V`: what redaction will erase, and a form to do it.
 pub fn redact(model: &Model, row: &Row, ctx: &Ctx) -> View {
-    let mut out = format!("<h1>Redact version {}</h1>", esc(&row.version));
+    let mut out = format!("<h1>Redact version {}</h1>", row.version);
     let same: Vec<&Row> = model
         .rows
         .iter()
@@ -420,12 +416,12 @@ pub fn redact(model: &Model, row: &Row, ctx: &Ctx) -> View {
         .any(|&i| model.rows[i].sha256 == row.sha256);
     out.push_str(&format!(
         "<p>Redaction erases the content of version {} of {} ({}) from the history, everywhere it is kept: in {} version{} with the same content ({}). Their rows stay, marked redacted; the content cannot be brought back.</p>",
-        esc(&row.version),
+        row.version,
         esc(&row.path),
         size(row.size),
         same.len(),
         if same.len() == 1 { "" } else { "s" },
-        same.iter().map(|r| format!("v{}", esc(&r.version))).collect::<Vec<_>>().join(", ")
+        same.iter().map(|r| format!("v{}", r.version)).collect::<Vec<_>>().join(", ")
     ));
     if live {
         out.push_str("<p class=\"error\">A file in the memory holds this content now: change or delete it first, then redact.</p>");
