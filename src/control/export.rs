@@ -107,11 +107,7 @@ pub fn fast_import(history: &History) -> Result<Vec<u8>, Refusal> {
         }
         message.push('\n');
         data(&mut out, message.as_bytes());
-        if let Some(from) = row
-            .from
-            .as_deref()
-            .filter(|_| row.note.as_deref() != Some(crate::journal::EXCHANGED))
-        {
+        if let Some(from) = row.from.as_deref().filter(|_| !row.is_exchanged()) {
             if let Some(from) = quoted(from) {
                 let _ = writeln!(out, "D {from}");
             }

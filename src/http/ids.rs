@@ -12,7 +12,7 @@
 
 use std::collections::{BTreeMap, HashMap};
 
-use crate::journal::{Cursor, History, Op, Row, EXCHANGED};
+use crate::journal::{Cursor, History, Op, Row};
 
 /// A live memory as the index knows it.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -136,7 +136,7 @@ impl IdIndex {
                     let lineage = match &from {
                         Some(from) => {
                             gone.push(from.clone());
-                            let exchanged = row.note.as_deref() == Some(EXCHANGED);
+                            let exchanged = row.is_exchanged();
                             match before(&path) {
                                 Some(there) if !exchanged => Some(there),
                                 _ => before(from),
@@ -261,9 +261,9 @@ mod tests {
             row(2, 2, Op::Create, "/b", None),
         ]);
         let mut x = row(3, 3, Op::Rename, "/b", Some("/a"));
-        x.note = Some(EXCHANGED.into());
+        x.exchanged = true;
         let mut y = row(4, 3, Op::Rename, "/a", Some("/b"));
-        y.note = Some(EXCHANGED.into());
+        y.exchanged = true;
         ix.apply(&[x, y]);
         assert_eq!(ix.entry("/b").unwrap().lineage, 1);
         assert_eq!(ix.entry("/a").unwrap().lineage, 2);

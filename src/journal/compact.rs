@@ -326,7 +326,18 @@ fn build(
     if dropped_total == 0 && range.len() == 1 {
         return Ok(None); // nothing would change
     }
-    let mut kept_rows: Vec<Row> = kept_rows.into_iter().flatten().collect();
+    // Rows written before the markers were fields say them in their notes:
+    // the compacted segment holds them as fields (the format upgraded in
+    // place, as each old segment is compacted).
+    let mut kept_rows: Vec<Row> = kept_rows
+        .into_iter()
+        .flatten()
+        .map(|mut r| {
+            r.exchanged = r.is_exchanged();
+            r.before_history = r.is_before_history();
+            r
+        })
+        .collect();
     let why = match (by_age > 0, by_size > 0) {
         (true, false) => format!("older than {}", humantime::format_duration(keep.age)),
         (false, _) if dropped_total == 0 => "none".to_string(),
@@ -349,6 +360,8 @@ fn build(
             redacted: false,
             pruned: false,
             note: Some(note.clone()),
+            exchanged: false,
+            before_history: false,
             batch,
             change: None,
             origin: None,

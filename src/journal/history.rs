@@ -9,7 +9,6 @@ use std::sync::Arc;
 use super::row::{Op, Row};
 use super::segment;
 use super::state::State;
-use super::versions::BEFORE_HISTORY;
 use super::writer::Shared;
 use crate::digest::Sha;
 use crate::path::MemPath;
@@ -207,7 +206,7 @@ impl History {
                 "version {version} is redacted: its content is erased"
             ));
         }
-        if row.pruned && row.note.as_deref() == Some(BEFORE_HISTORY) {
+        if row.pruned && row.is_before_history() {
             return refuse(format!(
                 "version {version} is {} as it was when the history began: the file itself holds that content, and the history keeps it at the file's first change",
                 row.path

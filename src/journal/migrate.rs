@@ -17,7 +17,6 @@ use super::record::{ContentRec, Header, MetaRec, NodeRec, NodeRecKind, SegmentIn
 use super::row::{Op, Row};
 use super::segment;
 use super::startup::{self, Loaded};
-use super::versions::BEFORE_HISTORY;
 use crate::digest::Sha;
 use crate::path::MemPath;
 
@@ -69,12 +68,12 @@ pub fn take_in(state: &OwnedFd, dir: &OwnedFd) -> io::Result<Option<Loaded>> {
             continue;
         };
         if r.op.leaves_content() && r.sha256.is_some() {
-            if r.note.as_deref() != Some(super::versions::EXCHANGED) {
+            if !r.is_exchanged() {
                 if let Some(from) = r.from.as_deref().and_then(|f| MemPath::parse(f).ok()) {
                     live.remove(&from);
                 }
             }
-            let in_file = r.pruned && r.note.as_deref() == Some(BEFORE_HISTORY);
+            let in_file = r.pruned && r.is_before_history();
             live.insert(
                 path,
                 (

@@ -52,7 +52,6 @@ pub use history::{Cursor, History, Refusal};
 pub use record::{ChangeRec, OpRec};
 pub use row::{Actor, Op, Row};
 pub use upstream::{Outgoing, Transaction, Upstream, UpstreamError};
-pub use versions::EXCHANGED;
 pub use writer::Stats;
 
 use crate::store::{ChangeSink, Refused, Tree};

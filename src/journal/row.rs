@@ -182,6 +182,12 @@ impl<'de> Deserialize<'de> for VersionId {
     }
 }
 
+/// The note on the rows of an exchange.
+pub const EXCHANGED_NOTE: &str = "exchanged";
+/// The note on a file found when the journal began, its content not copied.
+pub const BEFORE_HISTORY_NOTE: &str =
+    "there before the history began; its content is kept at its first change";
+
 /// Stands for an erased path.
 pub const REDACTED_PATH: &str = "[redacted]";
 
@@ -214,8 +220,17 @@ pub struct Row {
     /// what the file holds).
     #[serde(default, skip_serializing_if = "std::ops::Not::not")]
     pub pruned: bool,
+    /// Words for people (`memfs log` prints them); nothing keys on them.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub note: Option<String>,
+    /// One of the two rows of an exchange (`renameat2(RENAME_EXCHANGE)`):
+    /// its `from` still holds a file (the other one).
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub exchanged: bool,
+    /// A file found when the history began: its content is the plain
+    /// file's, copied into the journal only at the file's first change.
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub before_history: bool,
     /// The journal's batch that holds it.
     #[serde(default)]
     pub batch: u64,
@@ -244,6 +259,19 @@ impl Row {
 
     pub fn id(&self) -> u64 {
         self.version.0
+    }
+
+    /// Whether the row is one of an exchange's two ([`Row::exchanged`]; a
+    /// row written before the field says so in its note).
+    pub fn is_exchanged(&self) -> bool {
+        self.exchanged || self.note.as_deref() == Some(EXCHANGED_NOTE)
+    }
+
+    /// Whether the row is a file found when the history began
+    /// ([`Row::before_history`]; a row written before the field says so in
+    /// its note).
+    pub fn is_before_history(&self) -> bool {
+        self.before_history || self.note.as_deref() == Some(BEFORE_HISTORY_NOTE)
     }
 
     /// One line of `memfs log`: `42  2026-11-30 15:04:05  agent:mcp  write  /memories/a.md`.
@@ -298,6 +326,8 @@ pub fn example(v: u64, change: u64, op: Op, path: &str, from: Option<&str>) -> R
         redacted: false,
         pruned: false,
         note: None,
+        exchanged: false,
+        before_history: false,
         batch: 0,
         change: Some(change),
         origin: None,
@@ -322,5 +352,30 @@ mod version_ids {
         let bad = serde_json::from_str::<VersionId>("\"4x2\"").unwrap_err();
         assert!(bad.to_string().contains("not a version id"), "{bad}");
         assert!(serde_json::from_str::<VersionId>("-1").is_err());
+    }
+}
+
+#[cfg(test)]
+mod markers {
+    use super::{example, Op, Row, BEFORE_HISTORY_NOTE, EXCHANGED_NOTE};
+
+    #[test]
+    fn a_marker_is_a_field_and_an_older_rows_note_still_says_it() {
+        let mut r = example(1, 1, Op::Rename, "/memories/a", Some("/memories/b"));
+        assert!(!r.is_exchanged() && !r.is_before_history());
+        r.exchanged = true;
+        let text = serde_json::to_string(&r).unwrap();
+        assert!(text.contains("\"exchanged\":true"), "{text}");
+        assert!(serde_json::from_str::<Row>(&text).unwrap().is_exchanged());
+        // Written before the fields: the note alone.
+        let mut old = example(2, 2, Op::Found, "/memories/c", None);
+        old.note = Some(BEFORE_HISTORY_NOTE.into());
+        let read: Row = serde_json::from_str(&serde_json::to_string(&old).unwrap()).unwrap();
+        assert!(read.is_before_history() && !read.before_history);
+        old.note = Some(EXCHANGED_NOTE.into());
+        assert!(old.is_exchanged());
+        // Other words in a note mean nothing.
+        old.note = Some("exchanged, said a person".into());
+        assert!(!old.is_exchanged());
     }
 }

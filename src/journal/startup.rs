@@ -17,10 +17,10 @@ use std::sync::Arc;
 use std::time::SystemTime;
 
 use super::record::{op_rec, ChangeRec, Header, NodeRecKind, OpRec};
-use super::row::{Actor, Op, Row, VersionId};
+use super::row::{Actor, Op, Row, VersionId, BEFORE_HISTORY_NOTE};
 use super::segment::{self, Frame};
 use super::state::{Active, Loc, State};
-use super::versions::{self, Ids, Needed, BEFORE_HISTORY};
+use super::versions::{self, Ids, Needed};
 use super::view::{self, VKind, VNode, View};
 use crate::digest::Sha;
 use crate::path::MemPath;
@@ -577,7 +577,9 @@ pub fn square(
                 replaces: replaces.filter(|v| *v > 0).map(VersionId),
                 redacted: false,
                 pruned: first && sha.is_some(),
-                note: (first && sha.is_some()).then(|| BEFORE_HISTORY.to_string()),
+                note: (first && sha.is_some()).then(|| BEFORE_HISTORY_NOTE.to_string()),
+                exchanged: false,
+                before_history: first && sha.is_some(),
                 batch,
                 change: Some(change),
                 origin: None,

@@ -16,11 +16,6 @@ use crate::digest::Sha;
 use crate::path::MemPath;
 use crate::store::{Change, ChangeOp, Origin};
 
-/// The note on the rows of an exchange (`renameat2(RENAME_EXCHANGE)`).
-pub const EXCHANGED: &str = "exchanged";
-/// The note on a file found when the journal began, its content not copied.
-pub const BEFORE_HISTORY: &str =
-    "there before the history began; its content is kept at its first change";
 /// The note on the copy of such a content, kept at the file's first change.
 pub const CAPTURED: &str = "the content it had when the history began";
 
@@ -62,6 +57,8 @@ fn row(ids: &mut Ids, cx: &Context, actor: &Actor, op: Op, path: &MemPath, chang
         redacted: false,
         pruned: false,
         note: None,
+        exchanged: false,
+        before_history: false,
         batch: cx.batch,
         change: Some(change),
         origin: None,
@@ -172,7 +169,8 @@ pub fn record(
                     r.from = Some(old.to_string());
                     r.sha256 = Some(sha.hex());
                     r.size = Some(size);
-                    r.note = Some(EXCHANGED.to_string());
+                    r.note = Some(super::row::EXCHANGED_NOTE.to_string());
+                    r.exchanged = true;
                     made.push(r);
                 }
             }
