@@ -87,6 +87,13 @@ fn negative_entry() -> fuser::FileAttr {
     }
 }
 
+/// The span of one FUSE request, made in one place: the operation, the
+/// kernel's request id, the inode it is about and the calling process (a
+/// log line inside it says which request it belongs to).
+fn request_span(req: &Request, op: &'static str, ino: u64) -> tracing::span::EnteredSpan {
+    tracing::debug_span!("fuse", op, req = req.unique().0, ino, pid = req.pid()).entered()
+}
+
 fn origin(req: &Request) -> Origin {
     Origin::Person {
         uid: req.uid(),
@@ -164,8 +171,8 @@ impl Filesystem for MemFs {
         Ok(())
     }
 
-    fn lookup(&self, _req: &Request, parent: INodeNo, name: &OsStr, reply: ReplyEntry) {
-        let _span = tracing::debug_span!("fuse", op = "lookup").entered();
+    fn lookup(&self, req: &Request, parent: INodeNo, name: &OsStr, reply: ReplyEntry) {
+        let _span = request_span(req, "lookup", parent.0);
         let name = name_or_reply!(name, reply);
         match self.store.lookup(parent.0, name) {
             // A name that is not there is cached as such for the TTL (a
@@ -183,13 +190,13 @@ impl Filesystem for MemFs {
         }
     }
 
-    fn forget(&self, _req: &Request, ino: INodeNo, nlookup: u64) {
-        let _span = tracing::debug_span!("fuse", op = "forget").entered();
+    fn forget(&self, req: &Request, ino: INodeNo, nlookup: u64) {
+        let _span = request_span(req, "forget", ino.0);
         self.store.unpin(ino.0, nlookup);
     }
 
-    fn getattr(&self, _req: &Request, ino: INodeNo, _fh: Option<FileHandle>, reply: ReplyAttr) {
-        let _span = tracing::debug_span!("fuse", op = "getattr").entered();
+    fn getattr(&self, req: &Request, ino: INodeNo, _fh: Option<FileHandle>, reply: ReplyAttr) {
+        let _span = request_span(req, "getattr", ino.0);
         match self.store.info(ino.0) {
             Ok(info) => reply.attr(&TTL, &self.presented.attr(&info)),
             Err(e) => reply.error(errno(&e)),
@@ -214,7 +221,7 @@ impl Filesystem for MemFs {
         _flags: Option<fuser::BsdFileFlags>,
         reply: ReplyAttr,
     ) {
-        let _span = tracing::debug_span!("fuse", op = "setattr").entered();
+        let _span = request_span(req, "setattr", ino.0);
         let set = SetAttr {
             perm: mode,
             uid,
@@ -229,8 +236,8 @@ impl Filesystem for MemFs {
         }
     }
 
-    fn readlink(&self, _req: &Request, ino: INodeNo, reply: ReplyData) {
-        let _span = tracing::debug_span!("fuse", op = "readlink").entered();
+    fn readlink(&self, req: &Request, ino: INodeNo, reply: ReplyData) {
+        let _span = request_span(req, "readlink", ino.0);
         match self.store.readlink(ino.0) {
             Ok(target) => reply.data(target.as_bytes()),
             Err(e) => reply.error(errno(&e)),
@@ -247,7 +254,7 @@ impl Filesystem for MemFs {
         rdev: u32,
         reply: ReplyEntry,
     ) {
-        let _span = tracing::debug_span!("fuse", op = "mknod").entered();
+        let _span = request_span(req, "mknod", parent.0);
         let name = name_or_reply!(name, reply);
         // FIFOs, sockets and device nodes live in memory only (the mount is
         // nodev, so a device node opens nothing).
@@ -275,7 +282,7 @@ impl Filesystem for MemFs {
         _umask: u32,
         reply: ReplyEntry,
     ) {
-        let _span = tracing::debug_span!("fuse", op = "mkdir").entered();
+        let _span = request_span(req, "mkdir", parent.0);
         let name = name_or_reply!(name, reply);
         let owner = (req.uid(), req.gid());
         self.entry(
@@ -286,13 +293,13 @@ impl Filesystem for MemFs {
     }
 
     fn unlink(&self, req: &Request, parent: INodeNo, name: &OsStr, reply: ReplyEmpty) {
-        let _span = tracing::debug_span!("fuse", op = "unlink").entered();
+        let _span = request_span(req, "unlink", parent.0);
         let name = name_or_reply!(name, reply);
         empty(self.store.unlink(parent.0, name, origin(req)), reply);
     }
 
     fn rmdir(&self, req: &Request, parent: INodeNo, name: &OsStr, reply: ReplyEmpty) {
-        let _span = tracing::debug_span!("fuse", op = "rmdir").entered();
+        let _span = request_span(req, "rmdir", parent.0);
         let name = name_or_reply!(name, reply);
         empty(self.store.rmdir(parent.0, name, origin(req)), reply);
     }
@@ -305,7 +312,7 @@ impl Filesystem for MemFs {
         target: &Path,
         reply: ReplyEntry,
     ) {
-        let _span = tracing::debug_span!("fuse", op = "symlink").entered();
+        let _span = request_span(req, "symlink", parent.0);
         let name = name_or_reply!(link_name, reply);
         // A target is any UTF-8 text (it is stored, never followed by memfs).
         let Some(target) = target.to_str().map(str::to_string) else {
@@ -335,7 +342,7 @@ impl Filesystem for MemFs {
         flags: RenameFlags,
         reply: ReplyEmpty,
     ) {
-        let _span = tracing::debug_span!("fuse", op = "rename").entered();
+        let _span = request_span(req, "rename", parent.0);
         let name = name_or_reply!(name, reply);
         let newname = name_or_reply!(newname, reply);
         let mode = if flags.contains(RenameFlags::RENAME_EXCHANGE) {
@@ -362,7 +369,7 @@ impl Filesystem for MemFs {
         newname: &OsStr,
         reply: ReplyEntry,
     ) {
-        let _span = tracing::debug_span!("fuse", op = "link").entered();
+        let _span = request_span(req, "link", ino.0);
         let name = name_or_reply!(newname, reply);
         self.entry(
             self.store.link(ino.0, newparent.0, name, origin(req)),
@@ -371,7 +378,7 @@ impl Filesystem for MemFs {
     }
 
     fn open(&self, req: &Request, ino: INodeNo, flags: OpenFlags, reply: ReplyOpen) {
-        let _span = tracing::debug_span!("fuse", op = "open").entered();
+        let _span = request_span(req, "open", ino.0);
         match self.store.info(ino.0) {
             Ok(_) => {
                 self.store.pin(ino.0, 1);
@@ -392,7 +399,7 @@ impl Filesystem for MemFs {
 
     fn read(
         &self,
-        _req: &Request,
+        req: &Request,
         ino: INodeNo,
         _fh: FileHandle,
         offset: u64,
@@ -401,7 +408,7 @@ impl Filesystem for MemFs {
         _lock: Option<LockOwner>,
         reply: ReplyData,
     ) {
-        let _span = tracing::debug_span!("fuse", op = "read").entered();
+        let _span = request_span(req, "read", ino.0);
         match self.store.read(ino.0, offset, size) {
             Ok((bytes, range)) => reply.data(&bytes[range]),
             Err(e) => reply.error(errno(&e)),
@@ -420,7 +427,7 @@ impl Filesystem for MemFs {
         _lock: Option<LockOwner>,
         reply: ReplyWrite,
     ) {
-        let _span = tracing::debug_span!("fuse", op = "write").entered();
+        let _span = request_span(req, "write", ino.0);
         let append = flags.0 & libc::O_APPEND != 0;
         match self.store.write(ino.0, offset, data, append, origin(req)) {
             Ok(n) => reply.written(n as u32),
@@ -430,13 +437,13 @@ impl Filesystem for MemFs {
 
     fn flush(
         &self,
-        _req: &Request,
+        req: &Request,
         ino: INodeNo,
         fh: FileHandle,
         _lock: LockOwner,
         reply: ReplyEmpty,
     ) {
-        let _span = tracing::debug_span!("fuse", op = "flush").entered();
+        let _span = request_span(req, "flush", ino.0);
         // Written out soon after close: queued now, durable at the next
         // barrier. A handle that cannot write has nothing to hand over.
         if fh == WRITABLE {
@@ -447,7 +454,7 @@ impl Filesystem for MemFs {
 
     fn release(
         &self,
-        _req: &Request,
+        req: &Request,
         ino: INodeNo,
         fh: FileHandle,
         _flags: OpenFlags,
@@ -455,7 +462,7 @@ impl Filesystem for MemFs {
         _flush: bool,
         reply: ReplyEmpty,
     ) {
-        let _span = tracing::debug_span!("fuse", op = "release").entered();
+        let _span = request_span(req, "release", ino.0);
         if fh == WRITABLE {
             self.flusher.soon(ino.0);
         }
@@ -471,14 +478,14 @@ impl Filesystem for MemFs {
         _datasync: bool,
         reply: ReplyEmpty,
     ) {
-        let _span = tracing::debug_span!("fuse", op = "fsync").entered();
+        let _span = request_span(req, "fsync", ino.0);
         // Answered by the syncer once durable: this worker is free at once.
         self.syncer
             .answer_when_done(self.store.persist_file(ino.0, true, origin(req)), reply);
     }
 
-    fn opendir(&self, _req: &Request, ino: INodeNo, _flags: OpenFlags, reply: ReplyOpen) {
-        let _span = tracing::debug_span!("fuse", op = "opendir").entered();
+    fn opendir(&self, req: &Request, ino: INodeNo, _flags: OpenFlags, reply: ReplyOpen) {
+        let _span = request_span(req, "opendir", ino.0);
         match self.store.info(ino.0) {
             Ok(_) => {
                 let fh = self.next_fh.fetch_add(1, Ordering::Relaxed);
@@ -491,13 +498,13 @@ impl Filesystem for MemFs {
 
     fn readdir(
         &self,
-        _req: &Request,
+        req: &Request,
         ino: INodeNo,
         fh: FileHandle,
         offset: u64,
         mut reply: ReplyDirectory,
     ) {
-        let _span = tracing::debug_span!("fuse", op = "readdir").entered();
+        let _span = request_span(req, "readdir", ino.0);
         let Some(entries) = self.listing(ino, fh, offset) else {
             return reply.error(Errno::EBADF);
         };
@@ -512,13 +519,13 @@ impl Filesystem for MemFs {
 
     fn readdirplus(
         &self,
-        _req: &Request,
+        req: &Request,
         ino: INodeNo,
         fh: FileHandle,
         offset: u64,
         mut reply: ReplyDirectoryPlus,
     ) {
-        let _span = tracing::debug_span!("fuse", op = "readdirplus").entered();
+        let _span = request_span(req, "readdirplus", ino.0);
         let Some(entries) = self.listing(ino, fh, offset) else {
             return reply.error(Errno::EBADF);
         };
@@ -555,13 +562,13 @@ impl Filesystem for MemFs {
 
     fn releasedir(
         &self,
-        _req: &Request,
-        _ino: INodeNo,
+        req: &Request,
+        ino: INodeNo,
         fh: FileHandle,
         _flags: OpenFlags,
         reply: ReplyEmpty,
     ) {
-        let _span = tracing::debug_span!("fuse", op = "releasedir").entered();
+        let _span = request_span(req, "releasedir", ino.0);
         self.dirs.lock().remove(&fh.0);
         reply.ok();
     }
@@ -574,13 +581,13 @@ impl Filesystem for MemFs {
         datasync: bool,
         reply: ReplyEmpty,
     ) {
-        let _span = tracing::debug_span!("fuse", op = "fsyncdir").entered();
+        let _span = request_span(req, "fsyncdir", ino.0);
         // A directory's entries reach the disk with the same barrier as files.
         self.fsync(req, ino, fh, datasync, reply);
     }
 
-    fn statfs(&self, _req: &Request, _ino: INodeNo, reply: ReplyStatfs) {
-        let _span = tracing::debug_span!("fuse", op = "statfs").entered();
+    fn statfs(&self, req: &Request, ino: INodeNo, reply: ReplyStatfs) {
+        let _span = request_span(req, "statfs", ino.0);
         let limit = self.store.limits().max_store_size;
         let (used, files) = self
             .store
@@ -601,8 +608,8 @@ impl Filesystem for MemFs {
         );
     }
 
-    fn access(&self, _req: &Request, ino: INodeNo, _mask: AccessFlags, reply: ReplyEmpty) {
-        let _span = tracing::debug_span!("fuse", op = "access").entered();
+    fn access(&self, req: &Request, ino: INodeNo, _mask: AccessFlags, reply: ReplyEmpty) {
+        let _span = request_span(req, "access", ino.0);
         // Mounted with default_permissions: the kernel checks modes itself.
         empty(self.store.info(ino.0).map(|_| ()), reply);
     }
@@ -617,7 +624,7 @@ impl Filesystem for MemFs {
         _flags: i32,
         reply: ReplyCreate,
     ) {
-        let _span = tracing::debug_span!("fuse", op = "create").entered();
+        let _span = request_span(req, "create", parent.0);
         let name = name_or_reply!(name, reply);
         let owner = (req.uid(), req.gid());
         match self.store.make_node(
@@ -652,7 +659,7 @@ impl Filesystem for MemFs {
         mode: i32,
         reply: ReplyEmpty,
     ) {
-        let _span = tracing::debug_span!("fuse", op = "fallocate").entered();
+        let _span = request_span(req, "fallocate", ino.0);
         if mode != 0 {
             return reply.error(Errno::EOPNOTSUPP);
         }
@@ -664,14 +671,14 @@ impl Filesystem for MemFs {
 
     fn lseek(
         &self,
-        _req: &Request,
+        req: &Request,
         ino: INodeNo,
         _fh: FileHandle,
         offset: i64,
         whence: i32,
         reply: ReplyLseek,
     ) {
-        let _span = tracing::debug_span!("fuse", op = "lseek").entered();
+        let _span = request_span(req, "lseek", ino.0);
         let size = match self.store.info(ino.0) {
             Ok(info) => info.size as i64,
             Err(e) => return reply.error(errno(&e)),
@@ -685,39 +692,32 @@ impl Filesystem for MemFs {
         }
     }
 
-    fn getxattr(
-        &self,
-        _req: &Request,
-        _ino: INodeNo,
-        _name: &OsStr,
-        _size: u32,
-        reply: ReplyXattr,
-    ) {
-        let _span = tracing::debug_span!("fuse", op = "getxattr").entered();
+    fn getxattr(&self, req: &Request, ino: INodeNo, _name: &OsStr, _size: u32, reply: ReplyXattr) {
+        let _span = request_span(req, "getxattr", ino.0);
         reply.error(Errno::ENOSYS);
     }
 
-    fn listxattr(&self, _req: &Request, _ino: INodeNo, _size: u32, reply: ReplyXattr) {
-        let _span = tracing::debug_span!("fuse", op = "listxattr").entered();
+    fn listxattr(&self, req: &Request, ino: INodeNo, _size: u32, reply: ReplyXattr) {
+        let _span = request_span(req, "listxattr", ino.0);
         reply.error(Errno::ENOSYS);
     }
 
     fn setxattr(
         &self,
-        _req: &Request,
-        _ino: INodeNo,
+        req: &Request,
+        ino: INodeNo,
         _name: &OsStr,
         _value: &[u8],
         _flags: i32,
         _position: u32,
         reply: ReplyEmpty,
     ) {
-        let _span = tracing::debug_span!("fuse", op = "setxattr").entered();
+        let _span = request_span(req, "setxattr", ino.0);
         reply.error(Errno::ENOSYS);
     }
 
-    fn removexattr(&self, _req: &Request, _ino: INodeNo, _name: &OsStr, reply: ReplyEmpty) {
-        let _span = tracing::debug_span!("fuse", op = "removexattr").entered();
+    fn removexattr(&self, req: &Request, ino: INodeNo, _name: &OsStr, reply: ReplyEmpty) {
+        let _span = request_span(req, "removexattr", ino.0);
         reply.error(Errno::ENOSYS);
     }
 }

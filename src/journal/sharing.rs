@@ -41,7 +41,12 @@ impl Shared {
             let lost = match self.races(tx.as_mut(), &items) {
                 Ok(lost) => lost,
                 Err(UpstreamError::Again) if attempt < AGAIN => continue,
-                Err(e) => return self.unsent(items, e),
+                Err(e) => {
+                    // The head is let go before the store is asked to
+                    // recover (which takes the tree lock and waits).
+                    drop(tx);
+                    return self.unsent(items, e);
+                }
             };
             let (losers, winners): (Vec<_>, Vec<_>) = items
                 .into_iter()

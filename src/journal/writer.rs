@@ -602,6 +602,10 @@ impl Shared {
                 }
                 self.taken(batch, &changes, &tickets, &plain, fits, no_room, !deferred);
                 if deferred {
+                    // (Under the queue's lock, which the writer thread holds
+                    // from its look at `flush_owed` to its wait: the wake-up
+                    // cannot fall between them.)
+                    let _queue = self.queue.lock();
                     self.wake.notify_one();
                 }
             }
