@@ -165,12 +165,32 @@ impl Follow {
                 return Ok(());
             }
             let full = page.len() as i64 == PAGE;
-            for batch in page {
-                if stop.load(Ordering::Acquire) {
-                    return Ok(());
+            // Other hosts' contents a group of batches at a time (one query,
+            // not one a batch), and the batches applied without waiting for
+            // each one's frame: the journal takes many in one group commit,
+            // and the page is waited for at its end.
+            let mut tickets = Vec::new();
+            let mut rest = &page[..];
+            while !rest.is_empty() {
+                let n = group_len(rest, &self.origin);
+                let (group, after) = rest.split_at(n);
+                rest = after;
+                let shas: Vec<String> = group
+                    .iter()
+                    .filter(|b| b.origin != self.origin)
+                    .flat_map(shas_of)
+                    .collect();
+                let mut contents = reader.contents(&shas)?;
+                for batch in group {
+                    if stop.load(Ordering::Acquire) {
+                        return Ok(());
+                    }
+                    tickets.extend(self.apply(reader, &store, batch, &mut contents, stop)?);
+                    progress.applied.store(batch.seq, Ordering::Release);
                 }
-                self.apply(reader, &store, &batch, stop)?;
-                progress.applied.store(batch.seq, Ordering::Release);
+            }
+            for ticket in tickets {
+                let _ = ticket.wait();
             }
             if !full {
                 return Ok(());
@@ -178,14 +198,18 @@ impl Follow {
         }
     }
 
-    /// Applies one batch to the tree, or skips it as this host's own.
+    /// Applies one batch to the tree (its contents from `contents`, or
+    /// read now for a batch of this host's that it does not hold), or skips
+    /// it as this host's own; the tickets are kept once the journal holds
+    /// it.
     fn apply(
         &self,
         reader: &mut Reader,
         store: &Store,
         batch: &Batch,
+        contents: &mut HashMap<String, Arc<Vec<u8>>>,
         stop: &AtomicBool,
-    ) -> Result<(), UpstreamError> {
+    ) -> Result<Vec<crate::store::Ticket>, UpstreamError> {
         if batch.origin == self.origin {
             // This host's own: skipped when the journal holds it. One whose
             // COMMIT is still being settled (its answer lost, and the
@@ -205,28 +229,19 @@ impl Follow {
                     Some(false) if !stop.load(Ordering::Acquire) => {
                         std::thread::sleep(Duration::from_millis(5))
                     }
-                    Some(false) => return Ok(()),
+                    Some(false) => return Ok(Vec::new()),
                     None => break,
                 }
             }
             if held {
                 store.follow_to(batch.seq);
-                return Ok(());
+                return Ok(Vec::new());
             }
+            contents.extend(reader.contents(&shas_of(batch))?);
         }
-        let shas: Vec<String> = batch
-            .changes
-            .iter()
-            .flat_map(|c| &c.ops)
-            .filter_map(|op| match op {
-                OpRec::Write { sha256, .. } => Some(sha256.clone()),
-                _ => None,
-            })
-            .collect();
-        let contents = reader.contents(&shas)?;
         let mut whole = Vec::with_capacity(batch.changes.len());
         for rec in &batch.changes {
-            let Some(ops) = ops_of(rec, &contents) else {
+            let Some(ops) = ops_of(rec, contents) else {
                 tracing::warn!(
                     "a change of another host's names content the shared store does not hold; it is left out (version {})",
                     batch.seq
@@ -254,14 +269,11 @@ impl Follow {
                 .collect();
             match store.apply_foreign(changes, batch.seq, &|paths| self.unsettled.busy(paths)) {
                 Ok(tickets) => break tickets,
-                Err(_busy) if stop.load(Ordering::Acquire) => return Ok(()),
+                Err(_busy) if stop.load(Ordering::Acquire) => return Ok(Vec::new()),
                 Err(_busy) => self.unsettled.wait(Duration::from_millis(20)),
             }
         };
-        for ticket in tickets {
-            let _ = ticket.wait();
-        }
-        Ok(())
+        Ok(tickets)
     }
 
     /// Forgets batches of this host's confirmed committed that the tree
@@ -272,6 +284,46 @@ impl Follow {
             .lock()
             .retain(|_, (done, last)| !*done || *last > followed);
     }
+}
+
+/// Contents fetched at once: at most this many bytes (by the records' sizes).
+const GROUP_BYTES: u64 = 32 << 20;
+
+/// The sha256s a batch's writes name.
+fn shas_of(batch: &Batch) -> Vec<String> {
+    batch
+        .changes
+        .iter()
+        .flat_map(|c| &c.ops)
+        .filter_map(|op| match op {
+            OpRec::Write { sha256, .. } => Some(sha256.clone()),
+            _ => None,
+        })
+        .collect()
+}
+
+/// How many of `page`'s first batches to fetch the contents of at once:
+/// other hosts' writes adding up to at most [`GROUP_BYTES`] (at least one
+/// batch).
+fn group_len(page: &[Batch], origin: &str) -> usize {
+    let mut bytes = 0u64;
+    for (i, batch) in page.iter().enumerate() {
+        if batch.origin != origin {
+            bytes += batch
+                .changes
+                .iter()
+                .flat_map(|c| &c.ops)
+                .map(|op| match op {
+                    OpRec::Write { size, .. } => *size,
+                    _ => 0,
+                })
+                .sum::<u64>();
+        }
+        if bytes > GROUP_BYTES && i > 0 {
+            return i;
+        }
+    }
+    page.len()
 }
 
 /// A record's ops with their contents (`None` if one is missing).
