@@ -434,3 +434,344 @@ fn regression_insert_a_newline_at_the_top() {
         Cmd::Insert(s("/memories/c.md"), 0, s("\n")),
     ]);
 }
+
+// ---------------------------------------------------------------------------
+// The reference harness of the mount's side, with no FUSE (docs/DESIGN.md,
+// "Style"): a person's inode-level operations as the mount makes them
+// (lookup, create, open, write in parts, rename, unlink, close) interleaved
+// with tool commands against the same model, compared after every step and
+// after restarts. Contents are ASCII here, so that a person's write at any
+// byte offset leaves text the tool model can read.
+
+use memfs::store::{InfoKind, Ino, NewNode, Origin, Process, RenameMode, SetAttr, ROOT_INO};
+
+/// A person's operation, at the inode level.
+#[derive(Debug, Clone)]
+enum Person {
+    /// `open(2)` (with `O_CREAT`, `O_TRUNC`): a lookup, a create or a
+    /// truncate, and one handle held (and the inode pinned, as the kernel
+    /// holds it).
+    Open(String, bool, bool),
+    /// `write(2)` at the handle's offset, which moves on.
+    Write(String),
+    /// `close(2)`: the file's bytes go to the journal; the handle ends.
+    Close,
+    Mkdir(String),
+    /// `rename(2)` of a file, replacing a file at the target.
+    Rename(String, String),
+    Unlink(String),
+}
+
+#[derive(Debug, Clone)]
+enum Step {
+    Tool(Cmd),
+    Person(Person),
+    /// Close any handle, write everything out, stop, open again.
+    Restart,
+}
+
+/// The person's open file as the model sees it: its path (following
+/// renames; `None` once its name is gone) and the offset of the next write.
+#[derive(Debug, Clone)]
+struct Handle {
+    path: Option<String>,
+    offset: usize,
+}
+
+fn ascii() -> impl Strategy<Value = String> {
+    prop::collection::vec(prop::sample::select(vec!["x", "y", "xy", "\n"]), 0..6)
+        .prop_map(|p| p.concat())
+}
+
+fn ascii_cmd() -> impl Strategy<Value = Cmd> {
+    prop_oneof![
+        1 => path().prop_map(|p| Cmd::View(p, None)),
+        3 => (path(), ascii()).prop_map(|(p, t)| Cmd::Create(p, t)),
+        2 => (path(), prop::sample::select(vec!["x", "y", "\n", "xy"]), ascii())
+            .prop_map(|(p, o, n)| Cmd::Replace(p, o.to_string(), n)),
+        1 => (path(), -1i64..4, ascii()).prop_map(|(p, l, t)| Cmd::Insert(p, l, t)),
+        1 => path().prop_map(Cmd::Delete),
+        1 => (path(), path()).prop_map(|(a, b)| Cmd::Rename(a, b)),
+    ]
+}
+
+fn person_op() -> impl Strategy<Value = Person> {
+    prop_oneof![
+        3 => (path(), any::<bool>(), any::<bool>()).prop_map(|(p, c, t)| Person::Open(p, c, t)),
+        4 => ascii().prop_map(Person::Write),
+        2 => Just(Person::Close),
+        1 => path().prop_map(Person::Mkdir),
+        1 => (path(), path()).prop_map(|(a, b)| Person::Rename(a, b)),
+        1 => path().prop_map(Person::Unlink),
+    ]
+}
+
+fn step() -> impl Strategy<Value = Step> {
+    prop_oneof![
+        4 => ascii_cmd().prop_map(Step::Tool),
+        5 => person_op().prop_map(Step::Person),
+        1 => Just(Step::Restart),
+    ]
+}
+
+fn someone() -> Origin {
+    Origin::Person {
+        uid: 0,
+        pid: 7,
+        process: Process::new("reference"),
+    }
+}
+
+/// The inode at `path`, by lookups from the root (as the kernel walks).
+fn walk(store: &Store, path: &str) -> Option<(Ino, InfoKind)> {
+    let mut at = (ROOT_INO, InfoKind::Dir);
+    for name in path
+        .strip_prefix(ROOT)?
+        .split('/')
+        .filter(|n| !n.is_empty())
+    {
+        let info = store.lookup(at.0, name).ok()?;
+        at = (info.ino, info.kind);
+    }
+    Some(at)
+}
+
+/// The parent directory's inode and the name, when the parent is a directory.
+fn parent_dir(store: &Store, path: &str) -> Option<(Ino, String)> {
+    if path == ROOT {
+        return None;
+    }
+    match walk(store, parent(path))? {
+        (ino, InfoKind::Dir) => Some((ino, path[path.rfind('/')? + 1..].to_string())),
+        _ => None,
+    }
+}
+
+impl Model {
+    fn is_dir(&self, p: &str) -> bool {
+        p == ROOT || self.entries.get(p) == Some(&Entry::Dir)
+    }
+
+    fn is_file(&self, p: &str) -> bool {
+        matches!(self.entries.get(p), Some(Entry::File(_)))
+    }
+
+    /// A person's write of `data` at `offset` of the file at `path`
+    /// (zero-filled up to it, as `pwrite` past the end does).
+    fn write_at(&mut self, path: &str, offset: usize, data: &str) {
+        if let Some(Entry::File(t)) = self.entries.get_mut(path) {
+            let mut bytes = std::mem::take(t).into_bytes();
+            if bytes.len() < offset {
+                bytes.resize(offset, 0);
+            }
+            let end = (offset + data.len()).min(bytes.len());
+            bytes.splice(offset..end, data.bytes());
+            *t = String::from_utf8(bytes).expect("ASCII stays text");
+        }
+    }
+}
+
+/// The handle's path after a tool command that succeeded.
+fn follow_tool(handle: &mut Option<Handle>, cmd: &Cmd) {
+    let Some(h) = handle.as_mut() else { return };
+    let Some(at) = h.path.clone() else { return };
+    let under = |p: &str| at == p || at.starts_with(&format!("{p}/"));
+    match cmd {
+        Cmd::Delete(p) if under(p) => h.path = None,
+        Cmd::Rename(from, to) if under(from) => h.path = Some(format!("{to}{}", &at[from.len()..])),
+        _ => {}
+    }
+}
+
+struct Driver {
+    dir: tempfile::TempDir,
+    memory: Option<Memory>,
+    /// The open handle's inode (the model keeps where it is).
+    open: Option<Ino>,
+}
+
+impl Driver {
+    fn store(&self) -> &Store {
+        self.memory.as_ref().unwrap().store()
+    }
+
+    fn close(&mut self) {
+        if let Some(ino) = self.open.take() {
+            let _ = self.store().persist_file(ino, true, someone()).wait();
+            self.store().unpin(ino, 1);
+        }
+    }
+
+    /// Runs a person's operation on the store and on the model alike.
+    fn person(&mut self, model: &mut Model, handle: &mut Option<Handle>, op: &Person) {
+        let store = self.memory.as_ref().unwrap().store().clone();
+        match op {
+            Person::Open(p, create, trunc) => {
+                if self.open.is_some() {
+                    return;
+                }
+                let ino = match walk(&store, p) {
+                    Some((ino, InfoKind::File)) => {
+                        store.pin(ino, 1);
+                        ino
+                    }
+                    None if *create && model.is_dir(parent(p)) => {
+                        let (dir, name) =
+                            parent_dir(&store, p).expect("the model says it is a directory");
+                        let made = store
+                            .make_node(dir, &name, NewNode::OpenedFile, 0o644, (0, 0), someone())
+                            .expect("a new file in a directory");
+                        model.entries.insert(p.clone(), Entry::File(String::new()));
+                        made.ino
+                    }
+                    _ => return,
+                };
+                if *trunc {
+                    let size = SetAttr {
+                        size: Some(0),
+                        ..SetAttr::default()
+                    };
+                    store
+                        .set_attr(ino, size, someone())
+                        .expect("truncating an open file");
+                    model.entries.insert(p.clone(), Entry::File(String::new()));
+                }
+                self.open = Some(ino);
+                *handle = Some(Handle {
+                    path: Some(p.clone()),
+                    offset: 0,
+                });
+            }
+            Person::Write(data) => {
+                let (Some(ino), Some(h)) = (self.open, handle.as_mut()) else {
+                    return;
+                };
+                store
+                    .write(ino, h.offset as u64, data.as_bytes(), false, someone())
+                    .expect("a write to an open file");
+                if let Some(p) = h.path.clone() {
+                    model.write_at(&p, h.offset, data);
+                }
+                h.offset += data.len();
+            }
+            Person::Close => {
+                self.close();
+                *handle = None;
+            }
+            Person::Mkdir(p) => {
+                if model.entries.contains_key(p) || p == ROOT || !model.is_dir(parent(p)) {
+                    return;
+                }
+                let (dir, name) = parent_dir(&store, p).expect("the model says it is a directory");
+                store
+                    .make_node(dir, &name, NewNode::Dir, 0o755, (0, 0), someone())
+                    .expect("a new directory");
+                store.unpin(walk(&store, p).unwrap().0, 1);
+                model.entries.insert(p.clone(), Entry::Dir);
+            }
+            Person::Rename(from, to) => {
+                let target_ok = !model.entries.contains_key(to) || model.is_file(to);
+                if !model.is_file(from) || from == to || !target_ok || !model.is_dir(parent(to)) {
+                    return;
+                }
+                let (a, an) = parent_dir(&store, from).unwrap();
+                let (b, bn) = parent_dir(&store, to).unwrap();
+                store
+                    .rename_entry(a, &an, b, &bn, RenameMode::Replace, someone())
+                    .expect("a file's rename");
+                let moved = model.entries.remove(from).unwrap();
+                model.entries.insert(to.clone(), moved);
+                if let Some(h) = handle.as_mut() {
+                    if h.path.as_deref() == Some(to.as_str()) {
+                        h.path = None; // its name went to the file moved there
+                    } else if h.path.as_deref() == Some(from.as_str()) {
+                        h.path = Some(to.clone());
+                    }
+                }
+            }
+            Person::Unlink(p) => {
+                if !model.is_file(p) {
+                    return;
+                }
+                let (dir, name) = parent_dir(&store, p).unwrap();
+                store
+                    .unlink(dir, &name, someone())
+                    .expect("a file's unlink");
+                model.entries.remove(p);
+                if let Some(h) = handle.as_mut() {
+                    if h.path.as_deref() == Some(p.as_str()) {
+                        h.path = None;
+                    }
+                }
+            }
+        }
+    }
+}
+
+fn run_reference(steps: &[Step]) -> Result<(), TestCaseError> {
+    let dir = tempfile::tempdir().unwrap();
+    let memory = Memory::open(dir.path(), Options::default()).unwrap();
+    let mut driver = Driver {
+        dir,
+        memory: Some(memory),
+        open: None,
+    };
+    let mut model = Model::new();
+    let mut handle: Option<Handle> = None;
+    for step in steps {
+        match step {
+            Step::Tool(c) => {
+                let got = driver.memory.as_ref().unwrap().tool().call(&c.json());
+                let want = model.run(c);
+                prop_assert_eq!(
+                    (got.is_error, got.text().unwrap().to_string()),
+                    want.clone(),
+                    "command {:?}",
+                    c
+                );
+                if !want.0 {
+                    follow_tool(&mut handle, c);
+                }
+            }
+            Step::Person(op) => driver.person(&mut model, &mut handle, op),
+            Step::Restart => {
+                driver.close();
+                handle = None;
+                let synced = driver.store().sync(Origin::Memfs);
+                prop_assert!(synced.is_ok(), "{:?}", synced);
+                drop(driver.memory.take());
+                driver.memory = Some(Memory::open(driver.dir.path(), Options::default()).unwrap());
+            }
+        }
+        prop_assert_eq!(
+            driver.store().check_invariants(),
+            Ok(()),
+            "after {:?}",
+            step
+        );
+        prop_assert_eq!(
+            driver.store().with_tree(tree_entries),
+            model.entries.clone(),
+            "after {:?}",
+            step
+        );
+    }
+    // What a person wrote and closed, and what the agent did, is all on disk.
+    driver.close();
+    let synced = driver.store().sync(Origin::Memfs);
+    prop_assert!(synced.is_ok(), "{:?}", synced);
+    drop(driver.memory.take());
+    let reopened = Memory::open(driver.dir.path(), Options::default()).unwrap();
+    prop_assert_eq!(reopened.store().check_invariants(), Ok(()));
+    prop_assert_eq!(reopened.store().with_tree(tree_entries), model.entries);
+    Ok(())
+}
+
+proptest! {
+    #![proptest_config(ProptestConfig { cases: common::cases("MEMFS_REFERENCE_CASES", 96), ..ProptestConfig::default() })]
+
+    #[test]
+    fn tool_commands_and_a_persons_inode_operations_match_one_model(steps in prop::collection::vec(step(), 1..40)) {
+        run_reference(&steps)?;
+    }
+}
