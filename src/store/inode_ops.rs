@@ -7,8 +7,9 @@ use std::sync::Arc;
 use std::time::SystemTime;
 
 use super::change::{ChangeOp, Meta, Origin, Ticket};
+use super::recover::subtree_ops;
 use super::tree::{Attr, Ino, NodeKind, Tree, ROOT_INO};
-use super::{flush_ops, subtree_ops, write_ops, Growth, Store};
+use super::{flush_ops, write_ops, Growth, Store};
 use crate::error::Error;
 
 /// Whether a read at `now` moves the access time, as `relatime` decides:
