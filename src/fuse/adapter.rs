@@ -18,12 +18,12 @@ use fuser::{
 };
 use parking_lot::Mutex;
 
-use super::attr::{errno, file_type, Presented, BLOCK_SIZE, TTL};
+use super::attr::{empty, errno, file_type, Presented, BLOCK_SIZE, TTL};
 use super::flusher::Flusher;
+use super::request::{origin, request_span};
+use super::syncer::Syncer;
 use crate::error::Error;
-use crate::store::{
-    DirEntry, NewNode, NodeInfo, Origin, Process, RenameMode, SetAttr, Store, Ticket,
-};
+use crate::store::{DirEntry, NewNode, NodeInfo, RenameMode, SetAttr, Store};
 
 /// File handles say only whether the open can write (then its close hands
 /// the file to the flusher).
@@ -87,42 +87,6 @@ fn negative_entry() -> fuser::FileAttr {
     }
 }
 
-/// The span of one FUSE request, made in one place: the operation, the
-/// kernel's request id, the inode it is about and the calling process (a
-/// log line inside it says which request it belongs to).
-fn request_span(req: &Request, op: &'static str, ino: u64) -> tracing::span::EnteredSpan {
-    tracing::debug_span!("fuse", op, req = req.unique().0, ino, pid = req.pid()).entered()
-}
-
-fn origin(req: &Request) -> Origin {
-    Origin::Person {
-        uid: req.uid(),
-        pid: req.pid(),
-        process: process_name(req.pid()),
-    }
-}
-
-/// The name of process `pid` (its `comm`), from a small cache: a burst of
-/// writes from one editor reads `/proc` once.
-fn process_name(pid: u32) -> Process {
-    use std::collections::HashMap;
-    use std::sync::OnceLock;
-    static NAMES: OnceLock<Mutex<HashMap<u32, Process>>> = OnceLock::new();
-    let names = NAMES.get_or_init(Mutex::default);
-    if let Some(name) = names.lock().get(&pid) {
-        return *name;
-    }
-    let name = std::fs::read_to_string(format!("/proc/{pid}/comm"))
-        .map(|n| Process::new(n.trim_end()))
-        .unwrap_or_default();
-    let mut names = names.lock();
-    if names.len() >= 1024 {
-        names.clear(); // pids are reused; a bounded cache stays fresh enough
-    }
-    names.insert(pid, name);
-    name
-}
-
 /// Names in the tree are ones the tool's paths can address: UTF-8, at most
 /// 255 bytes (the kernel leaves NAME_MAX to FUSE file systems), without
 /// control characters, backslashes or percent-encoded `.`, `/` or `\`.
@@ -141,13 +105,6 @@ fn time(t: TimeOrNow) -> SystemTime {
     match t {
         TimeOrNow::SpecificTime(t) => t,
         TimeOrNow::Now => SystemTime::now(),
-    }
-}
-
-fn empty(result: Result<(), Error>, reply: ReplyEmpty) {
-    match result {
-        Ok(()) => reply.ok(),
-        Err(e) => reply.error(errno(&e)),
     }
 }
 
@@ -734,39 +691,5 @@ impl MemFs {
             return Some(fresh);
         }
         self.dirs.lock().get(&fh.0).cloned()
-    }
-}
-
-/// Replies to `fsync` requests once their tickets are kept, on a thread of
-/// its own: tickets are kept in the order they were taken (one persister,
-/// in order), so one thread answering them in turn never waits longer than
-/// the disk does.
-struct Syncer {
-    waiting: std::sync::mpsc::Sender<(Ticket, ReplyEmpty)>,
-}
-
-impl Syncer {
-    fn start() -> Syncer {
-        let (waiting, next) = std::sync::mpsc::channel::<(Ticket, ReplyEmpty)>();
-        let started = std::thread::Builder::new()
-            .name("memfs-fsync".into())
-            .spawn(move || {
-                for (ticket, reply) in next {
-                    empty(ticket.wait(), reply);
-                }
-            });
-        if let Err(e) = started {
-            crate::say!(
-                "memfs: cannot start the fsync thread ({e}); fsync answers on the request's thread"
-            );
-        }
-        Syncer { waiting }
-    }
-
-    fn answer_when_done(&self, ticket: Ticket, reply: ReplyEmpty) {
-        if let Err(std::sync::mpsc::SendError((ticket, reply))) = self.waiting.send((ticket, reply))
-        {
-            empty(ticket.wait(), reply);
-        }
     }
 }

@@ -122,3 +122,11 @@ fn once_a_minute(what: &'static str) -> bool {
         }
     }
 }
+
+/// Replies to a request that answers nothing but success or an errno.
+pub(super) fn empty(result: Result<(), Error>, reply: fuser::ReplyEmpty) {
+    match result {
+        Ok(()) => reply.ok(),
+        Err(e) => reply.error(errno(&e)),
+    }
+}

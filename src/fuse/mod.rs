@@ -9,6 +9,8 @@ mod attr;
 mod flusher;
 mod invalidate;
 pub mod mountpoint;
+mod request;
+mod syncer;
 
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
