@@ -36,42 +36,8 @@ fn main() -> ExitCode {
         memfs::say!("memfs: {e}");
         return ExitCode::from(2);
     }
-    match &cli.command {
-        Cmd::Scan { path, json } => return scan_cli::scan(&cli.common.data, path, *json),
-        Cmd::Completions { shell } => {
-            let mut command = <Cli as clap::CommandFactory>::command();
-            clap_complete::generate(*shell, &mut command, "memfs", &mut io::stdout());
-            return ExitCode::SUCCESS;
-        }
-        Cmd::Man => {
-            let page = clap_mangen::Man::new(<Cli as clap::CommandFactory>::command());
-            return match page.render(&mut io::stdout()) {
-                Ok(()) => ExitCode::SUCCESS,
-                Err(e) if e.kind() == io::ErrorKind::BrokenPipe => ExitCode::SUCCESS,
-                Err(e) => {
-                    memfs::say!("memfs: cannot write the man page: {e}");
-                    ExitCode::FAILURE
-                }
-            };
-        }
-        _ => {}
-    }
-    match &cli.command {
-        Cmd::Token { action } => return http_cli::token(&cli, action),
-        Cmd::Web { listen } if cli.common.stores.is_none() => return web_cli::web(&cli, listen),
-        Cmd::Serve {
-            http: Some(addr),
-            http_options,
-            ..
-        } => return http_cli::serve(&cli, addr, http_options),
-        _ if cli.common.stores.is_some() => {
-            memfs::say!("memfs: --stores is for `serve --http` and `token`; other commands take one store's data dir: --data ROOT/STORE_ID");
-            return ExitCode::from(2);
-        }
-        _ => {}
-    }
-    if let Some(request) = history_cli::request_of(&cli) {
-        return history_cli::run(&cli, request);
+    if let Some(code) = without_a_memory(&cli) {
+        return code;
     }
     let doors = Doors {
         max_line: memfs::serve::max_line_bytes(cli.common.max_file_size),
@@ -90,6 +56,55 @@ fn main() -> ExitCode {
     for warning in memory.warnings() {
         memfs::say!("memfs: {warning}");
     }
+    on(memory, cli, doors)
+}
+
+/// The commands answered without opening a memory here: completions, the
+/// man page, `scan`, tokens, the HTTP door and the page on a root, and the
+/// history commands (`None`: the command needs the memory).
+fn without_a_memory(cli: &Cli) -> Option<ExitCode> {
+    match &cli.command {
+        Cmd::Scan { path, json } => return Some(scan_cli::scan(&cli.common.data, path, *json)),
+        Cmd::Completions { shell } => {
+            let mut command = <Cli as clap::CommandFactory>::command();
+            clap_complete::generate(*shell, &mut command, "memfs", &mut io::stdout());
+            return Some(ExitCode::SUCCESS);
+        }
+        Cmd::Man => {
+            let page = clap_mangen::Man::new(<Cli as clap::CommandFactory>::command());
+            return Some(match page.render(&mut io::stdout()) {
+                Ok(()) => ExitCode::SUCCESS,
+                Err(e) if e.kind() == io::ErrorKind::BrokenPipe => ExitCode::SUCCESS,
+                Err(e) => {
+                    memfs::say!("memfs: cannot write the man page: {e}");
+                    ExitCode::FAILURE
+                }
+            });
+        }
+        _ => {}
+    }
+    match &cli.command {
+        Cmd::Token { action } => return Some(http_cli::token(cli, action)),
+        Cmd::Web { listen } if cli.common.stores.is_none() => {
+            return Some(web_cli::web(cli, listen))
+        }
+        Cmd::Serve {
+            http: Some(addr),
+            http_options,
+            ..
+        } => return Some(http_cli::serve(cli, addr, http_options)),
+        _ if cli.common.stores.is_some() => {
+            memfs::say!("memfs: --stores is for `serve --http` and `token`; other commands take one store's data dir: --data ROOT/STORE_ID");
+            return Some(ExitCode::from(2));
+        }
+        _ => {}
+    }
+    history_cli::request_of(cli).map(|request| history_cli::run(cli, request))
+}
+
+/// The commands that run on the memory this process opened (it owns the
+/// data dir): `exec`, `serve`, `mcp`, `mount`.
+fn on(memory: Memory, cli: Cli, doors: Doors) -> ExitCode {
     let max_line = doors.max_line;
     let origin = |door| Origin::session(door, cli.common.session.as_deref());
     match cli.command {
