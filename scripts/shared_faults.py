@@ -216,6 +216,13 @@ def main():
             counts[kind] += 1
             print(f"trial {trial} ({kind}): ok, {len(acked_all)} acknowledged so far", flush=True)
     except BaseException:
+        # MEMFS_FAULTS_HOLD=S: leave the hosts running S seconds for a look
+        # (their pids are printed) before everything is stopped.
+        hold = float(os.environ.get("MEMFS_FAULTS_HOLD", "0"))
+        if hold > 0:
+            print(f"holding {hold:.0f} s: A pid {a.proc.pid if a.proc else None}, "
+                  f"B pid {b.proc.pid if b.proc else None}, kept in {root}", flush=True)
+            time.sleep(hold)
         a.stop()
         b.stop()
         if netns:
