@@ -23,6 +23,8 @@ use crate::store::{Foreign, Store};
 
 /// Polling, when no wake-up comes.
 const POLL: Duration = Duration::from_secs(1);
+/// How often a long outage is said again.
+const STILL_DOWN: Duration = Duration::from_secs(60);
 /// Batches read at once.
 const PAGE: i64 = 256;
 
@@ -83,6 +85,8 @@ impl Follow {
     fn run(self, stop: &AtomicBool, progress: &Progress, ready: std::sync::mpsc::Sender<()>) {
         let mut backoff = Duration::from_millis(100);
         let mut said_down = false;
+        let mut down_since = std::time::Instant::now();
+        let mut said_at = down_since;
         let mut ready = Some(ready);
         while !stop.load(Ordering::Acquire) {
             let mut reader = match Reader::open(&self.target, &self.origin) {
@@ -95,6 +99,17 @@ impl Follow {
                             cause(&e)
                         );
                         said_down = true;
+                        down_since = std::time::Instant::now();
+                        said_at = down_since;
+                    } else if said_at.elapsed() >= STILL_DOWN {
+                        // A long outage says so again, with its cause now,
+                        // so that it is never silent after its first line.
+                        said_at = std::time::Instant::now();
+                        tracing::warn!(
+                            "the shared store still cannot be reached after {} s ({}); reads keep working from memory, and memfs keeps trying",
+                            down_since.elapsed().as_secs(),
+                            cause(&e)
+                        );
                     }
                     if let Some(r) = ready.take() {
                         let _ = r.send(());
@@ -105,7 +120,10 @@ impl Follow {
                 }
             };
             if said_down {
-                tracing::info!("the shared store answers again; catching up");
+                tracing::warn!(
+                    "the shared store answers again after {} s; catching up",
+                    down_since.elapsed().as_secs()
+                );
                 said_down = false;
             }
             progress.connected.store(true, Ordering::Release);

@@ -161,6 +161,12 @@ def test_while_the_database_is_down_reads_work_agents_hear_so_and_a_persons_save
     assert read(b.mnt / "lost.md") is None
     assert not a.tool(command="create", path="/memories/after.md", file_text="x\n")["is_error"]
     wait_for(lambda: read(b.mnt / "after.md") == "x\n", 10, "writes flow again")
+    # Each host's log says when the store was lost and when it answered again.
+    for h in (a, b):
+        log = h.log.read_text()
+        assert "the shared store cannot be reached" in log, log[-2000:]
+        wait_for(lambda: "the shared store answers again after" in h.log.read_text(), 10,
+                 "the log says the store is back")
 
 
 def test_a_host_that_was_stopped_or_killed_catches_up_and_applies_nothing_twice(hosts, pg):
