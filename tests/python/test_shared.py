@@ -287,6 +287,20 @@ def test_mcp_and_the_history_commands_work_on_a_shared_store(hosts, pg):
     assert out.returncode == 0 and "-second" in out.stdout and "+first" in out.stdout, out
 
 
+def failing_and_plain(pg, tmp_path, memfs_bin, failpoints_bin, failpoints):
+    """Host A, a failpoints build mounted with FAILPOINTS set, and host B,
+    the plain build, both mounted on one store."""
+    a = Host(failpoints_bin, pg.url("team"), tmp_path, "a")
+    b = Host(memfs_bin, pg.url("team"), tmp_path, "b")
+    os.environ["FAILPOINTS"] = failpoints
+    try:
+        a.mount()
+    finally:
+        os.environ.pop("FAILPOINTS", None)
+    b.mount()
+    return a, b
+
+
 def test_quotes_and_every_byte_reach_the_other_host_intact(hosts, pg):
     """A batch's values go to the database inlined as literals (one round
     trip): quotes, backslashes, SQL in a name and every byte value arrive
@@ -315,14 +329,7 @@ def test_a_host_stopped_holding_the_head_holds_the_others_up_for_seconds_only(
     through while the first is still stopped; the first then finds its
     COMMIT refused, asks the database (holding the head), and sends the
     batch again."""
-    a = Host(failpoints_bin, pg.url("team"), tmp_path, "a")
-    b = Host(memfs_bin, pg.url("team"), tmp_path, "b")
-    os.environ["FAILPOINTS"] = "shared-holding-head=1*sleep(25000)"
-    try:
-        a.mount()
-    finally:
-        os.environ.pop("FAILPOINTS", None)
-    b.mount()
+    a, b = failing_and_plain(pg, tmp_path, memfs_bin, failpoints_bin, "shared-holding-head=1*sleep(25000)")
     try:
         first = {}
         stuck = threading.Thread(target=lambda: first.update(
@@ -356,14 +363,7 @@ def test_a_host_whose_disk_refuses_its_journal_loses_nothing_and_takes_it_back(
     never ahead of its journal, so after a restart A takes the changes back
     from the database (as the versions they were: no `found` row, no
     version twice)."""
-    a = Host(failpoints_bin, pg.url("team"), tmp_path, "a")
-    b = Host(memfs_bin, pg.url("team"), tmp_path, "b")
-    os.environ["FAILPOINTS"] = "journal::sync=2*off->return(EIO)"
-    try:
-        a.mount()
-    finally:
-        os.environ.pop("FAILPOINTS", None)
-    b.mount()
+    a, b = failing_and_plain(pg, tmp_path, memfs_bin, failpoints_bin, "journal::sync=2*off->return(EIO)")
     try:
         for i in range(5):
             r = a.tool(command="create", path=f"/memories/f{i}.md", file_text=f"{i}\n")
