@@ -25,10 +25,22 @@ use super::syncer::Syncer;
 use crate::error::Error;
 use crate::store::{DirEntry, NewNode, NodeInfo, RenameMode, SetAttr, Store};
 
-/// File handles say only whether the open can write (then its close hands
-/// the file to the flusher).
+/// File handles say only whether the open can write (then its release
+/// hands the file to the flusher).
 const READ_ONLY: FileHandle = FileHandle(0);
 const WRITABLE: FileHandle = FileHandle(1);
+
+/// How every file is opened: its cached pages are kept across opens (any
+/// change the kernel did not make drops them first, see `invalidate.rs`),
+/// and `close(2)` sends no flush: memfs has nothing to do at a flush that
+/// the release after it does not do (the file goes to the flusher then),
+/// and a flush never fails here, so it would be a round trip for nothing.
+const OPENED: FopenFlags = FopenFlags::FOPEN_KEEP_CACHE.union(FopenFlags::FOPEN_NOFLUSH);
+
+/// How every directory is opened: the kernel keeps its listing and serves
+/// later reads of it from its cache until a change drops it (its own, or
+/// an invalidation of the directory from any other door).
+const DIR_OPENED: FopenFlags = FopenFlags::FOPEN_KEEP_CACHE.union(FopenFlags::FOPEN_CACHE_DIR);
 
 /// Largest write the kernel sends in one request.
 const MAX_WRITE: u32 = 1 << 20;
@@ -44,11 +56,14 @@ pub struct MemFs {
     syncer: Syncer,
     next_fh: AtomicU64,
     presented: Presented,
+    /// This mount's number (see `request::serving`).
+    mount: u64,
 }
 
 impl MemFs {
-    pub fn new(store: Arc<Store>, flusher: Arc<Flusher>, presented: Presented) -> Self {
+    pub fn new(store: Arc<Store>, flusher: Arc<Flusher>, presented: Presented, mount: u64) -> Self {
         MemFs {
+            mount,
             store,
             flusher,
             dirs: Mutex::default(),
@@ -129,7 +144,7 @@ impl Filesystem for MemFs {
     }
 
     fn lookup(&self, req: &Request, parent: INodeNo, name: &OsStr, reply: ReplyEntry) {
-        let _span = request_span(req, "lookup", parent.0);
+        let _span = request_span(self.mount, req, "lookup", parent.0);
         let name = name_or_reply!(name, reply);
         match self.store.lookup(parent.0, name) {
             // A name that is not there is cached as such for the TTL (a
@@ -148,12 +163,12 @@ impl Filesystem for MemFs {
     }
 
     fn forget(&self, req: &Request, ino: INodeNo, nlookup: u64) {
-        let _span = request_span(req, "forget", ino.0);
+        let _span = request_span(self.mount, req, "forget", ino.0);
         self.store.unpin(ino.0, nlookup);
     }
 
     fn getattr(&self, req: &Request, ino: INodeNo, _fh: Option<FileHandle>, reply: ReplyAttr) {
-        let _span = request_span(req, "getattr", ino.0);
+        let _span = request_span(self.mount, req, "getattr", ino.0);
         match self.store.info(ino.0) {
             Ok(info) => reply.attr(&TTL, &self.presented.attr(&info)),
             Err(e) => reply.error(errno(&e)),
@@ -178,7 +193,7 @@ impl Filesystem for MemFs {
         _flags: Option<fuser::BsdFileFlags>,
         reply: ReplyAttr,
     ) {
-        let _span = request_span(req, "setattr", ino.0);
+        let _span = request_span(self.mount, req, "setattr", ino.0);
         let set = SetAttr {
             perm: mode,
             uid,
@@ -194,7 +209,7 @@ impl Filesystem for MemFs {
     }
 
     fn readlink(&self, req: &Request, ino: INodeNo, reply: ReplyData) {
-        let _span = request_span(req, "readlink", ino.0);
+        let _span = request_span(self.mount, req, "readlink", ino.0);
         match self.store.readlink(ino.0) {
             Ok(target) => reply.data(target.as_bytes()),
             Err(e) => reply.error(errno(&e)),
@@ -211,7 +226,7 @@ impl Filesystem for MemFs {
         rdev: u32,
         reply: ReplyEntry,
     ) {
-        let _span = request_span(req, "mknod", parent.0);
+        let _span = request_span(self.mount, req, "mknod", parent.0);
         let name = name_or_reply!(name, reply);
         // FIFOs, sockets and device nodes live in memory only (the mount is
         // nodev, so a device node opens nothing).
@@ -239,7 +254,7 @@ impl Filesystem for MemFs {
         _umask: u32,
         reply: ReplyEntry,
     ) {
-        let _span = request_span(req, "mkdir", parent.0);
+        let _span = request_span(self.mount, req, "mkdir", parent.0);
         let name = name_or_reply!(name, reply);
         let owner = (req.uid(), req.gid());
         self.entry(
@@ -250,13 +265,13 @@ impl Filesystem for MemFs {
     }
 
     fn unlink(&self, req: &Request, parent: INodeNo, name: &OsStr, reply: ReplyEmpty) {
-        let _span = request_span(req, "unlink", parent.0);
+        let _span = request_span(self.mount, req, "unlink", parent.0);
         let name = name_or_reply!(name, reply);
         empty(self.store.unlink(parent.0, name, origin(req)), reply);
     }
 
     fn rmdir(&self, req: &Request, parent: INodeNo, name: &OsStr, reply: ReplyEmpty) {
-        let _span = request_span(req, "rmdir", parent.0);
+        let _span = request_span(self.mount, req, "rmdir", parent.0);
         let name = name_or_reply!(name, reply);
         empty(self.store.rmdir(parent.0, name, origin(req)), reply);
     }
@@ -269,7 +284,7 @@ impl Filesystem for MemFs {
         target: &Path,
         reply: ReplyEntry,
     ) {
-        let _span = request_span(req, "symlink", parent.0);
+        let _span = request_span(self.mount, req, "symlink", parent.0);
         let name = name_or_reply!(link_name, reply);
         // A target is any UTF-8 text (it is stored, never followed by memfs).
         let Some(target) = target.to_str().map(str::to_string) else {
@@ -299,7 +314,7 @@ impl Filesystem for MemFs {
         flags: RenameFlags,
         reply: ReplyEmpty,
     ) {
-        let _span = request_span(req, "rename", parent.0);
+        let _span = request_span(self.mount, req, "rename", parent.0);
         let name = name_or_reply!(name, reply);
         let newname = name_or_reply!(newname, reply);
         let mode = if flags.contains(RenameFlags::RENAME_EXCHANGE) {
@@ -326,7 +341,7 @@ impl Filesystem for MemFs {
         newname: &OsStr,
         reply: ReplyEntry,
     ) {
-        let _span = request_span(req, "link", ino.0);
+        let _span = request_span(self.mount, req, "link", ino.0);
         let name = name_or_reply!(newname, reply);
         self.entry(
             self.store.link(ino.0, newparent.0, name, origin(req)),
@@ -335,7 +350,7 @@ impl Filesystem for MemFs {
     }
 
     fn open(&self, req: &Request, ino: INodeNo, flags: OpenFlags, reply: ReplyOpen) {
-        let _span = request_span(req, "open", ino.0);
+        let _span = request_span(self.mount, req, "open", ino.0);
         match self.store.info(ino.0) {
             Ok(_) => {
                 self.store.pin(ino.0, 1);
@@ -348,7 +363,7 @@ impl Filesystem for MemFs {
                     true => READ_ONLY,
                     false => WRITABLE,
                 };
-                reply.opened(fh, FopenFlags::FOPEN_KEEP_CACHE);
+                reply.opened(fh, OPENED);
             }
             Err(e) => reply.error(errno(&e)),
         }
@@ -365,7 +380,7 @@ impl Filesystem for MemFs {
         _lock: Option<LockOwner>,
         reply: ReplyData,
     ) {
-        let _span = request_span(req, "read", ino.0);
+        let _span = request_span(self.mount, req, "read", ino.0);
         match self.store.read(ino.0, offset, size) {
             Ok((bytes, range)) => reply.data(&bytes[range]),
             Err(e) => reply.error(errno(&e)),
@@ -384,7 +399,7 @@ impl Filesystem for MemFs {
         _lock: Option<LockOwner>,
         reply: ReplyWrite,
     ) {
-        let _span = request_span(req, "write", ino.0);
+        let _span = request_span(self.mount, req, "write", ino.0);
         let append = flags.0 & libc::O_APPEND != 0;
         match self.store.write(ino.0, offset, data, append, origin(req)) {
             Ok(n) => reply.written(n as u32),
@@ -400,9 +415,11 @@ impl Filesystem for MemFs {
         _lock: LockOwner,
         reply: ReplyEmpty,
     ) {
-        let _span = request_span(req, "flush", ino.0);
-        // Written out soon after close: queued now, durable at the next
-        // barrier. A handle that cannot write has nothing to hand over.
+        let _span = request_span(self.mount, req, "flush", ino.0);
+        // Only sent by kernels older than FOPEN_NOFLUSH (5.16), which ignore
+        // it in `OPENED`. Written out soon after close: queued now, durable
+        // at the next barrier. A handle that cannot write has nothing to
+        // hand over.
         if fh == WRITABLE {
             self.flusher.soon(ino.0);
         }
@@ -419,7 +436,7 @@ impl Filesystem for MemFs {
         _flush: bool,
         reply: ReplyEmpty,
     ) {
-        let _span = request_span(req, "release", ino.0);
+        let _span = request_span(self.mount, req, "release", ino.0);
         if fh == WRITABLE {
             self.flusher.soon(ino.0);
         }
@@ -435,19 +452,19 @@ impl Filesystem for MemFs {
         _datasync: bool,
         reply: ReplyEmpty,
     ) {
-        let _span = request_span(req, "fsync", ino.0);
+        let _span = request_span(self.mount, req, "fsync", ino.0);
         // Answered by the syncer once durable: this worker is free at once.
         self.syncer
             .answer_when_done(self.store.persist_file(ino.0, true, origin(req)), reply);
     }
 
     fn opendir(&self, req: &Request, ino: INodeNo, _flags: OpenFlags, reply: ReplyOpen) {
-        let _span = request_span(req, "opendir", ino.0);
+        let _span = request_span(self.mount, req, "opendir", ino.0);
         match self.store.info(ino.0) {
             Ok(_) => {
                 let fh = self.next_fh.fetch_add(1, Ordering::Relaxed);
                 self.dirs.lock().insert(fh, Arc::default());
-                reply.opened(FileHandle(fh), FopenFlags::empty());
+                reply.opened(FileHandle(fh), DIR_OPENED);
             }
             Err(e) => reply.error(errno(&e)),
         }
@@ -461,7 +478,7 @@ impl Filesystem for MemFs {
         offset: u64,
         mut reply: ReplyDirectory,
     ) {
-        let _span = request_span(req, "readdir", ino.0);
+        let _span = request_span(self.mount, req, "readdir", ino.0);
         let Some(entries) = self.listing(ino, fh, offset) else {
             return reply.error(Errno::EBADF);
         };
@@ -482,7 +499,7 @@ impl Filesystem for MemFs {
         offset: u64,
         mut reply: ReplyDirectoryPlus,
     ) {
-        let _span = request_span(req, "readdirplus", ino.0);
+        let _span = request_span(self.mount, req, "readdirplus", ino.0);
         let Some(entries) = self.listing(ino, fh, offset) else {
             return reply.error(Errno::EBADF);
         };
@@ -525,7 +542,7 @@ impl Filesystem for MemFs {
         _flags: OpenFlags,
         reply: ReplyEmpty,
     ) {
-        let _span = request_span(req, "releasedir", ino.0);
+        let _span = request_span(self.mount, req, "releasedir", ino.0);
         self.dirs.lock().remove(&fh.0);
         reply.ok();
     }
@@ -538,13 +555,13 @@ impl Filesystem for MemFs {
         datasync: bool,
         reply: ReplyEmpty,
     ) {
-        let _span = request_span(req, "fsyncdir", ino.0);
+        let _span = request_span(self.mount, req, "fsyncdir", ino.0);
         // A directory's entries reach the disk with the same barrier as files.
         self.fsync(req, ino, fh, datasync, reply);
     }
 
     fn statfs(&self, req: &Request, ino: INodeNo, reply: ReplyStatfs) {
-        let _span = request_span(req, "statfs", ino.0);
+        let _span = request_span(self.mount, req, "statfs", ino.0);
         let limit = self.store.limits().max_store_size;
         let (used, files) = self
             .store
@@ -566,7 +583,7 @@ impl Filesystem for MemFs {
     }
 
     fn access(&self, req: &Request, ino: INodeNo, _mask: AccessFlags, reply: ReplyEmpty) {
-        let _span = request_span(req, "access", ino.0);
+        let _span = request_span(self.mount, req, "access", ino.0);
         // Mounted with default_permissions: the kernel checks modes itself.
         empty(self.store.info(ino.0).map(|_| ()), reply);
     }
@@ -581,7 +598,7 @@ impl Filesystem for MemFs {
         _flags: i32,
         reply: ReplyCreate,
     ) {
-        let _span = request_span(req, "create", parent.0);
+        let _span = request_span(self.mount, req, "create", parent.0);
         let name = name_or_reply!(name, reply);
         let owner = (req.uid(), req.gid());
         match self.store.make_node(
@@ -599,7 +616,7 @@ impl Filesystem for MemFs {
                     &self.presented.attr(&info),
                     Generation(0),
                     WRITABLE,
-                    FopenFlags::FOPEN_KEEP_CACHE,
+                    OPENED,
                 );
             }
             Err(e) => reply.error(errno(&e)),
@@ -616,7 +633,7 @@ impl Filesystem for MemFs {
         mode: i32,
         reply: ReplyEmpty,
     ) {
-        let _span = request_span(req, "fallocate", ino.0);
+        let _span = request_span(self.mount, req, "fallocate", ino.0);
         if mode != 0 {
             return reply.error(Errno::EOPNOTSUPP);
         }
@@ -635,7 +652,7 @@ impl Filesystem for MemFs {
         whence: i32,
         reply: ReplyLseek,
     ) {
-        let _span = request_span(req, "lseek", ino.0);
+        let _span = request_span(self.mount, req, "lseek", ino.0);
         let size = match self.store.info(ino.0) {
             Ok(info) => info.size as i64,
             Err(e) => return reply.error(errno(&e)),
@@ -650,12 +667,12 @@ impl Filesystem for MemFs {
     }
 
     fn getxattr(&self, req: &Request, ino: INodeNo, _name: &OsStr, _size: u32, reply: ReplyXattr) {
-        let _span = request_span(req, "getxattr", ino.0);
+        let _span = request_span(self.mount, req, "getxattr", ino.0);
         reply.error(Errno::ENOSYS);
     }
 
     fn listxattr(&self, req: &Request, ino: INodeNo, _size: u32, reply: ReplyXattr) {
-        let _span = request_span(req, "listxattr", ino.0);
+        let _span = request_span(self.mount, req, "listxattr", ino.0);
         reply.error(Errno::ENOSYS);
     }
 
@@ -669,12 +686,12 @@ impl Filesystem for MemFs {
         _position: u32,
         reply: ReplyEmpty,
     ) {
-        let _span = request_span(req, "setxattr", ino.0);
+        let _span = request_span(self.mount, req, "setxattr", ino.0);
         reply.error(Errno::ENOSYS);
     }
 
     fn removexattr(&self, req: &Request, ino: INodeNo, _name: &OsStr, reply: ReplyEmpty) {
-        let _span = request_span(req, "removexattr", ino.0);
+        let _span = request_span(self.mount, req, "removexattr", ino.0);
         reply.error(Errno::ENOSYS);
     }
 }

@@ -1,7 +1,11 @@
-//! Keeping the kernel's caches honest after tool-side changes (contract 2).
+//! Keeping the kernel's caches honest after changes it did not make itself
+//! (contract 2): the tool's, another mount's, another host's, a recovery's,
+//! an expiry's, a revert's. The kernel keeps names, attributes and pages for
+//! minutes (`attr::TTL`), so every such change must drop them.
 //!
-//! The store hands every change to [`Invalidator::submit`] under its lock;
-//! that only queues. A dedicated thread, which holds no store lock and is
+//! The store hands every change to [`Invalidator::submit`] under its lock
+//! (and a person's write, which is recorded only at close, to
+//! [`Invalidator::stale`]); that only queues. A dedicated thread, which holds no store lock and is
 //! never a FUSE request handler, tells the kernel to drop what the change made
 //! stale. Calling the notifier from a handler, or under the store lock,
 //! deadlocks the mount: the kernel may need a handler to finish first.
@@ -21,6 +25,8 @@ use crate::store::{Change, ChangeSink, Origin, Ticket, Touched};
 pub struct Invalidator {
     queue: Mutex<Queue>,
     wake: Condvar,
+    /// The mount this invalidator serves (see `request::serving`).
+    mount: u64,
 }
 
 #[derive(Default)]
@@ -31,10 +37,14 @@ struct Queue {
 
 impl Invalidator {
     /// Starts the invalidation thread around the session's notifier.
-    pub fn start(notifier: Notifier) -> std::io::Result<(Arc<Invalidator>, JoinHandle<()>)> {
+    pub fn start(
+        notifier: Notifier,
+        mount: u64,
+    ) -> std::io::Result<(Arc<Invalidator>, JoinHandle<()>)> {
         let this = Arc::new(Invalidator {
             queue: Mutex::default(),
             wake: Condvar::new(),
+            mount,
         });
         let worker = this.clone();
         let thread = std::thread::Builder::new()
@@ -77,22 +87,42 @@ impl Invalidator {
     }
 }
 
-impl ChangeSink for Invalidator {
-    fn submit(&self, change: &Change) -> Ticket {
-        // The kernel made (and saw) every change that came through the mount.
-        if matches!(change.origin, Origin::Person { .. }) || change.touched.is_empty() {
-            return Ticket::done();
-        }
+impl Invalidator {
+    /// Whether this mount's kernel made a change by `origin` itself (and so
+    /// updated its own caches): a person's request served on one of this
+    /// mount's threads. A person's change through another mount of the
+    /// same memory is not.
+    fn made_here(&self, origin: &Origin) -> bool {
+        matches!(origin, Origin::Person { .. }) && super::request::serving() == self.mount
+    }
+
+    fn queue(&self, touched: Vec<Touched>) -> Ticket {
         let ticket = Ticket::pending();
         let mut queue = self.queue.lock();
         if queue.stop {
             return Ticket::done();
         }
-        queue
-            .items
-            .push_back((change.touched.clone(), ticket.clone()));
+        queue.items.push_back((touched, ticket.clone()));
         drop(queue);
         self.wake.notify_one();
         ticket
+    }
+}
+
+impl ChangeSink for Invalidator {
+    fn submit(&self, change: &Change) -> Ticket {
+        if change.touched.is_empty() || self.made_here(&change.origin) {
+            return Ticket::done();
+        }
+        self.queue(change.touched.clone())
+    }
+
+    fn stale(&self, origin: &Origin, touched: &[Touched]) {
+        if !self.made_here(origin) {
+            // Nobody waits: a person's write through one mount does not
+            // wait for another mount's kernel (it is dropped within the
+            // invalidation thread's next turn).
+            let _ = self.queue(touched.to_vec());
+        }
     }
 }

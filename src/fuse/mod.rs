@@ -81,14 +81,15 @@ pub fn mount(
     let shown = mountpoint.display().to_string();
     let (flusher, flusher_thread) =
         Flusher::start(store.clone()).map_err(|e| MountError::Io(shown.clone(), e))?;
+    let id = request::new_mount_id();
     let session = fuser::spawn_mount(
-        MemFs::new(store.clone(), flusher.clone(), options.presented),
+        MemFs::new(store.clone(), flusher.clone(), options.presented, id),
         mountpoint,
         &config,
     )
     .map_err(|e| MountError::Io(shown.clone(), e))?;
     let (invalidator, thread) =
-        Invalidator::start(session.notifier()).map_err(|e| MountError::Io(shown, e))?;
+        Invalidator::start(session.notifier(), id).map_err(|e| MountError::Io(shown, e))?;
     store.observe(invalidator.clone());
     Ok(Mounted {
         session: Some(session),

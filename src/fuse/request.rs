@@ -1,6 +1,8 @@
 //! Who a FUSE request is from (its process's name, from a small cache) and
 //! its span: one place for what every request records.
 
+use std::cell::Cell;
+
 use parking_lot::Mutex;
 
 use fuser::Request;
@@ -11,10 +13,12 @@ use crate::store::{Origin, Process};
 /// kernel's request id, the inode it is about and the calling process (a
 /// log line inside it says which request it belongs to).
 pub(super) fn request_span(
+    mount: u64,
     req: &Request,
     op: &'static str,
     ino: u64,
 ) -> tracing::span::EnteredSpan {
+    SERVING.with(|s| s.set(mount));
     tracing::debug_span!("fuse", op, req = req.unique().0, ino, pid = req.pid()).entered()
 }
 
@@ -45,4 +49,23 @@ fn process_name(pid: u32) -> Process {
     }
     names.insert(pid, name);
     name
+}
+
+thread_local! {
+    /// The mount whose request this thread is serving (0: none). A change
+    /// made on such a thread was made by that mount's kernel, which updated
+    /// its own caches; every other mount must drop them (see `invalidate.rs`).
+    static SERVING: Cell<u64> = const { Cell::new(0) };
+}
+
+/// The mount whose request this thread serves, 0 if none.
+pub(super) fn serving() -> u64 {
+    SERVING.with(Cell::get)
+}
+
+/// A number for a new mount, never 0 and never reused in this process.
+pub(super) fn new_mount_id() -> u64 {
+    use std::sync::atomic::{AtomicU64, Ordering};
+    static NEXT: AtomicU64 = AtomicU64::new(1);
+    NEXT.fetch_add(1, Ordering::Relaxed)
 }

@@ -129,6 +129,10 @@ impl ChangeOp {
 /// Where the store hands its changes, under its lock, in the order it applied them.
 pub trait ChangeSink: Send + Sync {
     fn submit(&self, change: &Change) -> Ticket;
+    /// What a change by `origin` that is not a commit yet made stale (a
+    /// person's write, recorded as a version only at close): a sink that
+    /// keeps caches drops these. Nobody waits for it.
+    fn stale(&self, _origin: &Origin, _touched: &[Touched]) {}
     /// Submits changes that belong together (another host's batch): a sink
     /// that batches keeps them in one batch.
     fn submit_all(&self, changes: &[Change]) -> Vec<Ticket> {

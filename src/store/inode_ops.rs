@@ -6,7 +6,7 @@
 use std::sync::Arc;
 use std::time::SystemTime;
 
-use super::change::{ChangeOp, Meta, Origin, Ticket};
+use super::change::{ChangeOp, Meta, Origin, Ticket, Touched};
 use super::recover::subtree_ops;
 use super::tree::{Attr, Ino, NodeKind, Tree, ROOT_INO};
 use super::{flush_ops, write_ops, Growth, Store};
@@ -328,7 +328,11 @@ impl Store {
         };
         let made = info(&tree, ino)?;
         self.pin(ino, 1);
-        let _ = self.commit(&tree, origin, ops, Vec::new());
+        let touched = vec![
+            Touched::Entry(parent, name.to_string()),
+            Touched::Inode(parent),
+        ];
+        let _ = self.commit(&tree, origin, ops, touched);
         Ok(made)
     }
 
@@ -356,7 +360,9 @@ impl Store {
         self.limits
             .check_size(&tree, old_len, end.max(old_len), copies)?;
         tree.write_at(ino, offset as usize, data, SystemTime::now());
-        tree.node_mut(ino).writer = Some(origin);
+        tree.node_mut(ino).writer = Some(origin.clone());
+        drop(tree);
+        self.tell_stale(&origin, &[Touched::Inode(ino)]);
         Ok(data.len())
     }
 
@@ -372,7 +378,9 @@ impl Store {
             let copies = tree.node(ino).copies();
             self.limits.check_size(&tree, old_len, end, copies)?;
             tree.truncate(ino, end as usize, SystemTime::now());
-            tree.node_mut(ino).writer = Some(origin);
+            tree.node_mut(ino).writer = Some(origin.clone());
+            drop(tree);
+            self.tell_stale(&origin, &[Touched::Inode(ino)]);
         }
         Ok(())
     }
@@ -435,7 +443,7 @@ impl Store {
             Vec::new()
         };
         let out = info(&tree, ino)?;
-        let _ = self.commit(&tree, origin, ops, Vec::new());
+        let _ = self.commit(&tree, origin, ops, vec![Touched::Inode(ino)]);
         Ok(out)
     }
 
@@ -471,7 +479,12 @@ impl Store {
         let ops = path
             .map(|path| vec![ChangeOp::Remove { path }])
             .unwrap_or_default();
-        let _ = self.commit(&tree, origin, ops, Vec::new());
+        let touched = vec![
+            Touched::Entry(parent, name.to_string()),
+            Touched::Inode(parent),
+            Touched::Inode(ino),
+        ];
+        let _ = self.commit(&tree, origin, ops, touched);
         Ok(())
     }
 
@@ -518,6 +531,16 @@ impl Store {
         let to = tree.path_of(new_parent).map(|p| p.join(new_name));
         let now = SystemTime::now();
         let mut ops = Vec::new();
+        let mut touched = vec![
+            Touched::Entry(parent, name.to_string()),
+            Touched::Entry(new_parent, new_name.to_string()),
+            Touched::Inode(parent),
+            Touched::Inode(moved),
+        ];
+        if new_parent != parent {
+            touched.push(Touched::Inode(new_parent));
+        }
+        touched.extend(target.map(Touched::Inode));
         match (mode, target) {
             (RenameMode::NoReplace, Some(_)) => return Err(Error::Exists),
             (RenameMode::Exchange, None) => return Err(Error::NotFound),
@@ -561,7 +584,7 @@ impl Store {
                 }
             }
         }
-        let _ = self.commit(&tree, origin, ops, Vec::new());
+        let _ = self.commit(&tree, origin, ops, touched);
         Ok(())
     }
 
@@ -614,7 +637,12 @@ impl Store {
         };
         let out = info(&tree, ino)?;
         self.pin(ino, 1);
-        let _ = self.commit(&tree, origin, ops, Vec::new());
+        let touched = vec![
+            Touched::Entry(parent, name.to_string()),
+            Touched::Inode(parent),
+            Touched::Inode(ino),
+        ];
+        let _ = self.commit(&tree, origin, ops, touched);
         Ok(out)
     }
 

@@ -198,6 +198,14 @@ impl Store {
         }
     }
 
+    /// Tells the observers what a change not committed yet made stale (a
+    /// person's write: another mount's kernel must drop its pages).
+    fn tell_stale(&self, origin: &Origin, touched: &[Touched]) {
+        for observer in self.observers.read().iter() {
+            observer.stale(origin, touched);
+        }
+    }
+
     /// Hands one change to the persister and the observers, in order;
     /// it saves over what is at `over` (lost updates), besides what the
     /// store tells of itself.

@@ -187,9 +187,12 @@ impl Store {
             copy: undo::copy_subtree(&tree, gone),
         });
         self.remove_entry(&mut tree, parent, name);
+        // The removed node too: a process holding it open sees its links
+        // gone (what was below a removed directory is unreachable by name).
         let touched = vec![
             Touched::Entry(parent, name.to_string()),
             Touched::Inode(parent),
+            Touched::Inode(gone),
         ];
         let ops = vec![ChangeOp::Remove { path: path.clone() }];
         Ok(Some(
