@@ -11,17 +11,18 @@ use std::sync::Arc;
 use std::time::SystemTime;
 
 use fuser::{
-    AccessFlags, Errno, FileHandle, Filesystem, FopenFlags, Generation, INodeNo, InitFlags,
-    KernelConfig, LockOwner, OpenFlags, RenameFlags, ReplyAttr, ReplyCreate, ReplyData,
-    ReplyDirectory, ReplyDirectoryPlus, ReplyEmpty, ReplyEntry, ReplyLseek, ReplyOpen, ReplyStatfs,
-    ReplyWrite, ReplyXattr, Request, TimeOrNow, WriteFlags,
+    AccessFlags, Errno, FileHandle, Filesystem, Generation, INodeNo, InitFlags, KernelConfig,
+    LockOwner, OpenFlags, RenameFlags, ReplyAttr, ReplyCreate, ReplyData, ReplyDirectory,
+    ReplyDirectoryPlus, ReplyEmpty, ReplyEntry, ReplyLseek, ReplyOpen, ReplyStatfs, ReplyWrite,
+    ReplyXattr, Request, TimeOrNow, WriteFlags,
 };
 use parking_lot::Mutex;
 
-use super::attr::{empty, errno, file_type, Presented, BLOCK_SIZE, TTL};
+use super::attr::{empty, errno, file_type, Presented, BLOCK_SIZE};
 use super::flusher::Flusher;
 use super::request::{origin, request_span};
 use super::syncer::Syncer;
+use super::tuning::Tuning;
 use crate::error::Error;
 use crate::store::{DirEntry, NewNode, NodeInfo, RenameMode, SetAttr, Store};
 
@@ -29,18 +30,6 @@ use crate::store::{DirEntry, NewNode, NodeInfo, RenameMode, SetAttr, Store};
 /// hands the file to the flusher).
 const READ_ONLY: FileHandle = FileHandle(0);
 const WRITABLE: FileHandle = FileHandle(1);
-
-/// How every file is opened: its cached pages are kept across opens (any
-/// change the kernel did not make drops them first, see `invalidate.rs`),
-/// and `close(2)` sends no flush: memfs has nothing to do at a flush that
-/// the release after it does not do (the file goes to the flusher then),
-/// and a flush never fails here, so it would be a round trip for nothing.
-const OPENED: FopenFlags = FopenFlags::FOPEN_KEEP_CACHE.union(FopenFlags::FOPEN_NOFLUSH);
-
-/// How every directory is opened: the kernel keeps its listing and serves
-/// later reads of it from its cache until a change drops it (its own, or
-/// an invalidation of the directory from any other door).
-const DIR_OPENED: FopenFlags = FopenFlags::FOPEN_KEEP_CACHE.union(FopenFlags::FOPEN_CACHE_DIR);
 
 /// Largest write the kernel sends in one request.
 const MAX_WRITE: u32 = 1 << 20;
@@ -58,12 +47,20 @@ pub struct MemFs {
     presented: Presented,
     /// This mount's number (see `request::serving`).
     mount: u64,
+    tuning: Tuning,
 }
 
 impl MemFs {
-    pub fn new(store: Arc<Store>, flusher: Arc<Flusher>, presented: Presented, mount: u64) -> Self {
+    pub fn new(
+        store: Arc<Store>,
+        flusher: Arc<Flusher>,
+        presented: Presented,
+        mount: u64,
+        tuning: Tuning,
+    ) -> Self {
         MemFs {
             mount,
+            tuning,
             store,
             flusher,
             dirs: Mutex::default(),
@@ -75,7 +72,7 @@ impl MemFs {
 
     fn entry(&self, made: Result<NodeInfo, Error>, reply: ReplyEntry) {
         match made {
-            Ok(info) => reply.entry(&TTL, &self.presented.attr(&info), Generation(0)),
+            Ok(info) => reply.entry(&self.tuning.ttl, &self.presented.attr(&info), Generation(0)),
             Err(e) => reply.error(errno(&e)),
         }
     }
@@ -156,7 +153,7 @@ impl Filesystem for MemFs {
                     errno = libc::ENOENT,
                     "request failed: no such name (cached as absent)"
                 );
-                reply.entry(&TTL, &negative_entry(), Generation(0))
+                reply.entry(&self.tuning.ttl, &negative_entry(), Generation(0))
             }
             found => self.entry(found, reply),
         }
@@ -170,7 +167,7 @@ impl Filesystem for MemFs {
     fn getattr(&self, req: &Request, ino: INodeNo, _fh: Option<FileHandle>, reply: ReplyAttr) {
         let _span = request_span(self.mount, req, "getattr", ino.0);
         match self.store.info(ino.0) {
-            Ok(info) => reply.attr(&TTL, &self.presented.attr(&info)),
+            Ok(info) => reply.attr(&self.tuning.ttl, &self.presented.attr(&info)),
             Err(e) => reply.error(errno(&e)),
         }
     }
@@ -203,7 +200,7 @@ impl Filesystem for MemFs {
             mtime: mtime.map(time),
         };
         match self.store.set_attr(ino.0, set, origin(req)) {
-            Ok(info) => reply.attr(&TTL, &self.presented.attr(&info)),
+            Ok(info) => reply.attr(&self.tuning.ttl, &self.presented.attr(&info)),
             Err(e) => reply.error(errno(&e)),
         }
     }
@@ -363,7 +360,7 @@ impl Filesystem for MemFs {
                     true => READ_ONLY,
                     false => WRITABLE,
                 };
-                reply.opened(fh, OPENED);
+                reply.opened(fh, self.tuning.file);
             }
             Err(e) => reply.error(errno(&e)),
         }
@@ -417,7 +414,7 @@ impl Filesystem for MemFs {
     ) {
         let _span = request_span(self.mount, req, "flush", ino.0);
         // Only sent by kernels older than FOPEN_NOFLUSH (5.16), which ignore
-        // it in `OPENED`. Written out soon after close: queued now, durable
+        // it in `Tuning::file`. Written out soon after close: queued now, durable
         // at the next barrier. A handle that cannot write has nothing to
         // hand over.
         if fh == WRITABLE {
@@ -464,7 +461,7 @@ impl Filesystem for MemFs {
             Ok(_) => {
                 let fh = self.next_fh.fetch_add(1, Ordering::Relaxed);
                 self.dirs.lock().insert(fh, Arc::default());
-                reply.opened(FileHandle(fh), DIR_OPENED);
+                reply.opened(FileHandle(fh), self.tuning.dir);
             }
             Err(e) => reply.error(errno(&e)),
         }
@@ -516,7 +513,7 @@ impl Filesystem for MemFs {
                     INodeNo(info.ino),
                     i + 1,
                     &e.name,
-                    &TTL,
+                    &self.tuning.ttl,
                     &self.presented.attr(&info),
                     Generation(0),
                 ) {
@@ -612,11 +609,11 @@ impl Filesystem for MemFs {
             Ok(info) => {
                 self.store.pin(info.ino, 1); // the open handle
                 reply.created(
-                    &TTL,
+                    &self.tuning.ttl,
                     &self.presented.attr(&info),
                     Generation(0),
                     WRITABLE,
-                    OPENED,
+                    self.tuning.file,
                 );
             }
             Err(e) => reply.error(errno(&e)),

@@ -1,19 +1,9 @@
 //! Translating the store's answers into what the kernel wants: attributes and errnos.
 
-use std::time::Duration;
-
 use fuser::{Errno, FileAttr, FileType, INodeNo};
 
 use crate::error::Error;
 use crate::store::{InfoKind, NodeInfo};
-
-/// How long the kernel may trust names (present or absent), attributes
-/// and symlinks: minutes, because every change this mount's kernel did not
-/// make itself (the tool, another mount, another host's version, a
-/// recovery, an expiry, a revert) drops what it made stale before it is
-/// acknowledged (see `invalidate.rs`). This only bounds how long a missed
-/// invalidation could last; the kernel's own changes update its caches.
-pub const TTL: Duration = Duration::from_secs(300);
 
 pub const BLOCK_SIZE: u32 = 4096;
 

@@ -1,7 +1,7 @@
 //! Keeping the kernel's caches honest after changes it did not make itself
 //! (contract 2): the tool's, another mount's, another host's, a recovery's,
 //! an expiry's, a revert's. The kernel keeps names, attributes and pages for
-//! minutes (`attr::TTL`), so every such change must drop them.
+//! minutes (`tuning::TTL`), so every such change must drop them.
 //!
 //! The store hands every change to [`Invalidator::submit`] under its lock
 //! (and a person's write, which is recorded only at close, to

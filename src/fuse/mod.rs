@@ -11,6 +11,7 @@ mod invalidate;
 pub mod mountpoint;
 mod request;
 mod syncer;
+mod tuning;
 
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
@@ -82,8 +83,15 @@ pub fn mount(
     let (flusher, flusher_thread) =
         Flusher::start(store.clone()).map_err(|e| MountError::Io(shown.clone(), e))?;
     let id = request::new_mount_id();
+    let tuning = tuning::Tuning::from_env();
     let session = fuser::spawn_mount(
-        MemFs::new(store.clone(), flusher.clone(), options.presented, id),
+        MemFs::new(
+            store.clone(),
+            flusher.clone(),
+            options.presented,
+            id,
+            tuning,
+        ),
         mountpoint,
         &config,
     )
@@ -91,6 +99,7 @@ pub fn mount(
     let (invalidator, thread) =
         Invalidator::start(session.notifier(), id).map_err(|e| MountError::Io(shown, e))?;
     store.observe(invalidator.clone());
+    tuning.apply_read_ahead(mountpoint);
     Ok(Mounted {
         session: Some(session),
         flusher,
