@@ -1,8 +1,11 @@
 //! The FUSE floor: the least a fuser file system can do, as a benchmark peer
 //! for the mount. Files and directories live in one map behind one lock; no
 //! persistence, no invalidation, no limits, no history. Same fuser version,
-//! thread count, mount options, init settings and TTLs as memfs' mount, so
-//! that `scripts/bench.sh` can tell what FUSE itself costs from what memfs adds.
+//! thread count, mount options and init settings as memfs' mount, with
+//! classic FUSE caching (1 s TTLs, a flush at every close, no cached
+//! listings, the kernel's read-ahead): what memfs' mount was before it let
+//! the kernel keep more (`src/fuse/tuning.rs`), so that `scripts/bench.sh`
+//! can tell what classic FUSE costs from what memfs adds or saves.
 //!
 //!   cargo run --release --example floorfs -- MOUNTPOINT
 //!
@@ -21,7 +24,7 @@ use fuser::{
 };
 use parking_lot::Mutex;
 
-/// As memfs: attribute and entry TTL, largest write, worker threads.
+/// Classic FUSE's TTL; memfs' largest write and worker threads.
 const TTL: Duration = Duration::from_secs(1);
 const MAX_WRITE: u32 = 1 << 20;
 const THREADS: usize = 4;

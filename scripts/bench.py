@@ -482,7 +482,8 @@ def render(args, tool_rows, rounds, mount, sizes, scale_rows, journal_rows):
           f"Sequential: {sizes['seq'] // MiB} MiB; fio: psync, {sizes['fio_size']}, {sizes['fio_time']} s; small files: {sizes['small']} of 1 KiB; "
           f"untar: the sources of {sizes['crates']} crates memfs builds from ({sizes['tree_files']} files), then `git status` on a commit of them.", "",
           "The floor is `examples/floorfs.rs`: the least a fuser file system can do (files in one map, no persistence, no invalidation), "
-          "with memfs' fuser version, worker threads, mount options and TTLs; memfs / floor is what memfs adds to what FUSE itself costs "
+          "with memfs' fuser version, worker threads and mount options, and classic FUSE caching (1 s TTLs, a flush at every close, no cached listings); "
+          "memfs / floor is what memfs adds to (or, by letting the kernel keep more, saves from) what classic FUSE costs "
           "(for times, lower is better; for rates, higher).", "",
           "| row | memfs | floor | tmpfs | rclone | memfs / floor | memfs / tmpfs | memfs vs rclone |", "|---|---|---|---|---|---|---|---|"]
     checkpoints = mount["memfs"].pop("checkpoints after the rows (s)", None)
@@ -515,8 +516,6 @@ def render(args, tool_rows, rounds, mount, sizes, scale_rows, journal_rows):
     read_lib, read_sdk, read_stdio = rate(lib, reads), rate(sdk, reads), rate(stdio, reads)
     write_lib, write_sdk = rate(lib, writes), rate(sdk, writes)
     mm, tt, rr, ff = mount["memfs"], mount["tmpfs"], mount["rclone"], mount["floor"]
-    small = next(k for k in mm if k.startswith("create"))
-    stat = next(k for k in mm if k.startswith("stat"))
     targets = [
         ("tool reads (view), one at a time, in-process", f"{read_lib / read_sdk:.1f}x the SDK", read_lib / read_sdk >= 50, "≥ 50x"),
         ("tool reads (view), one at a time, through stdio", f"{read_stdio / read_sdk:.1f}x the SDK", read_stdio / read_sdk >= 10, "≥ 10x"),
@@ -525,13 +524,15 @@ def render(args, tool_rows, rounds, mount, sizes, scale_rows, journal_rows):
         ("the whole mix, pipelined through stdio", f"{pipe['ops_per_s'] / sdk['ops_per_s']:.1f}x the SDK one at a time", pipe["ops_per_s"] / sdk["ops_per_s"] >= 10, "≥ 10x"),
         ("a write-heavy mix (no views), pipelined through stdio", f"{pipe_w['ops_per_s'] / sdk_w['ops_per_s']:.1f}x the SDK one at a time",
          pipe_w["ops_per_s"] / sdk_w["ops_per_s"] >= 10, "≥ 10x"),
-        ("mount sequential read", f"{mm['seq read 1 MiB blocks (MiB/s)'] / tt['seq read 1 MiB blocks (MiB/s)']:.0%} of tmpfs",
-         mm['seq read 1 MiB blocks (MiB/s)'] / tt['seq read 1 MiB blocks (MiB/s)'] >= 0.5, "≥ 50%"),
-        ("mount 1 MiB writes", f"{mm['seq write 1 MiB blocks (MiB/s)'] / tt['seq write 1 MiB blocks (MiB/s)']:.0%} of tmpfs",
-         mm['seq write 1 MiB blocks (MiB/s)'] / tt['seq write 1 MiB blocks (MiB/s)'] >= 0.4, "≥ 40%"),
-        ("mount small-file create", f"{mm[small] / tt[small]:.1f}x tmpfs's time", mm[small] / tt[small] <= 8, "≤ 8x"),
-        ("mount stat with warm caches", f"{mm[stat] / tt[stat]:.1f}x tmpfs's time", mm[stat] / tt[stat] <= 2, "≤ 2x"),
     ]
+    # The mount against tmpfs (issue 24's targets, which replaced the
+    # earlier ≥ 50% / ≥ 40% / ≤ 8x / ≤ 2x).
+    for prefix, limit in (("seq read", 0.7), ("seq write", 0.7)):
+        k = next(k for k in mm if k.startswith(prefix))
+        targets.append((f"mount {k.split(' (')[0]}", f"{mm[k] / tt[k]:.0%} of tmpfs", mm[k] / tt[k] >= limit, f"≥ {limit:.0%}"))
+    for prefix, limit in (("create", 6), ("read ", 4), ("stat", 1.2), ("git status", 3), ("untar", 4)):
+        k = next(k for k in mm if k.startswith(prefix))
+        targets.append((f"mount {k.split(' (')[0]} against tmpfs", f"{mm[k] / tt[k]:.2f}x tmpfs's time", mm[k] / tt[k] <= limit, f"≤ {limit}x"))
     for k in writes:
         f = floor_of[k]["kinds"]["append"]
         l = lib["kinds"][k]
@@ -542,10 +543,12 @@ def render(args, tool_rows, rounds, mount, sizes, scale_rows, journal_rows):
         targets.append((f"start-up replaying {t['records']:,} {t['what']}", f"{t['replay_s']:.2f} s", t["replay_s"] <= 1, "≤ 1 s"))
     targets.append((f"delete a directory of {deleted['files']:,} files", deleted["stats"],
                     "1 changes in 1 batches, 1 disk barriers" in deleted["stats"], "one batch, one flush"))
-    for prefix in ("create", "read ", "stat", "delete", "untar", "git status"):
-        k = next(k for k in mm if k.startswith(prefix))
-        targets.append((f"mount {k.split(' (')[0]} against the FUSE floor", f"{mm[k] / ff[k]:.2f}x the floor's time",
-                        mm[k] / ff[k] <= 1.5, "≤ 1.5x"))
+    # Every row better than the floor (issue 24; was ≤ 1.5x its time).
+    for k in mm:
+        rate_row = "/s" in k or "IOPS" in k
+        better = mm[k] > ff[k] if rate_row else mm[k] < ff[k]
+        measured = f"{mm[k] / ff[k]:.2f}x the floor's {'rate' if rate_row else 'time'}"
+        targets.append((f"mount {k.split(' (')[0]} against the FUSE floor", measured, better, "better than the floor"))
     seq_r, seq_w = "seq read 1 MiB blocks (MiB/s)", "seq write 1 MiB blocks (MiB/s)"
     targets.append(("the floor's own sequential read and 1 MiB writes", f"{ff[seq_r] / tt[seq_r]:.0%} and {ff[seq_w] / tt[seq_w]:.0%} of tmpfs "
                     f"(memfs: {mm[seq_r] / ff[seq_r]:.0%} and {mm[seq_w] / ff[seq_w]:.0%} of the floor)", True, "for reference"))

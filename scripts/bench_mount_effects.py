@@ -22,7 +22,7 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 import bench  # noqa: E402
 
-FEATURES = ["ttl", "noflush", "cachedir", "readahead"]
+FEATURES = ["ttl", "noflush", "readahead"]
 
 
 def rows(args, work, kind, classic, tar):

@@ -1,5 +1,5 @@
 //! The kernel keeps what the mount told it for minutes (names present and
-//! absent, attributes, symlinks, pages, directory listings), so every change
+//! absent, attributes, symlinks, pages), so every change
 //! it did not make itself must drop what it made stale. Each test here
 //! caches first and changes second, through each kind of change: the tool,
 //! `memfs revert`, `memfs expire`, and a person's change through another
@@ -281,4 +281,47 @@ fn a_persons_change_through_one_mount_shows_through_another() {
     soon("a write through the second", || {
         read(&m.at("moved.md")).as_deref() == Some("B\nMORE\n")
     });
+}
+
+/// The kernel caches listings; a reader it serves from that cache, whose
+/// cache is dropped part-way (the agent changed the directory), goes on
+/// through its own handle at its offset: memfs must go on in the listing
+/// the offset came from, so that nothing is skipped or repeated (before,
+/// such a reader's listing ended there: `rm -r` left files behind).
+#[test]
+fn a_reader_part_way_through_a_cached_listing_goes_on_where_it_was() {
+    let test = "a_reader_part_way_through_a_cached_listing_goes_on_where_it_was";
+    if skip_without_fuse(test) {
+        return;
+    }
+    let m = Mounted::start(&[]);
+    let dir = m.at("big");
+    fs::create_dir(&dir).unwrap();
+    for i in 0..3000 {
+        fs::write(dir.join(format!("f{i:04}.md")), "x").unwrap();
+    }
+    // A first reader fills the kernel's cache of the listing.
+    let all = listing(&dir);
+    assert_eq!(all.len(), 3000);
+    // A second one is served from it, part-way (one getdents holds about a
+    // thousand of these names)...
+    let mut reader = fs::read_dir(&dir).unwrap();
+    let mut seen: Vec<String> = (&mut reader)
+        .take(10)
+        .map(|e| e.unwrap().file_name().into_string().unwrap())
+        .collect();
+    // ...when the agent makes a name that sorts first: the cache is dropped.
+    let v = m.tool(r#"{"command":"create","path":"/memories/big/a-first.md","file_text":"a\n"}"#);
+    assert_eq!(v["is_error"], false, "{v}");
+    seen.extend(reader.map(|e| e.unwrap().file_name().into_string().unwrap()));
+    for name in &all {
+        let times = seen.iter().filter(|s| *s == name).count();
+        assert_eq!(
+            times,
+            1,
+            "{name} seen {times} times in {} names",
+            seen.len()
+        );
+    }
+    assert_eq!(listing(&dir).len(), 3001);
 }

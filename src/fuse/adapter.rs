@@ -3,10 +3,8 @@
 //! here talks to the kernel outside the reply (invalidations have their own
 //! thread).
 
-use std::collections::HashMap;
 use std::ffi::OsStr;
 use std::path::Path;
-use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Arc;
 use std::time::SystemTime;
 
@@ -16,10 +14,10 @@ use fuser::{
     ReplyDirectoryPlus, ReplyEmpty, ReplyEntry, ReplyLseek, ReplyOpen, ReplyStatfs, ReplyWrite,
     ReplyXattr, Request, TimeOrNow, WriteFlags,
 };
-use parking_lot::Mutex;
 
 use super::attr::{empty, errno, file_type, Presented, BLOCK_SIZE};
 use super::flusher::Flusher;
+use super::listings::Listings;
 use super::request::{origin, request_span};
 use super::syncer::Syncer;
 use super::tuning::Tuning;
@@ -37,13 +35,12 @@ const MAX_WRITE: u32 = 1 << 20;
 pub struct MemFs {
     store: Arc<Store>,
     flusher: Arc<Flusher>,
-    /// Open directories: the listing taken when reading started at offset 0,
-    /// shared, so each later read walks on from its offset without a copy.
-    dirs: Mutex<HashMap<u64, Arc<Vec<DirEntry>>>>,
+    /// Directory listings, named by the offsets handed out (`listings.rs`):
+    /// each later read walks on from its offset without a copy.
+    dirs: Listings<DirEntry>,
     /// Answers `fsync` once its change is durable, so that no worker thread
     /// waits for the disk.
     syncer: Syncer,
-    next_fh: AtomicU64,
     presented: Presented,
     /// This mount's number (see `request::serving`).
     mount: u64,
@@ -63,8 +60,7 @@ impl MemFs {
             tuning,
             store,
             flusher,
-            dirs: Mutex::default(),
-            next_fh: AtomicU64::new(1),
+            dirs: Listings::default(),
             syncer: Syncer::start(),
             presented,
         }
@@ -459,9 +455,8 @@ impl Filesystem for MemFs {
         let _span = request_span(self.mount, req, "opendir", ino.0);
         match self.store.info(ino.0) {
             Ok(_) => {
-                let fh = self.next_fh.fetch_add(1, Ordering::Relaxed);
-                self.dirs.lock().insert(fh, Arc::default());
-                reply.opened(FileHandle(fh), self.tuning.dir);
+                // No state per handle: offsets name their listing.
+                reply.opened(FileHandle(0), self.tuning.dir);
             }
             Err(e) => reply.error(errno(&e)),
         }
@@ -471,17 +466,19 @@ impl Filesystem for MemFs {
         &self,
         req: &Request,
         ino: INodeNo,
-        fh: FileHandle,
+        _fh: FileHandle,
         offset: u64,
         mut reply: ReplyDirectory,
     ) {
         let _span = request_span(self.mount, req, "readdir", ino.0);
-        let Some(entries) = self.listing(ino, fh, offset) else {
-            return reply.error(Errno::EBADF);
+        let listing = match self.dirs.at(offset, || self.store.read_dir(ino.0)) {
+            Ok(listing) => listing,
+            Err(e) => return reply.error(errno(&e)),
         };
-        let from = (offset as usize).min(entries.len());
-        for (i, e) in (offset..).zip(&entries[from..]) {
-            if reply.add(INodeNo(e.info.ino), i + 1, file_type(e.info.kind), &e.name) {
+        let from = listing.index.min(listing.entries.len());
+        for (i, e) in listing.entries.iter().enumerate().skip(from) {
+            let next = listing.offset_after(i);
+            if reply.add(INodeNo(e.info.ino), next, file_type(e.info.kind), &e.name) {
                 break;
             }
         }
@@ -492,26 +489,27 @@ impl Filesystem for MemFs {
         &self,
         req: &Request,
         ino: INodeNo,
-        fh: FileHandle,
+        _fh: FileHandle,
         offset: u64,
         mut reply: ReplyDirectoryPlus,
     ) {
         let _span = request_span(self.mount, req, "readdirplus", ino.0);
-        let Some(entries) = self.listing(ino, fh, offset) else {
-            return reply.error(Errno::EBADF);
+        let listing = match self.dirs.at(offset, || self.store.read_dir(ino.0)) {
+            Ok(listing) => listing,
+            Err(e) => return reply.error(errno(&e)),
         };
-        let from = (offset as usize).min(entries.len());
+        let from = listing.index.min(listing.entries.len());
         // The names come from the listing's snapshot, but attributes are read
         // now, for the entries this reply holds only: the snapshot may predate
         // a tool change whose invalidation the kernel already saw, and
         // attributes handed out now would be cached past it.
         let mut handed = Vec::new();
         self.store.with_infos(|current| {
-            for (i, e) in (offset..).zip(&entries[from..]) {
+            for (i, e) in listing.entries.iter().enumerate().skip(from) {
                 let info = current(e.info.ino).unwrap_or_else(|| e.info.clone());
                 if reply.add(
                     INodeNo(info.ino),
-                    i + 1,
+                    listing.offset_after(i),
                     &e.name,
                     &self.tuning.ttl,
                     &self.presented.attr(&info),
@@ -535,12 +533,11 @@ impl Filesystem for MemFs {
         &self,
         req: &Request,
         ino: INodeNo,
-        fh: FileHandle,
+        _fh: FileHandle,
         _flags: OpenFlags,
         reply: ReplyEmpty,
     ) {
         let _span = request_span(self.mount, req, "releasedir", ino.0);
-        self.dirs.lock().remove(&fh.0);
         reply.ok();
     }
 
@@ -690,20 +687,5 @@ impl Filesystem for MemFs {
     fn removexattr(&self, req: &Request, ino: INodeNo, _name: &OsStr, reply: ReplyEmpty) {
         let _span = request_span(self.mount, req, "removexattr", ino.0);
         reply.error(Errno::ENOSYS);
-    }
-}
-
-impl MemFs {
-    /// The entries of an open directory from `offset` on. Reading from offset
-    /// 0 (opening, `rewinddir`) takes a fresh listing; later offsets index it,
-    /// so entries are neither skipped nor repeated while the directory changes.
-    fn listing(&self, ino: INodeNo, fh: FileHandle, offset: u64) -> Option<Arc<Vec<DirEntry>>> {
-        if offset == 0 {
-            // Outside the map's lock: taking the listing takes the store's.
-            let fresh = Arc::new(self.store.read_dir(ino.0).ok()?);
-            self.dirs.lock().insert(fh.0, fresh.clone());
-            return Some(fresh);
-        }
-        self.dirs.lock().get(&fh.0).cloned()
     }
 }

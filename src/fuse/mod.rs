@@ -8,6 +8,7 @@ mod adapter;
 mod attr;
 mod flusher;
 mod invalidate;
+mod listings;
 pub mod mountpoint;
 mod request;
 mod syncer;

@@ -52,8 +52,10 @@ impl Default for Tuning {
             file: FopenFlags::FOPEN_KEEP_CACHE | FopenFlags::FOPEN_NOFLUSH,
             // The kernel keeps a directory's listing and serves later reads
             // of it from its cache until a change drops it (its own, or an
-            // invalidation of the directory from any other door).
-            dir: FopenFlags::FOPEN_KEEP_CACHE | FopenFlags::FOPEN_CACHE_DIR,
+            // invalidation of the directory from any other door). Its
+            // offsets name their listing (`listings.rs`), so a reader whose
+            // cache was dropped part-way goes on where it was.
+            dir: FopenFlags::FOPEN_KEEP_CACHE.union(FopenFlags::FOPEN_CACHE_DIR),
             read_ahead_kb: Some(READ_AHEAD_KB),
         }
     }
