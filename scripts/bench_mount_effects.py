@@ -23,10 +23,13 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 import bench  # noqa: E402
 
 FEATURES = ["ttl", "noflush", "readahead"]
+# Off by default, measured turned on (MEMFS_FUSE_TRY).
+TRIED = ["cachedir"]
 
 
-def rows(args, work, kind, classic, tar):
+def rows(args, work, kind, classic, tar, tried=""):
     os.environ["MEMFS_FUSE_CLASSIC"] = classic
+    os.environ["MEMFS_FUSE_TRY"] = tried
     try:
         runs = []
         for _ in range(args.runs):
@@ -49,6 +52,7 @@ def rows(args, work, kind, classic, tar):
         return {k: bench.median([r[k] for r in runs]) for k in runs[0]}
     finally:
         os.environ.pop("MEMFS_FUSE_CLASSIC", None)
+        os.environ.pop("MEMFS_FUSE_TRY", None)
 
 
 def main():
@@ -60,34 +64,43 @@ def main():
     ap.add_argument("--seq", type=int, default=1024, help="MiB")
     ap.add_argument("--crates", type=int, default=1000)
     ap.add_argument("--out")
-    args = ap.parse_args()
     work = tempfile.mkdtemp(prefix="memfs-effects-")
     os.chmod(work, 0o755)
-    configs = [("memfs", "memfs", "")] + [(f"memfs, {f} classic", "memfs", f) for f in FEATURES] + \
-        [("memfs, all classic", "memfs", "all"), ("floor", "floor", ""), ("tmpfs", "tmpfs", "")]
+    ap.add_argument("--only-tried", action="store_true", help="memfs as it is and with each tried feature, no peers")
+    args = ap.parse_args()
+    configs = [("memfs", "memfs", "", "")] + [(f"memfs, {f} on", "memfs", "", f) for f in TRIED]
+    if not args.only_tried:
+        configs += [(f"memfs, {f} classic", "memfs", f, "") for f in FEATURES] + \
+            [("memfs, all classic", "memfs", "all", ""), ("floor", "floor", "", ""), ("tmpfs", "tmpfs", "", "")]
     results = {}
     try:
         tar, crates, files = bench.make_source_tarball(work, args.crates)
-        for name, kind, classic in configs:
-            results[name] = rows(args, work, kind, classic, tar)
+        for name, kind, classic, tried in configs:
+            results[name] = rows(args, work, kind, classic, tar, tried)
             print(f"  {name} done", file=sys.stderr)
     finally:
         shutil.rmtree(work, ignore_errors=True)
-    base, tmpfs, floor = results["memfs"], results["tmpfs"], results["floor"]
+    base = results["memfs"]
+    peers = not args.only_tried
+    tmpfs, floor = (results["tmpfs"], results["floor"]) if peers else (None, None)
     L = [f"Mount features, one run: {time.strftime('%Y-%m-%d')}, commit {bench.commit()}, medians of {args.runs}; "
          f"sequential {args.seq} MiB, {args.small} small files, untar of {crates} crates ({files} files).", ""]
-    names = [n for n, _, _ in configs]
-    L.append("| row | " + " | ".join(names) + " | memfs / tmpfs | memfs / floor |")
-    L.append("|---|" + "---|" * (len(names) + 2))
+    names = [c[0] for c in configs]
+    L.append("| row | " + " | ".join(names) + (" | memfs / tmpfs | memfs / floor |" if peers else " |"))
+    L.append("|---|" + "---|" * (len(names) + (2 if peers else 0)))
     for row in base:
-        higher = "/s" in row
         cells = [f"{results[n][row]:,.3g}" for n in names]
-        L.append(f"| {row} | " + " | ".join(cells) + f" | {base[row] / tmpfs[row]:.2f} | {base[row] / floor[row]:.2f} |")
-    L += ["", "Each feature's effect, classic / default (times: > 1 means the feature saves time; rates: < 1 means it adds throughput):", "",
-          "| row | " + " | ".join(FEATURES) + " | all |", "|---|" + "---|" * (len(FEATURES) + 1)]
+        tail = f" | {base[row] / tmpfs[row]:.2f} | {base[row] / floor[row]:.2f} |" if peers else " |"
+        L.append(f"| {row} | " + " | ".join(cells) + tail)
+    shown = [(f, f"memfs, {f} classic", "classic") for f in FEATURES] if peers else []
+    shown += [(f, f"memfs, {f} on", "on") for f in TRIED]
+    if peers:
+        shown.append(("all", "memfs, all classic", "classic"))
+    L += ["", "Each feature's effect, the feature's other setting / memfs as it is (times: > 1 means memfs as it is "
+          "is faster; rates: < 1 means it is faster):", "",
+          "| row | " + " | ".join(f"{f} {how}" for f, _, how in shown) + " |", "|---|" + "---|" * len(shown)]
     for row in base:
-        cells = [f"{results[f'memfs, {f} classic'][row] / base[row]:.2f}" for f in FEATURES]
-        cells.append(f"{results['memfs, all classic'][row] / base[row]:.2f}")
+        cells = [f"{results[name][row] / base[row]:.2f}" for _, name, _ in shown]
         L.append(f"| {row} | " + " | ".join(cells) + " |")
     report = "\n".join(L) + "\n"
     print(report)

@@ -283,18 +283,26 @@ fn a_persons_change_through_one_mount_shows_through_another() {
     });
 }
 
-/// The kernel caches listings; a reader it serves from that cache, whose
-/// cache is dropped part-way (the agent changed the directory), goes on
-/// through its own handle at its offset: memfs must go on in the listing
-/// the offset came from, so that nothing is skipped or repeated (before,
-/// such a reader's listing ended there: `rm -r` left files behind).
+/// With listings kept by the kernel (`MEMFS_FUSE_TRY=cachedir`, off by
+/// default), a reader it serves from that cache, whose cache is dropped
+/// part-way (the agent changed the directory), goes on through its own
+/// handle at its offset: memfs must go on in the listing the offset came
+/// from, so that nothing is skipped or repeated (before, such a reader's
+/// listing ended there: `rm -r` left files behind). And the same without
+/// the kernel's cache.
 #[test]
 fn a_reader_part_way_through_a_cached_listing_goes_on_where_it_was() {
     let test = "a_reader_part_way_through_a_cached_listing_goes_on_where_it_was";
     if skip_without_fuse(test) {
         return;
     }
-    let m = Mounted::start(&[]);
+    for env in [("MEMFS_FUSE_TRY", "cachedir"), ("MEMFS_FUSE_TRY", "")] {
+        let m = Mounted::start_with_env(&[], &[env]);
+        a_reader_goes_on_where_it_was(&m);
+    }
+}
+
+fn a_reader_goes_on_where_it_was(m: &Mounted) {
     let dir = m.at("big");
     fs::create_dir(&dir).unwrap();
     for i in 0..3000 {

@@ -4,9 +4,10 @@
 //! when a change the kernel did not make itself touches it.
 //!
 //! `MEMFS_FUSE_CLASSIC` (a comma-separated list of `ttl`, `noflush`,
-//! `cachedir`, `readahead`, or `all`) turns single features back to the
-//! classic FUSE behaviour, for `scripts/bench_mount_effects.py`, which
-//! measures what each one is worth. Nothing else should set it.
+//! `readahead`, or `all`) turns single features back to the classic FUSE
+//! behaviour, and `MEMFS_FUSE_TRY=cachedir` turns on one that is off by
+//! default, for `scripts/bench_mount_effects.py`, which measures what each
+//! one is worth. Nothing else should set them.
 
 use std::path::Path;
 use std::time::Duration;
@@ -50,12 +51,15 @@ impl Default for Tuning {
             // does not do (the file goes to the flusher then), and its flush
             // never fails, so it would be a round trip for nothing.
             file: FopenFlags::FOPEN_KEEP_CACHE | FopenFlags::FOPEN_NOFLUSH,
-            // The kernel keeps a directory's listing and serves later reads
-            // of it from its cache until a change drops it (its own, or an
-            // invalidation of the directory from any other door). Its
-            // offsets name their listing (`listings.rs`), so a reader whose
-            // cache was dropped part-way goes on where it was.
-            dir: FopenFlags::FOPEN_KEEP_CACHE.union(FopenFlags::FOPEN_CACHE_DIR),
+            // Listings are read from memfs each time, not kept by the kernel
+            // (FOPEN_CACHE_DIR): measured (docs/BENCHMARKS.md §9), a kept
+            // listing makes a listing read again 2x faster, but `ls -l` of
+            // files just written 7x slower: a listing from the kernel's
+            // cache is never a READDIRPLUS, so every attribute the kernel
+            // dropped after its own writes costs a GETATTR each. With
+            // `MEMFS_FUSE_TRY=cachedir` it is on (its offsets name their
+            // listing, `listings.rs`, so it is correct either way).
+            dir: FopenFlags::empty(),
             read_ahead_kb: Some(READ_AHEAD_KB),
         }
     }
@@ -74,12 +78,13 @@ impl Tuning {
             if all || what == "noflush" {
                 t.file.remove(FopenFlags::FOPEN_NOFLUSH);
             }
-            if all || what == "cachedir" {
-                t.dir = FopenFlags::empty();
-            }
             if all || what == "readahead" {
                 t.read_ahead_kb = None;
             }
+        }
+        let tried = std::env::var("MEMFS_FUSE_TRY").unwrap_or_default();
+        if tried.split(',').any(|w| w.trim() == "cachedir") {
+            t.dir = FopenFlags::FOPEN_KEEP_CACHE | FopenFlags::FOPEN_CACHE_DIR;
         }
         t
     }

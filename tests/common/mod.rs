@@ -272,9 +272,25 @@ impl Mounted {
         self.spawn_wrapped(&[] as &[String], flags)
     }
 
+    /// [`Mounted::start`] with memfs' environment set as `env` says.
+    pub fn start_with_env(flags: &[&str], env: &[(&str, &str)]) -> Mounted {
+        let mut m = Mounted::unstarted();
+        m.spawn_in(&[] as &[String], flags, env);
+        m
+    }
+
     /// Like [`Mounted::spawn`], with memfs run by `wrapper` (e.g. strace and
     /// its options; the memfs command line follows them).
     pub fn spawn_wrapped(&mut self, wrapper: &[impl AsRef<std::ffi::OsStr>], flags: &[&str]) {
+        self.spawn_in(wrapper, flags, &[])
+    }
+
+    fn spawn_in(
+        &mut self,
+        wrapper: &[impl AsRef<std::ffi::OsStr>],
+        flags: &[&str],
+        env: &[(&str, &str)],
+    ) {
         let mut command = match wrapper.split_first() {
             Some((program, args)) => {
                 let mut c = Command::new(program.as_ref());
@@ -284,6 +300,7 @@ impl Mounted {
             None => memfs(),
         };
         let child = command
+            .envs(env.iter().copied())
             .arg("--data")
             .arg(self.data.path())
             .arg("mount")
