@@ -124,6 +124,10 @@ fn check_empty(dir: &Path) -> Result<(), String> {
 }
 
 /// Feeds the stream to `git fast-import` in a new repository at `dir`.
+///
+/// Long because it is one step-by-step script (a private directory, `git
+/// init`, feeding `fast-import`, `reset`); each step must work before the
+/// next, with its own message and exit code.
 fn export(dir: &Path, stream: &[u8]) -> ExitCode {
     let git = |args: &[&str]| Command::new("git").arg("-C").arg(dir).args(args).status();
     // Private like the memory (0700 directories, 0600 files): the export

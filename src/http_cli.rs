@@ -57,6 +57,9 @@ pub fn serve(cli: &Cli, addr: &str, options: &HttpArgs) -> ExitCode {
     }
 }
 
+/// Long because it is a match over the three token subcommands, sharing one
+/// set-up of the state directory and one error exit; most of it is the list
+/// arm's two output formats.
 pub fn token(cli: &Cli, action: &TokenCmd) -> ExitCode {
     let root = match root_of(cli) {
         Ok(root) => root,

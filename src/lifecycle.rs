@@ -47,6 +47,10 @@ pub type StdioServer = Box<dyn FnOnce(Tool, Arc<Control>) -> io::Result<()> + Se
 
 /// Serves until a signal, the end of `stdio`'s input, or an outside unmount;
 /// then shuts down and says how it went.
+///
+/// Long because start-up, the wait loop and shutdown share the same handles
+/// (signals, socket server, mount, hosted mounts), and shutdown closes them
+/// in order into one exit code.
 pub fn run(
     memory: &Memory,
     mount: Option<(&Path, MountOptions)>,
@@ -200,6 +204,9 @@ fn unmount(mounted: Mounted) -> ExitCode {
 /// mount is unmounted from outside. If the owner goes away first, this
 /// process takes the data dir over and serves the mount itself, so for the
 /// person `memfs mount` behaves as it does alone.
+///
+/// Long because it is one retry loop: open, or else ask the owner to mount
+/// and wait; if the owner goes away, the loop starts again to take over.
 pub fn mount_beside_owner(
     open: impl Fn() -> Result<Memory, OpenError>,
     state_dir: &Path,

@@ -104,6 +104,9 @@ fn without_a_memory(cli: &Cli) -> Option<ExitCode> {
 
 /// The commands that run on the memory this process opened (it owns the
 /// data dir): `exec`, `serve`, `mcp`, `mount`.
+///
+/// Long because it is a match over every command run on the memory this
+/// process owns; each arm is short glue into lifecycle or serve.
 fn on(memory: Memory, cli: Cli, doors: Doors) -> ExitCode {
     let max_line = doors.max_line;
     let origin = |door| Origin::session(door, cli.common.session.as_deref());
@@ -194,6 +197,10 @@ fn on(memory: Memory, cli: Cli, doors: Doors) -> ExitCode {
 /// Another memfs owns the data dir: `exec`, `serve --stdio` and `mcp`
 /// attach to it through its socket (and take the data dir over if it goes
 /// away); a mount needs the data dir itself.
+///
+/// Long because it is one dispatch for commands attached to another owner's
+/// socket: mount apart, then pick the door, open one backend, run the
+/// command and close the backend once.
 fn attached(cli: &Cli, doors: Doors, dir: &str, pid: Option<u32>) -> ExitCode {
     if let Cmd::Mount {
         mountpoint,

@@ -54,6 +54,10 @@ impl Memory {
     /// Opens the data dir `dir` (made if missing), loads `dir/memories`,
     /// squares it with the journal, and starts the journal. Fails if
     /// another process has it open.
+    ///
+    /// Long because it is the constructor that starts every part in a fixed
+    /// order (load, journal, store, shared-store wiring, threads), with one
+    /// `fail` closure naming each error.
     pub fn open(dir: impl AsRef<Path>, options: Options) -> Result<Memory, OpenError> {
         let data_dir = DataDir::open(dir.as_ref())?;
         let shown = data_dir.shown().to_string();

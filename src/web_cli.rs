@@ -13,6 +13,9 @@ use memfs::Memory;
 
 use crate::cli::Cli;
 
+/// Long because it is one command run top to bottom (bind, check loopback,
+/// open or attach, make the app, print the login URL, serve, tear down);
+/// most steps exit early with their own message.
 pub fn web(cli: &Cli, listen: &str) -> ExitCode {
     let data = &cli.common.data;
     let (listener, local) = match memfs::listen::bind(listen) {

@@ -127,6 +127,8 @@ pub fn handle(store: &Arc<Store>, control: &Control, request: &Request) -> Reply
     }
 }
 
+/// Long because it is a match over every control request kind; most arms
+/// are a few lines.
 fn run(store: &Arc<Store>, history: &History, request: &Request) -> Result<Reply, Refusal> {
     match request {
         Request::Log {
@@ -272,6 +274,10 @@ fn sha_now(store: &Store, at: &MemPath) -> Option<String> {
 }
 
 /// `Request::Undo`: the change `v` made, taken back.
+///
+/// Long because it first checks the version can be undone (exists, has a
+/// path, changes a file, not redacted, file unchanged since), then matches
+/// on the change's kind with the same row, path and expected hash.
 fn undo(
     store: &Arc<Store>,
     history: &History,

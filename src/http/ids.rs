@@ -109,6 +109,9 @@ impl IdIndex {
         version
     }
 
+    /// Long because every lookup must see the index as it was before the
+    /// change: it works out removed paths, new paths and lineages from all
+    /// rows first, then applies them in a fixed order.
     fn apply_change(&mut self, rows: &[Row]) {
         // Every lookup sees the memory as it was before the change (an
         // exchange swaps two lineages).

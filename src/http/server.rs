@@ -200,6 +200,10 @@ fn answer(
 
 /// Serves until SIGINT or SIGTERM; then closes every store. Ok(false) when
 /// some store could not write everything out.
+///
+/// Long because it wires one server in order (registry and tokens, bind,
+/// shared state, the handler, tend and precheck closures that capture it),
+/// then serves and closes every store.
 pub fn run(config: Config) -> Result<bool, String> {
     let reg = Registry::open(
         &config.root,

@@ -117,6 +117,9 @@ impl WebDoor {
         }
     }
 
+    /// Long because it is one login in order (find the token, choose the
+    /// store, check the token reaches it, make the session, record it,
+    /// redirect with the cookie); each step can refuse with its own page.
     fn log_in(
         &self,
         reg: &Registry,

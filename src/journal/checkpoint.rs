@@ -50,6 +50,9 @@ impl Files {
 /// Past this many files and directories to flush, one `syncfs` instead.
 const MAX_SYNCS: usize = 1024;
 
+/// Long because it is the checkpointer's one loop (wait, take messages,
+/// apply held batches, back off, answer waiters), whose held, since, retry
+/// and failing state carries across turns.
 pub fn run(files: Files, rx: Receiver<Msg>, journal: Arc<Shared>, delay: Duration) {
     let mut held: Vec<(u64, Vec<Change>)> = Vec::new();
     let mut held_bytes = 0u64;
@@ -440,6 +443,9 @@ fn leaf(path: &MemPath) -> &str {
     path.file_name().expect("changes never name the root")
 }
 
+/// Long because it is a match over every change op kind, each applying the
+/// op to the plain files with its own recovery rules and noting what to
+/// sync.
 fn apply_op(
     files: &Files,
     op: &ChangeOp,

@@ -64,6 +64,10 @@ pub(super) fn run(sh: &Shared) {
 }
 
 /// Compacts what `keep` allows; says what it dropped (`None`: nothing to do).
+///
+/// Long because one compaction locks, lets go and locks again in order
+/// (choose and close segments, build without the lock, check again and
+/// install), all three sharing the range and limits.
 pub(super) fn compact(sh: &Shared, keep: Keep) -> io::Result<Option<String>> {
     let _alone = sh.rewrite();
     close_the_open_segment(sh);

@@ -172,6 +172,10 @@ impl Journal {
     /// in a history kept before it), squares the plain files in `files` and
     /// `tree` (loaded from them) with it, and starts its threads. Nothing
     /// may be served from `tree` before this returns.
+    ///
+    /// Long because it is the journal's start-up sequence (read or take in,
+    /// square, replay, the start frame, compaction, threads); each step
+    /// needs the one before, and nothing may be served before it returns.
     pub fn open(
         state: &OwnedFd,
         files: &Files,

@@ -27,6 +27,10 @@ pub struct Parts {
 /// whether it changed the frame; a segment no frame of which changed is left
 /// as it is); the contents index follows. The segment appends go to is
 /// closed first (the next frame begins a new one).
+///
+/// Long because it rewrites one segment as one unit (read every frame,
+/// change them, encode with new offsets, swap the file in, update the
+/// contents index), all sharing the frames, buffer and offsets.
 pub(super) fn rewrite_segment(
     sh: &Shared,
     st: &mut State,
@@ -133,6 +137,10 @@ impl History {
     /// version with the same content), and with `path`, that path's text
     /// from every row. The rows stay, marked redacted. Refused while a file
     /// holds the content (or the path).
+    ///
+    /// Long because the refusal checks and the rewrite of every segment run
+    /// under the same rewrite and state locks, and the per-frame closure
+    /// uses the same locals.
     pub fn redact(&self, version: u64, path: bool) -> Result<String, Refusal> {
         let rows = self.all()?;
         let Some(row) = rows.iter().find(|r| r.id() == version).cloned() else {

@@ -19,6 +19,10 @@ impl Shared {
     /// Commits a batch with this host's changes in it: to the shared store
     /// first, then to the journal; a change that lost a race, or a batch
     /// the store could not take, goes back to the store to decide.
+    ///
+    /// Long because it is one retry loop: each attempt begins, finds lost
+    /// races, separates winners from losers and commits; a retryable
+    /// failure rebuilds the items in order for the next.
     pub(super) fn commit_shared(
         &self,
         up: &dyn Upstream,

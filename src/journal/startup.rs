@@ -158,6 +158,9 @@ impl Reading {
         }
     }
 
+    /// Long because it folds one frame's fields into the reading state in a
+    /// fixed order: contents, snapshot, batch, changes, kept rows, then
+    /// pending batches and the checkpoint.
     pub fn take(&mut self, number: u64, frame: Frame) {
         let st = &mut self.state;
         let h = frame.header;
@@ -268,6 +271,10 @@ impl Reading {
 /// Reads the journal in `dir`; `None` when there is none. Damage anywhere
 /// but a torn tail is an error. With `write`, a torn tail is cut off and
 /// what compaction left behind is removed (the owner's start).
+///
+/// Long because choosing the live segments, reading them, setting the
+/// active one, deleting dead ones and building the tail use the same
+/// segment lists, and the deletion needs what the choice found.
 pub fn read(dir: &OwnedFd, write: bool) -> io::Result<Option<Loaded>> {
     let numbers = segment::list(dir)?;
     if numbers.is_empty() {

@@ -67,6 +67,10 @@ fn row(ids: &mut Ids, cx: &Context, actor: &Actor, op: Op, path: &MemPath, chang
 
 /// The records of `change`, applied to `view` as they are made (noted in
 /// `undo`), and the contents they need.
+///
+/// Long because it is one pass over a change's ops with a match over op
+/// kinds: each op's rows are made from the view before that op is applied,
+/// so making rows and applying ops alternate.
 pub fn record(
     view: &mut View,
     change: &Change,

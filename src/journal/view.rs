@@ -197,6 +197,10 @@ impl View {
     }
 
     /// Applies one store op; `write` is a write's content hash and size.
+    ///
+    /// Long because it is a match over every change op kind applied to the
+    /// journal's view with its undo entries; each arm is short and stands
+    /// alone.
     pub fn apply(&mut self, op: &ChangeOp, write: Option<(Sha, u64)>, mut undo: Option<&mut Undo>) {
         match op {
             ChangeOp::Write { path, meta, data } => {

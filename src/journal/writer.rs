@@ -364,6 +364,10 @@ impl Shared {
     /// transaction: its head numbers the versions, and it commits this
     /// host's changes of the frame before the frame is written; when it
     /// fails, nothing is written and the batch is handed back.
+    ///
+    /// Long because it is one batch commit under the state lock: record,
+    /// place contents, check room, commit upstream, write; each failure
+    /// path undoes the same changes and owes the same batches again.
     pub(super) fn commit_batch(
         &self,
         changes: Vec<Change>,
@@ -694,6 +698,10 @@ impl Shared {
 
     /// The start's own frame (before the threads run): what was found
     /// changed on disk, and that the plain files are current through it.
+    ///
+    /// Long because it writes one frame under the state lock (place the
+    /// contents, append, then record where they landed or put the found
+    /// change back); both outcomes need `placed` and `body`.
     pub fn write_start(
         &self,
         found: Option<super::record::ChangeRec>,
@@ -985,6 +993,11 @@ impl Shared {
     /// [`Shared::append`]; with `defer`, a shared store's committed batch
     /// (see [`Deferred`]), the frame is flushed later, unless it begins a
     /// segment (whose directory entry is flushed at once).
+    ///
+    /// Long because it appends one frame in strict order (a new segment if
+    /// needed, the header, the write, the flush or its deferral, the
+    /// segment's state); each failure leaves its own seal, and the steps
+    /// share the offsets.
     fn append_deferring(
         &self,
         st: &mut State,

@@ -117,6 +117,10 @@ pub fn call_result(result: &ToolResult) -> Value {
 }
 
 /// Handles one message; `None` for notifications and stray responses.
+///
+/// Long because it checks one JSON-RPC message in protocol order (parse,
+/// object, id, method or stray response, version), each with its own error,
+/// then dispatches on the method.
 fn handle(session: &Session, line: &[u8]) -> Option<Answer> {
     let message: Value = match crate::json::parse(line) {
         Ok(v) => v,

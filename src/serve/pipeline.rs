@@ -49,6 +49,10 @@ pub use super::activity::{Activity, Unobserved};
 pub const QUEUED_BYTES: usize = 1 << 20;
 
 /// Serves `input` until it ends, answering on `output`.
+///
+/// Long because the writer thread and the reader loop live in one
+/// `thread::scope` and share the channel, the byte budget and the activity
+/// observer.
 pub fn serve<P: Protocol>(
     protocol: &P,
     input: impl BufRead,

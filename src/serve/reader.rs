@@ -41,6 +41,9 @@ impl<'a, R: BufRead> LineReader<'a, R> {
         }
     }
 
+    /// Long because it is one read loop whose cases (interrupted, idle, end
+    /// of input, newline, too long, slow trickle) share the buffer, the
+    /// too-long flag and the line's start time.
     pub fn next_line(&mut self) -> io::Result<Next<'_>> {
         self.buf.clear();
         let mut too_long = false;

@@ -82,6 +82,9 @@ impl Follow {
         })
     }
 
+    /// Long because it is the follower's reconnect loop (outage reports and
+    /// back-off, then the catch-up-and-wait loop), whose back-off and
+    /// outage state is shared by both.
     fn run(self, stop: &AtomicBool, progress: &Progress, ready: std::sync::mpsc::Sender<()>) {
         let mut backoff = Duration::from_millis(100);
         let mut said_down = false;

@@ -72,6 +72,8 @@ impl Tree {
         }
     }
 
+    /// Long because it is a match over every change op kind applied to the
+    /// tree; each arm is short and stands alone.
     fn apply_op(&mut self, op: &ChangeOp, now: SystemTime, held: &dyn Fn(Ino) -> bool) {
         match op {
             ChangeOp::Write { path, data, meta } => {

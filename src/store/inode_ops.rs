@@ -265,6 +265,10 @@ impl Store {
 
     /// Makes a file, directory, FIFO or symlink named `name` in `parent`, owned
     /// by `uid`/`gid`, and pins it once.
+    ///
+    /// Long because it makes one node under one write lock of the tree:
+    /// existence and limits, setgid inheritance, two matches over node
+    /// kinds (what it holds, what the journal gets), then pin and commit.
     pub fn make_node(
         &self,
         parent: Ino,
@@ -489,6 +493,10 @@ impl Store {
     }
 
     /// `rename(2)` with its flags: replacing a target, refusing to, or exchanging.
+    ///
+    /// Long because it is one rename(2) under one write lock of the tree:
+    /// the checks, the limits, the link changes and the journal's ops use
+    /// the same nodes and paths, with nothing changing in between.
     pub fn rename_entry(
         &self,
         parent: Ino,

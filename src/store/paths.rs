@@ -29,6 +29,10 @@ impl Store {
 
     /// [`Store::create_file`], only if the file there now has the sha256
     /// `expect` (checked under the same lock).
+    ///
+    /// Long because it is one create or overwrite under one lock: the
+    /// expected hash, kind, size and growth checks, then the tree's change
+    /// with its undo and ops, all on the same nodes.
     pub fn create_file_expecting(
         &self,
         path: &MemPath,

@@ -16,6 +16,11 @@ impl Store {
     /// taken back is (latest first), and everything else stays in memory with
     /// its paths written again later. Kernel caches are invalidated for what
     /// was taken back. Returns, for each refused change, whether it was.
+    ///
+    /// Long because every step runs under one write lock of the tree, in
+    /// order (undo refused changes newest first, record lost saves, mark
+    /// paths unsaved, queue the invalidation); the wait comes after the
+    /// lock is let go.
     pub fn recover(&self, refused: &[Change], unconfirmed: &[Change], clean: bool) -> Vec<bool> {
         let mut tree = self.tree.write();
         let mut touched = Vec::new();

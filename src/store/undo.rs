@@ -92,6 +92,10 @@ impl Undo {
     /// returns whether it did, noting what the kernel may have cached.
     /// `unlink` removes an entry the way the store does (dropping nodes the
     /// kernel does not hold).
+    ///
+    /// Long because it is a match over every undo kind; each arm checks
+    /// that what the change made is still there, reverses it and records
+    /// what was touched.
     pub fn apply(
         &self,
         tree: &mut Tree,

@@ -236,6 +236,8 @@ mod tests {
         ));
     }
 
+    /// Long because it is a table: one row per malformed tool input with
+    /// the error text it must name, checked by one short loop.
     #[test]
     fn names_what_is_wrong() {
         let cases = [

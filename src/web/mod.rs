@@ -283,6 +283,8 @@ impl App {
         Page::redirect(&format!("{to}{sep}said={}", crate::form::encode(&said)))
     }
 
+    /// Long because it is the router: a match over every GET page under one
+    /// model lock.
     fn get(&self, path: &str, query: &HashMap<String, String>, ctx: &Ctx) -> Page {
         let model = self.model.lock();
         let reviewed = self.reviewed.lock().versions.clone();

@@ -18,6 +18,10 @@ impl Tree {
     /// - `next_ino`: above every inode in use;
     /// - `dirty` and `writer`: unsaved bytes of a file always name their
     ///   writer, and only a file has them.
+    ///
+    /// Long because it is one pass over every node checking each invariant
+    /// while it counts bytes and entries, compared with the tree's own
+    /// counters after the loop.
     pub fn check_invariants(&self) -> Result<(), String> {
         let mut bytes = 0u64;
         let mut entries_seen = 0usize;
