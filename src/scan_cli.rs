@@ -22,7 +22,21 @@ pub fn scan(data: &Path, at: &str, json: bool) -> ExitCode {
             return ExitCode::from(2);
         }
     };
-    let found = memfs::guard::scan_tree(&tree, &at);
+    let found = report_tree(&tree, &at, json);
+    let in_history = report_history(data, &tree, &at, json);
+    if in_history > 0 && !json {
+        memfs::say!("memfs: versions in the history hold credentials too; `memfs redact VERSION` erases one");
+    }
+    if found == 0 && in_history == 0 {
+        ExitCode::SUCCESS
+    } else {
+        ExitCode::FAILURE
+    }
+}
+
+/// Prints what the files hold now; returns how many findings.
+fn report_tree(tree: &memfs::store::Tree, at: &memfs::path::MemPath, json: bool) -> usize {
+    let found = memfs::guard::scan_tree(tree, at);
     for found in &found {
         let (path, f) = (&found.shown, &found.finding);
         match (json, found.in_name) {
@@ -38,8 +52,18 @@ pub fn scan(data: &Path, at: &str, json: bool) -> ExitCode {
             (false, false) => println!("{path}:{}: {}", f.line, f.kind),
         }
     }
-    // And every version the history keeps (a credential an edit removed is
-    // still in the version before it).
+    found.len()
+}
+
+/// Prints what every version the history keeps holds (a credential an
+/// edit removed is still in the version before it), but the versions that
+/// are the files as they are now; returns how many findings.
+fn report_history(
+    data: &Path,
+    tree: &memfs::store::Tree,
+    at: &memfs::path::MemPath,
+    json: bool,
+) -> usize {
     let mut in_history = 0;
     for (rows, data) in memfs::journal::kept_contents(data).unwrap_or_default() {
         let Ok(text) = std::str::from_utf8(&data) else {
@@ -57,7 +81,7 @@ pub fn scan(data: &Path, at: &str, json: bool) -> ExitCode {
         };
         for row in rows.iter().filter(|r| {
             memfs::path::MemPath::parse(&r.path)
-                .is_ok_and(|p| p.starts_with(&at) && current(&p).as_ref() != r.sha256.as_ref())
+                .is_ok_and(|p| p.starts_with(at) && current(&p).as_ref() != r.sha256.as_ref())
         }) {
             for f in &findings {
                 in_history += 1;
@@ -78,12 +102,5 @@ pub fn scan(data: &Path, at: &str, json: bool) -> ExitCode {
             }
         }
     }
-    if in_history > 0 && !json {
-        memfs::say!("memfs: versions in the history hold credentials too; `memfs redact VERSION` erases one");
-    }
-    if found.is_empty() && in_history == 0 {
-        ExitCode::SUCCESS
-    } else {
-        ExitCode::FAILURE
-    }
+    in_history
 }
