@@ -589,15 +589,10 @@ fn retrieve_memory(reg: &Registry, call: &Call, meta: &StoreMeta, mid: &str) -> 
     memory_at(&held, meta, &path, full)
 }
 
-fn update_memory(reg: &Registry, call: &Call, meta: &StoreMeta, mid: &str) -> ApiResult<Value> {
-    writer(call.token)?;
-    not_archived(meta)?;
-    let full = view(call, false)?;
-    let map = body(call)?;
-    let content = opt_str(&map, "content")?;
-    let new_path = opt_str(&map, "path")?;
-    let expect = match map.get("precondition") {
-        None | Some(Value::Null) => None,
+/// An update's `precondition`: the content's SHA-256 it expects, if any.
+fn precondition(given: Option<&Value>) -> ApiResult<Option<String>> {
+    match given {
+        None | Some(Value::Null) => Ok(None),
         Some(Value::Object(p)) => {
             if p.get("type").and_then(Value::as_str) != Some("content_sha256") {
                 return Err(ApiError::invalid(
@@ -605,16 +600,24 @@ fn update_memory(reg: &Registry, call: &Call, meta: &StoreMeta, mid: &str) -> Ap
                 ));
             }
             match p.get("content_sha256").and_then(Value::as_str) {
-                Some(s) if is_sha(s) => Some(s.to_string()),
-                _ => {
-                    return Err(ApiError::invalid(
-                        "`precondition.content_sha256` is 64 lowercase hex digits",
-                    ))
-                }
+                Some(s) if is_sha(s) => Ok(Some(s.to_string())),
+                _ => Err(ApiError::invalid(
+                    "`precondition.content_sha256` is 64 lowercase hex digits",
+                )),
             }
         }
-        Some(_) => return Err(ApiError::invalid("`precondition` must be an object")),
-    };
+        Some(_) => Err(ApiError::invalid("`precondition` must be an object")),
+    }
+}
+
+fn update_memory(reg: &Registry, call: &Call, meta: &StoreMeta, mid: &str) -> ApiResult<Value> {
+    writer(call.token)?;
+    not_archived(meta)?;
+    let full = view(call, false)?;
+    let map = body(call)?;
+    let content = opt_str(&map, "content")?;
+    let new_path = opt_str(&map, "path")?;
+    let expect = precondition(map.get("precondition"))?;
     let held = held(reg, meta)?;
     let mut path = current(&held, mid)?;
     let store = held.memory.store();
