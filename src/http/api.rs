@@ -697,53 +697,65 @@ enum Item<'a> {
     Prefix(String),
 }
 
-fn list_memories(reg: &Registry, call: &Call, meta: &StoreMeta) -> ApiResult<Value> {
-    let full = view(call, false)?;
-    let limit = limit(call, full)?;
-    let prefix = call
-        .query
-        .get("path_prefix")
-        .map(String::as_str)
-        .unwrap_or("/");
-    if !prefix.starts_with('/') || !prefix.ends_with('/') {
-        return Err(ApiError::invalid("`path_prefix` starts and ends with /"));
+/// What a memories listing asks for, checked.
+struct Listing<'a> {
+    prefix: &'a str,
+    depth: u8,
+    order: &'a str,
+    desc: bool,
+    after: Option<(String, String)>,
+}
+
+impl<'a> Listing<'a> {
+    fn parse(call: &'a Call) -> ApiResult<Listing<'a>> {
+        let q = |name: &str| call.query.get(name).map(String::as_str);
+        let prefix = q("path_prefix").unwrap_or("/");
+        if !prefix.starts_with('/') || !prefix.ends_with('/') {
+            return Err(ApiError::invalid("`path_prefix` starts and ends with /"));
+        }
+        let depth = match q("depth") {
+            None | Some("0") => 0,
+            Some("1") => 1,
+            Some(_) => return Err(ApiError::invalid("`depth` is 0 or 1")),
+        };
+        let order = q("order_by").unwrap_or("path");
+        if !matches!(order, "path" | "created_at" | "updated_at") {
+            return Err(ApiError::invalid(
+                "`order_by` is `path`, `created_at` or `updated_at`",
+            ));
+        }
+        if order != "path" && depth == 1 {
+            return Err(ApiError::invalid(
+                "with `depth` 1, memories are listed by path only",
+            ));
+        }
+        let desc = match q("order") {
+            None | Some("asc") => false,
+            Some("desc") => true,
+            Some(_) => return Err(ApiError::invalid("`order` is `asc` or `desc`")),
+        };
+        let after = q("page").map(decode_cursor).transpose()?;
+        Ok(Listing {
+            prefix,
+            depth,
+            order,
+            desc,
+            after,
+        })
     }
-    let depth = match call.query.get("depth").map(String::as_str) {
-        None | Some("0") => 0,
-        Some("1") => 1,
-        Some(_) => return Err(ApiError::invalid("`depth` is 0 or 1")),
-    };
-    let order = call
-        .query
-        .get("order_by")
-        .map(String::as_str)
-        .unwrap_or("path");
-    if !matches!(order, "path" | "created_at" | "updated_at") {
-        return Err(ApiError::invalid(
-            "`order_by` is `path`, `created_at` or `updated_at`",
-        ));
-    }
-    if order != "path" && depth == 1 {
-        return Err(ApiError::invalid(
-            "with `depth` 1, memories are listed by path only",
-        ));
-    }
-    let desc = match call.query.get("order").map(String::as_str) {
-        None | Some("asc") => false,
-        Some("desc") => true,
-        Some(_) => return Err(ApiError::invalid("`order` is `asc` or `desc`")),
-    };
-    let after = call
-        .query
-        .get("page")
-        .map(|p| decode_cursor(p))
-        .transpose()?;
-    let held = held(reg, meta)?;
-    let hide = &held.memory.tool().config().hide;
-    let ids = held.ids.lock();
+}
+
+/// The memories (and, at depth 1, the directories) a listing shows, in its
+/// order, each with its sort key and path.
+fn listed<'e>(
+    live: impl Iterator<Item = (&'e String, &'e Entry)>,
+    hide: &crate::tool::Hide,
+    asked: &Listing,
+) -> Vec<(String, String, Item<'e>)> {
+    let prefix = asked.prefix;
     let mut items: Vec<(String, String, Item)> = Vec::new();
     let mut last_prefix: Option<String> = None;
-    for (path, entry) in ids.live() {
+    for (path, entry) in live {
         let Some(rest) = path.strip_prefix(prefix) else {
             continue;
         };
@@ -753,7 +765,7 @@ fn list_memories(reg: &Registry, call: &Call, meta: &StoreMeta) -> ApiResult<Val
         {
             continue;
         }
-        if depth == 1 {
+        if asked.depth == 1 {
             if let Some((dir, _)) = rest.split_once('/') {
                 let marker = format!("{prefix}{dir}/");
                 if last_prefix.as_deref() != Some(marker.as_str()) {
@@ -763,7 +775,7 @@ fn list_memories(reg: &Registry, call: &Call, meta: &StoreMeta) -> ApiResult<Val
                 continue;
             }
         }
-        let key = match order {
+        let key = match asked.order {
             "created_at" => format!("{:020}", entry.lineage),
             "updated_at" => format!("{:020}", entry.version),
             _ => String::new(),
@@ -771,9 +783,21 @@ fn list_memories(reg: &Registry, call: &Call, meta: &StoreMeta) -> ApiResult<Val
         items.push((key, path.clone(), Item::Memory(path, entry)));
     }
     items.sort_by(|a, b| (&a.0, &a.1).cmp(&(&b.0, &b.1)));
-    if desc {
+    if asked.desc {
         items.reverse();
     }
+    items
+}
+
+fn list_memories(reg: &Registry, call: &Call, meta: &StoreMeta) -> ApiResult<Value> {
+    let full = view(call, false)?;
+    let limit = limit(call, full)?;
+    let asked = Listing::parse(call)?;
+    let (desc, after) = (asked.desc, &asked.after);
+    let held = held(reg, meta)?;
+    let hide = &held.memory.tool().config().hide;
+    let ids = held.ids.lock();
+    let items = listed(ids.live(), hide, &asked);
     let start = match &after {
         None => 0,
         Some(cursor) => items
