@@ -912,90 +912,123 @@ fn held_redaction(meta: &StoreMeta, v: u64) -> Option<(String, String)> {
     meta.redactions.get(&v).cloned()
 }
 
-fn list_versions(reg: &Registry, call: &Call, meta: &StoreMeta) -> ApiResult<Value> {
-    let full = view(call, false)?;
-    let limit = limit(call, full)?;
-    let gte = time_query(call, "created_at[gte]")?;
-    let lte = time_query(call, "created_at[lte]")?;
-    let op = call.query.get("operation").map(String::as_str);
-    if let Some(o) = op.filter(|o| !matches!(*o, "created" | "modified" | "deleted")) {
-        return Err(ApiError::invalid(format!(
-            "`operation` is `created`, `modified` or `deleted`, not `{}`",
-            crate::text::label(o)
-        )));
-    }
-    let memory =
-        match call.query.get("memory_id") {
+/// What a versions listing keeps, checked: newest first, before `before`.
+struct VersionFilter<'a> {
+    gte: Option<std::time::SystemTime>,
+    lte: Option<std::time::SystemTime>,
+    op: Option<&'a str>,
+    memory: Option<u64>,
+    before: Option<u64>,
+    api_key: Option<&'a String>,
+    session: Option<&'a String>,
+    service_account: Option<&'a String>,
+}
+
+impl<'a> VersionFilter<'a> {
+    fn parse(call: &'a Call) -> ApiResult<VersionFilter<'a>> {
+        // Checked in this order, so a query with several faults names the
+        // same one as before.
+        let gte = time_query(call, "created_at[gte]")?;
+        let lte = time_query(call, "created_at[lte]")?;
+        let op = call.query.get("operation").map(String::as_str);
+        if let Some(o) = op.filter(|o| !matches!(*o, "created" | "modified" | "deleted")) {
+            return Err(ApiError::invalid(format!(
+                "`operation` is `created`, `modified` or `deleted`, not `{}`",
+                crate::text::label(o)
+            )));
+        }
+        let memory = match call.query.get("memory_id") {
             None => None,
             Some(m) => Some(ids::parse_memory_id(m).ok_or_else(|| {
                 ApiError::not_found(format!("no memory {}", crate::text::label(m)))
             })?),
         };
-    let before = match call.query.get("page") {
-        None => None,
-        Some(p) => Some(
-            ids::parse_version_id(p)
-                .ok_or_else(|| ApiError::invalid("`page` is not a page this server handed out"))?,
-        ),
-    };
+        let before =
+            match call.query.get("page") {
+                None => None,
+                Some(p) => Some(ids::parse_version_id(p).ok_or_else(|| {
+                    ApiError::invalid("`page` is not a page this server handed out")
+                })?),
+            };
+        Ok(VersionFilter {
+            gte,
+            lte,
+            op,
+            memory,
+            before,
+            api_key: call.query.get("api_key_id"),
+            session: call.query.get("session_id"),
+            service_account: call.query.get("service_account_id"),
+        })
+    }
+
+    /// Whether `row` is listed; `lineage` names the memory a version is of.
+    fn keeps(&self, row: &Row, lineage: &dyn Fn(u64) -> u64) -> bool {
+        let v = row.id();
+        if self.before.is_some_and(|b| v >= b) {
+            return false;
+        }
+        let Some(this_op) = operation(row) else {
+            return false;
+        };
+        if api_path(&row.path).is_none() && !row.redacted {
+            return false;
+        }
+        if self.op.is_some_and(|o| o != this_op) {
+            return false;
+        }
+        if self.memory.is_some_and(|m| lineage(v) != m) {
+            return false;
+        }
+        let t = parse_time(&row.time);
+        if self.gte.is_some_and(|g| t.is_none_or(|t| t < g))
+            || self.lte.is_some_and(|l| t.is_none_or(|t| t > l))
+        {
+            return false;
+        }
+        let actor = &row.actor;
+        if let Some(k) = self.api_key {
+            if actor.kind != "api" || actor.token.as_deref() != Some(k.as_str()) {
+                return false;
+            }
+        }
+        if let Some(s) = self.session {
+            match actor_json(actor).get("session_id").and_then(Value::as_str) {
+                Some(id) if id == s => {}
+                _ => return false,
+            }
+        }
+        if let Some(s) = self.service_account {
+            if actor.kind != "memfs" || s != "memfs" {
+                return false;
+            }
+        }
+        true
+    }
+}
+
+fn list_versions(reg: &Registry, call: &Call, meta: &StoreMeta) -> ApiResult<Value> {
+    let full = view(call, false)?;
+    let limit = limit(call, full)?;
+    let filter = VersionFilter::parse(call)?;
     let held = held(reg, meta)?;
     let rows = held
         .memory
         .history()
         .all()
         .map_err(|r| ApiError::internal(r.0))?;
+    let lineage = |v: u64| held.ids.lock().lineage_of(v).unwrap_or(v);
     let mut data = Vec::new();
     let mut more = false;
     let mut last = None;
-    for row in rows.iter().rev() {
-        let v = row.id();
-        if before.is_some_and(|b| v >= b) {
-            continue;
-        }
-        let Some(this_op) = operation(row) else {
-            continue;
-        };
-        if api_path(&row.path).is_none() && !row.redacted {
-            continue;
-        }
-        if op.is_some_and(|o| o != this_op) {
-            continue;
-        }
-        if let Some(m) = memory {
-            if held.ids.lock().lineage_of(v).unwrap_or(v) != m {
-                continue;
-            }
-        }
-        let t = parse_time(&row.time);
-        if gte.is_some_and(|g| t.is_none_or(|t| t < g))
-            || lte.is_some_and(|l| t.is_none_or(|t| t > l))
-        {
-            continue;
-        }
-        let actor = &row.actor;
-        if let Some(k) = call.query.get("api_key_id") {
-            if actor.kind != "api" || actor.token.as_deref() != Some(k.as_str()) {
-                continue;
-            }
-        }
-        if let Some(s) = call.query.get("session_id") {
-            match actor_json(actor).get("session_id").and_then(Value::as_str) {
-                Some(id) if id == s => {}
-                _ => continue,
-            }
-        }
-        if let Some(s) = call.query.get("service_account_id") {
-            if actor.kind != "memfs" || s != "memfs" {
-                continue;
-            }
-        }
+    for row in rows.iter().rev().filter(|row| filter.keeps(row, &lineage)) {
         if data.len() == limit {
             more = true;
             break;
         }
         if let Some(json) = version_json(&held, meta, row, full) {
             data.push(json);
-            last = Some(v);
+            last = Some(row.id());
         }
     }
     Ok(json!({
