@@ -140,52 +140,10 @@ fn answer(
         .rates
         .take(&token.name)
         .map_err(ApiError::rate_limited)?;
-    let body = body.map_err(|e| match e {
-        BodyError::TooLarge => ApiError::too_large(format!(
-            "the request body is larger than {} bytes",
-            state.bounds.max_body
-        )),
-        BodyError::Timeout => ApiError::timeout(format!(
-            "the request body was not sent within {} seconds",
-            state.bounds.body_timeout.as_secs()
-        )),
-        BodyError::Broken => ApiError::invalid("the request body could not be read"),
-    })?;
+    let body = body.map_err(|e| body_error(state, e))?;
     let request_id = ("request-id", format!("req_{n}"));
     if is_mcp {
-        let session = parts
-            .headers
-            .get("mcp-session-id")
-            .and_then(|v| v.to_str().ok());
-        match method {
-            "POST" => {}
-            "DELETE" => {
-                return match session.is_some_and(|s| state.sessions.close(s, &token)) {
-                    true => Ok(json_response(200, &Value::Object(Default::default()), &[])),
-                    false => Err(ApiError::not_found("no such MCP session")),
-                };
-            }
-            _ => {
-                return Err(ApiError::method(
-                    "POST or DELETE (this server opens no event stream)",
-                ))
-            }
-        }
-        let store = query.get("store").map(String::as_str);
-        let answered =
-            super::mcp::post(&state.reg, &state.sessions, &token, store, session, &body)?;
-        let mut extra = vec![request_id];
-        if let Some(s) = answered.session {
-            extra.push(("mcp-session-id", s));
-        }
-        return Ok(match answered.body {
-            Some(body) => json_response(answered.status, &body, &extra),
-            None => {
-                let mut r = Response::new(Full::new(Bytes::new()));
-                *r.status_mut() = StatusCode::ACCEPTED;
-                r
-            }
-        });
+        return mcp(state, &parts, &query, &token, &body, request_id);
     }
     let call = Call {
         method,
@@ -196,6 +154,66 @@ fn answer(
     };
     let value = api::handle(&state.reg, &call)?;
     Ok(json_response(200, &value, &[request_id]))
+}
+
+/// A request to `/mcp` (streamable HTTP, without an event stream): POST a
+/// message, DELETE the session.
+fn mcp(
+    state: &State,
+    parts: &Parts,
+    query: &HashMap<String, String>,
+    token: &super::tokens::Token,
+    body: &[u8],
+    request_id: (&'static str, String),
+) -> Result<Response<Body>, ApiError> {
+    let method = parts.method.as_str();
+    let session = parts
+        .headers
+        .get("mcp-session-id")
+        .and_then(|v| v.to_str().ok());
+    match method {
+        "POST" => {}
+        "DELETE" => {
+            return match session.is_some_and(|s| state.sessions.close(s, token)) {
+                true => Ok(json_response(200, &Value::Object(Default::default()), &[])),
+                false => Err(ApiError::not_found("no such MCP session")),
+            };
+        }
+        _ => {
+            return Err(ApiError::method(
+                "POST or DELETE (this server opens no event stream)",
+            ))
+        }
+    }
+    let store = query.get("store").map(String::as_str);
+    let answered = super::mcp::post(&state.reg, &state.sessions, token, store, session, body)?;
+    let mut extra = vec![request_id];
+    if let Some(s) = answered.session {
+        extra.push(("mcp-session-id", s));
+    }
+    Ok(match answered.body {
+        Some(body) => json_response(answered.status, &body, &extra),
+        None => {
+            let mut r = Response::new(Full::new(Bytes::new()));
+            *r.status_mut() = StatusCode::ACCEPTED;
+            r
+        }
+    })
+}
+
+/// What a request body that could not be read answers.
+fn body_error(state: &State, e: BodyError) -> ApiError {
+    match e {
+        BodyError::TooLarge => ApiError::too_large(format!(
+            "the request body is larger than {} bytes",
+            state.bounds.max_body
+        )),
+        BodyError::Timeout => ApiError::timeout(format!(
+            "the request body was not sent within {} seconds",
+            state.bounds.body_timeout.as_secs()
+        )),
+        BodyError::Broken => ApiError::invalid("the request body could not be read"),
+    }
 }
 
 /// Serves until SIGINT or SIGTERM; then closes every store. Ok(false) when
