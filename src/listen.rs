@@ -129,6 +129,11 @@ async fn serve_one(
 }
 
 /// Serves `listener` with `handler` until a signal; `tend` runs every 200 ms meanwhile.
+///
+/// Long because the runtime's set-up, the accept loop and the ordered
+/// teardown (stop accepting, let requests in flight finish, stop the
+/// runtime, then the signal and tend threads) share the runtime, the stop
+/// flags and the connection slots.
 pub fn run(
     listener: TcpListener,
     limits: Limits,
@@ -147,18 +152,7 @@ pub fn run(
     let stopping = Arc::new(AtomicBool::new(false));
     let signals = watch_signals(stop.clone(), stopping.clone())
         .map_err(|e| format!("cannot handle signals: {e}"))?;
-    let tender = {
-        let stopping = stopping.clone();
-        std::thread::Builder::new()
-            .name("memfs-tend".into())
-            .spawn(move || {
-                while !stopping.load(Ordering::SeqCst) {
-                    std::thread::sleep(Duration::from_millis(200));
-                    tend();
-                }
-            })
-            .map_err(|e| format!("cannot start a thread: {e}"))?
-    };
+    let tender = start_tending(tend, stopping.clone())?;
     let slots = Arc::new(Semaphore::new(limits.max_connections.max(1)));
     let (closing_tx, closing_rx) = tokio::sync::watch::channel(false);
     runtime.block_on(async {
@@ -186,31 +180,14 @@ pub fn run(
                 },
             };
             let _ = stream.set_nodelay(true);
-            let handler = handler.clone();
-            let precheck = precheck.clone();
-            let mut closing = closing_rx.clone();
-            tokio::spawn(async move {
-                let service = hyper::service::service_fn(move |req| {
-                    serve_one(handler.clone(), precheck.clone(), limits, req)
-                });
-                let mut builder = hyper::server::conn::http1::Builder::new();
-                builder
-                    .timer(TokioTimer::new())
-                    .header_read_timeout(limits.header_timeout)
-                    .max_buf_size(limits.max_headers.max(8192));
-                let conn = builder.serve_connection(TokioIo::new(stream), service);
-                tokio::pin!(conn);
-                tokio::select! {
-                    _ = conn.as_mut() => {}
-                    _ = closing.changed() => {
-                        // Finish the request in flight, then close (an idle
-                        // keep-alive connection closes at once).
-                        conn.as_mut().graceful_shutdown();
-                        let _ = conn.as_mut().await;
-                    }
-                }
-                drop(permit);
-            });
+            tokio::spawn(connection(
+                stream,
+                handler.clone(),
+                precheck.clone(),
+                limits,
+                closing_rx.clone(),
+                permit,
+            ));
         }
         let _ = closing_tx.send(true);
         // Let requests in flight finish (bounded).
@@ -222,6 +199,54 @@ pub fn run(
     signals.close();
     let _ = tender.join();
     Ok(())
+}
+
+/// Runs `tend` every 200 ms on a thread of its own until `stopping`.
+fn start_tending(
+    tend: Box<dyn Fn() + Send>,
+    stopping: Arc<AtomicBool>,
+) -> Result<std::thread::JoinHandle<()>, String> {
+    std::thread::Builder::new()
+        .name("memfs-tend".into())
+        .spawn(move || {
+            while !stopping.load(Ordering::SeqCst) {
+                std::thread::sleep(Duration::from_millis(200));
+                tend();
+            }
+        })
+        .map_err(|e| format!("cannot start a thread: {e}"))
+}
+
+/// Serves one connection until it ends, or until the server closes (then
+/// the request in flight finishes first); its slot is let go at the end.
+async fn connection(
+    stream: tokio::net::TcpStream,
+    handler: Arc<Handler>,
+    precheck: Option<Arc<Precheck>>,
+    limits: Limits,
+    mut closing: tokio::sync::watch::Receiver<bool>,
+    permit: tokio::sync::OwnedSemaphorePermit,
+) {
+    let service = hyper::service::service_fn(move |req| {
+        serve_one(handler.clone(), precheck.clone(), limits, req)
+    });
+    let mut builder = hyper::server::conn::http1::Builder::new();
+    builder
+        .timer(TokioTimer::new())
+        .header_read_timeout(limits.header_timeout)
+        .max_buf_size(limits.max_headers.max(8192));
+    let conn = builder.serve_connection(TokioIo::new(stream), service);
+    tokio::pin!(conn);
+    tokio::select! {
+        _ = conn.as_mut() => {}
+        _ = closing.changed() => {
+            // Finish the request in flight, then close (an idle keep-alive
+            // connection closes at once).
+            conn.as_mut().graceful_shutdown();
+            let _ = conn.as_mut().await;
+        }
+    }
+    drop(permit);
 }
 
 fn watch_signals(
