@@ -767,11 +767,43 @@ fn run_reference(steps: &[Step]) -> Result<(), TestCaseError> {
     Ok(())
 }
 
+/// Shrunk by CI (seed 2026120125): the agent deletes a directory a person
+/// holds open; the directory stays as an empty orphan until the handle ends.
+#[test]
+fn regression_the_agent_deletes_a_directory_a_person_holds_open() {
+    run_reference(&[
+        Step::Tool(Cmd::Create(s("/memories/b/a"), s(""))),
+        Step::Person(Person::Open(s("/memories/b"), false, false)),
+        Step::Tool(Cmd::Delete(s("/memories/b"))),
+    ])
+    .unwrap();
+}
+
 proptest! {
     #![proptest_config(ProptestConfig { cases: common::cases("MEMFS_REFERENCE_CASES", 96), ..ProptestConfig::default() })]
 
     #[test]
     fn tool_commands_and_a_persons_inode_operations_match_one_model(steps in prop::collection::vec(step(), 1..40)) {
         run_reference(&steps)?;
+    }
+}
+
+/// Found by the reference test while checking the fix above: the agent
+/// renames a file a person has created and is still writing; the person's
+/// bytes were flushed at the new name before the rename, which then put
+/// the old name's (never saved) file over them, so after a restart the
+/// file was gone.
+#[test]
+fn regression_the_agent_renames_a_file_a_person_is_writing() {
+    for steps in [
+        vec![Step::Person(Person::Open(s("/memories/b"), true, false))],
+        vec![
+            Step::Person(Person::Open(s("/memories/b"), true, false)),
+            Step::Person(Person::Write(s("x"))),
+        ],
+    ] {
+        let mut steps = steps;
+        steps.push(Step::Tool(Cmd::Rename(s("/memories/b"), s("/memories/.h"))));
+        run_reference(&steps).unwrap();
     }
 }

@@ -14,7 +14,8 @@ impl Tree {
     ///   directories (`stat`'s link count);
     /// - `links`: every entry of a directory is a link of the node it
     ///   names, and every link is such an entry (a directory has at most
-    ///   one, the root none);
+    ///   one, the root none; a directory with none is an orphan held
+    ///   open, and empty);
     /// - `next_ino`: above every inode in use;
     /// - `dirty` and `writer`: unsaved bytes of a file always name their
     ///   writer, and only a file has them.
@@ -52,8 +53,15 @@ impl Tree {
                             node.subdirs
                         ));
                     }
-                    if node.links.len() > 1 || (ino == ROOT_INO) != node.links.is_empty() {
+                    let root = ino == ROOT_INO;
+                    if node.links.len() > 1 || (root && !node.links.is_empty()) {
                         return Err(format!("directory {ino} has links {:?}", node.links));
+                    }
+                    // A directory with no name left is an orphan someone
+                    // still holds open: `remove` emptied it, and nothing
+                    // can be made in it.
+                    if !root && node.links.is_empty() && !entries.is_empty() {
+                        return Err(format!("orphaned directory {ino} still has entries"));
                     }
                     for (name, child) in entries {
                         let Some(c) = self.nodes.get(child) else {
@@ -144,6 +152,19 @@ mod tests {
             .links
             .retain(|(p, _)| *p != dir);
         assert!(t.check_invariants().unwrap_err().contains("links"));
+
+        let (mut t, dir, file) = sample();
+        t.remove(ROOT_INO, "d", SystemTime::now(), &|ino| ino == dir);
+        assert_eq!(t.check_invariants(), Ok(()), "an orphan held open");
+        if let NodeKind::Dir(entries) = &mut t.nodes.get_mut(&dir).unwrap().kind {
+            entries.insert("ghost".into(), file);
+        }
+        t.nodes
+            .get_mut(&file)
+            .unwrap()
+            .links
+            .push((dir, "ghost".into()));
+        assert!(t.check_invariants().unwrap_err().contains("orphaned"));
 
         let (mut t, ..) = sample();
         t.nodes.get_mut(&file).unwrap().dirty = true;
