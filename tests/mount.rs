@@ -8,7 +8,7 @@ use std::fs;
 use std::io::{Read, Seek, SeekFrom, Write};
 use std::os::unix::fs::MetadataExt;
 
-use common::{memfs, skip, skip_without_fuse, Mounted};
+use common::{content, memfs, skip, skip_without_fuse, Mounted};
 
 #[test]
 fn tool_changes_are_seen_at_once_through_the_mount() {
@@ -145,6 +145,37 @@ fn fsync_makes_a_mount_write_durable_and_shutdown_writes_the_rest() {
         fs::metadata(m.at("synced.md")).unwrap().mode() & 0o777,
         0o640
     );
+}
+
+/// The agent renames a file a person is still writing through the mount:
+/// the person's bytes follow the file to its new name and survive a
+/// restart (they were once flushed at the new name and then overwritten
+/// by the rename of the never-saved old name; tests/model.rs keeps the
+/// shrunk case).
+#[test]
+fn a_file_the_agent_renames_while_a_person_writes_it_keeps_the_bytes() {
+    if skip_without_fuse("a_file_the_agent_renames_while_a_person_writes_it_keeps_the_bytes") {
+        return;
+    }
+    let mut m = Mounted::start(&[]);
+    let mut f = fs::File::create(m.at("draft.md")).unwrap();
+    f.write_all(b"typed by a person\n").unwrap();
+    let renamed = m.tool(
+        r#"{"command":"rename","old_path":"/memories/draft.md","new_path":"/memories/final.md"}"#,
+    );
+    assert!(
+        content(&renamed).contains("Successfully renamed"),
+        "{renamed}"
+    );
+    drop(f);
+    let (status, err) = m.stop();
+    assert!(status.success(), "{err}");
+    m.spawn(&[]);
+    assert_eq!(
+        fs::read_to_string(m.at("final.md")).unwrap(),
+        "typed by a person\n"
+    );
+    assert!(fs::metadata(m.at("draft.md")).is_err());
 }
 
 #[test]
