@@ -296,6 +296,9 @@ fn flush_ops(tree: &mut Tree, ino: Ino) -> Option<(Origin, Vec<ChangeOp>)> {
 impl Store {
     /// Commits a dirty file's unsaved bytes as a change of their writer's, so
     /// that a rename after it never moves stale bytes into place on disk.
+    /// Called before the tree moves the file: called after, it would write
+    /// them at the new name, and the rename would then put the old name's
+    /// bytes (or nothing, for a file never saved) over them.
     fn flush_dirty(&self, tree: &mut RwLockWriteGuard<'_, Tree>, ino: Ino) -> Ticket {
         match flush_ops(tree, ino) {
             Some((writer, ops)) => self.commit(tree, writer, ops, Vec::new()),

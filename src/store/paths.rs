@@ -252,9 +252,7 @@ impl Store {
             Touched::Inode(from_parent),
             Touched::Inode(moved),
         ];
-        // A person's unsaved bytes go down at the old name first: flushed
-        // after the move, they would be written at the new name and the
-        // rename would then put the old name's bytes (or nothing) over them.
+        // Unsaved bytes go down at the old name, before the move (see flush_dirty).
         let flushed = self.flush_dirty(&mut tree, moved);
         let (to_parent, dirs) = make_dirs_touching(&mut tree, &to_parent_path, now, &mut touched);
         tree.rename(from_parent, from_name, to_parent, to_name, now);
