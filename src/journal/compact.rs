@@ -15,6 +15,7 @@
 
 use std::collections::{BTreeMap, HashMap, HashSet};
 use std::io;
+use std::os::fd::OwnedFd;
 use std::time::{Duration, Instant};
 
 use rustix::fs::{self as rfs, AtFlags, Mode, OFlags};
@@ -185,12 +186,15 @@ fn close_the_open_segment(sh: &Shared) {
 struct Built {
     tmp: String,
     segment: Segment,
-    locs: Vec<(Sha, Loc)>,
+    locs: Vec<Placed>,
     kept: HashSet<Sha>,
     dropped: HashSet<Sha>,
     note: String,
 }
 
+/// Reads the segments in `range`, decides which rows and contents stay
+/// (see the module's text), and writes the compacted segment under a
+/// temporary name; `None` when nothing would change.
 fn build(
     sh: &Shared,
     keep: Keep,
@@ -201,6 +205,62 @@ fn build(
     prune_id: u64,
 ) -> io::Result<Option<Built>> {
     let dir = &sh.dir;
+    let (reading, rows) = read_range(dir, range, limits, origin)?;
+    let batch = reading.state.next_batch.saturating_sub(1);
+    let view = &reading.state.view;
+    let contents = &reading.state.contents;
+    let (must_keep, later_bytes) = needed_later(dir, later)?;
+    // Which rows stay.
+    let current: HashSet<u64> = view
+        .iter()
+        .filter_map(|(_, n)| n.file().map(|f| f.2))
+        .filter(|v| *v > 0)
+        .collect();
+    let mut slots: Vec<Option<Row>> = rows.into_iter().map(Some).collect();
+    let by_age = drop_older(&mut slots, &current, &cutoff_text(keep.age));
+    let by_size = drop_to_size(&mut slots, &current, contents, keep.bytes, later_bytes);
+    let dropped_total = by_age + by_size;
+    if dropped_total == 0 && range.len() == 1 {
+        return Ok(None); // nothing would change
+    }
+    let note = prune_note(by_age, by_size, keep);
+    let mut kept_rows = upgraded(slots);
+    if dropped_total > 0 {
+        kept_rows.push(prune_row(prune_id, batch, &note));
+    }
+    let (keep_content, kept, dropped) = contents_kept(&kept_rows, &must_keep, contents);
+    let first = range[0];
+    let nodes = snapshot_nodes(view, &kept);
+    let snapshot = snapshot_header(range, origin, batch, reading.state.follow, nodes);
+    let mut out = frame::encode(&serde_json::to_vec(&snapshot).expect("serializes"), &[]);
+    let state_bytes = out.len() as u64;
+    let chunks = chunk_contents(&keep_content, contents);
+    let (locs, oldest) = kept_frames(dir, first, &mut out, &chunks, kept_rows, contents)?;
+    let tmp = format!("{}.new", segment::name(first));
+    write_whole(dir, &tmp, &out)?;
+    Ok(Some(Built {
+        tmp,
+        segment: Segment {
+            bytes: out.len() as u64,
+            last_batch: batch,
+            first_time: oldest,
+            state_bytes,
+        },
+        locs,
+        kept,
+        dropped,
+        note,
+    }))
+}
+
+/// The segments of `range` read as one journal (their state at the end),
+/// and every row they hold, by id.
+fn read_range(
+    dir: &OwnedFd,
+    range: &[u64],
+    limits: &HashMap<u64, u64>,
+    origin: &str,
+) -> io::Result<(Reading, Vec<Row>)> {
     let mut reading = Reading::new(origin.to_string());
     reading.rows = Some(Vec::new());
     for n in range {
@@ -209,12 +269,61 @@ fn build(
             Ok(())
         })?;
     }
-    let batch = reading.state.next_batch.saturating_sub(1);
     let mut rows = reading.rows.take().unwrap_or_default();
     rows.sort_by_key(Row::id);
-    let view = &reading.state.view;
-    let contents = &reading.state.contents;
-    // Contents later segments name without holding them.
+    Ok((reading, rows))
+}
+
+/// What a compaction says it dropped, and why.
+fn prune_note(by_age: usize, by_size: usize, keep: Keep) -> String {
+    let dropped_total = by_age + by_size;
+    let why = match (by_age > 0, by_size > 0) {
+        (true, false) => format!("older than {}", humantime::format_duration(keep.age)),
+        (false, _) if dropped_total == 0 => "none".to_string(),
+        _ => format!("over {} of history", crate::units::human_bytes(keep.bytes)),
+    };
+    format!(
+        "dropped {dropped_total} old version(s) ({why}); a file's current version keeps its row"
+    )
+}
+
+/// Contents that stay: those a kept row names, and those later segments
+/// need, in that order (each once); the same as a set; and those that go.
+fn contents_kept(
+    kept_rows: &[Row],
+    must_keep: &HashSet<Sha>,
+    contents: &HashMap<Sha, Loc>,
+) -> (Vec<Sha>, HashSet<Sha>, HashSet<Sha>) {
+    let mut keep_content: Vec<Sha> = Vec::new();
+    let mut kept = HashSet::new();
+    for sha in kept_rows
+        .iter()
+        .filter_map(content_of)
+        .chain(must_keep.iter().copied())
+    {
+        if contents.contains_key(&sha) && kept.insert(sha) {
+            keep_content.push(sha);
+        }
+    }
+    let dropped = contents
+        .keys()
+        .filter(|s| !kept.contains(s))
+        .copied()
+        .collect();
+    (keep_content, kept, dropped)
+}
+
+/// A row's content, unless only the plain file holds it.
+fn content_of(r: &Row) -> Option<Sha> {
+    r.sha256
+        .as_deref()
+        .and_then(Sha::parse)
+        .filter(|_| !r.pruned)
+}
+
+/// Contents later segments name without holding them (kept whatever the
+/// policy says), and those segments' bytes.
+fn needed_later(dir: &OwnedFd, later: &[(u64, u64)]) -> io::Result<(HashSet<Sha>, u64)> {
     let mut named_later = HashSet::new();
     let mut held_later = HashSet::new();
     let mut later_bytes = 0;
@@ -243,48 +352,52 @@ fn build(
             Ok(())
         })?;
     }
-    let must_keep: HashSet<Sha> = named_later.difference(&held_later).copied().collect();
-    // Which rows and contents stay.
-    let current: HashSet<u64> = view
-        .iter()
-        .filter_map(|(_, n)| n.file().map(|f| f.2))
-        .filter(|v| *v > 0)
-        .collect();
-    let cutoff = cutoff_text(keep.age);
-    let content_of = |r: &Row| {
-        r.sha256
-            .as_deref()
-            .and_then(Sha::parse)
-            .filter(|_| !r.pruned)
-    };
-    let mut kept_rows: Vec<Option<Row>> = rows.into_iter().map(Some).collect();
-    let mut by_age = 0usize;
-    let drop_row = |slot: &mut Option<Row>, n: &mut usize| {
-        let Some(r) = slot.as_mut() else { return };
-        if current.contains(&r.id()) {
-            if !r.pruned && r.sha256.is_some() {
-                r.pruned = true;
-                *n += 1;
-            }
-        } else {
-            *slot = None;
+    let must_keep = named_later.difference(&held_later).copied().collect();
+    Ok((must_keep, later_bytes))
+}
+
+/// Drops a row (a current version's row stays, its content copy marked
+/// pruned); counts it in `n` if anything went.
+fn drop_row(slot: &mut Option<Row>, n: &mut usize, current: &HashSet<u64>) {
+    let Some(r) = slot.as_mut() else { return };
+    if current.contains(&r.id()) {
+        if !r.pruned && r.sha256.is_some() {
+            r.pruned = true;
             *n += 1;
         }
-    };
-    for slot in kept_rows.iter_mut() {
-        if slot
-            .as_ref()
-            .is_some_and(|r| r.time.as_str() < cutoff.as_str())
-        {
-            drop_row(slot, &mut by_age);
+    } else {
+        *slot = None;
+        *n += 1;
+    }
+}
+
+/// Drops every row older than `cutoff`; how many went.
+fn drop_older(slots: &mut [Option<Row>], current: &HashSet<u64>, cutoff: &str) -> usize {
+    let mut by_age = 0;
+    for slot in slots.iter_mut() {
+        if slot.as_ref().is_some_and(|r| r.time.as_str() < cutoff) {
+            drop_row(slot, &mut by_age, current);
         }
     }
-    // How many kept rows name each content, and the history's size: the
-    // rows (a current version's row is the state, not history) and each
-    // named content once.
+    by_age
+}
+
+/// When the history is over `limit` bytes (the rows, a current version's
+/// row being state, not history, and each named content once, plus the
+/// later segments), drops the oldest rows until it fits in half of it (so
+/// the next batch does not compact again), measured as it goes; how many
+/// went.
+fn drop_to_size(
+    slots: &mut [Option<Row>],
+    current: &HashSet<u64>,
+    contents: &HashMap<Sha, Loc>,
+    limit: u64,
+    later_bytes: u64,
+) -> usize {
+    // How many kept rows name each content, and the history's size.
     let mut refs: HashMap<Sha, usize> = HashMap::new();
     let mut total = later_bytes;
-    for r in kept_rows.iter().flatten() {
+    for r in slots.iter().flatten() {
         if !current.contains(&r.id()) {
             total += row_bytes(r);
         }
@@ -296,44 +409,42 @@ fn build(
             *n += 1;
         }
     }
-    let mut by_size = 0usize;
-    let target = keep.bytes / 2;
-    if total > keep.bytes {
-        // Oldest first, down to half of SIZE (so the next batch does not
-        // compact again), measured as it goes.
-        for slot in kept_rows.iter_mut() {
-            if total <= target {
-                break;
-            }
-            let Some((id, bytes, content)) =
-                slot.as_ref().map(|r| (r.id(), row_bytes(r), content_of(r)))
-            else {
-                continue;
-            };
-            drop_row(slot, &mut by_size);
-            if slot.is_none() && !current.contains(&id) {
-                total = total.saturating_sub(bytes);
-            }
-            let lost = slot
-                .as_ref()
-                .map_or(content, |r| content.filter(|_| r.pruned));
-            if let Some(sha) = lost {
-                let n = refs.entry(sha).or_insert(1);
-                *n -= 1;
-                if *n == 0 {
-                    total = total.saturating_sub(contents.get(&sha).map_or(0, |l| l.len));
-                }
+    let mut by_size = 0;
+    if total <= limit {
+        return 0;
+    }
+    for slot in slots.iter_mut() {
+        if total <= limit / 2 {
+            break;
+        }
+        let Some((id, bytes, content)) =
+            slot.as_ref().map(|r| (r.id(), row_bytes(r), content_of(r)))
+        else {
+            continue;
+        };
+        drop_row(slot, &mut by_size, current);
+        if slot.is_none() && !current.contains(&id) {
+            total = total.saturating_sub(bytes);
+        }
+        let lost = slot
+            .as_ref()
+            .map_or(content, |r| content.filter(|_| r.pruned));
+        if let Some(sha) = lost {
+            let n = refs.entry(sha).or_insert(1);
+            *n -= 1;
+            if *n == 0 {
+                total = total.saturating_sub(contents.get(&sha).map_or(0, |l| l.len));
             }
         }
     }
-    let dropped_total = by_age + by_size;
-    if dropped_total == 0 && range.len() == 1 {
-        return Ok(None); // nothing would change
-    }
-    // Rows written before the markers were fields say them in their notes:
-    // the compacted segment holds them as fields (the format upgraded in
-    // place, as each old segment is compacted).
-    let mut kept_rows: Vec<Row> = kept_rows
+    by_size
+}
+
+/// The rows that stay. Rows written before the markers were fields say
+/// them in their notes: the compacted segment holds them as fields (the
+/// format upgraded in place, as each old segment is compacted).
+fn upgraded(slots: Vec<Option<Row>>) -> Vec<Row> {
+    slots
         .into_iter()
         .flatten()
         .map(|mut r| {
@@ -341,56 +452,61 @@ fn build(
             r.before_history = r.is_before_history();
             r
         })
-        .collect();
-    let why = match (by_age > 0, by_size > 0) {
-        (true, false) => format!("older than {}", humantime::format_duration(keep.age)),
-        (false, _) if dropped_total == 0 => "none".to_string(),
-        _ => format!("over {} of history", crate::units::human_bytes(keep.bytes)),
-    };
-    let note = format!(
-        "dropped {dropped_total} old version(s) ({why}); a file's current version keeps its row"
-    );
-    if dropped_total > 0 {
-        kept_rows.push(Row {
-            version: VersionId(prune_id),
-            time: super::now_text(),
-            actor: Actor::memfs(),
-            op: Op::Prune,
-            path: MemPath::root().to_string(),
-            from: None,
-            sha256: None,
-            size: None,
-            replaces: None,
-            redacted: false,
-            pruned: false,
-            note: Some(note.clone()),
-            exchanged: false,
-            before_history: false,
-            batch,
-            change: None,
-            origin: None,
-        });
+        .collect()
+}
+
+/// The row that says what a compaction dropped.
+fn prune_row(id: u64, batch: u64, note: &str) -> Row {
+    Row {
+        version: VersionId(id),
+        time: super::now_text(),
+        actor: Actor::memfs(),
+        op: Op::Prune,
+        path: MemPath::root().to_string(),
+        from: None,
+        sha256: None,
+        size: None,
+        replaces: None,
+        redacted: false,
+        pruned: false,
+        note: Some(note.to_string()),
+        exchanged: false,
+        before_history: false,
+        batch,
+        change: None,
+        origin: None,
     }
-    // Contents that stay: those a kept row names, and those later ones need.
-    let mut keep_content: Vec<Sha> = Vec::new();
-    let mut kept = HashSet::new();
-    for sha in kept_rows
-        .iter()
-        .filter_map(content_of)
-        .chain(must_keep.iter().copied())
-    {
-        if contents.contains_key(&sha) && kept.insert(sha) {
-            keep_content.push(sha);
-        }
+}
+
+/// The compacted segment's first frame: which segments it stands for,
+/// and the state after their last batch.
+fn snapshot_header(
+    range: &[u64],
+    origin: &str,
+    batch: u64,
+    follow: u64,
+    nodes: Vec<NodeRec>,
+) -> Header {
+    Header {
+        segment: Some(SegmentInfo {
+            number: range[0],
+            origin: origin.to_string(),
+            covers: range.last().copied(),
+            prev: None,
+        }),
+        batch: Some(batch),
+        time: Some(super::now_text()),
+        checkpoint: Some(batch),
+        follow: (follow > 0).then_some(follow),
+        snapshot: Some(nodes),
+        ..Header::default()
     }
-    let dropped: HashSet<Sha> = contents
-        .keys()
-        .filter(|s| !kept.contains(s))
-        .copied()
-        .collect();
-    // The snapshot: the state after the last compacted batch.
-    let nodes: Vec<NodeRec> = view
-        .iter()
+}
+
+/// The snapshot: the state after the last compacted batch (a file whose
+/// content is not kept is read from its plain file).
+fn snapshot_nodes(view: &super::view::View, kept: &HashSet<Sha>) -> Vec<NodeRec> {
+    view.iter()
         .map(|(k, n)| NodeRec {
             path: super::view::path(k).to_string(),
             kind: match &n.kind {
@@ -410,81 +526,62 @@ fn build(
             },
             meta: MetaRec::from(&n.meta),
         })
-        .collect();
-    let first = range[0];
-    let last = *range.last().expect("a range");
-    let mut out: Vec<u8> = Vec::new();
-    let snapshot = Header {
-        segment: Some(SegmentInfo {
-            number: first,
-            origin: origin.to_string(),
-            covers: Some(last),
-            prev: None,
-        }),
-        batch: Some(batch),
-        time: Some(super::now_text()),
-        checkpoint: Some(batch),
-        follow: (reading.state.follow > 0).then_some(reading.state.follow),
-        snapshot: Some(nodes),
-        ..Header::default()
-    };
-    out.extend(frame::encode(
-        &serde_json::to_vec(&snapshot).expect("serializes"),
-        &[],
-    ));
-    let state_bytes = out.len() as u64;
-    // Then the kept rows, with their contents, a few MiB of contents a frame.
-    let mut locs = Vec::new();
-    let mut by_sha: BTreeMap<usize, Vec<Row>> = BTreeMap::new();
-    // Rows go with the frame of their content (or the last frame).
-    let chunks: Vec<Vec<Sha>> = {
-        let mut chunks = vec![Vec::new()];
-        let mut bytes = 0;
-        for sha in &keep_content {
-            let len = contents[sha].len;
-            if bytes + len > FRAME_CONTENTS && !chunks.last().expect("one").is_empty() {
-                chunks.push(Vec::new());
-                bytes = 0;
-            }
-            bytes += len;
-            chunks.last_mut().expect("one").push(*sha);
+        .collect()
+}
+
+/// A kept content and where the compacted segment holds it.
+type Placed = (Sha, Loc);
+
+/// The kept contents in groups of a few MiB, one group a frame.
+fn chunk_contents(keep_content: &[Sha], contents: &HashMap<Sha, Loc>) -> Vec<Vec<Sha>> {
+    let mut chunks = vec![Vec::new()];
+    let mut bytes = 0;
+    for sha in keep_content {
+        let len = contents[sha].len;
+        if bytes + len > FRAME_CONTENTS && !chunks.last().expect("one").is_empty() {
+            chunks.push(Vec::new());
+            bytes = 0;
         }
-        chunks
-    };
+        bytes += len;
+        chunks.last_mut().expect("one").push(*sha);
+    }
+    chunks
+}
+
+/// After the snapshot in `out`: the kept rows with their contents, a
+/// frame per chunk, each row in the frame of its content (or the last
+/// one). Returns where each content now is, and the oldest row's time.
+fn kept_frames(
+    dir: &OwnedFd,
+    first: u64,
+    out: &mut Vec<u8>,
+    chunks: &[Vec<Sha>],
+    kept_rows: Vec<Row>,
+    contents: &HashMap<Sha, Loc>,
+) -> io::Result<(Vec<Placed>, Option<String>)> {
     let chunk_of: HashMap<Sha, usize> = chunks
         .iter()
         .enumerate()
         .flat_map(|(i, c)| c.iter().map(move |s| (*s, i)))
         .collect();
+    let mut by_chunk: BTreeMap<usize, Vec<Row>> = BTreeMap::new();
     for r in kept_rows {
         let i = content_of(&r)
             .and_then(|s| chunk_of.get(&s).copied())
             .unwrap_or(chunks.len() - 1);
-        by_sha.entry(i).or_default().push(r);
+        by_chunk.entry(i).or_default().push(r);
     }
-    let mut oldest = None;
+    let mut locs = Vec::new();
+    let mut oldest: Option<String> = None;
     for (i, chunk) in chunks.iter().enumerate() {
-        let mut body = Vec::new();
-        let mut recs = Vec::new();
-        for sha in chunk {
-            let loc = contents[sha];
-            let fd = segment::open_read(dir, loc.segment)?;
-            let data = segment::read_at(&fd, loc.at, loc.len)?;
-            recs.push(ContentRec {
-                sha256: sha.hex(),
-                at: body.len() as u64,
-                len: data.len() as u64,
-            });
-            body.extend_from_slice(&data);
-        }
-        let rows = by_sha.remove(&i).unwrap_or_default();
+        let (body, recs) = read_contents(dir, chunk, contents)?;
+        let rows = by_chunk.remove(&i).unwrap_or_default();
         if rows.is_empty() && recs.is_empty() {
             continue;
         }
         for r in &rows {
-            let t = r.time.clone();
-            if oldest.as_ref().is_none_or(|o: &String| t < *o) {
-                oldest = Some(t);
+            if oldest.as_ref().is_none_or(|o| r.time < *o) {
+                oldest = Some(r.time.clone());
             }
         }
         let header = Header {
@@ -496,24 +593,49 @@ fn build(
         let body_at = (out.len() + frame::HEAD + head.len()) as u64;
         for c in &recs {
             if let Some(sha) = Sha::parse(&c.sha256) {
-                locs.push((
-                    sha,
-                    Loc {
-                        segment: first,
-                        at: body_at + c.at,
-                        len: c.len,
-                    },
-                ));
+                let loc = Loc {
+                    segment: first,
+                    at: body_at + c.at,
+                    len: c.len,
+                };
+                locs.push((sha, loc));
             }
         }
         out.extend(frame::encode(&head, &[&body]));
     }
-    let tmp = format!("{}.new", segment::name(first));
+    Ok((locs, oldest))
+}
+
+/// The bytes of `chunk`'s contents, one after another, and where each is.
+fn read_contents(
+    dir: &OwnedFd,
+    chunk: &[Sha],
+    contents: &HashMap<Sha, Loc>,
+) -> io::Result<(Vec<u8>, Vec<ContentRec>)> {
+    let mut body = Vec::new();
+    let mut recs = Vec::new();
+    for sha in chunk {
+        let loc = contents[sha];
+        let fd = segment::open_read(dir, loc.segment)?;
+        let data = segment::read_at(&fd, loc.at, loc.len)?;
+        recs.push(ContentRec {
+            sha256: sha.hex(),
+            at: body.len() as u64,
+            len: data.len() as u64,
+        });
+        body.extend_from_slice(&data);
+    }
+    Ok((body, recs))
+}
+
+/// Writes `out` to `tmp` in `dir` and flushes it; on failure, nothing of
+/// it stays.
+fn write_whole(dir: &OwnedFd, tmp: &str, out: &[u8]) -> io::Result<()> {
     let flags =
         OFlags::WRONLY | OFlags::CREATE | OFlags::TRUNC | OFlags::NOFOLLOW | OFlags::CLOEXEC;
     let written = (|| -> io::Result<()> {
-        let fd = rfs::openat(dir, tmp.as_str(), flags, Mode::from_raw_mode(0o600))?;
-        let mut rest = out.as_slice();
+        let fd = rfs::openat(dir, tmp, flags, Mode::from_raw_mode(0o600))?;
+        let mut rest = out;
         let mut pos = 0u64;
         while !rest.is_empty() {
             let n = rustix::io::pwrite(&fd, rest, pos)?;
@@ -523,21 +645,8 @@ fn build(
         rfs::fdatasync(&fd)?;
         Ok(())
     })();
-    if let Err(e) = written {
-        let _ = rfs::unlinkat(dir, tmp.as_str(), AtFlags::empty());
-        return Err(e);
+    if written.is_err() {
+        let _ = rfs::unlinkat(dir, tmp, AtFlags::empty());
     }
-    Ok(Some(Built {
-        tmp,
-        segment: Segment {
-            bytes: out.len() as u64,
-            last_batch: batch,
-            first_time: oldest,
-            state_bytes,
-        },
-        locs,
-        kept,
-        dropped,
-        note,
-    }))
+    written
 }

@@ -48,8 +48,37 @@ pub fn take_in(state: &OwnedFd, dir: &OwnedFd) -> io::Result<Option<Loaded>> {
         Err(e) => return Err(e),
     };
     let objects = crate::persist::fsops::open_dir(&history, "objects").ok();
-    // The rows as the old history read them: void ones, and those they
-    // void, left out.
+    let rows = old_rows(&text);
+    let live = live_files(&rows);
+    let (contents, body) = kept_contents(&rows, objects.as_ref());
+    let nodes = snapshot_nodes(&live, &contents);
+    let batch = rows.iter().map(|r| r.batch).max().unwrap_or(0) + 1;
+    let origin = startup::new_state().origin;
+    let header = Header {
+        segment: Some(SegmentInfo {
+            number: 1,
+            origin,
+            covers: None,
+            prev: None,
+        }),
+        batch: Some(batch),
+        time: Some(super::now_text()),
+        checkpoint: Some(batch),
+        snapshot: Some(nodes),
+        kept: rows,
+        contents,
+        ..Header::default()
+    };
+    let head = serde_json::to_vec(&header).expect("a header serializes");
+    write_first_segment(dir, &frame::encode(&head, &[&body]))?;
+    remove_old(state);
+    tracing::info!("the history kept before the journal is now in .memfs/journal");
+    startup::read(dir, true)
+}
+
+/// The rows as the old history read them: void ones, and those they
+/// void, left out.
+fn old_rows(text: &[u8]) -> Vec<Row> {
     let mut rows: Vec<Row> = text
         .split(|&b| b == b'\n')
         .filter(|l| !l.is_empty())
@@ -61,9 +90,17 @@ pub fn take_in(state: &OwnedFd, dir: &OwnedFd) -> io::Result<Option<Loaded>> {
         .filter_map(|r| r.replaces.map(|v| v.0))
         .collect();
     rows.retain(|r| r.op != Op::Void && !voided.contains(&r.id()));
-    // What each file holds by the rows.
-    let mut live: BTreeMap<MemPath, (String, u64, u64, bool)> = BTreeMap::new();
-    for r in &rows {
+    rows
+}
+
+/// A file the rows leave in place: its sha256, size, version, and whether
+/// only the plain file holds its bytes.
+type Live = (String, u64, u64, bool);
+
+/// What each file holds by the rows.
+fn live_files(rows: &[Row]) -> BTreeMap<MemPath, Live> {
+    let mut live = BTreeMap::new();
+    for r in rows {
         let Ok(path) = MemPath::parse(&r.path) else {
             continue;
         };
@@ -87,18 +124,23 @@ pub fn take_in(state: &OwnedFd, dir: &OwnedFd) -> io::Result<Option<Loaded>> {
             live.remove(&path);
         }
     }
-    // Each kept content once.
+    live
+}
+
+/// Each kept content once (a damaged object is not taken in), and the
+/// body that holds them in that order.
+fn kept_contents(rows: &[Row], objects: Option<&OwnedFd>) -> (Vec<ContentRec>, Vec<u8>) {
     let mut contents = Vec::new();
     let mut body = Vec::new();
     let mut seen = HashSet::new();
-    for r in &rows {
+    for r in rows {
         let Some(sha) = r.sha256.as_deref() else {
             continue;
         };
         if r.pruned || r.redacted || !seen.insert(sha.to_string()) {
             continue;
         }
-        let Some(data) = objects.as_ref().and_then(|o| read_all(o, sha).ok()) else {
+        let Some(data) = objects.and_then(|o| read_all(o, sha).ok()) else {
             continue;
         };
         if Sha::parse(sha) != Some(Sha::of(&data)) {
@@ -111,6 +153,11 @@ pub fn take_in(state: &OwnedFd, dir: &OwnedFd) -> io::Result<Option<Loaded>> {
         });
         body.extend_from_slice(&data);
     }
+    (contents, body)
+}
+
+/// The snapshot: every live file, and every directory above one.
+fn snapshot_nodes(live: &BTreeMap<MemPath, Live>, contents: &[ContentRec]) -> Vec<NodeRec> {
     let kept_shas: HashSet<&str> = contents.iter().map(|c| c.sha256.as_str()).collect();
     let meta = MetaRec {
         perm: crate::store::FILE_MODE,
@@ -121,7 +168,7 @@ pub fn take_in(state: &OwnedFd, dir: &OwnedFd) -> io::Result<Option<Loaded>> {
     };
     let mut nodes = Vec::new();
     let mut dirs = std::collections::BTreeSet::new();
-    for (path, (sha, size, version, in_file)) in &live {
+    for (path, (sha, size, version, in_file)) in live {
         let mut at = path.parent();
         while let Some(dir) = at.filter(|d| !d.is_root()) {
             at = dir.parent();
@@ -148,31 +195,18 @@ pub fn take_in(state: &OwnedFd, dir: &OwnedFd) -> io::Result<Option<Loaded>> {
             },
         });
     }
-    let batch = rows.iter().map(|r| r.batch).max().unwrap_or(0) + 1;
-    let origin = startup::new_state().origin;
-    let header = Header {
-        segment: Some(SegmentInfo {
-            number: 1,
-            origin,
-            covers: None,
-            prev: None,
-        }),
-        batch: Some(batch),
-        time: Some(super::now_text()),
-        checkpoint: Some(batch),
-        snapshot: Some(nodes),
-        kept: rows,
-        contents,
-        ..Header::default()
-    };
-    let head = serde_json::to_vec(&header).expect("a header serializes");
-    let bytes = frame::encode(&head, &[&body]);
+    nodes
+}
+
+/// Writes the journal's first segment whole (under a temporary name,
+/// flushed, then renamed into place and the directory flushed).
+fn write_first_segment(dir: &OwnedFd, bytes: &[u8]) -> io::Result<()> {
     let name = segment::name(1);
     let new = format!("{name}.new");
     let flags =
         OFlags::WRONLY | OFlags::CREATE | OFlags::TRUNC | OFlags::NOFOLLOW | OFlags::CLOEXEC;
     let fd = rfs::openat(dir, new.as_str(), flags, Mode::from_raw_mode(0o600))?;
-    let mut rest = bytes.as_slice();
+    let mut rest = bytes;
     let mut pos = 0u64;
     while !rest.is_empty() {
         let n = rustix::io::pwrite(&fd, rest, pos)?;
@@ -184,7 +218,5 @@ pub fn take_in(state: &OwnedFd, dir: &OwnedFd) -> io::Result<Option<Loaded>> {
     rfs::renameat(dir, new.as_str(), dir, name.as_str())?;
     rfs::fsync(dir)?;
     let _ = rfs::unlinkat(dir, new.as_str(), AtFlags::empty());
-    remove_old(state);
-    tracing::info!("the history kept before the journal is now in .memfs/journal");
-    startup::read(dir, true)
+    Ok(())
 }

@@ -461,27 +461,81 @@ pub fn square(
     batch: u64,
 ) -> Squared {
     let disk = disk_nodes(tree);
+    let mut keys: BTreeSet<String> = disk.keys().cloned().collect();
+    keys.extend(state.view.iter().map(|(k, _)| k.to_string()));
+    let replayed = replay_tail(state, tail, &disk, &keys, content);
+
+    // Everything else: the files win, and the journal records what it found.
+    let mut finder = Finder {
+        state,
+        filled: filled_dirs(&disk),
+        rows: Vec::new(),
+        ops: Vec::new(),
+        needed: Vec::new(),
+        gone: Vec::new(),
+        ids: state.ids,
+        change: state.ids.next_change,
+        time,
+        first,
+        batch,
+    };
+    for k in keys.iter().filter(|k| !tail.covers_key(k)) {
+        finder.find(k, disk.get(k.as_str()));
+    }
+    let Finder {
+        rows,
+        ops,
+        needed,
+        mut ids,
+        change,
+        ..
+    } = finder;
+    let found_files = rows.len();
+    let found = if ops.is_empty() && rows.is_empty() {
+        None
+    } else {
+        ids.next_change += 1;
+        Some(found_change(state, ops, rows, change, first))
+    };
+    state.ids = ids;
+    Squared {
+        replayed,
+        found,
+        found_files,
+        needed,
+    }
+}
+
+/// Directories on disk with something below them (made with it).
+fn filled_dirs(disk: &BTreeMap<String, DiskNode>) -> HashSet<String> {
+    disk.keys()
+        .filter_map(|k| k.rfind('\0').map(|i| k[..i].to_string()))
+        .collect()
+}
+
+/// The tail's keys: the journal decides. The ops that make the plain files
+/// what the view says, removals first.
+///
+/// Long because it is one match over what the view wants against what the
+/// disk has at each key, every pair of node kinds, with the removals it
+/// needs collected beside the makes.
+fn replay_tail(
+    state: &State,
+    tail: &Tail,
+    disk: &BTreeMap<String, DiskNode>,
+    keys: &BTreeSet<String>,
+    content: &dyn Fn(&State, &Sha) -> Option<Vec<u8>>,
+) -> Vec<ChangeOp> {
     let mut by_sha: HashMap<Sha, Arc<Vec<u8>>> = HashMap::new();
     for node in disk.values() {
         if let Disk::File(sha, data) = &node.kind {
             by_sha.insert(*sha, data.clone());
         }
     }
-    // Directories on disk with something below them (made with it).
-    let mut filled: HashSet<&str> = HashSet::new();
-    for k in disk.keys() {
-        if let Some(i) = k.rfind('\0') {
-            filled.insert(&k[..i]);
-        }
-    }
-    let mut keys: BTreeSet<String> = disk.keys().cloned().collect();
-    keys.extend(state.view.iter().map(|(k, _)| k.to_string()));
-
-    // The tail: the journal decides.
     let mut removals: Vec<ChangeOp> = Vec::new();
     let mut makes: Vec<ChangeOp> = Vec::new();
     let mut removed: Vec<String> = Vec::new();
-    let remove = |removals: &mut Vec<ChangeOp>, removed: &mut Vec<String>, k: &str| {
+    let mut remove = |k: &str| {
         if removed.iter().any(|r| view::within(k, r)) {
             return;
         }
@@ -491,196 +545,205 @@ pub fn square(
         });
     };
     for k in keys.iter().filter(|k| tail.covers_key(k)) {
-        let want = state.view.get_key(k);
+        let Some(want) = state.view.get_key(k) else {
+            if disk.contains_key(k.as_str()) {
+                remove(k);
+            }
+            continue;
+        };
         let have = disk.get(k.as_str());
         let p = || view::path(k);
-        match (want, have) {
-            (None, None) => {}
-            (None, Some(_)) => remove(&mut removals, &mut removed, k),
-            (Some(w), h) => match (&w.kind, h.map(|h| &h.kind)) {
-                (VKind::File { sha, .. }, Some(Disk::File(s, _))) if s == sha => {
-                    if !same_owner_and_mode(&w.meta, &h.expect("some").meta) {
-                        makes.push(ChangeOp::SetMeta {
-                            path: p(),
-                            meta: w.meta,
-                        });
-                    }
+        let set_meta = |makes: &mut Vec<ChangeOp>, h: Option<&DiskNode>| {
+            if !same_owner_and_mode(&want.meta, &h.expect("some").meta) {
+                makes.push(ChangeOp::SetMeta {
+                    path: p(),
+                    meta: want.meta,
+                });
+            }
+        };
+        match (&want.kind, have.map(|h| &h.kind)) {
+            (VKind::File { sha, .. }, Some(Disk::File(s, _))) if s == sha => {
+                set_meta(&mut makes, have)
+            }
+            (VKind::File { sha, .. }, other) => {
+                let data = by_sha
+                    .get(sha)
+                    .cloned()
+                    .or_else(|| content(state, sha).map(Arc::new));
+                let Some(data) = data else {
+                    tracing::error!(
+                        "the journal names content {sha} for {}, and neither the journal nor the plain files hold it; it is left as the plain files have it",
+                        p()
+                    );
+                    continue;
+                };
+                if other.is_some() {
+                    remove(k);
                 }
-                (VKind::File { sha, .. }, other) => {
-                    let data = by_sha
-                        .get(sha)
-                        .cloned()
-                        .or_else(|| content(state, sha).map(Arc::new));
-                    let Some(data) = data else {
-                        tracing::error!(
-                            "the journal names content {sha} for {}, and neither the journal nor the plain files hold it; it is left as the plain files have it",
-                            p()
-                        );
-                        continue;
-                    };
-                    if other.is_some() {
-                        remove(&mut removals, &mut removed, k);
-                    }
-                    makes.push(ChangeOp::Write {
-                        path: p(),
-                        data,
-                        meta: w.meta,
-                    });
+                makes.push(ChangeOp::Write {
+                    path: p(),
+                    data,
+                    meta: want.meta,
+                });
+            }
+            (VKind::Dir, Some(Disk::Dir)) => set_meta(&mut makes, have),
+            (VKind::Dir, other) => {
+                if other.is_some() {
+                    remove(k);
                 }
-                (VKind::Dir, Some(Disk::Dir)) => {
-                    if !same_owner_and_mode(&w.meta, &h.expect("some").meta) {
-                        makes.push(ChangeOp::SetMeta {
-                            path: p(),
-                            meta: w.meta,
-                        });
-                    }
+                makes.push(ChangeOp::MakeDir {
+                    path: p(),
+                    meta: want.meta,
+                });
+            }
+            (VKind::Symlink(t), Some(Disk::Symlink(u))) if t == u => {}
+            (VKind::Symlink(t), other) => {
+                if other.is_some() {
+                    remove(k);
                 }
-                (VKind::Dir, other) => {
-                    if other.is_some() {
-                        remove(&mut removals, &mut removed, k);
-                    }
-                    makes.push(ChangeOp::MakeDir {
-                        path: p(),
-                        meta: w.meta,
-                    });
-                }
-                (VKind::Symlink(t), Some(Disk::Symlink(u))) if t == u => {}
-                (VKind::Symlink(t), other) => {
-                    if other.is_some() {
-                        remove(&mut removals, &mut removed, k);
-                    }
-                    makes.push(ChangeOp::Symlink {
-                        path: p(),
-                        target: t.clone(),
-                        meta: w.meta,
-                    });
-                }
-            },
+                makes.push(ChangeOp::Symlink {
+                    path: p(),
+                    target: t.clone(),
+                    meta: want.meta,
+                });
+            }
         }
     }
-    let mut replayed = removals;
-    replayed.extend(makes);
+    removals.extend(makes);
+    removals
+}
 
-    // Everything else: the files win, and the journal records what it found.
-    let mut rows = Vec::new();
-    let mut ops = Vec::new();
-    let mut needed = Vec::new();
-    let mut gone: Vec<String> = Vec::new();
-    let mut ids = state.ids;
-    let change = ids.next_change;
-    let found_row =
-        |ids: &mut Ids, path: &MemPath, sha: Option<(Sha, u64)>, replaces: Option<u64>| {
-            let id = ids.next_version;
-            ids.next_version += 1;
-            Row {
-                version: VersionId(id),
-                time: time.to_string(),
-                actor: Actor::memfs(),
-                op: Op::Found,
-                path: path.to_string(),
-                from: None,
-                sha256: sha.map(|s| s.0.hex()),
-                size: sha.map(|s| s.1),
-                replaces: replaces.filter(|v| *v > 0).map(VersionId),
-                redacted: false,
-                pruned: first && sha.is_some(),
-                note: (first && sha.is_some()).then(|| BEFORE_HISTORY_NOTE.to_string()),
-                exchanged: false,
-                before_history: first && sha.is_some(),
-                batch,
-                change: Some(change),
-                origin: None,
-            }
-        };
-    for k in keys.iter().filter(|k| !tail.covers_key(k)) {
-        if gone.iter().any(|g| view::within(k, g)) {
-            continue;
+/// What start-up found changed in the plain files outside the tail: the
+/// files win, and each difference becomes an op and a `found` row of one
+/// change of memfs'.
+struct Finder<'a> {
+    state: &'a State,
+    filled: HashSet<String>,
+    rows: Vec<Row>,
+    ops: Vec<ChangeOp>,
+    needed: Vec<Needed>,
+    /// Keys removed whole: nothing below them is looked at again.
+    gone: Vec<String>,
+    ids: Ids,
+    change: u64,
+    time: &'a str,
+    first: bool,
+    batch: u64,
+}
+
+impl Finder<'_> {
+    fn found_row(&mut self, path: &MemPath, sha: Option<(Sha, u64)>, replaces: Option<u64>) {
+        let id = self.ids.next_version;
+        self.ids.next_version += 1;
+        let captured = self.first && sha.is_some();
+        self.rows.push(Row {
+            version: VersionId(id),
+            time: self.time.to_string(),
+            actor: Actor::memfs(),
+            op: Op::Found,
+            path: path.to_string(),
+            from: None,
+            sha256: sha.map(|s| s.0.hex()),
+            size: sha.map(|s| s.1),
+            replaces: replaces.filter(|v| *v > 0).map(VersionId),
+            redacted: false,
+            pruned: captured,
+            note: captured.then(|| BEFORE_HISTORY_NOTE.to_string()),
+            exchanged: false,
+            before_history: captured,
+            batch: self.batch,
+            change: Some(self.change),
+            origin: None,
+        });
+    }
+
+    /// Every file the view holds at or below `k`, recorded as gone.
+    fn files_gone(&mut self, k: &str) {
+        for (f, _, _, v, _) in self.state.view.files_under(&view::path(k)) {
+            self.found_row(&f, None, Some(v));
         }
-        let want = state.view.get_key(k).cloned();
-        let have = disk.get(k.as_str());
-        let was_file = want.as_ref().and_then(|w| w.file());
-        // Every file the view holds at or below `k`, recorded as gone.
-        let files_gone = |rows: &mut Vec<Row>, ids: &mut Ids| {
-            for (f, _, _, v, _) in state.view.files_under(&view::path(k)) {
-                rows.push(found_row(ids, &f, None, Some(v)));
-            }
-        };
-        match (
-            have.map(|h| (&h.kind, h.meta)),
-            want.as_ref().map(|w| &w.kind),
-        ) {
-            (None, None) => {}
-            (Some((Disk::File(s, data), meta)), w) => {
+    }
+
+    /// `k` removed whole (the view had a directory or a node the disk
+    /// does not).
+    fn remove_whole(&mut self, k: &str) {
+        self.files_gone(k);
+        self.ops.push(ChangeOp::Remove {
+            path: view::path(k),
+        });
+        self.gone.push(k.to_string());
+    }
+
+    /// The difference at one key, if any.
+    ///
+    /// Long because it is one match over what the disk has against what
+    /// the view had at the key, every pair of node kinds, each arm making
+    /// its op and its rows.
+    fn find(&mut self, k: &str, have: Option<&DiskNode>) {
+        if self.gone.iter().any(|g| view::within(k, g)) {
+            return;
+        }
+        let want = self.state.view.get_key(k).cloned();
+        let was_file = want.as_ref().and_then(|w| w.file()).map(|f| f.2);
+        let w = want.as_ref().map(|w| &w.kind);
+        match have.map(|h| (&h.kind, h.meta)) {
+            None if want.is_some() => self.remove_whole(k),
+            None => {}
+            Some((Disk::File(s, data), meta)) => {
                 if matches!(w, Some(VKind::File { sha, .. }) if sha == s) {
                     if !same_owner_and_mode(&meta, &want.as_ref().expect("some").meta) {
-                        ops.push(ChangeOp::SetMeta {
+                        self.ops.push(ChangeOp::SetMeta {
                             path: view::path(k),
                             meta,
                         });
                     }
-                    continue;
+                    return;
                 }
                 if matches!(w, Some(VKind::Dir)) {
-                    files_gone(&mut rows, &mut ids);
-                    ops.push(ChangeOp::Remove {
-                        path: view::path(k),
-                    });
-                    gone.push(k.clone());
+                    self.remove_whole(k);
                 }
                 let path = view::path(k);
-                rows.push(found_row(
-                    &mut ids,
-                    &path,
-                    Some((*s, data.len() as u64)),
-                    was_file.map(|f| f.2),
-                ));
-                if !first {
-                    needed.push(Needed {
+                self.found_row(&path, Some((*s, data.len() as u64)), was_file);
+                if !self.first {
+                    self.needed.push(Needed {
                         sha: *s,
                         data: data.clone(),
                     });
                 }
-                ops.push(ChangeOp::Write {
+                self.ops.push(ChangeOp::Write {
                     path,
                     data: data.clone(),
                     meta,
                 });
             }
-            (None, Some(_)) => {
-                files_gone(&mut rows, &mut ids);
-                ops.push(ChangeOp::Remove {
-                    path: view::path(k),
-                });
-                gone.push(k.clone());
-            }
             // A directory: made with what is below it, or alone when
             // empty (its mode is the disk's; not compared, not a version).
-            (Some((Disk::Dir, meta)), w) => {
+            Some((Disk::Dir, meta)) => {
                 if matches!(w, Some(VKind::Dir)) {
-                    continue;
+                    return;
                 }
-                if let Some(f) = was_file {
-                    rows.push(found_row(&mut ids, &view::path(k), None, Some(f.2)));
+                if let Some(v) = was_file {
+                    self.found_row(&view::path(k), None, Some(v));
                 }
-                if was_file.is_some() || !filled.contains(k.as_str()) {
-                    ops.push(ChangeOp::MakeDir {
+                if was_file.is_some() || !self.filled.contains(k) {
+                    self.ops.push(ChangeOp::MakeDir {
                         path: view::path(k),
                         meta,
                     });
                 }
             }
-            (Some((Disk::Symlink(t), meta)), w) => {
+            Some((Disk::Symlink(t), meta)) => {
                 if matches!(w, Some(VKind::Symlink(u)) if u == t) {
-                    continue;
+                    return;
                 }
                 if matches!(w, Some(VKind::Dir)) {
-                    files_gone(&mut rows, &mut ids);
-                    gone.push(k.clone());
+                    self.files_gone(k);
+                    self.gone.push(k.to_string());
                 }
-                if let Some(f) = was_file {
-                    rows.push(found_row(&mut ids, &view::path(k), None, Some(f.2)));
+                if let Some(v) = was_file {
+                    self.found_row(&view::path(k), None, Some(v));
                 }
-                ops.push(ChangeOp::Symlink {
+                self.ops.push(ChangeOp::Symlink {
                     path: view::path(k),
                     target: t.clone(),
                     meta,
@@ -688,49 +751,46 @@ pub fn square(
             }
         }
     }
-    let found_files = rows.len();
-    let found = if ops.is_empty() && rows.is_empty() {
-        None
-    } else {
-        ids.next_change += 1;
-        // The view takes the files' side.
-        for op in &ops {
-            let write = match op {
-                ChangeOp::Write { data, .. } => Some((Sha::of(data), data.len() as u64)),
+}
+
+/// memfs' change recording what was found: the view takes the files' side
+/// first (a content found when the journal begins stays in the file).
+fn found_change(
+    state: &mut State,
+    ops: Vec<ChangeOp>,
+    rows: Vec<Row>,
+    change: u64,
+    first: bool,
+) -> ChangeRec {
+    for op in &ops {
+        let write = match op {
+            ChangeOp::Write { data, .. } => Some((Sha::of(data), data.len() as u64)),
+            _ => None,
+        };
+        state.view.apply(op, write, None);
+        if let (true, ChangeOp::Write { path, .. }) = (first, op) {
+            state.view.mark_in_file(path);
+        }
+    }
+    let mut undo = Vec::new();
+    versions::settle_versions(&mut state.view, &rows, &mut undo);
+    let op_recs = ops
+        .iter()
+        .map(|op| {
+            let sha = match op {
+                ChangeOp::Write { data, .. } => Some(Sha::of(data).hex()),
                 _ => None,
             };
-            state.view.apply(op, write, None);
-            if let (true, ChangeOp::Write { path, .. }) = (first, op) {
-                state.view.mark_in_file(path);
+            let mut rec = op_rec(op, sha.as_deref());
+            if let OpRec::Write { in_file, .. } = &mut rec {
+                *in_file = first;
             }
-        }
-        let mut undo = Vec::new();
-        versions::settle_versions(&mut state.view, &rows, &mut undo);
-        let op_recs = ops
-            .iter()
-            .map(|op| {
-                let sha = match op {
-                    ChangeOp::Write { data, .. } => Some(Sha::of(data).hex()),
-                    _ => None,
-                };
-                let mut rec = op_rec(op, sha.as_deref());
-                if let OpRec::Write { in_file, .. } = &mut rec {
-                    *in_file = first;
-                }
-                rec
-            })
-            .collect();
-        Some(ChangeRec {
-            change,
-            ops: op_recs,
-            rows,
+            rec
         })
-    };
-    state.ids = ids;
-    Squared {
-        replayed,
-        found,
-        found_files,
-        needed,
+        .collect();
+    ChangeRec {
+        change,
+        ops: op_recs,
+        rows,
     }
 }
