@@ -1,15 +1,15 @@
 //! The store's operations by inode, for the FUSE door. Like the path
 //! operations, each takes the lock once and records its change; content
-//! written through the mount is marked dirty and handed to the persister on
-//! [`Store::persist_file`] (close, fsync) or [`Store::persist_all_dirty`].
+//! written through the mount is marked dirty and handed to the persister
+//! later (`store/saving.rs`). The kernel's references are `store/pins.rs`.
 
 use std::sync::Arc;
 use std::time::SystemTime;
 
-use super::change::{ChangeOp, Meta, Origin, Ticket, Touched};
+use super::change::{ChangeOp, Meta, Origin, Touched};
 use super::recover::subtree_ops;
 use super::tree::{Attr, Ino, NodeKind, Tree, ROOT_INO};
-use super::{flush_ops, write_ops, Growth, Store};
+use super::{write_ops, Growth, Store};
 use crate::error::Error;
 
 /// Whether a read at `now` moves the access time, as `relatime` decides:
@@ -113,45 +113,6 @@ fn dir_of(tree: &Tree, ino: Ino) -> Result<(), Error> {
 }
 
 impl Store {
-    /// The kernel took `n` more references on `ino` (lookups, open handles).
-    pub fn pin(&self, ino: Ino, n: u64) {
-        if n > 0 {
-            *self.pins.lock().entry(ino).or_insert(0) += n;
-        }
-    }
-
-    /// The kernel dropped `n` references; an orphan nobody holds is dropped.
-    pub fn unpin(&self, ino: Ino, n: u64) {
-        let released = {
-            let mut pins = self.pins.lock();
-            match pins.get_mut(&ino) {
-                Some(count) if *count > n => {
-                    *count -= n;
-                    false
-                }
-                Some(_) => {
-                    pins.remove(&ino);
-                    true
-                }
-                None => false,
-            }
-        };
-        if released {
-            let mut tree = self.tree.write();
-            let pins = self.pins.lock();
-            tree.drop_if_unused(ino, &|i| pins.contains_key(&i));
-        }
-    }
-
-    /// Forgets every kernel reference (the mount is gone) and drops orphans.
-    pub fn unpin_all(&self) {
-        let inos: Vec<Ino> = self.pins.lock().drain().map(|(ino, _)| ino).collect();
-        let mut tree = self.tree.write();
-        for ino in inos {
-            tree.drop_if_unused(ino, &|_| false);
-        }
-    }
-
     pub fn info(&self, ino: Ino) -> Result<NodeInfo, Error> {
         info(&self.tree.read(), ino)
     }
@@ -652,85 +613,5 @@ impl Store {
         ];
         let _ = self.commit(&tree, origin, ops, touched);
         Ok(out)
-    }
-
-    /// Hands a file's unsaved bytes to the persister. With `durable`, the
-    /// ticket is kept once they, and everything changed before, are on disk
-    /// (`fsync`); without, a clean file costs nothing (`close`).
-    pub fn persist_file(&self, ino: Ino, durable: bool, origin: Origin) -> Ticket {
-        self.persist(|_| vec![ino], durable, origin)
-    }
-
-    /// Hands the unsaved bytes of these files to the persister as one change
-    /// (files closed through the mount, gathered by the flusher).
-    pub fn persist_files(&self, inos: &[Ino]) -> Ticket {
-        self.persist(|_| inos.to_vec(), false, Origin::Memfs)
-    }
-
-    /// Hands every file's unsaved bytes to the persister (shutdown, unmount);
-    /// the ticket is kept once all of it is on disk.
-    pub fn persist_all_dirty(&self, origin: Origin) -> Ticket {
-        self.persist(Tree::dirty_files, true, origin)
-    }
-
-    /// A barrier: settles once every change queued before it is in the
-    /// journal (or refused), writing nothing of its own.
-    pub fn barrier(&self, origin: Origin) -> Ticket {
-        self.persist(|_| Vec::new(), true, origin)
-    }
-
-    /// Writes out everything memory holds that the disk has not taken
-    /// (dirty files, unsaved paths) and waits: `Ok` means all of it is on
-    /// disk. A change ahead of the barrier that the disk refused after the
-    /// barrier was queued makes the barrier answer `Unsaved`; then once
-    /// more (the new barrier carries what that change left unsaved).
-    pub fn sync(&self, origin: Origin) -> Result<(), Error> {
-        match self.persist_all_dirty(origin.clone()).wait() {
-            Err(Error::Unsaved(_)) => self.persist_all_dirty(origin).wait(),
-            done => done,
-        }
-    }
-
-    /// One change with the unsaved bytes of the files `select` picks (under
-    /// the same lock). Without `durable`, nothing to write costs nothing.
-    fn persist(
-        &self,
-        select: impl FnOnce(&Tree) -> Vec<Ino>,
-        durable: bool,
-        origin: Origin,
-    ) -> Ticket {
-        let mut tree = self.tree.write();
-        // One change per writer: each keeps the origin of the bytes it saves.
-        let mut by_writer: Vec<(Origin, Vec<ChangeOp>)> = Vec::new();
-        for ino in select(&tree) {
-            if tree.get(ino).is_none() {
-                continue;
-            }
-            let Some((writer, ops)) = flush_ops(&mut tree, ino) else {
-                continue;
-            };
-            match by_writer.iter_mut().find(|(w, _)| *w == writer) {
-                Some((_, all)) => all.extend(ops),
-                None => by_writer.push((writer, ops)),
-            }
-        }
-        if by_writer.is_empty() {
-            if !durable {
-                return Ticket::done();
-            }
-            // Nothing of its own to write: a barrier after everything before.
-            return self.commit(&tree, origin, Vec::new(), Vec::new());
-        }
-        let written = by_writer
-            .into_iter()
-            .fold(Ticket::done(), |ticket, (writer, ops)| {
-                ticket.and(self.commit(&tree, writer, ops, Vec::new()))
-            });
-        match durable {
-            // And a barrier after them, which waits for the unsaved paths
-            // these changes found (they are written as a change of their own).
-            true => written.and(self.commit(&tree, origin, Vec::new(), Vec::new())),
-            false => written,
-        }
     }
 }
