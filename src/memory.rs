@@ -89,6 +89,7 @@ impl Memory {
         };
         let mut journal_options = journal::Options {
             keep: options.history_keep,
+            shared: options.shared.is_some(),
             ..journal::Options::default()
         };
         if options.no_history {
@@ -102,8 +103,6 @@ impl Memory {
         let warnings = start_warnings(&skipped, &options.limits.exceeded(&tree));
         let store = Arc::new(Store::new(tree, options.limits, Some(journal.sink())));
         // A shared store: the database commits first (set before any change).
-        // (Not the next batch's number: the start's own frame took one.)
-        let journal_had = opened.batches_found;
         let shared = options.shared.as_ref().map(|target| {
             let origin = journal.origin();
             let db = Arc::new(crate::shared::Db::new(
@@ -132,7 +131,7 @@ impl Memory {
             crate::shared::Follow {
                 target: target.clone(),
                 origin,
-                journal_had,
+                held: journal.own_held(),
                 confirmed: db.confirmed(),
                 store: Arc::downgrade(&store),
                 unsettled: journal.unsettled(),

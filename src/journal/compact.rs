@@ -231,7 +231,8 @@ fn build(
     let (keep_content, kept, dropped) = contents_kept(&kept_rows, &must_keep, contents);
     let first = range[0];
     let nodes = snapshot_nodes(view, &kept);
-    let snapshot = snapshot_header(range, origin, batch, reading.state.follow, nodes);
+    let mut snapshot = snapshot_header(range, origin, batch, reading.state.follow, nodes);
+    (snapshot.own, snapshot.own_since) = reading.state.own_record();
     let mut out = frame::encode(&serde_json::to_vec(&snapshot).expect("serializes"), &[]);
     let state_bytes = out.len() as u64;
     let chunks = chunk_contents(&keep_content, contents);

@@ -104,6 +104,8 @@ pub struct Options {
     pub checkpoint_delay: Duration,
     /// A segment is closed, and the next begun, past this size.
     pub segment_bytes: u64,
+    /// The memory is a shared store's (its batches go upstream first).
+    pub shared: bool,
 }
 
 impl Default for Options {
@@ -114,6 +116,7 @@ impl Default for Options {
                 env_number("MEMFS_CHECKPOINT_MS").unwrap_or(200),
             ),
             segment_bytes: env_number("MEMFS_SEGMENT_BYTES").unwrap_or(32 << 20),
+            shared: false,
         }
     }
 }
@@ -137,10 +140,20 @@ pub struct Opened {
     pub found: usize,
     /// A history kept before the journal was taken in.
     pub upgraded: bool,
-    /// The number the first batch after the frames found got (before the
-    /// start's own frame): every batch numbered below it was in the
-    /// journal when it opened.
-    pub batches_found: u64,
+}
+
+/// See [`Journal::own_held`].
+#[derive(Clone)]
+pub struct OwnHeld(Arc<writer::Shared>);
+
+impl OwnHeld {
+    /// Whether the journal holds this host's batch `batch`, which the
+    /// shared store holds with last id `seq`: a frame of it is here, or
+    /// every version through `seq` is. (One whose frame a crash lost is
+    /// not held, and is applied from the store like another host's.)
+    pub fn holds(&self, batch: u64, seq: u64) -> bool {
+        self.0.state.lock().holds_own(batch, seq)
+    }
 }
 
 /// See [`Journal::unsettled`].
@@ -198,7 +211,12 @@ impl Journal {
         };
         let time = now_text();
         let batch = st.next_batch;
-        opened.batches_found = batch;
+        if opts.shared && st.own_since.is_none() {
+            // Which batches of this host's the frames before now hold was
+            // not written down: those are judged by number (every frame
+            // from now on says it).
+            st.own_since = Some(batch);
+        }
         let content = |st: &state::State, sha: &crate::digest::Sha| {
             history::content_of(&dir, st, sha).ok().flatten()
         };
@@ -311,6 +329,12 @@ impl Journal {
             let mut st = shared.state.lock();
             st.next_batch = st.next_batch.max(at);
         }
+    }
+
+    /// Which batches of this host's the journal holds, for a shared
+    /// store's follower.
+    pub fn own_held(&self) -> OwnHeld {
+        OwnHeld(self.shared.clone())
     }
 
     /// This host's changes not settled yet, for a shared store's follower.

@@ -34,6 +34,15 @@ pub struct Header {
     /// this one (its own and other hosts'): where following resumes.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub follow: Option<u64>,
+    /// Batches of this host's that a shared store holds, whose frames this
+    /// journal holds (this one or one before it), and that lie past
+    /// `follow`: the follower skips exactly these (see `OwnBatch`).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub own: Vec<OwnBatch>,
+    /// This host's batches numbered below this were written before the
+    /// journal said which of them it holds (`own`): judged by number.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub own_since: Option<u64>,
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub changes: Vec<ChangeRec>,
     /// A snapshot: every node as it was after `batch` (replaces all state
@@ -45,6 +54,17 @@ pub struct Header {
     pub kept: Vec<Row>,
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub contents: Vec<ContentRec>,
+}
+
+/// A batch of this host's committed to a shared store: its number, the
+/// store's head it found, and its last id (no other host committed
+/// between the two: once the journal holds every version through `head`,
+/// it holds every one through `last`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+pub struct OwnBatch {
+    pub batch: u64,
+    pub head: u64,
+    pub last: u64,
 }
 
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]

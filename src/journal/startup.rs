@@ -115,6 +115,8 @@ fn empty_state(origin: String) -> State {
         },
         checkpoint_written: 0,
         follow: 0,
+        own: Default::default(),
+        own_since: None,
         deferred: None,
     }
 }
@@ -211,6 +213,10 @@ impl Reading {
         if let Some(f) = h.follow {
             st.follow = st.follow.max(f);
         }
+        if h.own_since.is_some() {
+            st.own_since = h.own_since;
+        }
+        st.hold_own(h.own.iter().copied());
         let batch = h.batch.unwrap_or(0);
         if let Some(b) = h.batch {
             st.next_batch = st.next_batch.max(b + 1);

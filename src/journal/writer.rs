@@ -33,7 +33,7 @@ use rustix::fs::{self as rfs, Mode, OFlags};
 use super::deferred::{Deferred, ForCheckpointer};
 use super::frame;
 use super::handoff::Msg;
-use super::record::{ContentRec, Header, SegmentInfo};
+use super::record::{ContentRec, Header, OwnBatch, SegmentInfo};
 use super::segment;
 use super::state::{Loc, State};
 use super::versions::{self, Context, Needed};
@@ -495,11 +495,14 @@ impl Shared {
             .unwrap_or(0)
             .max(st.follow);
         let follow = (followed > 0).then_some(followed);
-        let header = Header {
+        let (own, own_since) = st.own_record();
+        let mut header = Header {
             batch: Some(batch),
             time: Some(time.clone()),
             checkpoint: None,
             follow,
+            own,
+            own_since,
             changes: start
                 .iter()
                 .map(|(rec, _)| rec.clone())
@@ -509,7 +512,9 @@ impl Shared {
             ..Header::default()
         };
         let mut committed_upstream = false;
+        let mut followed = followed;
         if let Some(tx) = up.filter(|_| fits > 0) {
+            let head = tx.head();
             let sent = super::upstream::outgoing(
                 batch,
                 &time,
@@ -518,6 +523,7 @@ impl Shared {
                 &needs[..fits],
                 &st.ids,
             );
+            let last = sent.last;
             if let Err(e) = tx.commit(sent) {
                 for undo in undos.into_iter().rev() {
                     st.view.roll_back(undo);
@@ -534,10 +540,16 @@ impl Shared {
                 return Some((changes, tickets, e));
             }
             // Committed: the truth now. Whatever the disk here does, the
-            // batch stands (a frame the disk refuses is owed).
+            // batch stands (a frame the disk refuses is owed). The frame
+            // says it holds the batch: by `follow` when it follows on from
+            // every version this journal holds, else in `own`.
             committed_upstream = true;
+            let mine = OwnBatch { batch, head, last };
+            (followed, header.own) = st.own_after(followed, mine);
+            header.follow = (followed > 0).then_some(followed);
         }
         st.follow = followed;
+        st.hold_own(header.own.iter().copied());
         let parts: Vec<&[u8]> = body.iter().map(|b| b.as_slice()).collect();
         // A batch the shared store holds (this host's, just committed, or
         // other hosts', followed) is flushed here after it is acknowledged
@@ -731,11 +743,14 @@ impl Shared {
         if files_current {
             self.checkpointed.fetch_max(batch, Ordering::AcqRel);
         }
+        let (own, own_since) = st.own_record();
         let header = Header {
             batch: Some(batch),
             time: Some(time.to_string()),
             changes: found.clone().into_iter().collect(),
             contents: placed.clone(),
+            own,
+            own_since,
             ..Header::default()
         };
         let parts: Vec<&[u8]> = body.iter().map(|b| b.as_slice()).collect();
@@ -916,6 +931,10 @@ impl Shared {
         let Some(d) = st.deferred.take() else {
             return;
         };
+        // A power cut after the answer: the frame never reaches the disk.
+        fail::fail_point!("journal::lose-deferred", |_| lose_and_abort(
+            &self.dir, d.segment, d.at
+        ));
         let name = segment::name(d.segment);
         let flushed = rfs::openat(
             &self.dir,
@@ -1200,6 +1219,22 @@ macro_rules! step {
     ($name:literal) => {
         fail::fail_point!($name, |errno: Option<String>| Err(injected(errno)))
     };
+}
+
+/// What `journal::lose-deferred` does (tests only): drops the unflushed
+/// frame from the segment, as a power cut would, and stops the process.
+#[cfg_attr(not(feature = "failpoints"), allow(dead_code))]
+fn lose_and_abort(dir: &OwnedFd, segment: u64, at: u64) -> ! {
+    let name = segment::name(segment);
+    if let Ok(fd) = rfs::openat(
+        dir,
+        name.as_str(),
+        OFlags::WRONLY | OFlags::CLOEXEC,
+        Mode::empty(),
+    ) {
+        let _ = rfs::ftruncate(&fd, at);
+    }
+    std::process::abort()
 }
 
 #[cfg_attr(not(feature = "failpoints"), allow(dead_code))]

@@ -18,7 +18,7 @@ use std::time::Duration;
 
 use super::db::{Batch, Reader};
 use super::target::Target;
-use crate::journal::{ChangeRec, OpRec, Unsettled, UpstreamError};
+use crate::journal::{ChangeRec, OpRec, OwnHeld, Unsettled, UpstreamError};
 use crate::store::{ChangeOp, Foreign, Store};
 
 /// Polling, when no wake-up comes.
@@ -49,9 +49,8 @@ pub struct Follower {
 pub struct Follow {
     pub target: Target,
     pub origin: String,
-    /// This origin's batches numbered below this were in the journal when
-    /// it opened.
-    pub journal_had: u64,
+    /// Which of this origin's batches the journal holds.
+    pub held: OwnHeld,
     pub confirmed: super::db::Ours,
     pub store: Weak<Store>,
     pub unsettled: Unsettled,
@@ -86,6 +85,8 @@ impl Follow {
     /// back-off, then the catch-up-and-wait loop), whose back-off and
     /// outage state is shared by both.
     fn run(self, stop: &AtomicBool, progress: &Progress, ready: std::sync::mpsc::Sender<()>) {
+        // (Tests turn following off here: nothing of other hosts' is applied.)
+        fail::fail_point!("shared::follow-off", |_| ());
         let mut backoff = Duration::from_millis(100);
         let mut said_down = false;
         let mut down_since = std::time::Instant::now();
@@ -245,18 +246,13 @@ impl Follow {
         Ok(self.apply_whole(store, batch, &whole, stop))
     }
 
-    /// Whether the journal holds a batch of this host's. One whose COMMIT
-    /// is still being settled (its answer lost, and the database being
-    /// asked) waits until it is.
-    ///
-    /// Known gap (review item 4): "held" is decided by number. A batch
-    /// whose deferred frame a crash lost, still not applied when a newer
-    /// batch of this host's is flushed and a second crash comes, is below
-    /// `journal_had` at the next start and skipped. The fix: decide by the
-    /// batches of this host's past `follow` that the journal holds (kept
-    /// in its snapshot too).
+    /// Whether the journal holds a batch of this host's: its frames say
+    /// which (`OwnHeld`), so one whose frame a crash lost is applied from
+    /// the store, however many batches of this host's were written after
+    /// it. One whose COMMIT is still being settled (its answer lost, and
+    /// the database being asked) waits until it is.
     fn judge_own(&self, batch: &Batch, stop: &AtomicBool) -> Own {
-        if batch.batch < self.journal_had {
+        if self.held.holds(batch.batch, batch.seq) {
             return Own::Held;
         }
         loop {

@@ -386,3 +386,52 @@ def test_a_host_whose_disk_refuses_its_journal_loses_nothing_and_takes_it_back(
     finally:
         a.stop()
         b.stop()
+
+
+def test_a_batch_whose_frame_a_crash_lost_is_taken_back_after_a_second_crash(
+        pg, tmp_path, memfs_bin, failpoints_bin):
+    """Host A's frame of a batch the database holds is lost (the failpoint
+    drops the unflushed frame and aborts, as a power cut after the answer
+    would). A starts again with its follower held back, commits and flushes
+    a newer batch, and is killed before it took the lost one back. At its
+    next start A still takes the lost batch back from the database: the
+    journal says which of A's batches it holds (once, it was a number below
+    which all were taken as held, and the lost one was skipped for ever)."""
+    a, b = failing_and_plain(pg, tmp_path, memfs_bin, failpoints_bin,
+                             "journal::lose-deferred=return")
+    try:
+        # (The frame that begins a segment is flushed before the answer.)
+        r = a.tool(command="create", path="/memories/first.md", file_text="first\n")
+        assert not r["is_error"], r
+        a.tool(command="create", path="/memories/lost.md", file_text="lost\n")
+        wait_for(lambda: a.proc.poll() is not None, 15, "a stopped at the power cut")
+        wait_for(lambda: read(b.mnt / "lost.md") == "lost\n", 10, "the database holds lost.md")
+        a.stop(signal.SIGKILL)
+        os.environ["FAILPOINTS"] = "shared::follow-off=return"
+        try:
+            a.mount()
+        finally:
+            os.environ.pop("FAILPOINTS", None)
+        assert read(a.mnt / "lost.md") is None, "the follower was held back"
+        r = a.tool(command="create", path="/memories/newer.md", file_text="newer\n")
+        assert not r["is_error"], r
+        # A person's fsync: every frame before it is on the disk.
+        with open(a.mnt / "synced.md", "w") as f:
+            f.write("synced\n")
+            f.flush()
+            os.fsync(f.fileno())
+        assert read(a.mnt / "lost.md") is None, "still not taken back"
+        a.stop(signal.SIGKILL)
+        a.memfs = memfs_bin
+        a.mount()
+        wait_for(lambda: read(a.mnt / "lost.md") == "lost\n", 15, "a took lost.md back")
+        for name, text in (("first.md", "first\n"), ("newer.md", "newer\n"),
+                           ("synced.md", "synced\n")):
+            assert read(a.mnt / name) == text
+            wait_for(lambda: read(b.mnt / name) == text, 10, f"b shows {name}")
+        wait_for(lambda: sorted(os.listdir(a.mnt)) == sorted(os.listdir(b.mnt)), 15, "same trees")
+        mine = [r["version"] for r in a.log_rows()]
+        assert len(mine) == len(set(mine)), "a version twice in a's history"
+    finally:
+        a.stop()
+        b.stop()
