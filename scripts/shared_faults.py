@@ -9,7 +9,11 @@ while agents on both write, and one fault per trial:
 - cut-b:      host B cut off (its veth down for a moment), then back;
 - commit-lost (with --failpoints BIN, a memfs built with the `failpoints`
   feature, as host A): the connection's answer to a COMMIT is lost at
-  random (`shared-commit-unanswered`), so A asks the database.
+  random (`shared-commit-unanswered`), so A asks the database;
+- powercut-a (with --failpoints): host A loses its last frame, written
+  and answered but not flushed, and stops at once, as a power cut would
+  (`journal::lose-deferred`, after a random number of such frames), then
+  starts again: it must take the lost batch back from the database.
 
 After each trial, within seconds of the fault ending: every acknowledged
 change is in the database once, no batch or version is there twice, and
@@ -182,18 +186,39 @@ def main():
     a.mount()
     os.environ.pop("FAILPOINTS", None)
     b.mount()
-    kinds = ["kill9-a", "pg-crash", "listener"] + (["cut-b"] if netns else [])
+    kinds = ["kill9-a", "pg-crash", "listener"] + (["cut-b"] if netns else []) + (
+        ["powercut-a"] if args.failpoints else [])
     if args.kinds:
         kinds = [k for k in kinds if k in args.kinds.split(",")]
     counts = {k: 0 for k in kinds}
     acked_all = []
+    powercuts = 0
     began = time.time()
     try:
         for trial in range(args.trials):
             kind = kinds[trial % len(kinds)]
+            if kind == "powercut-a":
+                # A again, its power cut armed (see below).
+                a.stop()
+                os.environ["FAILPOINTS"] = (
+                    "shared-commit-unanswered=3%return;"
+                    f"journal::lose-deferred={random.randint(3, 30)}*off->return")
+                a.mount()
+                os.environ.pop("FAILPOINTS", None)
             with Agents([(a, f"a{trial}"), (b, f"b{trial}")]) as agents:
                 time.sleep(random.uniform(0.2, 0.8))
-                if kind == "kill9-a":
+                if kind == "powercut-a":
+                    # Cut when the armed frame comes; if it has not within
+                    # seconds, a kill -9 is the cut.
+                    until = time.monotonic() + 5
+                    while a.proc.poll() is None and time.monotonic() < until:
+                        time.sleep(0.02)
+                    powercuts += a.proc.poll() is not None
+                    a.stop(signal.SIGKILL)
+                    os.environ["FAILPOINTS"] = "shared-commit-unanswered=3%return"
+                    a.mount()
+                    os.environ.pop("FAILPOINTS", None)
+                elif kind == "kill9-a":
                     a.stop(signal.SIGKILL)
                     if args.failpoints:
                         os.environ["FAILPOINTS"] = "shared-commit-unanswered=3%return"
@@ -243,8 +268,10 @@ def main():
         "| fault | trials | lost | applied twice | divergent trees |",
         "|---|---|---|---|---|",
     ]
+    cuts = f" ({powercuts} by the lost frame, the rest by kill -9)"
     for k in kinds:
         label = k + (" (A with commit answers lost at random)" if args.failpoints else "")
+        label += cuts if k == "powercut-a" else ""
         lines.append(f"| {label} | {counts[k]} | 0 | 0 | 0 |")
     text = "\n".join(lines)
     print(text)
