@@ -23,7 +23,7 @@ use rustix::fs::{self as rfs, AtFlags, Mode, OFlags};
 use super::frame;
 use super::record::{ContentRec, Header, MetaRec, NodeRec, NodeRecKind, OpRec, SegmentInfo};
 use super::retention::cutoff_text;
-use super::row::{Actor, Op, Row, VersionId};
+use super::row::{Actor, Op, Row};
 use super::segment;
 use super::startup::Reading;
 use super::state::{Loc, Segment};
@@ -459,23 +459,15 @@ fn upgraded(slots: Vec<Option<Row>>) -> Vec<Row> {
 /// The row that says what a compaction dropped.
 fn prune_row(id: u64, batch: u64, note: &str) -> Row {
     Row {
-        version: VersionId(id),
-        time: super::now_text(),
-        actor: Actor::memfs(),
-        op: Op::Prune,
-        path: MemPath::root().to_string(),
-        from: None,
-        sha256: None,
-        size: None,
-        replaces: None,
-        redacted: false,
-        pruned: false,
         note: Some(note.to_string()),
-        exchanged: false,
-        before_history: false,
-        batch,
-        change: None,
-        origin: None,
+        ..Row::new(
+            id,
+            &super::now_text(),
+            Actor::memfs(),
+            Op::Prune,
+            MemPath::root().to_string(),
+            batch,
+        )
     }
 }
 

@@ -246,6 +246,30 @@ pub struct Row {
 }
 
 impl Row {
+    /// A row that names no content, replaces nothing and carries no marker
+    /// or note (the fields each maker sets on top of it).
+    pub fn new(version: u64, time: &str, actor: Actor, op: Op, path: String, batch: u64) -> Row {
+        Row {
+            version: VersionId(version),
+            time: time.to_string(),
+            actor,
+            op,
+            path,
+            from: None,
+            sha256: None,
+            size: None,
+            replaces: None,
+            redacted: false,
+            pruned: false,
+            note: None,
+            exchanged: false,
+            before_history: false,
+            batch,
+            change: None,
+            origin: None,
+        }
+    }
+
     /// A `found` row that records the file gone (memfs found it deleted
     /// while no memfs ran): no content, and not because of a redaction.
     pub fn found_gone(&self) -> bool {
@@ -313,24 +337,13 @@ impl Row {
 /// content (none for a delete).
 #[cfg(test)]
 pub fn example(v: u64, change: u64, op: Op, path: &str, from: Option<&str>) -> Row {
+    let time = format!("2026-12-02T00:00:{:02}Z", v % 60);
     Row {
-        version: VersionId(v),
-        time: format!("2026-12-02T00:00:{:02}Z", v % 60),
-        actor: Actor::memfs(),
-        op,
-        path: path.into(),
         from: from.map(str::to_string),
         sha256: (op != Op::Delete).then(|| "00".repeat(32)),
         size: Some(1),
-        replaces: None,
-        redacted: false,
-        pruned: false,
-        note: None,
-        exchanged: false,
-        before_history: false,
-        batch: 0,
         change: Some(change),
-        origin: None,
+        ..Row::new(v, &time, Actor::memfs(), op, path.into(), 0)
     }
 }
 

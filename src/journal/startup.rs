@@ -643,23 +643,21 @@ impl Finder<'_> {
         self.ids.next_version += 1;
         let captured = self.first && sha.is_some();
         self.rows.push(Row {
-            version: VersionId(id),
-            time: self.time.to_string(),
-            actor: Actor::memfs(),
-            op: Op::Found,
-            path: path.to_string(),
-            from: None,
             sha256: sha.map(|s| s.0.hex()),
             size: sha.map(|s| s.1),
             replaces: replaces.filter(|v| *v > 0).map(VersionId),
-            redacted: false,
             pruned: captured,
             note: captured.then(|| BEFORE_HISTORY_NOTE.to_string()),
-            exchanged: false,
             before_history: captured,
-            batch: self.batch,
             change: Some(self.change),
-            origin: None,
+            ..Row::new(
+                id,
+                self.time,
+                Actor::memfs(),
+                Op::Found,
+                path.to_string(),
+                self.batch,
+            )
         });
     }
 

@@ -45,23 +45,8 @@ fn row(ids: &mut Ids, cx: &Context, actor: &Actor, op: Op, path: &MemPath, chang
     let id = ids.next_version;
     ids.next_version += 1;
     Row {
-        version: VersionId(id),
-        time: cx.time.to_string(),
-        actor: actor.clone(),
-        op,
-        path: path.to_string(),
-        from: None,
-        sha256: None,
-        size: None,
-        replaces: None,
-        redacted: false,
-        pruned: false,
-        note: None,
-        exchanged: false,
-        before_history: false,
-        batch: cx.batch,
         change: Some(change),
-        origin: None,
+        ..Row::new(id, cx.time, actor.clone(), op, path.to_string(), cx.batch)
     }
 }
 

@@ -513,6 +513,7 @@ impl Shared {
         };
         let mut committed_upstream = false;
         let mut followed = followed;
+        let mut mine = None;
         if let Some(tx) = up.filter(|_| fits > 0) {
             let head = tx.head();
             let sent = super::upstream::outgoing(
@@ -544,12 +545,15 @@ impl Shared {
             // says it holds the batch: by `follow` when it follows on from
             // every version this journal holds, else in `own`.
             committed_upstream = true;
-            let mine = OwnBatch { batch, head, last };
-            (followed, header.own) = st.own_after(followed, mine);
+            let own = OwnBatch { batch, head, last };
+            (followed, header.own) = st.own_after(followed, own);
             header.follow = (followed > 0).then_some(followed);
+            mine = Some(own);
         }
+        // What the frame says, now in memory too (the follow it reached
+        // takes in any batch of this host's that now follows on).
         st.follow = followed;
-        st.hold_own(header.own.iter().copied());
+        st.hold_own(mine);
         let parts: Vec<&[u8]> = body.iter().map(|b| b.as_slice()).collect();
         // A batch the shared store holds (this host's, just committed, or
         // other hosts', followed) is flushed here after it is acknowledged
