@@ -735,6 +735,11 @@ pub struct Reader {
     pub client: Client,
     store: String,
     origin: String,
+    /// The follower's two queries, prepared once on its connection: each
+    /// is asked at every wake-up, and unprepared each would be planned
+    /// again and cost a second round trip (the crate's unnamed statement).
+    after: postgres::Statement,
+    contents: postgres::Statement,
 }
 
 impl Reader {
@@ -745,10 +750,21 @@ impl Reader {
         client
             .batch_execute(&format!("LISTEN {CHANNEL}"))
             .map_err(|e| classify(&e))?;
+        let after = client
+            .prepare(
+                "SELECT seq, origin, batch, changes FROM memfs_batches \
+                 WHERE store = $1 AND seq > $2 ORDER BY seq LIMIT $3",
+            )
+            .map_err(|e| classify(&e))?;
+        let contents = client
+            .prepare("SELECT sha, data FROM memfs_contents WHERE store = $1 AND sha = ANY($2)")
+            .map_err(|e| classify(&e))?;
         Ok(Reader {
             client,
             store: target.store.clone(),
             origin: origin.to_string(),
+            after,
+            contents,
         })
     }
 
@@ -756,11 +772,7 @@ impl Reader {
     pub fn batches_after(&mut self, after: u64, limit: i64) -> Result<Vec<Batch>, UpstreamError> {
         let rows = self
             .client
-            .query(
-                "SELECT seq, origin, batch, changes FROM memfs_batches \
-                 WHERE store = $1 AND seq > $2 ORDER BY seq LIMIT $3",
-                &[&self.store, &(after as i64), &limit],
-            )
+            .query(&self.after, &[&self.store, &(after as i64), &limit])
             .map_err(|e| classify(&e))?;
         rows.iter()
             .map(|r| {
@@ -790,10 +802,7 @@ impl Reader {
         }
         let rows = self
             .client
-            .query(
-                "SELECT sha, data FROM memfs_contents WHERE store = $1 AND sha = ANY($2)",
-                &[&self.store, &shas],
-            )
+            .query(&self.contents, &[&self.store, &shas])
             .map_err(|e| classify(&e))?;
         Ok(rows
             .iter()
