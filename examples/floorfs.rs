@@ -11,6 +11,9 @@
 //!
 //! Runs until SIGTERM or SIGINT (or an unmount), then unmounts.
 
+#[path = "support/serve.rs"]
+mod serve;
+
 use std::collections::{BTreeMap, HashMap};
 use std::ffi::OsStr;
 use std::path::Path;
@@ -538,25 +541,7 @@ fn main() {
     config.acl = SessionACL::Owner;
     config.n_threads = Some(THREADS);
     config.clone_fd = true;
-    let session = match fuser::spawn_mount(floor, Path::new(&mountpoint), &config) {
-        Ok(session) => session,
-        Err(e) => {
-            eprintln!("floorfs: cannot mount: {e}");
-            std::process::exit(1);
-        }
-    };
-    let mut signals = signal_hook::iterator::Signals::new([
-        signal_hook::consts::SIGTERM,
-        signal_hook::consts::SIGINT,
-    ])
-    .expect("signals");
-    let stop = std::thread::spawn(move || {
-        let _ = signals.forever().next();
-    });
-    while !stop.is_finished() && !session.guard.is_finished() {
-        std::thread::sleep(Duration::from_millis(50));
-    }
-    let _ = session.umount_and_join();
+    serve::until_signalled(floor, Path::new(&mountpoint), &config, "floorfs");
 }
 
 fn new_attr_root() -> FileAttr {

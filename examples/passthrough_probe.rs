@@ -10,6 +10,9 @@
 //! measures both and tries the mix.
 //!
 //! usage: passthrough_probe MOUNTPOINT SIZE_MIB classic|passthrough
+#[path = "support/serve.rs"]
+mod serve;
+
 use std::collections::HashMap;
 use std::ffi::OsStr;
 use std::os::fd::OwnedFd;
@@ -213,23 +216,10 @@ fn main() {
         MountOption::Subtype("probe".into()),
     ];
     config.n_threads = Some(2);
-    let session = match fuser::spawn_mount(probe, std::path::Path::new(mnt), &config) {
-        Ok(session) => session,
-        Err(e) => {
-            eprintln!("passthrough_probe: cannot mount: {e}");
-            std::process::exit(1);
-        }
-    };
-    let mut signals = signal_hook::iterator::Signals::new([
-        signal_hook::consts::SIGTERM,
-        signal_hook::consts::SIGINT,
-    ])
-    .expect("signals");
-    let stop = std::thread::spawn(move || {
-        let _ = signals.forever().next();
-    });
-    while !stop.is_finished() && !session.guard.is_finished() {
-        std::thread::sleep(Duration::from_millis(50));
-    }
-    let _ = session.umount_and_join();
+    serve::until_signalled(
+        probe,
+        std::path::Path::new(mnt),
+        &config,
+        "passthrough_probe",
+    );
 }

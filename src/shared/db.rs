@@ -274,6 +274,13 @@ impl Db {
             .store(head, std::sync::atomic::Ordering::Release);
     }
 
+    /// Makes `client` the writer's connection: what was prepared on the
+    /// one before does not exist on it.
+    fn install(&self, conn: &mut Option<Client>, client: Client) {
+        *self.write.lock() = None;
+        *conn = Some(client);
+    }
+
     pub fn target(&self) -> &Target {
         &self.target
     }
@@ -300,8 +307,7 @@ impl Db {
                 self.numbered
                     .store(true, std::sync::atomic::Ordering::Release);
             }
-            *self.write.lock() = None;
-            *conn = Some(client);
+            self.install(&mut conn, client);
         }
         Ok(conn)
     }
@@ -473,15 +479,26 @@ impl Tx<'_> {
         let shas: Vec<&str> = b.contents.iter().map(|(sha, _)| sha.as_str()).collect();
         let data: Vec<&[u8]> = b.contents.iter().map(|(_, d)| d.as_slice()).collect();
         let paths: Vec<&str> = b.paths.iter().map(String::as_str).collect();
-        let payload = format!("{} {}", self.db.target.store, self.db.origin);
-        let (store, origin) = (self.db.target.store.clone(), self.db.origin.clone());
+        let db = self.db;
+        let payload = format!("{} {}", db.target.store, db.origin);
         let (head, last, first) = (self.head as i64, b.last as i64, (self.head + 1) as i64);
         let batch = b.batch as i64;
         self.client().execute(
             &write,
             &[
-                &store, &head, &last, &first, &origin, &batch, &b.time, &changes, &shas, &data,
-                &paths, &CHANNEL, &payload,
+                &db.target.store,
+                &head,
+                &last,
+                &first,
+                &db.origin,
+                &batch,
+                &b.time,
+                &changes,
+                &shas,
+                &data,
+                &paths,
+                &CHANNEL,
+                &payload,
             ],
         )?;
         if self.open {
@@ -578,8 +595,7 @@ impl Tx<'_> {
                 asked_holding_the_head(&mut fresh, &self.db.target.store, &self.db.origin, batch);
             match found {
                 Ok(found) => {
-                    *self.db.write.lock() = None;
-                    *self.conn = Some(fresh);
+                    self.db.install(&mut self.conn, fresh);
                     if !found {
                         // Not committed: safe to send again.
                         return Err(UpstreamError::Again);
