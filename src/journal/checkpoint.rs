@@ -248,10 +248,11 @@ fn apply(
                     return Err(e);
                 }
             }
-            // The directories it would have made stay (as in memory).
-            (Skip::Removed, ChangeOp::Write { path, .. })
-                if path.parent().is_some_and(|p| !p.is_root()) =>
-            {
+            // A write skipped (superseded, or its file removed later) still
+            // made its directories in memory: they are made here too, so
+            // that the ops after it (a rename out of such a directory, say)
+            // find them.
+            (_, ChangeOp::Write { path, .. }) if path.parent().is_some_and(|p| !p.is_root()) => {
                 let made = fsops::open_parent(&files.memories, path, true)
                     .map_err(|e| io::Error::new(e.kind(), format!("making a directory: {e}")))?;
                 drop(made);
@@ -495,27 +496,19 @@ fn apply_op(
             sync.nodes.extend(path.parent());
         }
         ChangeOp::Rename { from, to, replace } => {
-            let from_dir = fsops::open_parent(root, from, false)?;
             let to_dir = fsops::open_parent(root, to, true)?;
-            let moved = if *replace {
-                // One atomic step: a crash leaves the old or the new node at
-                // `to`, never none.
-                fsops::replace(
-                    &from_dir,
-                    leaf(from),
-                    &to_dir,
-                    leaf(to),
-                    &files.trash,
-                    stage,
-                )
-            } else {
-                fsops::rename_noreplace(&from_dir, leaf(from), &to_dir, leaf(to)).map(|()| false)
+            let moved = match fsops::open_parent(root, from, false) {
+                Err(e) if absent(&e) => Err(io::Error::from(io::ErrorKind::NotFound)),
+                Err(e) => return Err(e),
+                Ok(from_dir) => renamed(files, &from_dir, from, &to_dir, to, *replace, stage),
             };
             match moved {
                 Ok(true) => progress.trash.push(stage.to_string()),
                 Ok(false) => {}
-                // The source lives in memory only (a FIFO, socket or device
-                // node): the target must be gone from the disk, which is all.
+                // The source is not on the disk (a FIFO, socket or device
+                // node, which live in memory only; or a file whose write a
+                // later one superseded, which that one brings): the target
+                // must be gone from the disk, which is all.
                 Err(e) if e.kind() == io::ErrorKind::NotFound => {
                     if *replace
                         && fsops::rename_noreplace(&to_dir, leaf(to), &files.trash, stage).is_ok()
@@ -531,8 +524,10 @@ fn apply_op(
             sync.with_ancestors(to);
         }
         ChangeOp::Exchange { a, b } => {
-            let a_dir = fsops::open_parent(root, a, false)?;
-            let b_dir = fsops::open_parent(root, b, false)?;
+            // Both parents are made: a side missing from the disk (never
+            // written, its write superseded) leaves the other to move.
+            let a_dir = fsops::open_parent(root, a, true)?;
+            let b_dir = fsops::open_parent(root, b, true)?;
             match fsops::exchange(&a_dir, leaf(a), &b_dir, leaf(b)) {
                 // One side lives in memory only: the other just moves.
                 Err(e) if e.kind() == io::ErrorKind::NotFound => {
@@ -566,18 +561,46 @@ fn apply_op(
             sync.nodes.insert(path.clone());
         }
         ChangeOp::SetMeta { path, meta } => {
-            let parent = fsops::open_parent(root, path, false)?;
-            match fsops::set_meta(&parent, leaf(path), meta) {
+            let set = fsops::open_parent(root, path, false)
+                .and_then(|parent| fsops::set_meta(&parent, leaf(path), meta));
+            match set {
                 Ok(()) => {
                     sync.nodes.insert(path.clone());
                 }
                 // Not on disk (yet, or any more): its next write carries the attributes.
-                Err(e) if e.kind() == io::ErrorKind::NotFound => {}
+                Err(e) if absent(&e) => {}
                 Err(e) => return Err(e),
             }
         }
     }
     Ok(())
+}
+
+/// Whether `e` says a path is not on the disk: a name missing, or a file
+/// where a directory on its path would be.
+fn absent(e: &io::Error) -> bool {
+    e.kind() == io::ErrorKind::NotFound || e.raw_os_error() == Some(libc::ENOTDIR)
+}
+
+/// Moves `from` to `to` on the disk (replacing what is there, in one
+/// atomic step, when `replace`); says whether a replaced node went to the
+/// trash as `stage`.
+fn renamed(
+    files: &Files,
+    from_dir: &OwnedFd,
+    from: &MemPath,
+    to_dir: &OwnedFd,
+    to: &MemPath,
+    replace: bool,
+    stage: &str,
+) -> io::Result<bool> {
+    if replace {
+        // One atomic step: a crash leaves the old or the new node at `to`,
+        // never none.
+        fsops::replace(from_dir, leaf(from), to_dir, leaf(to), &files.trash, stage)
+    } else {
+        fsops::rename_noreplace(from_dir, leaf(from), to_dir, leaf(to)).map(|()| false)
+    }
 }
 
 /// Flushes what a pass changed: each file's data, each directory's entries
