@@ -292,3 +292,78 @@ fn a_mount_served_for_another_memfs_can_be_unmounted_from_outside() {
         "person\n"
     );
 }
+
+/// An owner whose answers are not a tool result (empty content, a block
+/// that is not an image, no content at all, not JSON): the attached `exec`
+/// and `mcp` say so as an error result and go on; they never panic (issue
+/// 39: an empty content list once indexed past its end in `mcp`).
+#[test]
+fn an_owners_malformed_answer_is_a_clear_error_never_a_panic() {
+    use std::io::{BufRead, BufReader, Write};
+    let dir = tempfile::tempdir().unwrap();
+    let d = dir.path();
+    let (code, _) = exec(d, r#"{"command":"view","path":"/memories"}"#);
+    assert_eq!(code, 0);
+    // A fake owner: it holds the data dir's lock and serves its socket,
+    // answering each hello as an owner does and every other line with
+    // the bad answer of the moment.
+    let state = std::fs::File::open(d.join(".memfs")).unwrap();
+    rustix::fs::flock(&state, rustix::fs::FlockOperation::NonBlockingLockExclusive).unwrap();
+    let sock = d.join(".memfs/sock");
+    let _ = std::fs::remove_file(&sock);
+    let listener = std::os::unix::net::UnixListener::bind(&sock).unwrap();
+    let bad = std::sync::Arc::new(parking_lot::Mutex::new(String::new()));
+    {
+        let bad = bad.clone();
+        std::thread::spawn(move || {
+            for conn in listener.incoming() {
+                let Ok(conn) = conn else { return };
+                let bad = bad.clone();
+                std::thread::spawn(move || {
+                    let mut reader = BufReader::new(conn.try_clone().unwrap());
+                    let mut conn = conn;
+                    let mut line = String::new();
+                    while reader.read_line(&mut line).is_ok_and(|n| n > 0) {
+                        let answer = if line.contains("memfs_hello") {
+                            r#"{"is_error":false,"content":"hello","memfs":{"pid":1}}"#.to_string()
+                        } else {
+                            bad.lock().clone()
+                        };
+                        if writeln!(conn, "{answer}").is_err() {
+                            return;
+                        }
+                        line.clear();
+                    }
+                });
+            }
+        });
+    }
+    let answers = [
+        r#"{"content":[],"is_error":false}"#,
+        r#"{"content":[{}],"is_error":false}"#,
+        r#"{"content":[{"type":"image","source":{"media_type":"image/png"}}]}"#,
+        r#"{"is_error":false}"#,
+        r#"{"content":7}"#,
+        r#"[]"#,
+        "not json",
+    ];
+    for answer in answers {
+        *bad.lock() = answer.to_string();
+        let (code, v, err) = common::exec_with(d, &[], r#"{"command":"view","path":"/memories"}"#);
+        assert!(!err.contains("panicked"), "{answer}: {err}");
+        assert_ne!(code, 101, "{answer}: {err}");
+        assert_eq!(v["is_error"], true, "{answer}: {v} {err}");
+        assert!(
+            content(&v).contains("owner of the data dir"),
+            "{answer}: {v}"
+        );
+    }
+    let mut mcp = Mcp::start(d, "attached");
+    for answer in answers {
+        *bad.lock() = answer.to_string();
+        let (text, is_error) = mcp.tool(json!({"command": "view", "path": "/memories"}));
+        assert!(is_error, "{answer}: {text}");
+        assert!(text.contains("owner of the data dir"), "{answer}: {text}");
+    }
+    assert!(mcp.finish().success());
+}

@@ -125,8 +125,11 @@ pub struct Registry {
     pub idle: Duration,
     metas: Mutex<BTreeMap<String, StoreMeta>>,
     open: Mutex<HashMap<String, Arc<OpenStore>>>,
-    /// Serializes opening and closing (never held while a request runs).
-    opening: Mutex<()>,
+    /// One lock per store, serializing that store's opening, closing,
+    /// deletion and record changes (never held while a request runs). Per
+    /// store: one store that is slow to open (a long replay) or to close
+    /// (a checkpoint on a slow disk) delays no other store's first use.
+    opening: Mutex<HashMap<String, Arc<Mutex<()>>>>,
 }
 
 fn write_atomic(path: &Path, bytes: &[u8]) -> io::Result<()> {
@@ -191,8 +194,17 @@ impl Registry {
             idle,
             metas: Mutex::new(metas),
             open: Mutex::new(HashMap::new()),
-            opening: Mutex::new(()),
+            opening: Mutex::new(HashMap::new()),
         })
+    }
+
+    /// The lock that serializes opening, closing and changing store `id`.
+    fn store_lock(&self, id: &str) -> Arc<Mutex<()>> {
+        self.opening
+            .lock()
+            .entry(id.to_string())
+            .or_default()
+            .clone()
     }
 
     /// The data dir of store `id`.
@@ -275,7 +287,8 @@ impl Registry {
         id: &str,
         change: impl FnOnce(&mut StoreMeta) -> ApiResult<()>,
     ) -> ApiResult<StoreMeta> {
-        let _one = self.opening.lock();
+        let lock = self.store_lock(id);
+        let _one = lock.lock();
         let mut meta = self.meta(id).ok_or_else(|| ApiError::no_store(id))?;
         change(&mut meta)?;
         meta.updated_at = crate::journal::now_text();
@@ -287,7 +300,8 @@ impl Registry {
     /// Notes that the API redacted version `version` of store `id` (the
     /// store's `updated_at` stays: it is about the store, not its memories).
     pub fn note_redaction(&self, id: &str, version: u64, token: &str) -> ApiResult<()> {
-        let _one = self.opening.lock();
+        let lock = self.store_lock(id);
+        let _one = lock.lock();
         let mut meta = self.meta(id).ok_or_else(|| ApiError::no_store(id))?;
         meta.redactions
             .insert(version, (crate::journal::now_text(), token.to_string()));
@@ -304,7 +318,8 @@ impl Registry {
                 store: store.clone(),
             });
         }
-        let _one = self.opening.lock();
+        let lock = self.store_lock(id);
+        let _one = lock.lock();
         if self.meta(id).is_none() {
             return Err(ApiError::no_store(id));
         }
@@ -324,6 +339,10 @@ impl Registry {
     }
 
     fn open_store(&self, id: &str) -> ApiResult<OpenStore> {
+        // Held here in tests: a store slow to open.
+        fail::fail_point!("http::open-store", |_| Err(ApiError::unavailable(
+            "store held by a failpoint".to_string()
+        )));
         let dir = self.root.join(id);
         // One try: a store another process owns now is answered 503 with
         // Retry-After (the SDK retries), never waited for under the lock
@@ -379,7 +398,8 @@ impl Registry {
             if !store.is_idle(self.idle) {
                 continue;
             }
-            let _one = self.opening.lock();
+            let lock = self.store_lock(&store.id);
+            let _one = lock.lock();
             {
                 let mut open = self.open.lock();
                 // A request may have taken it meanwhile.
@@ -397,7 +417,8 @@ impl Registry {
 
     /// Deletes store `id`, its data dir and every version in it.
     pub fn delete(&self, id: &str) -> ApiResult<()> {
-        let _one = self.opening.lock();
+        let lock = self.store_lock(id);
+        let _one = lock.lock();
         if self.meta(id).is_none() {
             return Err(ApiError::no_store(id));
         }
@@ -440,6 +461,7 @@ impl Registry {
         fs::remove_file(self.state.join("stores").join(format!("{id}.json")))
             .map_err(io_error("delete the store's record"))?;
         self.metas.lock().remove(id);
+        self.opening.lock().remove(id);
         if let Err(e) = fs::remove_dir_all(&gone) {
             tracing::warn!("deleted store {id}, but its files are left in the trash: {e}");
         }

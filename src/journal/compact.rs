@@ -105,18 +105,23 @@ pub(super) fn compact(sh: &Shared, keep: Keep) -> io::Result<Option<String>> {
             .filter(|(n, _)| !range.contains(n))
             .map(|(n, s)| (*n, s.bytes))
             .collect();
-        *sh.named_meanwhile.lock() = Some(HashSet::new());
+        st.named_meanwhile = Some(HashSet::new());
         let prune_id = st.ids.next_version;
         st.ids.next_version += 1;
         (range, limits, later, st.origin.clone(), prune_id)
     };
     tracing::debug!("compacting segments {range:?}");
     let outcome = build(sh, keep, &range, &limits, &later, &origin, prune_id);
-    let named = sh.named_meanwhile.lock().take().unwrap_or_default();
+    // Held here in tests, for a frame to name a content meanwhile.
+    fail::fail_point!("journal::compact-built");
+    // The contents named meanwhile are taken, checked and the compaction
+    // installed under one hold of the state's lock: a frame names a content
+    // before (and this gives way) or after (and finds it gone, and carries it).
+    let mut st = sh.state.lock();
+    let named = st.named_meanwhile.take().unwrap_or_default();
     let Some(built) = outcome? else {
         return Ok(None);
     };
-    let mut st = sh.state.lock();
     if built.dropped.iter().any(|s| named.contains(s)) {
         tracing::debug!("a compaction gave way to a frame that names what it would drop");
         // A new frame named a content this would drop: another time.

@@ -118,6 +118,7 @@ fn empty_state(origin: String) -> State {
         own: Default::default(),
         own_since: None,
         deferred: None,
+        named_meanwhile: None,
     }
 }
 

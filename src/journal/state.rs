@@ -88,6 +88,11 @@ pub struct State {
     /// The last frame, written and not flushed yet (a shared store's: see
     /// `writer::Deferred`); flushed before any other frame is written.
     pub deferred: Option<super::deferred::Deferred>,
+    /// While a compaction runs: the contents frames named without carrying
+    /// them (it must not drop those). Recorded, taken and checked under
+    /// this state's lock only, so that no frame can name a content between
+    /// the compaction's check and its install.
+    pub named_meanwhile: Option<std::collections::HashSet<crate::digest::Sha>>,
 }
 
 impl State {

@@ -121,9 +121,6 @@ pub(super) struct Shared {
     /// Counts rewrites, as they begin and as they end: a reader that
     /// follows the journal by offset reads it all again when it moved.
     pub rewrites: AtomicU64,
-    /// While a compaction runs: the contents new frames named without
-    /// holding them (it must not drop those).
-    pub named_meanwhile: Mutex<Option<std::collections::HashSet<Sha>>>,
     /// Records the journal owes: what start-up found when the disk refused
     /// to take it then, and changes a shared store committed that the disk
     /// then refused here. They go first in the next frame.
@@ -197,7 +194,6 @@ impl Shared {
             refusing: AtomicBool::new(false),
             rewriting: Mutex::new(()),
             rewrites: AtomicU64::new(0),
-            named_meanwhile: Mutex::new(None),
             behind: Mutex::new(Vec::new()),
             owed_batches: Mutex::new(Vec::new()),
             upstream: std::sync::OnceLock::new(),
@@ -422,60 +418,22 @@ impl Shared {
         // What the journal owes goes first.
         let start = std::mem::take(&mut *self.behind.lock());
         let owed_batches = std::mem::take(&mut *self.owed_batches.lock());
-        // The contents to put in the body: each new one once.
-        let mut body: Vec<Arc<Vec<u8>>> = Vec::new();
-        let mut placed: Vec<ContentRec> = Vec::new();
-        let mut new_bytes = vec![0u64; changes.len()];
-        let mut at = 0u64;
-        let start_len;
-        {
-            let mut seen = std::collections::HashSet::new();
-            for n in start.iter().flat_map(|(_, needed)| needed) {
-                if !st.contents.contains_key(&n.sha) && seen.insert(n.sha) {
-                    placed.push(ContentRec {
-                        sha256: n.sha.hex(),
-                        at,
-                        len: n.data.len() as u64,
-                    });
-                    at += n.data.len() as u64;
-                    body.push(n.data.clone());
-                }
-            }
-            start_len = at;
-            let mut named = self.named_meanwhile.lock();
-            for (i, needed) in needs.iter().enumerate() {
-                for n in needed {
-                    if st.contents.contains_key(&n.sha) {
-                        if let Some(named) = named.as_mut() {
-                            named.insert(n.sha);
-                        }
-                        continue;
-                    }
-                    if !seen.insert(n.sha) {
-                        continue;
-                    }
-                    placed.push(ContentRec {
-                        sha256: n.sha.hex(),
-                        at,
-                        len: n.data.len() as u64,
-                    });
-                    at += n.data.len() as u64;
-                    new_bytes[i] += n.data.len() as u64;
-                    body.push(n.data.clone());
-                }
-            }
-        }
+        // Which contents the frame carries and which it only names.
+        let mut placing = Placement::of(&mut st, &start, &needs);
         // Room on the disk: a change needs room for its new contents here
         // and for the files it writes in the plain files (the checkpointer
         // writes them later, with what it has not written yet); one that
         // writes nothing fits in the reserve.
         let plain: Vec<u64> = changes.iter().map(plain_bytes).collect();
-        let mut fits = self.room_for(&st, &new_bytes, &plain);
+        let mut fits = self.room_for(&st, &placing.new_bytes, &plain);
         if fits < changes.len() {
             drop(st);
             self.checkpoint_now(Duration::from_secs(2));
             st = self.state.lock();
-            fits = self.room_for(&st, &new_bytes, &plain);
+            // The lock was let go: a compaction may have dropped a content
+            // this frame was to name. Placed again, under this hold.
+            placing = Placement::of(&mut st, &start, &needs);
+            fits = self.room_for(&st, &placing.new_bytes, &plain);
         }
         let no_room = DiskError::new(
             "writing the journal",
@@ -485,8 +443,8 @@ impl Shared {
         for undo in undos.drain(fits..).rev() {
             st.view.roll_back(undo);
         }
-        let body_len: u64 = start_len + new_bytes[..fits].iter().sum::<u64>();
-        let (body, placed) = trim_body(body, placed, body_len);
+        let body_len: u64 = placing.start_len + placing.new_bytes[..fits].iter().sum::<u64>();
+        let (body, placed) = trim_body(placing.body, placing.placed, body_len);
         // How far this journal followed a shared store, with every frame.
         let followed = changes[..fits]
             .iter()
@@ -1131,6 +1089,68 @@ pub(super) enum Failure {
 }
 
 /// Bytes a change writes into the plain files.
+/// Which contents a frame carries in its body and which it only names,
+/// decided in one place, under the journal state's lock: a content the
+/// journal holds already is named, and recorded for a compaction running
+/// meanwhile (which must then not drop it); any other goes in the body,
+/// once. The owed records' contents go first.
+struct Placement {
+    body: Vec<Arc<Vec<u8>>>,
+    placed: Vec<ContentRec>,
+    /// Bytes of new contents each change brings.
+    new_bytes: Vec<u64>,
+    /// Bytes of the owed records' contents, at the body's start.
+    start_len: u64,
+}
+
+impl Placement {
+    fn of(
+        st: &mut State,
+        start: &[(super::record::ChangeRec, Vec<Needed>)],
+        needs: &[Vec<Needed>],
+    ) -> Placement {
+        let mut p = Placement {
+            body: Vec::new(),
+            placed: Vec::new(),
+            new_bytes: vec![0; needs.len()],
+            start_len: 0,
+        };
+        let mut seen = std::collections::HashSet::new();
+        let mut at = 0u64;
+        let owed = start.iter().map(|(_, needed)| (None, needed));
+        let new = needs
+            .iter()
+            .enumerate()
+            .map(|(i, needed)| (Some(i), needed));
+        for (change, needed) in owed.chain(new) {
+            for n in needed {
+                if st.contents.contains_key(&n.sha) {
+                    if let Some(named) = st.named_meanwhile.as_mut() {
+                        named.insert(n.sha);
+                    }
+                    continue;
+                }
+                if !seen.insert(n.sha) {
+                    continue;
+                }
+                let len = n.data.len() as u64;
+                p.placed.push(ContentRec {
+                    sha256: n.sha.hex(),
+                    at,
+                    len,
+                });
+                at += len;
+                p.body.push(n.data.clone());
+                match change {
+                    Some(i) => p.new_bytes[i] += len,
+                    None => p.start_len += len,
+                }
+            }
+        }
+        p
+    }
+}
+
 fn plain_bytes(change: &Change) -> u64 {
     change
         .ops

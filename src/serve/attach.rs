@@ -117,7 +117,10 @@ impl Backend {
         match self {
             Backend::Owner { tool, .. } => line::handle(tool, line).finish(),
             Backend::Client(link) => match link.call(line) {
-                Ok(answer) => answer,
+                Ok(answer) => match parse_result(&answer) {
+                    Ok(_) => answer,
+                    Err(text) => error_for(line, text),
+                },
                 Err(_) => {
                     let answer = lost(line);
                     self.reopen(attach);
@@ -164,7 +167,11 @@ impl Backend {
 
 /// The answer to a line whose call was in flight when the owner went away.
 fn lost(line: &[u8]) -> String {
-    let text = "Error: the memfs that owned the data dir stopped during this call, so whether it took effect is unknown; view the memory to check before trying again";
+    error_for(line, "Error: the memfs that owned the data dir stopped during this call, so whether it took effect is unknown; view the memory to check before trying again")
+}
+
+/// An error result `text` for `line`, framed as its answer would be.
+fn error_for(line: &[u8], text: &str) -> String {
     let framing = crate::json::parse(line)
         .ok()
         .filter(|v| v.get("type").and_then(Value::as_str) == Some("tool_use"))
@@ -296,31 +303,47 @@ impl Link {
 }
 
 /// A tool result from an answer line `{"content": ..., "is_error": ...}`.
+/// An answer of another shape (an owner of another version, or not memfs
+/// at all) is an error result that says so, never a panic.
 pub fn result_of(answer: &str) -> ToolResult {
+    parse_result(answer).unwrap_or_else(ToolResult::error)
+}
+
+/// The tool result an owner's answer line holds, or the error text that
+/// says it holds none.
+fn parse_result(answer: &str) -> Result<ToolResult, &'static str> {
     let Ok(v) = serde_json::from_str::<Value>(answer) else {
-        return ToolResult::error(
-            "Error: the owner of the data dir sent an answer that is not JSON",
-        );
+        return Err("Error: the owner of the data dir sent an answer that is not JSON; the command may or may not have taken effect");
     };
     let is_error = v["is_error"].as_bool().unwrap_or(true);
     let content = match &v["content"] {
-        Value::String(text) => Content::Text(text.clone()),
-        Value::Array(blocks) => {
-            let source = &blocks[0]["source"];
-            let media_type = match source["media_type"].as_str() {
-                Some("image/png") => "image/png",
-                Some("image/jpeg") => "image/jpeg",
-                Some("image/gif") => "image/gif",
-                _ => "image/webp",
-            };
-            Content::Image {
-                media_type,
-                base64: source["data"].as_str().unwrap_or_default().to_string(),
-            }
-        }
-        other => Content::Text(other.to_string()),
+        Value::String(text) => Some(Content::Text(text.clone())),
+        Value::Array(blocks) => image_of(blocks),
+        _ => None,
     };
-    ToolResult { content, is_error }
+    content
+        .map(|content| ToolResult { content, is_error })
+        .ok_or("Error: the owner of the data dir sent an answer without a text or an image; the command may or may not have taken effect")
+}
+
+/// The one image block of an answer's content (the tool's `view` of an
+/// image), if that is what `blocks` is.
+fn image_of(blocks: &[Value]) -> Option<Content> {
+    let [block] = blocks else {
+        return None;
+    };
+    let source = &block["source"];
+    let media_type = match source["media_type"].as_str()? {
+        "image/png" => "image/png",
+        "image/jpeg" => "image/jpeg",
+        "image/gif" => "image/gif",
+        "image/webp" => "image/webp",
+        _ => return None,
+    };
+    Some(Content::Image {
+        media_type,
+        base64: source["data"].as_str()?.to_string(),
+    })
 }
 
 /// A history request answered by the owner of the data dir, with its key.
