@@ -158,3 +158,66 @@ fn tool_calls_are_credited_to_their_door_and_session() {
         }
     );
 }
+
+/// A person's unsaved file below a directory the agent renames or deletes:
+/// the person's bytes are their own change first, then the agent's (issue
+/// 39: the directory's rename saved nothing below it, so the history had
+/// no version at the old path and no rename; its delete had neither).
+#[test]
+fn a_persons_unsaved_file_below_what_the_agent_moves_or_deletes_is_the_persons_version_first() {
+    for command in [
+        json!({"command": "rename", "old_path": "/memories/d1", "new_path": "/memories/d2"}),
+        json!({"command": "delete", "path": "/memories/d1"}),
+    ] {
+        let (store, rec) = store();
+        let alice = person(1000, 11, "sh");
+        let d1 = store
+            .make_node(
+                ROOT_INO,
+                "d1",
+                NewNode::Dir,
+                0o755,
+                (1000, 1000),
+                alice.clone(),
+            )
+            .unwrap();
+        let f = store
+            .make_node(
+                d1.ino,
+                "f.txt",
+                NewNode::OpenedFile,
+                0o644,
+                (1000, 1000),
+                alice.clone(),
+            )
+            .unwrap();
+        store
+            .write(f.ino, 0, b"typed", false, alice.clone())
+            .unwrap();
+        let tool = Tool::new(store.clone(), ToolConfig::default());
+        assert!(!tool.call(&command).is_error, "{command}");
+        let changes = rec.0.lock().clone();
+        let n = changes.len();
+        assert!(
+            matches!(&changes[n - 2].ops[0], ChangeOp::Write { path, .. } if path.to_string() == "/memories/d1/f.txt"),
+            "{command}: {:?}",
+            changes[n - 2]
+        );
+        assert_eq!(changes[n - 2].origin, alice, "{command}");
+        assert!(
+            matches!(
+                changes[n - 1].ops[0],
+                ChangeOp::Rename { .. } | ChangeOp::Remove { .. }
+            ),
+            "{command}: {:?}",
+            changes[n - 1]
+        );
+        assert!(
+            matches!(changes[n - 1].origin, Origin::Agent { .. }),
+            "{command}"
+        );
+        // Saved: a later flush finds nothing to write.
+        let _ = store.persist_files(&[f.ino]);
+        assert_eq!(rec.0.lock().len(), n, "{command}");
+    }
+}

@@ -933,3 +933,50 @@ fn a_stale_save_by_rename_is_an_overwrite() {
     assert_eq!(code, 0, "{err}");
     assert_eq!(fs::read_to_string(m.on_disk("s.md")).unwrap(), "agent\n");
 }
+
+/// A person writes `d1/f.txt` through the mount (still open, so its bytes
+/// are unsaved) and the agent renames `d1` to `d2` meanwhile: the history
+/// holds the person's create at `d1/f.txt`, then the agent's rename, each
+/// with its actor (issue 39: only "person create /memories/d2/f.txt" was
+/// there, with no create at d1 and no rename).
+#[test]
+fn a_persons_unsaved_file_in_a_directory_the_agent_renames_keeps_both_versions() {
+    let test = "a_persons_unsaved_file_in_a_directory_the_agent_renames_keeps_both_versions";
+    if skip_without_fuse(test) {
+        return;
+    }
+    let m = Mounted::start(&[]);
+    fs::create_dir(m.at("d1")).unwrap();
+    let mut f = fs::File::create(m.at("d1/f.txt")).unwrap();
+    f.write_all(b"typed by a person\n").unwrap();
+    let v = m.tool(r#"{"command":"rename","old_path":"/memories/d1","new_path":"/memories/d2"}"#);
+    assert_eq!(v["is_error"], false, "{v}");
+    drop(f);
+    assert_eq!(
+        fs::read_to_string(m.at("d2/f.txt")).unwrap(),
+        "typed by a person\n"
+    );
+    let rows = log(m.data.path(), None);
+    let about: Vec<(String, String, String)> = rows
+        .iter()
+        .rev()
+        .filter(|r| r["path"].as_str().is_some_and(|p| p.ends_with("f.txt")))
+        .map(|r| {
+            (
+                r["actor"]["kind"].as_str().unwrap_or_default().to_string(),
+                r["op"].as_str().unwrap_or_default().to_string(),
+                r["path"].as_str().unwrap_or_default().to_string(),
+            )
+        })
+        .collect();
+    let want =
+        |kind: &str, op: &str, path: &str| (kind.to_string(), op.to_string(), path.to_string());
+    assert_eq!(
+        about,
+        vec![
+            want("person", "create", "/memories/d1/f.txt"),
+            want("agent", "rename", "/memories/d2/f.txt"),
+        ],
+        "{rows:?}"
+    );
+}

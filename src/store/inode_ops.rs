@@ -517,6 +517,8 @@ impl Store {
                 if tree.node(other).is_dir() && tree.is_within(parent, other) {
                     return Err(Error::IntoItself);
                 }
+                let _ = self.flush_dirty(&mut tree, moved);
+                let _ = self.flush_dirty(&mut tree, other);
                 tree.unlink(parent, name, now);
                 tree.unlink(new_parent, new_name, now);
                 tree.link(new_parent, new_name, moved, now);

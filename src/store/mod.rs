@@ -296,15 +296,17 @@ fn flush_ops(tree: &mut Tree, ino: Ino) -> Option<(Origin, Vec<ChangeOp>)> {
 }
 
 impl Store {
-    /// Commits a dirty file's unsaved bytes as a change of their writer's, so
-    /// that a rename after it never moves stale bytes into place on disk.
+    /// Commits the unsaved bytes of a dirty file, or of every dirty file
+    /// below a directory, as changes of their writers', so that a rename
+    /// or removal after it never moves stale bytes into place on disk, and
+    /// the history holds the writer's version before the change that
+    /// moves or removes it (each change its own version, with its actor).
     /// Called before the tree moves the file: called after, it would write
     /// them at the new name, and the rename would then put the old name's
     /// bytes (or nothing, for a file never saved) over them.
     fn flush_dirty(&self, tree: &mut RwLockWriteGuard<'_, Tree>, ino: Ino) -> Ticket {
-        match flush_ops(tree, ino) {
-            Some((writer, ops)) => self.commit(tree, writer, ops, Vec::new()),
-            None => Ticket::done(),
-        }
+        let dirty = tree.dirty_files_below(ino);
+        self.commit_flushes(tree, dirty)
+            .unwrap_or_else(Ticket::done)
     }
 }

@@ -185,6 +185,8 @@ impl Store {
         if !check(&tree, gone)? {
             return Ok(None);
         }
+        // A person's unsaved bytes below it are their version first.
+        let flushed = self.flush_dirty(&mut tree, gone);
         let undo = undoable.then(|| Undo::Relink {
             parent,
             name: name.to_string(),
@@ -199,9 +201,9 @@ impl Store {
             Touched::Inode(gone),
         ];
         let ops = vec![ChangeOp::Remove { path: path.clone() }];
-        Ok(Some(
+        Ok(Some(flushed.and(
             self.commit_undoable(&tree, origin, ops, touched, undo),
-        ))
+        )))
     }
 
     /// Moves a file or directory to a path that does not exist yet, making the

@@ -2,6 +2,8 @@
 //! dirty in the tree) to the persister: at close, at `fsync`, at shutdown,
 //! and barriers that wait for everything before them.
 
+use parking_lot::RwLockWriteGuard;
+
 use super::change::{ChangeOp, Origin, Ticket};
 use super::tree::{Ino, Tree};
 use super::{flush_ops, Store};
@@ -54,13 +56,36 @@ impl Store {
         origin: Origin,
     ) -> Ticket {
         let mut tree = self.tree.write();
-        // One change per writer: each keeps the origin of the bytes it saves.
+        let inos = select(&tree);
+        let Some(written) = self.commit_flushes(&mut tree, inos) else {
+            if !durable {
+                return Ticket::done();
+            }
+            // Nothing of its own to write: a barrier after everything before.
+            return self.commit(&tree, origin, Vec::new(), Vec::new());
+        };
+        match durable {
+            // And a barrier after them, which waits for the unsaved paths
+            // these changes found (they are written as a change of their own).
+            true => written.and(self.commit(&tree, origin, Vec::new(), Vec::new())),
+            false => written,
+        }
+    }
+
+    /// Commits the unsaved bytes of the files `inos`, one change per
+    /// writer (each keeps the origin of the bytes it saves); `None` when
+    /// none of them had any.
+    pub(super) fn commit_flushes(
+        &self,
+        tree: &mut RwLockWriteGuard<'_, Tree>,
+        inos: impl IntoIterator<Item = Ino>,
+    ) -> Option<Ticket> {
         let mut by_writer: Vec<(Origin, Vec<ChangeOp>)> = Vec::new();
-        for ino in select(&tree) {
+        for ino in inos {
             if tree.get(ino).is_none() {
                 continue;
             }
-            let Some((writer, ops)) = flush_ops(&mut tree, ino) else {
+            let Some((writer, ops)) = flush_ops(tree, ino) else {
                 continue;
             };
             match by_writer.iter_mut().find(|(w, _)| *w == writer) {
@@ -69,22 +94,14 @@ impl Store {
             }
         }
         if by_writer.is_empty() {
-            if !durable {
-                return Ticket::done();
-            }
-            // Nothing of its own to write: a barrier after everything before.
-            return self.commit(&tree, origin, Vec::new(), Vec::new());
+            return None;
         }
-        let written = by_writer
-            .into_iter()
-            .fold(Ticket::done(), |ticket, (writer, ops)| {
-                ticket.and(self.commit(&tree, writer, ops, Vec::new()))
-            });
-        match durable {
-            // And a barrier after them, which waits for the unsaved paths
-            // these changes found (they are written as a change of their own).
-            true => written.and(self.commit(&tree, origin, Vec::new(), Vec::new())),
-            false => written,
-        }
+        Some(
+            by_writer
+                .into_iter()
+                .fold(Ticket::done(), |ticket, (writer, ops)| {
+                    ticket.and(self.commit(tree, writer, ops, Vec::new()))
+                }),
+        )
     }
 }

@@ -537,6 +537,24 @@ impl Tree {
         total
     }
 
+    /// The files at or below `ino` changed through the mount and not yet
+    /// persisted, by inode (every link of a hard-linked file is reached).
+    pub fn dirty_files_below(&self, ino: Ino) -> Vec<Ino> {
+        let mut dirty = Vec::new();
+        let mut stack = vec![ino];
+        while let Some(ino) = stack.pop() {
+            let node = self.node(ino);
+            match &node.kind {
+                NodeKind::Dir(entries) => stack.extend(entries.values().copied()),
+                NodeKind::File(_) if node.dirty => dirty.push(ino),
+                _ => {}
+            }
+        }
+        dirty.sort_unstable();
+        dirty.dedup();
+        dirty
+    }
+
     /// Files changed through the mount and not yet persisted.
     pub fn dirty_files(&self) -> Vec<Ino> {
         self.nodes
