@@ -493,15 +493,41 @@ fn memory_json(store: &str, path: &str, entry: &Entry, bytes: &[u8], full: bool)
     })
 }
 
-/// The memory now at API path `path`, as the API shows it.
+/// How often a read of a memory that keeps changing under it is tried
+/// again with the live bytes before its version's content is read from the
+/// journal.
+const LIVE_TRIES: usize = 3;
+
+/// The memory now at API path `path`, as the API shows it: its id, hash and
+/// content from one version. The id entry (from the history) and the bytes
+/// (from the tree) are read at different moments; they are one version's
+/// when the bytes hash to what that version recorded. Under concurrent
+/// writes the history is followed again and the bytes read again; failing
+/// that, the version's own content comes from the journal.
 fn memory_at(held: &Held, meta: &StoreMeta, path: &str, full: bool) -> ApiResult<Value> {
+    let mem = memory_path(path)?;
+    for _ in 0..LIVE_TRIES {
+        let bytes = bytes_at(held, &mem)
+            .ok_or_else(|| ApiError::not_found("the memory was deleted meanwhile"))?;
+        let sha = Sha::of(&bytes).hex();
+        resync(held)?;
+        let ids = held.ids.lock();
+        let entry = ids
+            .entry(path)
+            .ok_or_else(|| ApiError::not_found("the memory was deleted meanwhile"))?;
+        if entry.sha256.as_deref().is_none_or(|s| s == sha) {
+            return Ok(memory_json(&meta.id, path, entry, &bytes, full));
+        }
+    }
     let ids = held.ids.lock();
     let entry = ids
         .entry(path)
-        .ok_or_else(|| ApiError::internal("the change is not in the history"))?;
-    let mem = memory_path(path)?;
-    let bytes = bytes_at(held, &mem)
         .ok_or_else(|| ApiError::not_found("the memory was deleted meanwhile"))?;
+    let bytes = entry
+        .sha256
+        .as_deref()
+        .and_then(|sha| held.memory.history().blob(sha))
+        .ok_or_else(|| ApiError::unavailable("the memory changed while it was read; try again"))?;
     Ok(memory_json(&meta.id, path, entry, &bytes, full))
 }
 

@@ -22,6 +22,9 @@ pub struct Entry {
     pub version: u64,
     pub created_at: String,
     pub updated_at: String,
+    /// The sha256 of the content `version` recorded (none for a version
+    /// whose content was redacted).
+    pub sha256: Option<String>,
 }
 
 #[derive(Debug, Default)]
@@ -117,7 +120,7 @@ impl IdIndex {
         // exchange swaps two lineages).
         let before = |path: &str| self.live.get(path).map(|e| e.lineage);
         let mut gone: Vec<String> = Vec::new();
-        let mut set: Vec<(String, u64, u64, String)> = Vec::new();
+        let mut set: Vec<(String, u64, u64, &Row)> = Vec::new();
         let mut lineages: Vec<(u64, Option<u64>)> = Vec::new();
         for row in rows {
             let v = row.id();
@@ -147,7 +150,7 @@ impl IdIndex {
                         }
                         None => before(&path),
                     };
-                    set.push((path, lineage.unwrap_or(0), v, row.time.clone()));
+                    set.push((path, lineage.unwrap_or(0), v, row));
                     lineage
                 }
             };
@@ -165,7 +168,8 @@ impl IdIndex {
             let lineage = lineage.unwrap_or(*v);
             self.lineage_of.insert(*v, lineage);
         }
-        for (path, lineage, v, time) in set {
+        for (path, lineage, v, row) in set {
+            let time = row.time.clone();
             let lineage = match lineage {
                 0 => self.born(v, &time),
                 l => l,
@@ -188,6 +192,7 @@ impl IdIndex {
                     version: v,
                     created_at,
                     updated_at: time,
+                    sha256: row.sha256.clone().filter(|_| !row.redacted),
                 },
             );
         }

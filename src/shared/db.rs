@@ -295,12 +295,12 @@ impl Db {
         let mut conn = self.conn.lock();
         if conn.as_ref().is_none_or(|c| c.is_closed()) {
             let mut client = connect(&self.target)?;
-            prepare(&mut client, &self.target.store)?;
+            prepare(&mut client, self.target.store.as_str())?;
             if !self.numbered.load(std::sync::atomic::Ordering::Acquire) {
                 let row = client
                     .query_one(
                         "SELECT COALESCE(MAX(batch), 0) FROM memfs_batches WHERE store = $1 AND origin = $2",
-                        &[&self.target.store, &self.origin],
+                        &[&self.target.store.as_str(), &self.origin],
                     )
                     .map_err(|e| classify(&e))?;
                 (self.renumber)(row.get::<_, i64>(0) as u64 + 1);
@@ -318,12 +318,13 @@ impl Upstream for Db {
         let mut conn = self.client()?;
         let client = conn.as_mut().expect("connected");
         // One round trip for both (the simple protocol takes two
-        // statements at once). The store's name is inlined as a literal: it
-        // is letters, digits, '-', '_' and '.' only (checked when parsed).
+        // statements at once). The store's name is inlined as a literal: a
+        // StoreName is letters, digits, '-', '_' and '.' only (no other
+        // value can be made).
         let head = client
             .simple_query(&format!(
-                "BEGIN; SELECT seq FROM memfs_stores WHERE name = '{}' FOR UPDATE",
-                self.target.store
+                "BEGIN; SELECT seq FROM memfs_stores WHERE name = {} FOR UPDATE",
+                self.target.store.literal()
             ))
             .map(|messages| {
                 messages.iter().find_map(|m| match m {
@@ -486,7 +487,7 @@ impl Tx<'_> {
         self.client().execute(
             &write,
             &[
-                &db.target.store,
+                &db.target.store.as_str(),
                 &head,
                 &last,
                 &first,
@@ -550,7 +551,7 @@ impl Tx<'_> {
         if unknown.is_empty() {
             return Ok(());
         }
-        let store = self.db.target.store.clone();
+        let store = self.db.target.store.as_str().to_string();
         let origin = self.db.origin.clone();
         let rows = self
             .client()
@@ -591,8 +592,12 @@ impl Tx<'_> {
                     continue;
                 }
             };
-            let found =
-                asked_holding_the_head(&mut fresh, &self.db.target.store, &self.db.origin, batch);
+            let found = asked_holding_the_head(
+                &mut fresh,
+                self.db.target.store.as_str(),
+                &self.db.origin,
+                batch,
+            );
             match found {
                 Ok(found) => {
                     self.db.install(&mut self.conn, fresh);
@@ -665,7 +670,7 @@ impl Transaction for Tx<'_> {
             .collect();
         patterns.sort();
         patterns.dedup();
-        let store = self.db.target.store.clone();
+        let store = self.db.target.store.as_str().to_string();
         let origin = self.db.origin.clone();
         let disowned = self.db.disowned.lock().clone();
         let rows = self
@@ -762,7 +767,7 @@ impl Reader {
     /// Connects, makes the tables if missing, and listens for wake-ups.
     pub fn open(target: &Target, origin: &str) -> Result<Reader, UpstreamError> {
         let mut client = connect_as(target, "memfs-follow")?;
-        prepare(&mut client, &target.store)?;
+        prepare(&mut client, target.store.as_str())?;
         client
             .batch_execute(&format!("LISTEN {CHANNEL}"))
             .map_err(|e| classify(&e))?;
@@ -777,7 +782,7 @@ impl Reader {
             .map_err(|e| classify(&e))?;
         Ok(Reader {
             client,
-            store: target.store.clone(),
+            store: target.store.as_str().to_string(),
             origin: origin.to_string(),
             after,
             contents,

@@ -12,7 +12,36 @@ use std::str::FromStr;
 pub struct Target {
     /// The URL without `store` (and, when shown, without the password).
     url: String,
-    pub store: String,
+    pub store: StoreName,
+}
+
+/// A store's name, checked: 1 to 64 ASCII letters, digits, '-', '_' or
+/// '.'. Only [`StoreName::parse`] makes one, so a value of this type can go
+/// into SQL text as a literal ([`StoreName::literal`]) with nothing to
+/// escape.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct StoreName(String);
+
+impl StoreName {
+    pub fn parse(name: &str) -> Result<StoreName, String> {
+        check_store_name(name)?;
+        Ok(StoreName(name.to_string()))
+    }
+
+    pub fn as_str(&self) -> &str {
+        &self.0
+    }
+
+    /// The name as an SQL string literal.
+    pub fn literal(&self) -> String {
+        format!("'{}'", self.0)
+    }
+}
+
+impl std::fmt::Display for StoreName {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(&self.0)
+    }
 }
 
 /// Whether `--data` names a shared store rather than a data dir.
@@ -40,7 +69,7 @@ impl Target {
         }
         let store = store
             .ok_or("the URL names no store: add ?store=NAME (one database holds many stores)")?;
-        check_store_name(&store)?;
+        let store = StoreName::parse(&store)?;
         let url = match rest.is_empty() {
             true => base.to_string(),
             false => format!("{base}?{}", rest.join("&")),
@@ -189,12 +218,36 @@ fn split_escaped(line: &str) -> Vec<String> {
 mod tests {
     use super::*;
 
+    /// A store's name goes into SQL text (a literal in `Db::begin`): only a
+    /// checked name can be made, and every name with a byte that would need
+    /// escaping is refused (issue 39: the field was a public String).
+    #[test]
+    fn a_store_name_is_made_only_by_checking_it() {
+        let long = "n".repeat(65);
+        for bad in [
+            "a'b",
+            "",
+            "x y",
+            "a;DROP TABLE x",
+            "a%27b",
+            "é",
+            "a\\b",
+            long.as_str(),
+        ] {
+            assert!(StoreName::parse(bad).is_err(), "{bad:?}");
+            let url = format!("postgres://u@h/db?store={bad}");
+            assert!(Target::parse(&url).is_err(), "{url}");
+        }
+        let name = StoreName::parse("team-a.1_x").unwrap();
+        assert_eq!(name.literal(), "'team-a.1_x'");
+    }
+
     #[test]
     fn a_url_names_its_store_and_keeps_other_parameters() {
         let t =
             Target::parse("postgres://ann:pw@db.example:6543/mem?store=team-a&connect_timeout=3")
                 .unwrap();
-        assert_eq!(t.store, "team-a");
+        assert_eq!(t.store.as_str(), "team-a");
         assert_eq!(
             t.url,
             "postgres://ann:pw@db.example:6543/mem?connect_timeout=3"

@@ -236,3 +236,51 @@ def test_tokens_isolate_stores_and_read_only_tokens_cannot_write(server, admin):
     assert names == ["admin", "bob"] and "sha256" not in listed and "memfs_" not in listed
     # Tokens are kept hashed.
     assert "memfs_" not in (server.root / ".memfs" / "tokens.json").read_text()
+
+
+def test_a_memorys_id_hash_and_content_come_from_one_version_under_concurrent_writes(server, admin):
+    """Three writers and three readers on one memory: every answer's
+    memory_version_id names a version whose stored content is the content
+    the answer carries, and its content_sha256 is that content's (issue 39:
+    the id and the bytes were read at different moments; 43 of 470
+    retrieves mixed two versions)."""
+    import threading
+    import time
+
+    ms = admin.beta.memory_stores
+    store = ms.create(name="race").id
+    mem = ms.memories.create(store, path="/hot.md", content="start")
+    stop = threading.Event()
+    mixed, checked, errors = [], [0], []
+
+    def writer(k):
+        i = 0
+        try:
+            while not stop.is_set():
+                i += 1
+                ms.memories.update(mem.id, memory_store_id=store, content=f"writer {k} wrote {i}\n")
+        except Exception as e:  # noqa: BLE001 - reported below
+            errors.append(repr(e))
+
+    def reader():
+        try:
+            while not stop.is_set():
+                got = ms.memories.retrieve(mem.id, memory_store_id=store)
+                version = ms.memory_versions.retrieve(got.memory_version_id, memory_store_id=store)
+                checked[0] += 1
+                if version.content != got.content or sha(got.content) != got.content_sha256:
+                    mixed.append((got.memory_version_id, got.content, version.content))
+        except Exception as e:  # noqa: BLE001 - reported below
+            errors.append(repr(e))
+
+    threads = [threading.Thread(target=writer, args=(k,)) for k in range(3)]
+    threads += [threading.Thread(target=reader) for _ in range(3)]
+    for t in threads:
+        t.start()
+    time.sleep(4)
+    stop.set()
+    for t in threads:
+        t.join(timeout=60)
+    assert not errors, errors[:3]
+    assert checked[0] >= 30, f"only {checked[0]} retrieves"
+    assert not mixed, f"{len(mixed)} of {checked[0]} answers mixed two versions: {mixed[:3]}"
