@@ -54,12 +54,24 @@ impl Memory {
     /// Opens the data dir `dir` (made if missing), loads `dir/memories`,
     /// squares it with the journal, and starts the journal. Fails if
     /// another process has it open.
+    pub fn open(dir: impl AsRef<Path>, options: Options) -> Result<Memory, OpenError> {
+        Memory::open_on(dir, options, None)
+    }
+
+    /// [`Memory::open`] with the memory's files (the plain files and the
+    /// journal) in the storage whose root `on` is, when given: the
+    /// in-memory disk that the power-loss tests cut the power of. The lock,
+    /// key and socket stay in `dir/.memfs`.
     ///
     /// Long because it is the constructor that starts every part in a fixed
     /// order (load, journal, store, shared-store wiring, threads), with one
     /// `fail` closure naming each error.
-    pub fn open(dir: impl AsRef<Path>, options: Options) -> Result<Memory, OpenError> {
-        let data_dir = DataDir::open(dir.as_ref())?;
+    pub fn open_on(
+        dir: impl AsRef<Path>,
+        options: Options,
+        on: Option<crate::persist::storage::Dir>,
+    ) -> Result<Memory, OpenError> {
+        let data_dir = DataDir::open_on(dir.as_ref(), on)?;
         let shown = data_dir.shown().to_string();
         let fail = |doing: &'static str| {
             let shown = shown.clone();
@@ -74,18 +86,9 @@ impl Memory {
         progress.done();
         let (mut tree, skipped) = loaded.map_err(fail("loading memories"))?;
         let files = Files {
-            memories: data_dir
-                .memories
-                .try_clone()
-                .map_err(fail("opening memories"))?,
-            tmp: data_dir
-                .tmp
-                .try_clone()
-                .map_err(fail("opening .memfs/tmp"))?,
-            trash: data_dir
-                .trash
-                .try_clone()
-                .map_err(fail("opening .memfs/trash"))?,
+            memories: data_dir.memories.clone(),
+            tmp: data_dir.tmp.clone(),
+            trash: data_dir.trash.clone(),
         };
         let mut journal_options = journal::Options {
             keep: options.history_keep,
@@ -98,7 +101,7 @@ impl Memory {
                 bytes: 0,
             };
         }
-        let (journal, opened) = Journal::open(&data_dir.state, &files, &mut tree, journal_options)
+        let (journal, opened) = Journal::open(&data_dir.stored, &files, &mut tree, journal_options)
             .map_err(fail("opening its journal (.memfs/journal)"))?;
         let warnings = start_warnings(&skipped, &options.limits.exceeded(&tree));
         let store = Arc::new(Store::new(tree, options.limits, Some(journal.sink())));

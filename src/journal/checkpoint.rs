@@ -16,8 +16,8 @@
 //! is lost and nobody is told: the plain files are only behind.
 
 use std::collections::{BTreeMap, BTreeSet};
+use std::ffi::OsStr;
 use std::io;
-use std::os::fd::OwnedFd;
 use std::sync::atomic::Ordering;
 use std::sync::mpsc::{Receiver, RecvTimeoutError, SyncSender};
 use std::sync::Arc;
@@ -28,22 +28,21 @@ use super::writer::Shared;
 use crate::error::DiskError;
 use crate::path::MemPath;
 use crate::persist::fsops;
+use crate::persist::storage::{Dir, File};
 use crate::store::{Change, ChangeOp, Meta};
 
 /// The plain files' directories.
+#[derive(Clone)]
 pub struct Files {
-    pub memories: OwnedFd,
-    pub tmp: OwnedFd,
-    pub trash: OwnedFd,
+    pub memories: Dir,
+    pub tmp: Dir,
+    pub trash: Dir,
 }
 
 impl Files {
-    pub fn try_clone(&self) -> io::Result<Files> {
-        Ok(Files {
-            memories: self.memories.try_clone()?,
-            tmp: self.tmp.try_clone()?,
-            trash: self.trash.try_clone()?,
-        })
+    /// Removes `name` from `.memfs/tmp` (a staged copy), if it is there.
+    fn unstage_name(&self, name: &str) {
+        let _ = self.tmp.unlink(OsStr::new(name), false);
     }
 }
 
@@ -307,21 +306,20 @@ fn stage_in_bulk(
         |staged: &std::collections::HashSet<usize>| unstage(files, ops, staged.iter());
     let flushing =
         |e: io::Error| io::Error::new(e.kind(), format!("flushing to stable storage: {e}"));
-    let mut in_flight = std::collections::VecDeque::new();
+    let mut in_flight: std::collections::VecDeque<File> = std::collections::VecDeque::new();
     for (i, (batch, op)) in ops.iter().enumerate().skip(from) {
         let (Skip::No, ChangeOp::Write { data, meta, .. }) = (skip[i], op) else {
             continue;
         };
         let name = format!("{batch}-{i}");
-        match fsops::write_new_file_unsynced(&files.tmp, &name, data, meta) {
-            Ok(fd) if wait == Wait::WholeDisk => drop(fd),
-            Ok(fd) => {
-                fsops::start_write_back(&fd);
-                in_flight.push_back(fd);
+        match fsops::write_new_file_unsynced(files.tmp.as_ref(), &name, data, meta) {
+            Ok(file) if wait == Wait::WholeDisk => drop(file),
+            Ok(file) => {
+                file.start_write_back();
+                in_flight.push_back(file);
             }
             Err(e) => {
-                let _ =
-                    rustix::fs::unlinkat(&files.tmp, name.as_str(), rustix::fs::AtFlags::empty());
+                files.unstage_name(&name);
                 drop_staged(&staged);
                 return Err(io::Error::new(e.kind(), format!("writing a file: {e}")));
             }
@@ -335,14 +333,14 @@ fn stage_in_bulk(
             }
         }
     }
-    for fd in in_flight {
-        if let Err(e) = fsops::wait_staged(&fd) {
+    for file in in_flight {
+        if let Err(e) = fsops::wait_staged(&file) {
             drop_staged(&staged);
             return Err(flushing(e));
         }
     }
     if wait == Wait::WholeDisk {
-        if let Err(e) = fsops::sync_filesystem(&files.tmp) {
+        if let Err(e) = fsops::sync_filesystem(files.tmp.as_ref()) {
             drop_staged(&staged);
             return Err(flushing(e));
         }
@@ -353,11 +351,7 @@ fn stage_in_bulk(
 /// Removes the staged copies of the ops at `staged` from `.memfs/tmp/`.
 fn unstage<'a>(files: &Files, ops: &[(u64, &ChangeOp)], staged: impl Iterator<Item = &'a usize>) {
     for &j in staged {
-        let _ = rustix::fs::unlinkat(
-            &files.tmp,
-            format!("{}-{j}", ops[j].0).as_str(),
-            rustix::fs::AtFlags::empty(),
-        );
+        files.unstage_name(&format!("{}-{j}", ops[j].0));
     }
 }
 
@@ -460,14 +454,14 @@ fn apply_op(
     match op {
         ChangeOp::Write { path, data, meta } => {
             if !staged {
-                let written = fsops::write_new_file(&files.tmp, stage, data, meta);
+                let written = fsops::write_new_file(files.tmp.as_ref(), stage, data, meta);
                 if written.is_err() {
-                    let _ = rustix::fs::unlinkat(&files.tmp, stage, rustix::fs::AtFlags::empty());
+                    files.unstage_name(stage);
                 }
                 drop(written?);
             }
             if let Err(e) = fsops::place(root, &files.tmp, stage, path) {
-                let _ = rustix::fs::unlinkat(&files.tmp, stage, rustix::fs::AtFlags::empty());
+                files.unstage_name(stage);
                 let _ = fsops::remove_tree(&files.tmp, format!("{stage}.dirs"));
                 return Err(e);
             }
@@ -476,13 +470,13 @@ fn apply_op(
         }
         ChangeOp::MakeDir { path, meta } => {
             let parent = fsops::open_parent(root, path, true)?;
-            fsops::make_dir(&parent, leaf(path), meta)?;
+            fsops::make_dir(parent.as_ref(), leaf(path), meta)?;
             sync.with_ancestors(path);
             sync.nodes.insert(path.clone());
         }
         ChangeOp::Remove { path } => {
             match fsops::open_parent(root, path, false).and_then(|parent| {
-                fsops::rename_noreplace(&parent, leaf(path), &files.trash, stage)
+                fsops::rename_noreplace(parent.as_ref(), leaf(path), files.trash.as_ref(), stage)
             }) {
                 Ok(()) => progress.trash.push(stage.to_string()),
                 // Already gone from the disk (or a file stands where a
@@ -511,7 +505,13 @@ fn apply_op(
                 // must be gone from the disk, which is all.
                 Err(e) if e.kind() == io::ErrorKind::NotFound => {
                     if *replace
-                        && fsops::rename_noreplace(&to_dir, leaf(to), &files.trash, stage).is_ok()
+                        && fsops::rename_noreplace(
+                            to_dir.as_ref(),
+                            leaf(to),
+                            files.trash.as_ref(),
+                            stage,
+                        )
+                        .is_ok()
                     {
                         progress.trash.push(stage.to_string());
                     }
@@ -528,11 +528,19 @@ fn apply_op(
             // written, its write superseded) leaves the other to move.
             let a_dir = fsops::open_parent(root, a, true)?;
             let b_dir = fsops::open_parent(root, b, true)?;
-            match fsops::exchange(&a_dir, leaf(a), &b_dir, leaf(b)) {
+            match fsops::exchange(a_dir.as_ref(), leaf(a), b_dir.as_ref(), leaf(b)) {
                 // One side lives in memory only: the other just moves.
                 Err(e) if e.kind() == io::ErrorKind::NotFound => {
-                    let moved = fsops::rename_noreplace(&a_dir, leaf(a), &b_dir, leaf(b))
-                        .or_else(|_| fsops::rename_noreplace(&b_dir, leaf(b), &a_dir, leaf(a)));
+                    let moved =
+                        fsops::rename_noreplace(a_dir.as_ref(), leaf(a), b_dir.as_ref(), leaf(b))
+                            .or_else(|_| {
+                                fsops::rename_noreplace(
+                                    b_dir.as_ref(),
+                                    leaf(b),
+                                    a_dir.as_ref(),
+                                    leaf(a),
+                                )
+                            });
                     match moved {
                         Err(e) if e.kind() == io::ErrorKind::NotFound => {}
                         other => other?,
@@ -549,7 +557,7 @@ fn apply_op(
         }
         ChangeOp::Symlink { path, target, meta } => {
             let parent = fsops::open_parent(root, path, true)?;
-            fsops::symlink(&parent, leaf(path), target, meta)?;
+            fsops::symlink(parent.as_ref(), leaf(path), target, meta)?;
             sync.with_ancestors(path);
         }
         ChangeOp::SetTimes { path, meta } => {
@@ -557,12 +565,12 @@ fn apply_op(
             sync.nodes.insert(path.clone());
         }
         ChangeOp::SetMeta { path, meta } if path.is_root() => {
-            fsops::set_dir_meta(root, meta)?;
+            fsops::set_dir_meta(root.as_ref(), meta)?;
             sync.nodes.insert(path.clone());
         }
         ChangeOp::SetMeta { path, meta } => {
             let set = fsops::open_parent(root, path, false)
-                .and_then(|parent| fsops::set_meta(&parent, leaf(path), meta));
+                .and_then(|parent| fsops::set_meta(parent.as_ref(), leaf(path), meta));
             match set {
                 Ok(()) => {
                     sync.nodes.insert(path.clone());
@@ -587,9 +595,9 @@ fn absent(e: &io::Error) -> bool {
 /// trash as `stage`.
 fn renamed(
     files: &Files,
-    from_dir: &OwnedFd,
+    from_dir: &Dir,
     from: &MemPath,
-    to_dir: &OwnedFd,
+    to_dir: &Dir,
     to: &MemPath,
     replace: bool,
     stage: &str,
@@ -597,9 +605,18 @@ fn renamed(
     if replace {
         // One atomic step: a crash leaves the old or the new node at `to`,
         // never none.
-        fsops::replace(from_dir, leaf(from), to_dir, leaf(to), &files.trash, stage)
+        let trash = files.trash.as_ref();
+        fsops::replace(
+            from_dir.as_ref(),
+            leaf(from),
+            to_dir.as_ref(),
+            leaf(to),
+            trash,
+            stage,
+        )
     } else {
-        fsops::rename_noreplace(from_dir, leaf(from), to_dir, leaf(to)).map(|()| false)
+        fsops::rename_noreplace(from_dir.as_ref(), leaf(from), to_dir.as_ref(), leaf(to))
+            .map(|()| false)
     }
 }
 
@@ -609,17 +626,13 @@ fn flush(files: &Files, sync: &SyncSet) -> io::Result<()> {
     let flushing =
         |e: io::Error| io::Error::new(e.kind(), format!("flushing to stable storage: {e}"));
     if sync.files.len() + sync.nodes.len() > MAX_SYNCS {
-        return fsops::sync_filesystem(&files.memories).map_err(flushing);
+        return fsops::sync_filesystem(files.memories.as_ref()).map_err(flushing);
     }
     for path in &sync.files {
-        if let Some(fd) = fsops::open_to_sync(&files.memories, path).map_err(flushing)? {
-            fsops::sync_data(&fd).map_err(flushing)?;
-        }
+        fsops::sync_node(&files.memories, path, true).map_err(flushing)?;
     }
     for path in &sync.nodes {
-        if let Some(fd) = fsops::open_to_sync(&files.memories, path).map_err(flushing)? {
-            fsops::sync_all(&fd).map_err(flushing)?;
-        }
+        fsops::sync_node(&files.memories, path, false).map_err(flushing)?;
     }
     Ok(())
 }

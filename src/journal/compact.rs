@@ -15,10 +15,11 @@
 
 use std::collections::{BTreeMap, HashMap, HashSet};
 use std::io;
-use std::os::fd::OwnedFd;
 use std::time::{Duration, Instant};
 
-use rustix::fs::{self as rfs, AtFlags, Mode, OFlags};
+use std::ffi::OsStr;
+
+use crate::persist::storage::{self, Dir, Rename};
 
 use super::frame;
 use super::record::{ContentRec, Header, MetaRec, NodeRec, NodeRecKind, OpRec, SegmentInfo};
@@ -125,15 +126,17 @@ pub(super) fn compact(sh: &Shared, keep: Keep) -> io::Result<Option<String>> {
     if built.dropped.iter().any(|s| named.contains(s)) {
         tracing::debug!("a compaction gave way to a frame that names what it would drop");
         // A new frame named a content this would drop: another time.
-        let _ = rfs::unlinkat(&sh.dir, built.tmp.as_str(), AtFlags::empty());
+        let _ = sh.dir.unlink(OsStr::new(&built.tmp), false);
         return Ok(None);
     }
     let first = range[0];
     let name = segment::name(first);
-    rfs::renameat(&sh.dir, built.tmp.as_str(), &sh.dir, name.as_str())?;
-    rfs::fsync(&sh.dir)?;
+    let tmp = OsStr::new(&built.tmp);
+    sh.dir
+        .rename(tmp, sh.dir.as_ref(), OsStr::new(&name), Rename::Replace)?;
+    sh.dir.sync()?;
     for n in &range[1..] {
-        let _ = rfs::unlinkat(&sh.dir, segment::name(*n).as_str(), AtFlags::empty());
+        let _ = sh.dir.unlink(OsStr::new(&segment::name(*n)), false);
     }
     for n in &range {
         st.segments.remove(n);
@@ -262,7 +265,7 @@ fn build(
 /// The segments of `range` read as one journal (their state at the end),
 /// and every row they hold, by id.
 fn read_range(
-    dir: &OwnedFd,
+    dir: &Dir,
     range: &[u64],
     limits: &HashMap<u64, u64>,
     origin: &str,
@@ -329,7 +332,7 @@ fn content_of(r: &Row) -> Option<Sha> {
 
 /// Contents later segments name without holding them (kept whatever the
 /// policy says), and those segments' bytes.
-fn needed_later(dir: &OwnedFd, later: &[(u64, u64)]) -> io::Result<(HashSet<Sha>, u64)> {
+fn needed_later(dir: &Dir, later: &[(u64, u64)]) -> io::Result<(HashSet<Sha>, u64)> {
     let mut named_later = HashSet::new();
     let mut held_later = HashSet::new();
     let mut later_bytes = 0;
@@ -550,7 +553,7 @@ fn chunk_contents(keep_content: &[Sha], contents: &HashMap<Sha, Loc>) -> Vec<Vec
 /// frame per chunk, each row in the frame of its content (or the last
 /// one). Returns where each content now is, and the oldest row's time.
 fn kept_frames(
-    dir: &OwnedFd,
+    dir: &Dir,
     first: u64,
     out: &mut Vec<u8>,
     chunks: &[Vec<Sha>],
@@ -606,7 +609,7 @@ fn kept_frames(
 
 /// The bytes of `chunk`'s contents, one after another, and where each is.
 fn read_contents(
-    dir: &OwnedFd,
+    dir: &Dir,
     chunk: &[Sha],
     contents: &HashMap<Sha, Loc>,
 ) -> io::Result<(Vec<u8>, Vec<ContentRec>)> {
@@ -628,23 +631,6 @@ fn read_contents(
 
 /// Writes `out` to `tmp` in `dir` and flushes it; on failure, nothing of
 /// it stays.
-fn write_whole(dir: &OwnedFd, tmp: &str, out: &[u8]) -> io::Result<()> {
-    let flags =
-        OFlags::WRONLY | OFlags::CREATE | OFlags::TRUNC | OFlags::NOFOLLOW | OFlags::CLOEXEC;
-    let written = (|| -> io::Result<()> {
-        let fd = rfs::openat(dir, tmp, flags, Mode::from_raw_mode(0o600))?;
-        let mut rest = out;
-        let mut pos = 0u64;
-        while !rest.is_empty() {
-            let n = rustix::io::pwrite(&fd, rest, pos)?;
-            rest = &rest[n..];
-            pos += n as u64;
-        }
-        rfs::fdatasync(&fd)?;
-        Ok(())
-    })();
-    if written.is_err() {
-        let _ = rfs::unlinkat(dir, tmp, AtFlags::empty());
-    }
-    written
+fn write_whole(dir: &Dir, tmp: &str, out: &[u8]) -> io::Result<()> {
+    storage::write_whole(dir.as_ref(), tmp, out)
 }

@@ -2,8 +2,8 @@
 //! rows are not kept in memory), and a content is read where the journal
 //! holds it, checked against its hash.
 
+use crate::persist::storage::Dir;
 use std::io;
-use std::os::fd::OwnedFd;
 use std::sync::Arc;
 
 use super::row::{Op, Row};
@@ -24,7 +24,7 @@ pub(super) fn refuse<T>(text: impl Into<String>) -> Result<T, Refusal> {
 
 /// Every row the journal in `dir` holds, oldest first (`state` says how far
 /// each segment goes), with its origin filled in.
-pub(super) fn rows(dir: &OwnedFd, st: &State) -> io::Result<Vec<Row>> {
+pub(super) fn rows(dir: &Dir, st: &State) -> io::Result<Vec<Row>> {
     let mut out = Vec::new();
     for (&n, seg) in &st.segments {
         segment::read(dir, n, Some(seg.bytes), false, &mut |frame| {
@@ -47,7 +47,7 @@ pub(super) fn rows(dir: &OwnedFd, st: &State) -> io::Result<Vec<Row>> {
 }
 
 /// The bytes of content `sha`, if the journal holds them (checked).
-pub(super) fn content_of(dir: &OwnedFd, st: &State, sha: &Sha) -> io::Result<Option<Vec<u8>>> {
+pub(super) fn content_of(dir: &Dir, st: &State, sha: &Sha) -> io::Result<Option<Vec<u8>>> {
     let Some(loc) = st.contents.get(sha) else {
         return Ok(None);
     };

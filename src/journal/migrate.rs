@@ -7,10 +7,9 @@
 //! and the leftover removed.
 
 use std::collections::{BTreeMap, HashSet};
-use std::io::{self, Read};
-use std::os::fd::OwnedFd;
+use std::io;
 
-use rustix::fs::{self as rfs, AtFlags, Mode, OFlags};
+use crate::persist::storage::{self, Dir, Open, Rename};
 
 use super::frame;
 use super::record::{ContentRec, Header, MetaRec, NodeRec, NodeRecKind, SegmentInfo};
@@ -22,22 +21,20 @@ use crate::path::MemPath;
 
 const OLD: &str = "history";
 
-fn read_all(dir: &OwnedFd, name: &str) -> io::Result<Vec<u8>> {
-    let flags = OFlags::RDONLY | OFlags::NOFOLLOW | OFlags::CLOEXEC;
-    let mut out = Vec::new();
-    std::fs::File::from(rfs::openat(dir, name, flags, Mode::empty())?).read_to_end(&mut out)?;
-    Ok(out)
+fn read_all(dir: &Dir, name: &str) -> io::Result<Vec<u8>> {
+    let file = dir.open_file(std::ffi::OsStr::new(name), Open::Read)?;
+    storage::read_all(file.as_ref())
 }
 
 /// Removes the old history, once the journal holds it.
-pub fn remove_old(state: &OwnedFd) {
+pub fn remove_old(state: &Dir) {
     let _ = crate::persist::fsops::remove_tree(state, OLD);
 }
 
 /// Takes in `state/history` (if there is one) as the journal in `dir`;
 /// returns the journal as read back.
-pub fn take_in(state: &OwnedFd, dir: &OwnedFd) -> io::Result<Option<Loaded>> {
-    let history = match crate::persist::fsops::open_dir(state, OLD) {
+pub fn take_in(state: &Dir, dir: &Dir) -> io::Result<Option<Loaded>> {
+    let history = match crate::persist::fsops::open_dir(state.as_ref(), OLD) {
         Ok(fd) => fd,
         Err(e) if e.kind() == io::ErrorKind::NotFound => return Ok(None),
         Err(e) => return Err(e),
@@ -47,7 +44,7 @@ pub fn take_in(state: &OwnedFd, dir: &OwnedFd) -> io::Result<Option<Loaded>> {
         Err(e) if e.kind() == io::ErrorKind::NotFound => Vec::new(),
         Err(e) => return Err(e),
     };
-    let objects = crate::persist::fsops::open_dir(&history, "objects").ok();
+    let objects = crate::persist::fsops::open_dir(history.as_ref(), "objects").ok();
     let rows = old_rows(&text);
     let live = live_files(&rows);
     let (contents, body) = kept_contents(&rows, objects.as_ref());
@@ -129,7 +126,7 @@ fn live_files(rows: &[Row]) -> BTreeMap<MemPath, Live> {
 
 /// Each kept content once (a damaged object is not taken in), and the
 /// body that holds them in that order.
-fn kept_contents(rows: &[Row], objects: Option<&OwnedFd>) -> (Vec<ContentRec>, Vec<u8>) {
+fn kept_contents(rows: &[Row], objects: Option<&Dir>) -> (Vec<ContentRec>, Vec<u8>) {
     let mut contents = Vec::new();
     let mut body = Vec::new();
     let mut seen = HashSet::new();
@@ -200,23 +197,11 @@ fn snapshot_nodes(live: &BTreeMap<MemPath, Live>, contents: &[ContentRec]) -> Ve
 
 /// Writes the journal's first segment whole (under a temporary name,
 /// flushed, then renamed into place and the directory flushed).
-fn write_first_segment(dir: &OwnedFd, bytes: &[u8]) -> io::Result<()> {
+fn write_first_segment(dir: &Dir, bytes: &[u8]) -> io::Result<()> {
     let name = segment::name(1);
     let new = format!("{name}.new");
-    let flags =
-        OFlags::WRONLY | OFlags::CREATE | OFlags::TRUNC | OFlags::NOFOLLOW | OFlags::CLOEXEC;
-    let fd = rfs::openat(dir, new.as_str(), flags, Mode::from_raw_mode(0o600))?;
-    let mut rest = bytes;
-    let mut pos = 0u64;
-    while !rest.is_empty() {
-        let n = rustix::io::pwrite(&fd, rest, pos)?;
-        rest = &rest[n..];
-        pos += n as u64;
-    }
-    rfs::fdatasync(&fd)?;
-    drop(fd);
-    rfs::renameat(dir, new.as_str(), dir, name.as_str())?;
-    rfs::fsync(dir)?;
-    let _ = rfs::unlinkat(dir, new.as_str(), AtFlags::empty());
-    Ok(())
+    storage::write_whole(dir.as_ref(), &new, bytes)?;
+    let (new, name) = (std::ffi::OsStr::new(&new), std::ffi::OsStr::new(&name));
+    dir.rename(new, dir.as_ref(), name, Rename::Replace)?;
+    dir.sync()
 }

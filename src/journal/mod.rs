@@ -40,8 +40,8 @@ mod versions;
 mod view;
 mod writer;
 
+use crate::persist::storage::{self, Dir};
 use std::io;
-use std::os::fd::OwnedFd;
 use std::sync::mpsc::Sender;
 use std::sync::Arc;
 use std::thread::JoinHandle;
@@ -190,12 +190,12 @@ impl Journal {
     /// square, replay, the start frame, compaction, threads); each step
     /// needs the one before, and nothing may be served before it returns.
     pub fn open(
-        state: &OwnedFd,
+        state: &Dir,
         files: &Files,
         tree: &mut Tree,
         opts: Options,
     ) -> io::Result<(Journal, Opened)> {
-        let dir = crate::persist::private_subdir(state, "journal", true)?;
+        let dir = journal_dir(state)?;
         let mut opened = Opened::default();
         let mut loaded = startup::read(&dir, true)?;
         if loaded.is_none() {
@@ -240,7 +240,7 @@ impl Journal {
         let shared = Arc::new(writer::Shared::new(
             st,
             dir,
-            files.memories.try_clone()?,
+            files.memories.clone(),
             opts,
             checkpointed,
         ));
@@ -267,7 +267,7 @@ impl Journal {
         }
         let (tx, rx) = std::sync::mpsc::channel();
         *shared.checkpointer.lock() = Some(tx);
-        let ck_files = files.try_clone()?;
+        let ck_files = files.clone();
         let ck_shared = shared.clone();
         let delay = opts.checkpoint_delay;
         let checkpointer = std::thread::Builder::new()
@@ -400,12 +400,28 @@ impl Drop for Journal {
     }
 }
 
+/// `journal/` in the state dir `state` (made if missing; 0700: a journal
+/// others could enter is tightened).
+fn journal_dir(state: &Dir) -> io::Result<Dir> {
+    let name = std::ffi::OsStr::new("journal");
+    match state.mkdir(name) {
+        Err(e) if e.raw_os_error() != Some(libc::EEXIST) => return Err(e),
+        _ => {}
+    }
+    let dir = state.open_dir(name)?;
+    if dir.stat(None)?.perm & 0o077 != 0 {
+        dir.set_mode(None, 0o700)?;
+    }
+    Ok(dir)
+}
+
 /// Every kept version's content, read from the journal of the data dir at
 /// `dir` without taking its lock (for reports such as `memfs scan`): rows
 /// newest first, each content once, with the versions that hold it.
 pub fn kept_contents(dir: &std::path::Path) -> io::Result<Vec<(Vec<Row>, Vec<u8>)>> {
     let state = crate::persist::open_state_dir(&dir.join(".memfs"))?;
-    let journal = crate::persist::private_subdir(&state, "journal", false)?;
+    let state = storage::real::dir(state);
+    let journal = crate::persist::fsops::open_dir(state.as_ref(), "journal")?;
     let Some(loaded) = startup::read(&journal, false)? else {
         return Ok(Vec::new());
     };

@@ -5,7 +5,9 @@
 
 use std::io;
 
-use rustix::fs::{self as rfs, AtFlags, Mode, OFlags};
+use std::ffi::OsStr;
+
+use crate::persist::storage::{self, Rename};
 
 use super::frame;
 use super::history::{refuse, History, Refusal};
@@ -89,24 +91,14 @@ pub(super) fn rewrite_segment(
     }
     let name = segment::name(number);
     let new = format!("{name}.new");
-    let flags =
-        OFlags::WRONLY | OFlags::CREATE | OFlags::TRUNC | OFlags::NOFOLLOW | OFlags::CLOEXEC;
-    let written = (|| -> io::Result<()> {
-        let fd = rfs::openat(&sh.dir, new.as_str(), flags, Mode::from_raw_mode(0o600))?;
-        let mut rest = out.as_slice();
-        let mut pos = 0u64;
-        while !rest.is_empty() {
-            let n = rustix::io::pwrite(&fd, rest, pos)?;
-            rest = &rest[n..];
-            pos += n as u64;
-        }
-        rfs::fdatasync(&fd)?;
-        rfs::renameat(&sh.dir, new.as_str(), &sh.dir, name.as_str())?;
-        rfs::fsync(&sh.dir)?;
-        Ok(())
-    })();
-    if let Err(e) = written {
-        let _ = rfs::unlinkat(&sh.dir, new.as_str(), AtFlags::empty());
+    storage::write_whole(sh.dir.as_ref(), &new, &out)?;
+    let (new, name) = (OsStr::new(&new), OsStr::new(&name));
+    let placed = sh
+        .dir
+        .rename(new, sh.dir.as_ref(), name, Rename::Replace)
+        .and_then(|()| sh.dir.sync());
+    if let Err(e) = placed {
+        let _ = sh.dir.unlink(new, false);
         return Err(e);
     }
     st.contents.retain(|_, l| l.segment != number);

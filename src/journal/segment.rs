@@ -7,10 +7,10 @@
 //! durable once and is damaged: reading stops with an error naming the
 //! segment and the offset (the journal never skips acknowledged data).
 
+use std::ffi::OsStr;
 use std::io;
-use std::os::fd::OwnedFd;
 
-use rustix::fs::{self as rfs, Mode, OFlags};
+use crate::persist::storage::{Dir, File, Open};
 
 use super::frame::{self, Checker, Head, HEAD};
 use super::record::Header;
@@ -29,8 +29,8 @@ pub fn number(name: &str) -> Option<u64> {
 }
 
 /// The segment numbers in `dir`, in order.
-pub fn list(dir: &OwnedFd) -> io::Result<Vec<u64>> {
-    let mut out: Vec<u64> = crate::persist::list_names(dir)?
+pub fn list(dir: &Dir) -> io::Result<Vec<u64>> {
+    let mut out: Vec<u64> = crate::persist::list_names(dir.as_ref())?
         .into_iter()
         .filter_map(|n| number(&n))
         .collect();
@@ -38,14 +38,8 @@ pub fn list(dir: &OwnedFd) -> io::Result<Vec<u64>> {
     Ok(out)
 }
 
-pub fn open_read(dir: &OwnedFd, number: u64) -> io::Result<OwnedFd> {
-    let flags = OFlags::RDONLY | OFlags::NOFOLLOW | OFlags::CLOEXEC;
-    Ok(rfs::openat(
-        dir,
-        name(number).as_str(),
-        flags,
-        Mode::empty(),
-    )?)
+pub fn open_read(dir: &Dir, number: u64) -> io::Result<File> {
+    dir.open_file(OsStr::new(&name(number)), Open::Read)
 }
 
 /// One good frame of a segment.
@@ -72,23 +66,12 @@ pub struct Ending {
     pub longer: bool,
 }
 
-fn read_exact_at(fd: &OwnedFd, mut at: u64, mut buf: &mut [u8]) -> io::Result<()> {
-    while !buf.is_empty() {
-        match rustix::io::pread(fd, &mut *buf, at) {
-            Ok(0) => return Err(io::ErrorKind::UnexpectedEof.into()),
-            Ok(n) => {
-                buf = &mut buf[n..];
-                at += n as u64;
-            }
-            Err(rustix::io::Errno::INTR) => {}
-            Err(e) => return Err(e.into()),
-        }
-    }
-    Ok(())
+fn read_exact_at(fd: &File, at: u64, buf: &mut [u8]) -> io::Result<()> {
+    crate::persist::storage::read_exact_at(fd.as_ref(), buf, at)
 }
 
 /// Reads `len` bytes at `at` of segment `fd`.
-pub fn read_at(fd: &OwnedFd, at: u64, len: u64) -> io::Result<Vec<u8>> {
+pub fn read_at(fd: &File, at: u64, len: u64) -> io::Result<Vec<u8>> {
     let mut out = vec![0u8; len as usize];
     read_exact_at(fd, at, &mut out)?;
     Ok(out)
@@ -104,7 +87,7 @@ enum Read {
     },
 }
 
-fn read_frame(fd: &OwnedFd, at: u64, size: u64) -> io::Result<Read> {
+fn read_frame(fd: &File, at: u64, size: u64) -> io::Result<Read> {
     if at + HEAD as u64 > size {
         return Ok(Read::Bad {
             cut_short: true,
@@ -149,7 +132,7 @@ fn read_frame(fd: &OwnedFd, at: u64, size: u64) -> io::Result<Read> {
     })))
 }
 
-fn feed_body(fd: &OwnedFd, mut at: u64, head: &Head, check: &mut Checker) -> io::Result<()> {
+fn feed_body(fd: &File, mut at: u64, head: &Head, check: &mut Checker) -> io::Result<()> {
     let mut left = head.body_len;
     let mut buf = vec![0u8; (1 << 20).min(left as usize)];
     while left > 0 {
@@ -163,7 +146,7 @@ fn feed_body(fd: &OwnedFd, mut at: u64, head: &Head, check: &mut Checker) -> io:
 }
 
 /// Whether a good frame starts anywhere in `fd` after `from`.
-fn good_frame_after(fd: &OwnedFd, from: u64, size: u64) -> io::Result<bool> {
+fn good_frame_after(fd: &File, from: u64, size: u64) -> io::Result<bool> {
     let mut at = from + 1;
     let mut window = vec![0u8; 1 << 16];
     while at + HEAD as u64 <= size {
@@ -186,7 +169,7 @@ fn good_frame_after(fd: &OwnedFd, from: u64, size: u64) -> io::Result<bool> {
 /// segment put on it) when given. `last`: the segment appends go to, where a
 /// torn tail is dropped rather than refused.
 pub fn read(
-    dir: &OwnedFd,
+    dir: &Dir,
     number: u64,
     limit: Option<u64>,
     last: bool,
@@ -197,7 +180,7 @@ pub fn read(
 
 /// [`read`], from offset `from` (where a frame begins: the end of one read before).
 pub fn read_from(
-    dir: &OwnedFd,
+    dir: &Dir,
     number: u64,
     from: u64,
     limit: Option<u64>,
@@ -205,7 +188,7 @@ pub fn read_from(
     on_frame: &mut dyn FnMut(Frame) -> io::Result<()>,
 ) -> io::Result<Ending> {
     let fd = open_read(dir, number)?;
-    let size = rfs::fstat(&fd)?.st_size.max(0) as u64;
+    let size = fd.size()?;
     let stop = limit.map_or(size, |l| l.min(size));
     let mut at = from;
     while at < stop {
@@ -238,9 +221,9 @@ pub fn read_from(
 
 /// The first frame's header of segment `number` (what it says of itself),
 /// if it has a good one.
-pub fn first_header(dir: &OwnedFd, number: u64) -> io::Result<Option<Header>> {
+pub fn first_header(dir: &Dir, number: u64) -> io::Result<Option<Header>> {
     let fd = open_read(dir, number)?;
-    let size = rfs::fstat(&fd)?.st_size.max(0) as u64;
+    let size = fd.size()?;
     Ok(match read_frame(&fd, 0, size)? {
         Read::Good(frame) => Some(frame.header),
         Read::Bad { .. } => None,

@@ -10,9 +10,9 @@
 //! for a file). So after any crash the history holds one version for each
 //! change the files show, and none for a change they do not.
 
+use crate::persist::storage::{Dir, Open};
 use std::collections::{BTreeMap, BTreeSet, HashMap, HashSet};
 use std::io;
-use std::os::fd::OwnedFd;
 use std::sync::Arc;
 use std::time::SystemTime;
 
@@ -282,7 +282,7 @@ impl Reading {
 /// Long because choosing the live segments, reading them, setting the
 /// active one, deleting dead ones and building the tail use the same
 /// segment lists, and the deletion needs what the choice found.
-pub fn read(dir: &OwnedFd, write: bool) -> io::Result<Option<Loaded>> {
+pub fn read(dir: &Dir, write: bool) -> io::Result<Option<Loaded>> {
     let numbers = segment::list(dir)?;
     if numbers.is_empty() {
         return Ok(None);
@@ -365,8 +365,7 @@ pub fn read(dir: &OwnedFd, write: bool) -> io::Result<Option<Loaded>> {
     }
     if write {
         for n in superseded.into_iter().chain(unbegun) {
-            let _ =
-                rustix::fs::unlinkat(dir, segment::name(n).as_str(), rustix::fs::AtFlags::empty());
+            let _ = dir.unlink(std::ffi::OsStr::new(&segment::name(n)), false);
         }
     }
     let mut tail = Tail::default();
@@ -383,13 +382,10 @@ pub fn read(dir: &OwnedFd, write: bool) -> io::Result<Option<Loaded>> {
     }))
 }
 
-fn cut_tail(dir: &OwnedFd, number: u64, end: u64) -> io::Result<()> {
-    use rustix::fs::{Mode, OFlags};
-    let flags = OFlags::WRONLY | OFlags::NOFOLLOW | OFlags::CLOEXEC;
-    let fd = rustix::fs::openat(dir, segment::name(number).as_str(), flags, Mode::empty())?;
-    rustix::fs::ftruncate(&fd, end)?;
-    rustix::fs::fdatasync(&fd)?;
-    Ok(())
+fn cut_tail(dir: &Dir, number: u64, end: u64) -> io::Result<()> {
+    let fd = dir.open_file(std::ffi::OsStr::new(&segment::name(number)), Open::Write)?;
+    fd.set_len(end)?;
+    fd.sync_data()
 }
 
 /// A node of the plain files, as loaded.

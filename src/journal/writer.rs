@@ -21,14 +21,13 @@
 
 use std::collections::VecDeque;
 use std::io;
-use std::os::fd::OwnedFd;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::mpsc::{self, Sender};
 use std::sync::Arc;
 use std::time::Duration;
 
+use crate::persist::storage::{Dir, File, Open};
 use parking_lot::{Condvar, Mutex};
-use rustix::fs::{self as rfs, Mode, OFlags};
 
 use super::deferred::{Deferred, ForCheckpointer};
 use super::frame;
@@ -97,9 +96,9 @@ pub(super) struct Shared {
     pub wake: Condvar,
     pub state: Mutex<State>,
     /// `DIR/.memfs/journal`.
-    pub dir: OwnedFd,
+    pub dir: Dir,
     /// `DIR/memories`, to read a content found there before its first change.
-    pub memories: OwnedFd,
+    pub memories: Dir,
     pub opts: Options,
     /// Where refused batches go (taken at shutdown, which ends the
     /// store's side of the channel).
@@ -169,13 +168,7 @@ const IDLE: Duration = Duration::from_secs(2);
 const RESERVE: u64 = 256 << 10;
 
 impl Shared {
-    pub fn new(
-        state: State,
-        dir: OwnedFd,
-        memories: OwnedFd,
-        opts: Options,
-        checkpointed: u64,
-    ) -> Shared {
+    pub fn new(state: State, dir: Dir, memories: Dir, opts: Options, checkpointed: u64) -> Shared {
         Shared {
             queue: Mutex::default(),
             wake: Condvar::new(),
@@ -898,14 +891,10 @@ impl Shared {
             &self.dir, d.segment, d.at
         ));
         let name = segment::name(d.segment);
-        let flushed = rfs::openat(
-            &self.dir,
-            name.as_str(),
-            OFlags::WRONLY | OFlags::NOFOLLOW | OFlags::CLOEXEC,
-            Mode::empty(),
-        )
-        .map_err(io::Error::from)
-        .and_then(|fd| sync_data(&fd));
+        let flushed = self
+            .dir
+            .open_file(std::ffi::OsStr::new(&name), Open::Write)
+            .and_then(|fd| sync_data(&fd));
         if let Err(e) = flushed {
             if st.active.number == d.segment {
                 st.active.seal_at = Some(d.at);
@@ -1013,14 +1002,15 @@ impl Shared {
         let number = st.active.number;
         let end = st.active.end;
         let name = segment::name(number);
-        let flags = match fresh {
-            true => OFlags::WRONLY | OFlags::CREATE | OFlags::TRUNC,
-            false => OFlags::WRONLY,
-        } | OFlags::NOFOLLOW
-            | OFlags::CLOEXEC;
+        let how = match fresh {
+            true => Open::Truncate,
+            false => Open::Write,
+        };
         let refused = |e: io::Error| Failure::Refused(DiskError::new("writing the journal", e));
-        let fd = rfs::openat(&self.dir, name.as_str(), flags, Mode::from_raw_mode(0o600))
-            .map_err(|e| refused(e.into()))?;
+        let fd = self
+            .dir
+            .open_file(std::ffi::OsStr::new(&name), how)
+            .map_err(refused)?;
         st.active.reserved = reserve(
             &fd,
             end + bytes.len() as u64,
@@ -1029,7 +1019,7 @@ impl Shared {
         );
         if let Err(e) = write_all_at(&fd, &bytes, end) {
             // Not a byte of it may stay for a later frame to follow.
-            if !fresh && rfs::ftruncate(&fd, end).is_err() {
+            if !fresh && fd.set_len(end).is_err() {
                 st.active.seal_at = Some(end);
             }
             return Err(refused(e));
@@ -1248,15 +1238,10 @@ macro_rules! step {
 /// What `journal::lose-deferred` does (tests only): drops the unflushed
 /// frame from the segment, as a power cut would, and stops the process.
 #[cfg_attr(not(feature = "failpoints"), allow(dead_code))]
-fn lose_and_abort(dir: &OwnedFd, segment: u64, at: u64) -> ! {
+fn lose_and_abort(dir: &Dir, segment: u64, at: u64) -> ! {
     let name = segment::name(segment);
-    if let Ok(fd) = rfs::openat(
-        dir,
-        name.as_str(),
-        OFlags::WRONLY | OFlags::CLOEXEC,
-        Mode::empty(),
-    ) {
-        let _ = rfs::ftruncate(&fd, at);
+    if let Ok(fd) = dir.open_file(std::ffi::OsStr::new(&name), Open::Write) {
+        let _ = fd.set_len(at);
     }
     std::process::abort()
 }
@@ -1271,43 +1256,31 @@ fn injected(errno: Option<String>) -> io::Error {
     io::Error::from_raw_os_error(code)
 }
 
-/// Writes all of `bytes` at `at` (`pwrite`: the journal's own syscall, which
-/// nothing else in memfs uses, so fault tests can aim at it).
-fn write_all_at(fd: &OwnedFd, mut bytes: &[u8], mut at: u64) -> io::Result<()> {
+/// Writes all of a frame's `bytes` at `at` (with the journal's failpoint).
+fn write_all_at(fd: &File, bytes: &[u8], at: u64) -> io::Result<()> {
     step!("journal::write");
-    while !bytes.is_empty() {
-        match rustix::io::pwrite(fd, bytes, at) {
-            Ok(0) => return Err(io::ErrorKind::WriteZero.into()),
-            Ok(n) => {
-                bytes = &bytes[n..];
-                at += n as u64;
-            }
-            Err(rustix::io::Errno::INTR) => {}
-            Err(e) => return Err(e.into()),
-        }
-    }
-    Ok(())
+    crate::persist::storage::write_all_at(fd.as_ref(), bytes, at)
 }
 
-fn sync_data(fd: &OwnedFd) -> io::Result<()> {
+fn sync_data(fd: &File) -> io::Result<()> {
     step!("journal::sync");
-    Ok(rfs::fdatasync(fd)?)
+    fd.sync_data()
 }
 
-fn sync_dir(dir: &OwnedFd) -> io::Result<()> {
+fn sync_dir(dir: &Dir) -> io::Result<()> {
     step!("journal::sync");
-    Ok(rfs::fsync(dir)?)
+    dir.sync()
 }
 
 /// Keeps space allocated past the end (best effort: a disk too full for it
 /// just has less reserve). Returns how much is reserved past `end`.
-fn reserve(fd: &OwnedFd, end: u64, had: u64, used: u64) -> u64 {
+fn reserve(fd: &File, end: u64, had: u64, used: u64) -> u64 {
     let left = had.saturating_sub(used);
     if left >= RESERVE / 2 {
         return left;
     }
     for len in [RESERVE, RESERVE / 4, RESERVE / 16] {
-        if rfs::fallocate(fd, rfs::FallocateFlags::KEEP_SIZE, end, len).is_ok() {
+        if fd.reserve(end, len).is_ok() {
             return len;
         }
     }
@@ -1315,7 +1288,6 @@ fn reserve(fd: &OwnedFd, end: u64, had: u64, used: u64) -> u64 {
 }
 
 /// Free bytes on the journal's file system (for ordinary users).
-fn free_bytes(fd: &OwnedFd) -> Option<u64> {
-    let st = rfs::fstatvfs(fd).ok()?;
-    Some(st.f_bavail.saturating_mul(st.f_frsize))
+fn free_bytes(dir: &Dir) -> Option<u64> {
+    dir.free_bytes()
 }

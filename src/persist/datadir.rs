@@ -16,6 +16,7 @@ use std::path::{Path, PathBuf};
 use rustix::fs::{self as rfs, AtFlags, FlockOperation, Mode, OFlags};
 
 use super::fsops;
+use super::storage::{self, Dir};
 
 #[derive(Debug, thiserror::Error)]
 pub enum OpenError {
@@ -37,15 +38,18 @@ pub enum OpenError {
 pub struct DataDir {
     shown: String,
     /// `DIR/memories`.
-    pub memories: OwnedFd,
+    pub memories: Dir,
     /// `DIR/.memfs/tmp`.
-    pub tmp: OwnedFd,
+    pub tmp: Dir,
     /// `DIR/.memfs/trash`.
-    pub trash: OwnedFd,
+    pub trash: Dir,
     /// `DIR/.memfs` (checked: a directory, not a symlink, mode 0700), where
     /// the socket and other state live. Flocked exclusively for as long as
     /// the data dir is open.
     pub state: OwnedFd,
+    /// `DIR/.memfs` in the storage that holds the journal (the same
+    /// directory as `state`, on the real files).
+    pub stored: Dir,
     /// `DIR/.memfs` as a path, for clients to find the socket.
     pub state_dir: PathBuf,
     /// This owner's control key, also in `DIR/.memfs/key` (0600): control
@@ -60,6 +64,14 @@ impl DataDir {
     /// name below `dir` is opened relative to a checked descriptor of its
     /// directory, never through a symlink.
     pub fn open(dir: &Path) -> Result<DataDir, OpenError> {
+        DataDir::open_on(dir, None)
+    }
+
+    /// [`DataDir::open`], with the memory's files (`memories/`, and in
+    /// `.memfs/` the journal, `tmp/` and `trash/`) in the storage whose root
+    /// `on` is, when given (the in-memory disk of the power-loss tests);
+    /// the lock, key and socket stay in `dir/.memfs` on the real files.
+    pub fn open_on(dir: &Path, on: Option<Dir>) -> Result<DataDir, OpenError> {
         let shown = dir.display().to_string();
         let fail = |doing: &'static str| {
             let shown = shown.clone();
@@ -77,17 +89,28 @@ impl DataDir {
         ))?;
         take_lock(&state, &shown)?;
         let key = write_key(&state).map_err(fail("writing .memfs/key"))?;
+        let (top, stored) = match on {
+            Some(root) => {
+                let stored = stored_dir(&root, STATE_DIR).map_err(fail("opening .memfs"))?;
+                (root, stored)
+            }
+            None => {
+                let state = state.try_clone().map_err(fail("opening .memfs"))?;
+                (storage::real::dir(top), storage::real::dir(state))
+            }
+        };
         // Its mode is the person's to choose (`chmod` of the mount root).
-        let memories = subdir(&top, "memories", false).map_err(fail(
+        let memories = stored_dir(&top, "memories").map_err(fail(
             "opening memories (it must be a directory, not a symlink)",
         ))?;
-        let tmp = fresh_dir(&state, "tmp").map_err(fail("clearing .memfs/tmp"))?;
-        let trash = fresh_dir(&state, "trash").map_err(fail("clearing .memfs/trash"))?;
+        let tmp = fresh_dir(&stored, "tmp").map_err(fail("clearing .memfs/tmp"))?;
+        let trash = fresh_dir(&stored, "trash").map_err(fail("clearing .memfs/trash"))?;
         Ok(DataDir {
             shown,
             memories,
             tmp,
             trash,
+            stored,
             state,
             state_dir: dir.join(STATE_DIR),
             key,
@@ -179,12 +202,12 @@ fn make_private_dir(path: &Path) -> io::Result<()> {
 
 /// Makes (or finds, 0700) directory `name` in `top` and opens it, refusing
 /// a symlink; with `private`, one that others could enter is tightened to 0700.
-pub(crate) fn subdir(top: &OwnedFd, name: &str, private: bool) -> io::Result<OwnedFd> {
+fn subdir(top: &OwnedFd, name: &str, private: bool) -> io::Result<OwnedFd> {
     match rfs::mkdirat(top, name, Mode::from_raw_mode(fsops::DIR_MODE)) {
         Ok(()) | Err(rustix::io::Errno::EXIST) => {}
         Err(e) => return Err(e.into()),
     }
-    let dir = fsops::open_dir(top, name)?;
+    let dir = open_dir_fd(top, name)?;
     if private && rfs::fstat(&dir)?.st_mode & 0o077 != 0 {
         rfs::fchmod(&dir, Mode::from_raw_mode(fsops::DIR_MODE))?;
     }
@@ -196,15 +219,30 @@ fn open_top(dir: &Path) -> io::Result<OwnedFd> {
     Ok(rfs::open(dir, flags, Mode::empty())?)
 }
 
+/// Opens directory `name` in `parent`, refusing a symlink.
+fn open_dir_fd(parent: &OwnedFd, name: &str) -> io::Result<OwnedFd> {
+    let flags = OFlags::RDONLY | OFlags::DIRECTORY | OFlags::NOFOLLOW | OFlags::CLOEXEC;
+    Ok(rfs::openat(parent, name, flags, Mode::empty())?)
+}
+
+/// Makes (or finds) directory `name` in `top` and opens it, refusing a
+/// symlink.
+fn stored_dir(top: &Dir, name: &str) -> io::Result<Dir> {
+    match top.mkdir(std::ffi::OsStr::new(name)) {
+        Err(e) if e.raw_os_error() != Some(libc::EEXIST) => return Err(e),
+        _ => {}
+    }
+    fsops::open_dir(top.as_ref(), name)
+}
+
 /// Empties (or makes) `name` in `state`: leftovers of a crash are never loaded.
-fn fresh_dir(state: &OwnedFd, name: &str) -> io::Result<OwnedFd> {
+fn fresh_dir(state: &Dir, name: &str) -> io::Result<Dir> {
     match fsops::remove_tree(state, name) {
         Ok(()) => {}
         Err(e) if e.kind() == io::ErrorKind::NotFound => {}
         Err(e) => return Err(e),
     }
-    rfs::mkdirat(state, name, Mode::from_raw_mode(fsops::DIR_MODE))?;
-    fsops::open_dir(state, name)
+    fsops::make_fresh(state.as_ref(), name)
 }
 
 /// Locks the state dir itself (a read-only descriptor, so that the disk can

@@ -1,14 +1,14 @@
-//! Disk operations below the memory root, relative to directory descriptors.
+//! Disk operations below the memory root, through the storage interface
+//! ([`super::storage`]), relative to directory handles.
 //!
-//! Every step opens one name at a time with `O_NOFOLLOW`, so a symlink planted
-//! in the data dir is never followed out of it: the operation fails instead.
+//! Every step opens one name at a time without following a symlink, so a
+//! symlink planted in the data dir is never followed out of it: the
+//! operation fails instead.
 
 use std::ffi::{OsStr, OsString};
 use std::io;
-use std::os::fd::{AsFd, OwnedFd};
 
-use rustix::fs::{self as rfs, AtFlags, FileType, Mode, OFlags, RenameFlags};
-
+use super::storage::{Dir, File, Kind, Open, Rename, StorageDir};
 use super::walk::DirStack;
 use crate::path::MemPath;
 use crate::store::Meta;
@@ -24,7 +24,7 @@ macro_rules! step {
 
 /// The error a failpoint injects: the errno it names (default EIO).
 #[cfg_attr(not(feature = "failpoints"), allow(dead_code))]
-fn injected(errno: Option<String>) -> io::Error {
+pub(crate) fn injected(errno: Option<String>) -> io::Error {
     let code = match errno.as_deref() {
         Some("ENOSPC") => libc::ENOSPC,
         Some("EROFS") => libc::EROFS,
@@ -37,42 +37,40 @@ fn injected(errno: Option<String>) -> io::Error {
 pub const DIR_MODE: u32 = 0o700;
 pub const FILE_MODE: u32 = 0o600;
 
+fn os(name: &str) -> &OsStr {
+    OsStr::new(name)
+}
+
 /// Opens directory `name` in `parent`, refusing symlinks.
-pub fn open_dir(parent: impl AsFd, name: &str) -> io::Result<OwnedFd> {
-    let flags = OFlags::RDONLY | OFlags::DIRECTORY | OFlags::NOFOLLOW | OFlags::CLOEXEC;
-    Ok(rfs::openat(parent, name, flags, Mode::empty())?)
+pub fn open_dir(parent: &dyn StorageDir, name: &str) -> io::Result<Dir> {
+    parent.open_dir(os(name))
 }
 
 /// The bytes of the file at `path` below `root` (never through a symlink).
-pub fn read_file(root: &OwnedFd, path: &MemPath) -> io::Result<Vec<u8>> {
+pub fn read_file(root: &Dir, path: &MemPath) -> io::Result<Vec<u8>> {
     let parent = open_parent(root, path, false)?;
     let name = path.file_name().ok_or(io::ErrorKind::InvalidInput)?;
-    let flags = OFlags::RDONLY | OFlags::NOFOLLOW | OFlags::CLOEXEC | OFlags::NONBLOCK;
-    let mut out = Vec::new();
-    io::Read::read_to_end(
-        &mut std::fs::File::from(rfs::openat(&parent, name, flags, Mode::empty())?),
-        &mut out,
-    )?;
-    Ok(out)
+    let file = parent.open_file(os(name), Open::Read)?;
+    super::storage::read_all(file.as_ref())
 }
 
 /// Opens the directory that holds `path`, making missing ones when `create`.
-pub fn open_parent(root: &OwnedFd, path: &MemPath, create: bool) -> io::Result<OwnedFd> {
+pub fn open_parent(root: &Dir, path: &MemPath, create: bool) -> io::Result<Dir> {
     let names = path.names();
-    let mut dir = root.try_clone()?;
+    let mut dir = root.clone();
     for name in &names[..names.len().saturating_sub(1)] {
-        dir = open_or_make_dir(&dir, name, create)?;
+        dir = open_or_make_dir(dir.as_ref(), name, create)?;
     }
     Ok(dir)
 }
 
-fn open_or_make_dir(parent: &OwnedFd, name: &str, create: bool) -> io::Result<OwnedFd> {
+fn open_or_make_dir(parent: &dyn StorageDir, name: &str, create: bool) -> io::Result<Dir> {
     match open_dir(parent, name) {
         Err(e) if create && e.kind() == io::ErrorKind::NotFound => {
             step!("persist::mkdir");
-            match rfs::mkdirat(parent, name, Mode::from_raw_mode(DIR_MODE)) {
-                Ok(()) | Err(rustix::io::Errno::EXIST) => {}
-                Err(e) => return Err(e.into()),
+            match parent.mkdir(os(name)) {
+                Err(e) if e.raw_os_error() != Some(libc::EEXIST) => return Err(e),
+                _ => {}
             }
             open_dir(parent, name)
         }
@@ -84,13 +82,13 @@ fn open_or_make_dir(parent: &OwnedFd, name: &str, create: bool) -> io::Result<Ow
 /// atomic step. Missing directories on the way are made around the file in
 /// `tmp` first, and the topmost of them is renamed into place with it, so a
 /// crash leaves either nothing new or the whole path, never empty directories.
-pub fn place(root: &OwnedFd, tmp: &OwnedFd, staged: &str, path: &MemPath) -> io::Result<()> {
+pub fn place(root: &Dir, tmp: &Dir, staged: &str, path: &MemPath) -> io::Result<()> {
     let names = path.names();
     let (leaf, dirs) = names.split_last().expect("changes never name the root");
-    let mut parent = root.try_clone()?;
+    let mut parent = root.clone();
     let mut existing = 0;
     for name in dirs {
-        match open_dir(&parent, name) {
+        match open_dir(parent.as_ref(), name) {
             Ok(dir) => {
                 parent = dir;
                 existing += 1;
@@ -100,180 +98,120 @@ pub fn place(root: &OwnedFd, tmp: &OwnedFd, staged: &str, path: &MemPath) -> io:
         }
     }
     if existing == dirs.len() {
-        return rename(tmp, staged, &parent, leaf);
+        return rename(tmp.as_ref(), staged, parent.as_ref(), leaf);
     }
     let top = format!("{staged}.dirs");
     step!("persist::mkdir");
-    rfs::mkdirat(tmp, top.as_str(), Mode::from_raw_mode(DIR_MODE))?;
-    let mut inner = open_dir(tmp, &top)?;
+    tmp.mkdir(os(&top))?;
+    let mut inner = open_dir(tmp.as_ref(), &top)?;
     for name in &dirs[existing + 1..] {
         step!("persist::mkdir");
-        rfs::mkdirat(&inner, name.as_str(), Mode::from_raw_mode(DIR_MODE))?;
-        inner = open_dir(&inner, name)?;
+        inner.mkdir(os(name))?;
+        inner = open_dir(inner.as_ref(), name)?;
     }
-    rename(tmp, staged, &inner, leaf)?;
-    rename_noreplace(tmp, &top, &parent, &dirs[existing])
+    rename(tmp.as_ref(), staged, inner.as_ref(), leaf)?;
+    rename_noreplace(tmp.as_ref(), &top, parent.as_ref(), &dirs[existing])
 }
 
 /// Writes `data` to a new file `name` in `dir` (which must not exist), with
 /// the mode, owner and times of `meta`.
 /// Returns the open file, for the batch's barrier to make it durable.
-pub fn write_new_file(dir: impl AsFd, name: &str, data: &[u8], meta: &Meta) -> io::Result<OwnedFd> {
-    let fd = write_new_file_unsynced(dir, name, data, meta)?;
-    write_back(&fd)?;
-    Ok(fd)
-}
-
-/// [`write_new_file`] without waiting for the data: for many files at once,
-/// each one's write-back started here ([`start_write_back`]) and waited for
-/// later ([`wait_write_back`]), before any is renamed into place.
-pub fn write_new_file_unsynced(
-    dir: impl AsFd,
+pub fn write_new_file(
+    dir: &dyn StorageDir,
     name: &str,
     data: &[u8],
     meta: &Meta,
-) -> io::Result<OwnedFd> {
+) -> io::Result<File> {
+    let file = write_new_file_unsynced(dir, name, data, meta)?;
+    // Its data on the device before it is renamed into place: a rename
+    // issued afterwards can only become durable together with (or after)
+    // the data (the journal commit that makes the rename durable flushes
+    // the device's cache first). No barrier itself: a batch needs one, after
+    // its renames.
+    file.wait_write_back()?;
+    Ok(file)
+}
+
+/// [`write_new_file`] without waiting for the data: for many files at once,
+/// each one's write-back started (`start_write_back`) and waited for later
+/// ([`wait_staged`]), before any is renamed into place.
+pub fn write_new_file_unsynced(
+    dir: &dyn StorageDir,
+    name: &str,
+    data: &[u8],
+    meta: &Meta,
+) -> io::Result<File> {
     step!("persist::write");
-    let flags = OFlags::WRONLY | OFlags::CREATE | OFlags::EXCL | OFlags::NOFOLLOW | OFlags::CLOEXEC;
-    let fd = rfs::openat(dir, name, flags, Mode::from_raw_mode(FILE_MODE))?;
-    write_all(&fd, data)?;
+    let file = dir.open_file(os(name), Open::New)?;
+    super::storage::write_all_at(file.as_ref(), data, 0)?;
     // The owner first: chown clears the setuid and setgid bits, chmod sets them.
     if let Some((uid, gid)) = owner_change(meta) {
-        rfs::fchown(&fd, Some(uid), Some(gid))?;
+        file.set_owner(uid, gid)?;
     }
-    rfs::fchmod(&fd, Mode::from_raw_mode(meta.perm))?;
-    rfs::futimens(&fd, &timestamps(meta))?;
-    Ok(fd)
+    file.set_mode(meta.perm)?;
+    file.set_times(meta.atime, meta.mtime)?;
+    Ok(file)
 }
 
-/// Writes a file's data to the device and waits until the device has it, so
-/// that a rename issued afterwards can only become durable together with (or
-/// after) the data: the journal commit that makes the rename durable flushes
-/// the device's cache first, and the data's block allocation was logged in the
-/// same or an earlier transaction. This is no barrier itself (no cache flush,
-/// no journal commit), so a batch needs one barrier, after its renames. Where
-/// a file system does not support it, a real `fdatasync` takes its place.
-fn write_back(fd: &OwnedFd) -> io::Result<()> {
-    wait_write_back(fd)
-}
-
-/// Starts writing a file's data to the device, without waiting: for many
-/// files staged at once, so that the device works on all of them while
-/// later ones are written. Best effort: [`wait_write_back`] is the guarantee.
-pub fn start_write_back(fd: &OwnedFd) {
-    use std::os::fd::AsRawFd;
-    // SAFETY: as in `wait_write_back`: a borrowed open descriptor, no memory
-    // of this process read or written, the whole file.
-    let _ = unsafe { libc::sync_file_range(fd.as_raw_fd(), 0, 0, libc::SYNC_FILE_RANGE_WRITE) };
-}
-
-/// [`wait_write_back`] for a file staged among many: the bulk pass's barrier
-/// (and its failpoint).
-pub fn wait_staged(fd: &OwnedFd) -> io::Result<()> {
+/// Waits for the write-back of a file staged among many: the bulk pass's
+/// barrier (and its failpoint).
+pub fn wait_staged(file: &File) -> io::Result<()> {
     step!("persist::barrier");
-    wait_write_back(fd)
-}
-
-/// Waits until a file's data is on the device (see [`write_new_file`]'s
-/// write-back): only this file's, never the other dirty pages of the disk,
-/// as a `syncfs` would (a neighbour's gigabytes included).
-pub fn wait_write_back(fd: &OwnedFd) -> io::Result<()> {
-    use std::os::fd::AsRawFd;
-    let flags = libc::SYNC_FILE_RANGE_WAIT_BEFORE
-        | libc::SYNC_FILE_RANGE_WRITE
-        | libc::SYNC_FILE_RANGE_WAIT_AFTER;
-    // SAFETY: `fd` is an open descriptor borrowed for the whole call, so the
-    // kernel acts on the file we wrote; the call reads and writes no memory of
-    // this process; offset 0 with length 0 means "the whole file".
-    let rc = unsafe { libc::sync_file_range(fd.as_raw_fd(), 0, 0, flags) };
-    if rc == 0 {
-        return Ok(());
-    }
-    match io::Error::last_os_error() {
-        e if matches!(
-            e.raw_os_error(),
-            Some(libc::EINVAL | libc::ENOSYS | libc::EOPNOTSUPP | libc::ESPIPE)
-        ) =>
-        {
-            Ok(rfs::fdatasync(fd)?)
-        }
-        e => Err(e),
-    }
-}
-
-fn write_all(fd: &OwnedFd, data: &[u8]) -> io::Result<()> {
-    let mut rest = data;
-    while !rest.is_empty() {
-        match rustix::io::write(fd, rest) {
-            Ok(0) => return Err(io::ErrorKind::WriteZero.into()),
-            Ok(n) => rest = &rest[n..],
-            Err(rustix::io::Errno::INTR) => {}
-            Err(e) => return Err(e.into()),
-        }
-    }
-    Ok(())
+    file.wait_write_back()
 }
 
 /// Gives `name` in `dir` the owner, mode and times of `meta` (a symlink:
 /// its own owner and times, never its target's; it has no mode of its own).
-pub fn set_meta(dir: &OwnedFd, name: &str, meta: &Meta) -> io::Result<()> {
+pub fn set_meta(dir: &dyn StorageDir, name: &str, meta: &Meta) -> io::Result<()> {
     step!("persist::meta");
-    let stat = rfs::statat(dir, name, AtFlags::SYMLINK_NOFOLLOW)?;
-    let is_link = FileType::from_raw_mode(stat.st_mode) == FileType::Symlink;
+    let is_link = dir.stat(Some(os(name)))?.kind == Kind::Symlink;
     // The owner first: chown clears the setuid and setgid bits, chmod sets them.
     if let Some((uid, gid)) = owner_change(meta) {
-        rfs::chownat(dir, name, Some(uid), Some(gid), AtFlags::SYMLINK_NOFOLLOW)?;
+        dir.set_owner(Some(os(name)), uid, gid)?;
     }
     if !is_link {
-        rfs::chmodat(dir, name, Mode::from_raw_mode(meta.perm), AtFlags::empty())?;
+        dir.set_mode(Some(os(name)), meta.perm)?;
     }
-    rfs::utimensat(dir, name, &timestamps(meta), AtFlags::SYMLINK_NOFOLLOW)?;
-    Ok(())
+    dir.set_times(Some(os(name)), meta.atime, meta.mtime)
 }
 
 /// Sets the times of directory `path` (`parent` holds it; the root is
 /// `root` itself), not following a symlink.
-pub fn set_times(root: &OwnedFd, parent: &OwnedFd, path: &MemPath, meta: &Meta) -> io::Result<()> {
+pub fn set_times(root: &Dir, parent: &Dir, path: &MemPath, meta: &Meta) -> io::Result<()> {
     match path.file_name() {
-        None => Ok(rfs::futimens(root, &timestamps(meta))?),
-        Some(name) => Ok(rfs::utimensat(
-            parent,
-            name,
-            &timestamps(meta),
-            AtFlags::SYMLINK_NOFOLLOW,
-        )?),
+        None => root.set_times(None, meta.atime, meta.mtime),
+        Some(name) => parent.set_times(Some(os(name)), meta.atime, meta.mtime),
     }
 }
 
 /// Gives an open directory (the memory root) the owner, mode and times of `meta`.
-pub fn set_dir_meta(dir: &OwnedFd, meta: &Meta) -> io::Result<()> {
+pub fn set_dir_meta(dir: &dyn StorageDir, meta: &Meta) -> io::Result<()> {
     step!("persist::meta");
     if let Some((uid, gid)) = owner_change(meta) {
-        rfs::fchown(dir, Some(uid), Some(gid))?;
+        dir.set_owner(None, uid, gid)?;
     }
-    rfs::fchmod(dir, Mode::from_raw_mode(meta.perm))?;
-    rfs::futimens(dir, &timestamps(meta))?;
-    Ok(())
+    dir.set_mode(None, meta.perm)?;
+    dir.set_times(None, meta.atime, meta.mtime)
 }
 
 /// Makes directory `name` in `dir` (or finds it there) with `meta`.
-pub fn make_dir(dir: &OwnedFd, name: &str, meta: &Meta) -> io::Result<()> {
+pub fn make_dir(dir: &dyn StorageDir, name: &str, meta: &Meta) -> io::Result<()> {
     step!("persist::mkdir");
-    match rfs::mkdirat(dir, name, Mode::from_raw_mode(DIR_MODE)) {
-        Ok(()) | Err(rustix::io::Errno::EXIST) => {}
-        Err(e) => return Err(e.into()),
+    match dir.mkdir(os(name)) {
+        Err(e) if e.raw_os_error() != Some(libc::EEXIST) => return Err(e),
+        _ => {}
     }
     set_meta(dir, name, meta)
 }
 
 /// Makes a symbolic link `name` in `dir` pointing at `target` (replacing a
 /// file there), owned and timed as `meta` says.
-pub fn symlink(dir: &OwnedFd, name: &str, target: &str, meta: &Meta) -> io::Result<()> {
+pub fn symlink(dir: &dyn StorageDir, name: &str, target: &str, meta: &Meta) -> io::Result<()> {
     step!("persist::symlink");
-    match rfs::symlinkat(target, dir, name) {
-        Err(rustix::io::Errno::EXIST) => {
-            rfs::unlinkat(dir, name, AtFlags::empty())?;
-            rfs::symlinkat(target, dir, name)?;
+    match dir.symlink(os(name), os(target)) {
+        Err(e) if e.raw_os_error() == Some(libc::EEXIST) => {
+            dir.unlink(os(name), false)?;
+            dir.symlink(os(name), os(target))?;
         }
         other => other?,
     }
@@ -281,47 +219,32 @@ pub fn symlink(dir: &OwnedFd, name: &str, target: &str, meta: &Meta) -> io::Resu
 }
 
 /// Swaps `a_name` of `a_dir` and `b_name` of `b_dir`.
-pub fn exchange(a_dir: impl AsFd, a_name: &str, b_dir: impl AsFd, b_name: &str) -> io::Result<()> {
+pub fn exchange(
+    a_dir: &dyn StorageDir,
+    a_name: &str,
+    b_dir: &dyn StorageDir,
+    b_name: &str,
+) -> io::Result<()> {
     step!("persist::rename");
-    Ok(rfs::renameat_with(
-        a_dir,
-        a_name,
-        b_dir,
-        b_name,
-        RenameFlags::EXCHANGE,
-    )?)
-}
-
-fn timestamps(meta: &Meta) -> rfs::Timestamps {
-    let spec = |t: std::time::SystemTime| {
-        let d = t.duration_since(std::time::UNIX_EPOCH).unwrap_or_default();
-        rfs::Timespec {
-            tv_sec: d.as_secs() as i64,
-            tv_nsec: d.subsec_nanos() as _,
-        }
-    };
-    rfs::Timestamps {
-        last_access: spec(meta.atime),
-        last_modification: spec(meta.mtime),
-    }
+    a_dir.rename(os(a_name), b_dir, os(b_name), Rename::Exchange)
 }
 
 /// The owner to set, when it differs from this process's and we may set it.
-fn owner_change(meta: &Meta) -> Option<(rfs::Uid, rfs::Gid)> {
+fn owner_change(meta: &Meta) -> Option<(u32, u32)> {
     let me = rustix::process::geteuid();
     let differs = meta.uid != me.as_raw() || meta.gid != rustix::process::getegid().as_raw();
-    (differs && me.is_root()).then(|| (rfs::Uid::from_raw(meta.uid), rfs::Gid::from_raw(meta.gid)))
+    (differs && me.is_root()).then_some((meta.uid, meta.gid))
 }
 
 /// Moves `from_name` of `from_dir` to `to_name` of `to_dir`, replacing a file there.
 pub fn rename(
-    from_dir: impl AsFd,
+    from_dir: &dyn StorageDir,
     from_name: &str,
-    to_dir: impl AsFd,
+    to_dir: &dyn StorageDir,
     to_name: &str,
 ) -> io::Result<()> {
     step!("persist::rename");
-    Ok(rfs::renameat(from_dir, from_name, to_dir, to_name)?)
+    from_dir.rename(os(from_name), to_dir, os(to_name), Rename::Replace)
 }
 
 /// Moves `from_name` of `from_dir` over `to_name` of `to_dir` in one atomic
@@ -330,59 +253,54 @@ pub fn rename(
 /// does not load) is swapped out with `RENAME_EXCHANGE` and then moved to
 /// `trash` as `aside`. Returns whether something was put in the trash.
 pub fn replace(
-    from_dir: &OwnedFd,
+    from_dir: &dyn StorageDir,
     from_name: &str,
-    to_dir: &OwnedFd,
+    to_dir: &dyn StorageDir,
     to_name: &str,
-    trash: &OwnedFd,
+    trash: &dyn StorageDir,
     aside: &str,
 ) -> io::Result<bool> {
     step!("persist::rename");
-    match rfs::renameat(from_dir, from_name, to_dir, to_name) {
+    match from_dir.rename(os(from_name), to_dir, os(to_name), Rename::Replace) {
         Ok(()) => Ok(false),
-        Err(rustix::io::Errno::NOTEMPTY | rustix::io::Errno::EXIST) => {
+        Err(e) if matches!(e.raw_os_error(), Some(libc::ENOTEMPTY | libc::EEXIST)) => {
             exchange(from_dir, from_name, to_dir, to_name)?;
             // The new node is in place; the old one waits at the source's name.
             rename_noreplace(from_dir, from_name, trash, aside)?;
             Ok(true)
         }
-        Err(e) => Err(e.into()),
+        Err(e) => Err(e),
     }
 }
 
 /// Like [`rename`], but fails with `EEXIST` instead of replacing anything.
 pub fn rename_noreplace(
-    from_dir: impl AsFd,
+    from_dir: &dyn StorageDir,
     from_name: &str,
-    to_dir: impl AsFd,
+    to_dir: &dyn StorageDir,
     to_name: &str,
 ) -> io::Result<()> {
     step!("persist::rename");
-    Ok(rfs::renameat_with(
-        from_dir,
-        from_name,
-        to_dir,
-        to_name,
-        RenameFlags::NOREPLACE,
-    )?)
+    from_dir.rename(os(from_name), to_dir, os(to_name), Rename::NoReplace)
 }
 
 /// Removes `name` from `dir`, and everything below it if it is a directory.
 /// Works on raw names: a directory the agent deletes may hold names that are
 /// not UTF-8 (files memfs never loaded), and they must go with it. Walks
-/// without recursion and with a bounded number of descriptors, however deep.
-pub fn remove_tree(dir: &OwnedFd, name: impl AsRef<OsStr>) -> io::Result<()> {
+/// without recursion and with a bounded number of open directories, however
+/// deep.
+pub fn remove_tree(dir: &Dir, name: impl AsRef<OsStr>) -> io::Result<()> {
     /// A directory being emptied: its name in its parent, and what is left in it.
     struct Emptying {
         name: OsString,
         left: Vec<OsString>,
     }
     let name = name.as_ref();
-    if !is_dir(dir, name)? {
-        return Ok(rfs::unlinkat(dir, name, AtFlags::empty())?);
+    if dir.stat(Some(name))?.kind != Kind::Dir {
+        return dir.unlink(name, false);
     }
-    let top = open_raw_dir(dir, name)?;
-    let left = raw_names(&top)?;
+    let top = dir.open_dir(name)?;
+    let left = raw_names(top.as_ref())?;
     let mut stack = DirStack::new(
         top,
         Emptying {
@@ -392,112 +310,81 @@ pub fn remove_tree(dir: &OwnedFd, name: impl AsRef<OsStr>) -> io::Result<()> {
     );
     while let Some(level) = stack.top() {
         match level.left.pop() {
-            Some(child) => match is_dir(stack.fd(), &child) {
-                Ok(true) => {
-                    let sub = open_raw_dir(stack.fd(), &child)?;
-                    let left = raw_names(&sub)?;
+            Some(child) => match stack.dir().stat(Some(&child)).map(|s| s.kind) {
+                Ok(Kind::Dir) => {
+                    let sub = stack.dir().open_dir(&child)?;
+                    let left = raw_names(sub.as_ref())?;
                     stack.push(sub, Emptying { name: child, left });
                 }
-                Ok(false) => rfs::unlinkat(stack.fd(), &child, AtFlags::empty())?,
+                Ok(_) => stack.dir().unlink(&child, false)?,
                 Err(e) if e.kind() == io::ErrorKind::NotFound => {}
                 Err(e) => return Err(e),
             },
             None => {
                 let done = stack.pop()?;
-                let parent = if stack.is_empty() { dir } else { stack.fd() };
-                rfs::unlinkat(parent, &done.name, AtFlags::REMOVEDIR)?;
+                let parent = if stack.is_empty() { dir } else { stack.dir() };
+                parent.unlink(&done.name, true)?;
             }
         }
     }
     Ok(())
 }
 
-fn is_dir(dir: &OwnedFd, name: &OsStr) -> io::Result<bool> {
-    let stat = rfs::statat(dir, name, AtFlags::SYMLINK_NOFOLLOW)?;
-    Ok(FileType::from_raw_mode(stat.st_mode) == FileType::Directory)
-}
-
-fn open_raw_dir(dir: &OwnedFd, name: &OsStr) -> io::Result<OwnedFd> {
-    let flags = OFlags::RDONLY | OFlags::DIRECTORY | OFlags::NOFOLLOW | OFlags::CLOEXEC;
-    Ok(rfs::openat(dir, name, flags, Mode::empty())?)
-}
-
 /// Every name in a directory, without `.` and `..`, as the bytes it is.
-fn raw_names(dir: &OwnedFd) -> io::Result<Vec<OsString>> {
+fn raw_names(dir: &dyn StorageDir) -> io::Result<Vec<OsString>> {
+    Ok(dir.list()?.into_iter().map(|(name, _)| name).collect())
+}
+
+/// Each entry's name (or its raw bytes when they are not UTF-8) and kind.
+#[allow(clippy::type_complexity)]
+pub fn list_entries(dir: &dyn StorageDir) -> io::Result<Vec<(Result<String, Vec<u8>>, Kind)>> {
     use std::os::unix::ffi::OsStringExt;
-    Ok(list_entries(dir)?
+    Ok(dir
+        .list()?
         .into_iter()
-        .map(|(name, _)| match name {
-            Ok(text) => OsString::from(text),
-            Err(bytes) => OsString::from_vec(bytes),
-        })
+        .map(|(name, kind)| (name.into_string().map_err(|n| n.into_vec()), kind))
         .collect())
 }
 
-/// Each entry's name (or its raw bytes when they are not UTF-8) and type.
-#[allow(clippy::type_complexity)]
-pub fn list_entries(dir: &OwnedFd) -> io::Result<Vec<(Result<String, Vec<u8>>, FileType)>> {
-    let mut out = Vec::new();
-    for entry in rfs::Dir::read_from(dir)? {
-        let entry = entry?;
-        let bytes = entry.file_name().to_bytes();
-        if bytes == b"." || bytes == b".." {
-            continue;
-        }
-        let name = String::from_utf8(bytes.to_vec()).map_err(|e| e.into_bytes());
-        out.push((name, entry.file_type()));
-    }
-    Ok(out)
-}
-
 /// Flushes everything written on the data dir's filesystem: the group barrier.
-pub fn sync_filesystem(any_fd: impl AsFd) -> io::Result<()> {
+pub fn sync_filesystem(dir: &dyn StorageDir) -> io::Result<()> {
     step!("persist::barrier");
-    Ok(rfs::syncfs(any_fd)?)
+    dir.sync_fs()
 }
 
-/// Makes a file's data (and the metadata needed to read it) durable.
-pub fn sync_data(fd: impl AsFd) -> io::Result<()> {
+/// Makes the node at `path` below `root` durable: a file's data (and the
+/// metadata needed to read it) with `data_only`, else its entries and
+/// attributes (a directory). Nothing to do when it is gone or a symlink
+/// (which its directory's sync covers).
+pub fn sync_node(root: &Dir, path: &MemPath, data_only: bool) -> io::Result<()> {
     step!("persist::barrier");
-    Ok(rfs::fdatasync(fd)?)
-}
-
-/// Makes a directory's entries and attributes (or a file's metadata) durable.
-pub fn sync_all(fd: impl AsFd) -> io::Result<()> {
-    step!("persist::barrier");
-    Ok(rfs::fsync(fd)?)
-}
-
-/// Opens the node at `path` below `root` to sync it (a directory or a file;
-/// `None` when it is gone or a symlink, which its directory's sync covers).
-pub fn open_to_sync(root: &OwnedFd, path: &MemPath) -> io::Result<Option<OwnedFd>> {
     if path.is_root() {
-        return Ok(Some(root.try_clone()?));
+        return root.sync();
     }
     let parent = match open_parent(root, path, false) {
         Ok(parent) => parent,
         Err(e)
             if e.kind() == io::ErrorKind::NotFound || e.raw_os_error() == Some(libc::ENOTDIR) =>
         {
-            return Ok(None)
+            return Ok(())
         }
         Err(e) => return Err(e),
     };
     let name = path.file_name().expect("not the root");
-    let flags = OFlags::RDONLY | OFlags::NOFOLLOW | OFlags::CLOEXEC | OFlags::NONBLOCK;
-    match rfs::openat(&parent, name, flags, Mode::empty()) {
-        Ok(fd) => Ok(Some(fd)),
-        Err(rustix::io::Errno::NOENT | rustix::io::Errno::LOOP | rustix::io::Errno::NOTDIR) => {
-            Ok(None)
-        }
-        Err(e) => Err(e.into()),
-    }
+    parent.sync_child(os(name), data_only).map(drop)
+}
+
+/// Makes directory `name` in `dir` (0700) and opens it.
+pub fn make_fresh(dir: &dyn StorageDir, name: &str) -> io::Result<Dir> {
+    dir.mkdir(os(name))?;
+    open_dir(dir, name)
 }
 
 /// The UTF-8 names in a directory (others are passed over).
-pub fn list_names(dir: &OwnedFd) -> io::Result<Vec<String>> {
-    Ok(list_entries(dir)?
+pub fn list_names(dir: &dyn StorageDir) -> io::Result<Vec<String>> {
+    Ok(dir
+        .list()?
         .into_iter()
-        .filter_map(|(name, _)| name.ok())
+        .filter_map(|(name, _)| name.into_string().ok())
         .collect())
 }

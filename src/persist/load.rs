@@ -1,13 +1,13 @@
 //! Reading the data dir's `memories/` into a fresh tree.
 
+use std::ffi::OsStr;
 use std::io;
-use std::os::fd::OwnedFd;
 use std::sync::Arc;
-use std::time::{Duration, UNIX_EPOCH};
 
-use rustix::fs::{self as rfs, AtFlags, FileType, Mode, OFlags};
+use rustix::fs::{self as rfs, Mode, OFlags};
 
 use super::fsops;
+use super::storage::{Dir, Kind, Open, Stat, StorageDir};
 use super::walk::DirStack;
 use crate::path::check_name;
 use crate::store::{Attr, Ino, NodeKind, Tree, ROOT_INO};
@@ -36,21 +36,21 @@ struct Level {
 
 /// Loads the tree under `root` (the open `memories/` directory), depth
 /// first without recursion, holding a bounded number of descriptors (see `walk`).
-pub fn load(root: &OwnedFd) -> io::Result<(Tree, Skipped)> {
+pub fn load(root: &Dir) -> io::Result<(Tree, Skipped)> {
     load_with_progress(root, &mut |_| {})
 }
 
 /// [`load`], telling `progress` how many nodes are loaded after each directory.
 pub fn load_with_progress(
-    root: &OwnedFd,
+    root: &Dir,
     progress: &mut dyn FnMut(usize),
 ) -> io::Result<(Tree, Skipped)> {
     let mut tree = Tree::new();
     let mut skipped = Skipped::default();
-    let root_attr = attr_of(&rfs::fstat(root)?);
-    let subdirs = load_entries(&mut tree, &mut skipped, root, ROOT_INO)?;
+    let root_attr = attr_of(&root.stat(None)?);
+    let subdirs = load_entries(&mut tree, &mut skipped, root.as_ref(), ROOT_INO)?;
     let mut stack = DirStack::new(
-        root.try_clone()?,
+        root.clone(),
         Level {
             ino: ROOT_INO,
             attr: root_attr,
@@ -60,8 +60,8 @@ pub fn load_with_progress(
     while let Some(level) = stack.top() {
         match level.subdirs.pop() {
             Some((name, ino, attr)) => {
-                let sub = fsops::open_dir(stack.fd(), &name)?;
-                let subdirs = load_entries(&mut tree, &mut skipped, &sub, ino)?;
+                let sub = fsops::open_dir(stack.dir().as_ref(), &name)?;
+                let subdirs = load_entries(&mut tree, &mut skipped, sub.as_ref(), ino)?;
                 progress(tree.node_count());
                 stack.push(sub, Level { ino, attr, subdirs });
             }
@@ -80,7 +80,7 @@ pub fn load_with_progress(
 fn load_entries(
     tree: &mut Tree,
     skipped: &mut Skipped,
-    dir: &OwnedFd,
+    dir: &dyn StorageDir,
     ino: Ino,
 ) -> io::Result<Vec<(String, Ino, Attr)>> {
     let mut subdirs = Vec::new();
@@ -93,19 +93,19 @@ fn load_entries(
             skipped.unaddressable_names += 1;
             continue;
         }
-        let stat = match rfs::statat(dir, name.as_str(), AtFlags::SYMLINK_NOFOLLOW) {
+        let stat = match dir.stat(Some(OsStr::new(&name))) {
             Ok(stat) => stat,
             // Gone since the listing (another process tidying up): nothing to load.
-            Err(rustix::io::Errno::NOENT) => continue,
-            Err(e) => return Err(e.into()),
+            Err(e) if e.kind() == io::ErrorKind::NotFound => continue,
+            Err(e) => return Err(e),
         };
-        let kind = FileType::from_raw_mode(stat.st_mode);
+        let kind = stat.kind;
         let attr = attr_of(&stat);
         let node = match kind {
-            FileType::Directory => NodeKind::Dir(Default::default()),
-            FileType::RegularFile => NodeKind::File(Arc::new(read_file(dir, &name)?)),
-            FileType::Symlink => {
-                let target = rfs::readlinkat(dir, name.as_str(), Vec::new())?;
+            Kind::Dir => NodeKind::Dir(Default::default()),
+            Kind::File => NodeKind::File(Arc::new(read_file(dir, &name)?)),
+            Kind::Symlink => {
+                let target = dir.read_link(OsStr::new(&name))?;
                 NodeKind::Symlink(target.to_string_lossy().into_owned())
             }
             _ => {
@@ -114,34 +114,26 @@ fn load_entries(
             }
         };
         let child = tree.add(ino, &name, node, attr);
-        if kind == FileType::Directory {
+        if kind == Kind::Dir {
             subdirs.push((name, child, attr));
         }
     }
     Ok(subdirs)
 }
 
-fn read_file(dir: &OwnedFd, name: &str) -> io::Result<Vec<u8>> {
-    let flags = OFlags::RDONLY | OFlags::NOFOLLOW | OFlags::CLOEXEC | OFlags::NONBLOCK;
-    let fd = rfs::openat(dir, name, flags, Mode::empty())?;
-    let mut file = std::fs::File::from(fd);
-    let mut data = Vec::new();
-    io::Read::read_to_end(&mut file, &mut data)?;
-    Ok(data)
+fn read_file(dir: &dyn StorageDir, name: &str) -> io::Result<Vec<u8>> {
+    let file = dir.open_file(OsStr::new(name), Open::Read)?;
+    super::storage::read_all(file.as_ref())
 }
 
-fn attr_of(stat: &rfs::Stat) -> Attr {
-    let time = |secs: i64, nanos: i64| {
-        let secs = secs.max(0) as u64;
-        UNIX_EPOCH + Duration::new(secs, nanos.clamp(0, 999_999_999) as u32)
-    };
+fn attr_of(stat: &Stat) -> Attr {
     Attr {
-        perm: stat.st_mode & 0o7777,
-        uid: stat.st_uid,
-        gid: stat.st_gid,
-        atime: time(stat.st_atime, stat.st_atime_nsec as i64),
-        mtime: time(stat.st_mtime, stat.st_mtime_nsec as i64),
-        ctime: time(stat.st_ctime, stat.st_ctime_nsec as i64),
+        perm: stat.perm,
+        uid: stat.uid,
+        gid: stat.gid,
+        atime: stat.atime,
+        mtime: stat.mtime,
+        ctime: stat.ctime,
     }
 }
 
@@ -150,7 +142,7 @@ fn attr_of(stat: &rfs::Stat) -> Attr {
 /// atomically, so each is whole, whether or not a memfs runs).
 pub fn read_only(dir: &std::path::Path) -> io::Result<Tree> {
     let flags = OFlags::RDONLY | OFlags::DIRECTORY | OFlags::CLOEXEC;
-    let top = rfs::open(dir, flags, Mode::empty())?;
-    let memories = fsops::open_dir(&top, "memories")?;
+    let top = super::storage::real::dir(rfs::open(dir, flags, Mode::empty())?);
+    let memories = fsops::open_dir(top.as_ref(), "memories")?;
     Ok(load(&memories)?.0)
 }

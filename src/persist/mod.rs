@@ -5,8 +5,8 @@ mod datadir;
 pub(crate) mod fsops;
 pub mod last_reads;
 pub mod load;
+pub mod storage;
 mod walk;
 
-pub(crate) use datadir::subdir as private_subdir;
 pub use datadir::{open_state_dir, read_key, DataDir, OpenError};
 pub(crate) use fsops::{list_names, read_file};

@@ -8,10 +8,10 @@
 //! deepest [`OPEN_FRAMES`] of them; a frame whose descriptor was let go gets
 //! one back from its child, through `..`, when the walk returns to it.
 
+use std::ffi::OsStr;
 use std::io;
-use std::os::fd::OwnedFd;
 
-use rustix::fs::{self as rfs, Mode, OFlags};
+use super::storage::{Dir, StorageDir};
 
 /// Descriptors a walk keeps open at most.
 pub const OPEN_FRAMES: usize = 32;
@@ -19,7 +19,7 @@ pub const OPEN_FRAMES: usize = 32;
 /// One level of a walk: the directory, if its descriptor is held, and what
 /// the walker keeps about it.
 pub struct Frame<T> {
-    fd: Option<OwnedFd>,
+    fd: Option<Dir>,
     pub state: T,
 }
 
@@ -30,7 +30,7 @@ pub struct DirStack<T> {
 
 impl<T> DirStack<T> {
     /// A walk that starts in `top`.
-    pub fn new(top: OwnedFd, state: T) -> Self {
+    pub fn new(top: Dir, state: T) -> Self {
         DirStack {
             frames: vec![Frame {
                 fd: Some(top),
@@ -48,8 +48,8 @@ impl<T> DirStack<T> {
         self.frames.last_mut().map(|f| &mut f.state)
     }
 
-    /// The innermost directory's descriptor (held: only outer frames let go).
-    pub fn fd(&self) -> &OwnedFd {
+    /// The innermost directory (held: only outer frames let go).
+    pub fn dir(&self) -> &Dir {
         self.frames
             .last()
             .and_then(|f| f.fd.as_ref())
@@ -57,7 +57,7 @@ impl<T> DirStack<T> {
     }
 
     /// Enters `dir`, a directory opened from the innermost one.
-    pub fn push(&mut self, dir: OwnedFd, state: T) {
+    pub fn push(&mut self, dir: Dir, state: T) {
         self.frames.push(Frame {
             fd: Some(dir),
             state,
@@ -79,8 +79,7 @@ impl<T> DirStack<T> {
                     .fd
                     .as_ref()
                     .expect("the innermost frame holds its descriptor");
-                let flags = OFlags::RDONLY | OFlags::DIRECTORY | OFlags::NOFOLLOW | OFlags::CLOEXEC;
-                outer.fd = Some(rfs::openat(inner_fd, "..", flags, Mode::empty())?);
+                outer.fd = Some(StorageDir::open_dir(inner_fd.as_ref(), OsStr::new(".."))?);
             }
         }
         Ok(inner.state)
@@ -94,20 +93,14 @@ mod tests {
     #[test]
     fn a_deep_walk_holds_few_descriptors_and_finds_its_way_back() {
         let tmp = tempfile::tempdir().unwrap();
-        let top = crate::persist::fsops::open_dir(
-            rfs::open(
-                tmp.path(),
-                OFlags::RDONLY | OFlags::DIRECTORY,
-                Mode::empty(),
-            )
-            .unwrap(),
-            ".",
-        )
-        .unwrap();
+        let flags = rustix::fs::OFlags::RDONLY | rustix::fs::OFlags::DIRECTORY;
+        let top = crate::persist::storage::real::dir(
+            rustix::fs::open(tmp.path(), flags, rustix::fs::Mode::empty()).unwrap(),
+        );
         let mut stack = DirStack::new(top, 0usize);
         for level in 1..=200 {
-            rfs::mkdirat(stack.fd(), "d", Mode::from_raw_mode(0o700)).unwrap();
-            let sub = crate::persist::fsops::open_dir(stack.fd(), "d").unwrap();
+            stack.dir().mkdir(OsStr::new("d")).unwrap();
+            let sub = stack.dir().open_dir(OsStr::new("d")).unwrap();
             stack.push(sub, level);
         }
         let held = stack.frames.iter().filter(|f| f.fd.is_some()).count();
@@ -115,9 +108,8 @@ mod tests {
         for level in (1..=200).rev() {
             assert_eq!(stack.pop().unwrap(), level);
             // Each directory we return to still has its child.
-            assert!(rfs::statat(stack.fd(), "d", rfs::AtFlags::empty()).is_ok());
+            assert!(stack.dir().stat(Some(OsStr::new("d"))).is_ok());
         }
         assert_eq!(stack.pop().unwrap(), 0);
-        assert!(stack.is_empty());
     }
 }

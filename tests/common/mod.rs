@@ -1,6 +1,8 @@
 //! Helpers for driving the real `memfs` binary.
 #![allow(dead_code)]
 
+pub mod model;
+
 use std::fs;
 use std::io::{BufRead, BufReader, Write};
 use std::path::Path;
