@@ -27,7 +27,7 @@ cargo test --quiet
 cargo test --quiet --features failpoints --test failpoints
 # A change to the store, the persister, the journal or the history since the
 # last soak (.ci/soaked) gets the randomized runs, with a fresh seed.
-scripts/soak.sh --if-changed
+MEMFS_SOAK_POWER_CASES="${MEMFS_SOAK_POWER_CASES:-10000}" scripts/soak.sh --if-changed
 scripts/conformance.sh
 scripts/integrations.sh
 if [ "$(id -u)" = 0 ] && [ -e /dev/fuse ]; then

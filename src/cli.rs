@@ -470,6 +470,8 @@ impl Common {
             },
             history_keep: self.history_keep,
             shared: self.shared.clone(),
+            checkpoint_delay: None,
+            segment_bytes: None,
             no_history: self.no_history,
             expire_idle: self.expire_idle,
             tool: ToolConfig {

@@ -31,6 +31,13 @@ pub struct Options {
     /// postgres://...`): every change is committed there first, and every
     /// other host's is applied here.
     pub shared: Option<crate::shared::Target>,
+    /// How long the checkpointer waits after a change before it brings
+    /// the plain files up to date (`None`: `MEMFS_CHECKPOINT_MS`, else
+    /// 200 ms).
+    pub checkpoint_delay: Option<Duration>,
+    /// A journal segment is closed past this size (`None`:
+    /// `MEMFS_SEGMENT_BYTES`, else 32 MiB).
+    pub segment_bytes: Option<u64>,
 }
 
 /// The memory of one data dir, open and locked for this process.
@@ -90,10 +97,14 @@ impl Memory {
             tmp: data_dir.tmp.clone(),
             trash: data_dir.trash.clone(),
         };
+        let defaults = journal::Options::default();
         let mut journal_options = journal::Options {
             keep: options.history_keep,
             shared: options.shared.is_some(),
-            ..journal::Options::default()
+            checkpoint_delay: options
+                .checkpoint_delay
+                .unwrap_or(defaults.checkpoint_delay),
+            segment_bytes: options.segment_bytes.unwrap_or(defaults.segment_bytes),
         };
         if options.no_history {
             journal_options.keep = Keep {

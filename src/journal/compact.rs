@@ -66,13 +66,26 @@ pub(super) fn run(sh: &Shared) {
 }
 
 /// Compacts what `keep` allows; says what it dropped (`None`: nothing to do).
-///
-/// Long because one compaction locks, lets go and locks again in order
-/// (choose and close segments, build without the lock, check again and
-/// install), all three sharing the range and limits.
 pub(super) fn compact(sh: &Shared, keep: Keep) -> io::Result<Option<String>> {
     let _alone = sh.rewrite();
-    close_the_open_segment(sh);
+    close_the_open_segment(sh, true);
+    compact_closed(sh, keep)
+}
+
+/// [`compact`] at shutdown: the checkpointer has made its last pass, so
+/// the open segment is closed without waiting for it.
+pub(super) fn compact_at_stop(sh: &Shared, keep: Keep) -> io::Result<Option<String>> {
+    let _alone = sh.rewrite();
+    close_the_open_segment(sh, false);
+    compact_closed(sh, keep)
+}
+
+/// Compacts the closed segments the plain files hold all of.
+///
+/// Long because one compaction locks, lets go and locks again in order
+/// (choose the segments, build without the lock, check again and
+/// install), all three sharing the range and limits.
+fn compact_closed(sh: &Shared, keep: Keep) -> io::Result<Option<String>> {
     // Which segments: from the first, those the plain files hold all of.
     let (range, limits, later, origin, prune_id) = {
         let mut st = sh.state.lock();
@@ -170,8 +183,9 @@ pub(super) fn compact(sh: &Shared, keep: Keep) -> io::Result<Option<String>> {
 
 /// The segment appends go to holds history too, and is always ahead of
 /// the checkpoint: it is closed (the next frame begins a new one), and the
-/// checkpoint given a moment to pass it, so that it can be compacted.
-fn close_the_open_segment(sh: &Shared) {
+/// checkpoint given a moment to pass it (when `wait`), so that it can be
+/// compacted.
+fn close_the_open_segment(sh: &Shared, wait: bool) {
     let wanted = {
         let mut st = sh.state.lock();
         let active = st.active;
@@ -185,8 +199,15 @@ fn close_the_open_segment(sh: &Shared) {
         st.active = active.next();
         wanted
     };
+    if !wait {
+        return;
+    }
     let deadline = Instant::now() + Duration::from_secs(5);
-    while sh.state.lock().checkpoint_written < wanted && Instant::now() < deadline {
+    // (Not past a stop: the journal is shutting down.)
+    while sh.state.lock().checkpoint_written < wanted
+        && Instant::now() < deadline
+        && !sh.compact.lock().stop
+    {
         std::thread::sleep(Duration::from_millis(50));
     }
 }

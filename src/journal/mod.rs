@@ -384,7 +384,7 @@ impl Journal {
         // A clean stop leaves the journal within its retention.
         let due = retention::due(&self.shared.state.lock(), &self.shared.opts.keep, None);
         if due {
-            if let Err(e) = compact::compact(&self.shared, self.shared.opts.keep) {
+            if let Err(e) = compact::compact_at_stop(&self.shared, self.shared.opts.keep) {
                 tracing::warn!("old history could not be compacted: {e}");
             }
         }
@@ -405,8 +405,10 @@ impl Drop for Journal {
 fn journal_dir(state: &Dir) -> io::Result<Dir> {
     let name = std::ffi::OsStr::new("journal");
     match state.mkdir(name) {
+        // Its name durable before any segment in it is.
+        Ok(()) => state.sync()?,
         Err(e) if e.raw_os_error() != Some(libc::EEXIST) => return Err(e),
-        _ => {}
+        Err(_) => {}
     }
     let dir = state.open_dir(name)?;
     if dir.stat(None)?.perm & 0o077 != 0 {

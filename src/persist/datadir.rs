@@ -189,11 +189,17 @@ pub fn open_state_dir(path: &Path) -> io::Result<OwnedFd> {
 
 fn make_private_dir(path: &Path) -> io::Result<()> {
     use std::os::unix::fs::DirBuilderExt;
+    let existed = path.is_dir();
     match std::fs::DirBuilder::new()
         .recursive(true)
         .mode(fsops::DIR_MODE)
         .create(path)
     {
+        // A new data dir's name durable, with what memfs makes durable in it.
+        Ok(()) if !existed => {
+            let parent = path.parent().filter(|p| !p.as_os_str().is_empty());
+            std::fs::File::open(parent.unwrap_or(Path::new(".")))?.sync_all()
+        }
         Ok(()) => Ok(()),
         Err(e) if e.kind() == io::ErrorKind::AlreadyExists && path.is_dir() => Ok(()),
         Err(e) => Err(e),
@@ -204,7 +210,9 @@ fn make_private_dir(path: &Path) -> io::Result<()> {
 /// a symlink; with `private`, one that others could enter is tightened to 0700.
 fn subdir(top: &OwnedFd, name: &str, private: bool) -> io::Result<OwnedFd> {
     match rfs::mkdirat(top, name, Mode::from_raw_mode(fsops::DIR_MODE)) {
-        Ok(()) | Err(rustix::io::Errno::EXIST) => {}
+        // Its name durable, with what memfs later makes durable inside it.
+        Ok(()) => rfs::fsync(top)?,
+        Err(rustix::io::Errno::EXIST) => {}
         Err(e) => return Err(e.into()),
     }
     let dir = open_dir_fd(top, name)?;
@@ -226,11 +234,13 @@ fn open_dir_fd(parent: &OwnedFd, name: &str) -> io::Result<OwnedFd> {
 }
 
 /// Makes (or finds) directory `name` in `top` and opens it, refusing a
-/// symlink.
+/// symlink. Its name is made durable (`top` synced) when it is made: what
+/// memfs later makes durable inside it would otherwise be lost with it.
 fn stored_dir(top: &Dir, name: &str) -> io::Result<Dir> {
     match top.mkdir(std::ffi::OsStr::new(name)) {
+        Ok(()) => top.sync()?,
         Err(e) if e.raw_os_error() != Some(libc::EEXIST) => return Err(e),
-        _ => {}
+        Err(_) => {}
     }
     fsops::open_dir(top.as_ref(), name)
 }

@@ -180,8 +180,10 @@ impl Model {
                         (false, format!("The memory file has been edited. Here is the snippet showing the change (with line numbers):\n{snippet}"))
                     }
                     _ => {
-                        let ls: Vec<String> = hits.iter().map(|&i| (t[..i].matches('\n').count() + 1).to_string()).collect();
-                        (true, format!("No replacement was performed. Multiple occurrences of old_str `{old}` in lines: {}. Please ensure it is unique", ls.join(", ")))
+                        // The first ten occurrences' lines, and whether there are more.
+                        let ls: Vec<String> = hits.iter().take(10).map(|&i| (t[..i].matches('\n').count() + 1).to_string()).collect();
+                        let more = if hits.len() > 10 { ", and more" } else { "" };
+                        (true, format!("No replacement was performed. Multiple occurrences of old_str `{old}` in lines: {}{more}. Please ensure it is unique", ls.join(", ")))
                     }
                 }
             }
