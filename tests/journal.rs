@@ -759,3 +759,98 @@ fn a_cursor_reads_only_new_rows_and_all_of_them_after_a_rewrite() {
     let after = history.rows_after(&mut cursor).unwrap();
     assert_eq!((ids(&after), after.1), (vec![], false));
 }
+
+/// A path the checkpoint cannot write holds back nothing else (issue 39:
+/// after a symlink was planted where memfs then made a directory, every
+/// later pass failed at that one file, no other change reached the plain
+/// files, and the journal was never compacted). Now `memfs checkpoint`
+/// names it and exits 1, every other change reaches the plain files,
+/// compaction goes on, nothing is written through the symlink, a restart
+/// keeps the acknowledged file, and once the symlink is gone the file is
+/// written.
+#[test]
+fn one_path_the_checkpoint_cannot_write_holds_back_nothing_else() {
+    let dir = tempfile::tempdir().unwrap();
+    let d = dir.path().join("data");
+    let outside = dir.path().join("outside");
+    fs::create_dir(&outside).unwrap();
+    let keep = ["--history-keep", "4K"];
+    let mut s = Server::start(&d, &keep);
+    let call = |s: &mut Server, input: Value| {
+        let v = s.call(&input.to_string());
+        assert_eq!(v["is_error"], false, "{input}: {v}");
+    };
+    call(
+        &mut s,
+        json!({"command": "create", "path": "/memories/first.md", "file_text": "one\n"}),
+    );
+    // A person (or a program) plants a symlink where memfs knows nothing.
+    std::os::unix::fs::symlink(&outside, d.join("memories/x")).unwrap();
+    call(
+        &mut s,
+        json!({"command": "create", "path": "/memories/x/f.md", "file_text": "the plan\n"}),
+    );
+    let text = format!("0 {}\n", "y".repeat(300));
+    call(
+        &mut s,
+        json!({"command": "create", "path": "/memories/later.md", "file_text": text}),
+    );
+    for i in 1..30 {
+        let (old, new) = (format!("{} y", i - 1), format!("{i} y"));
+        call(
+            &mut s,
+            json!({"command": "str_replace", "path": "/memories/later.md", "old_str": old, "new_str": new}),
+        );
+    }
+    let (code, _, err) = run(&d, &["checkpoint"]);
+    assert_eq!(code, 1, "{err}");
+    assert!(err.contains("/memories/x"), "{err}");
+    assert!(
+        !err.contains(&*dir.path().to_string_lossy()),
+        "a host path in: {err}"
+    );
+    // Every other change is in the plain files; nothing went through the symlink.
+    assert!(fs::read_to_string(d.join("memories/later.md"))
+        .unwrap()
+        .starts_with("29 "));
+    assert_eq!(fs::read_dir(&outside).unwrap().count(), 0);
+    assert!(s.finish().success());
+    // The history was compacted all the same (at the latest as memfs
+    // stopped: a clean stop leaves it within its retention).
+    let rows = log(&d);
+    let prunes = rows.iter().filter(|r| r["op"] == "prune").count();
+    assert!(prunes > 0, "never compacted: {} rows", rows.len());
+    // A restart with the symlink still there: the acknowledged file stands,
+    // and the journal decides the path (memfs' directory takes the
+    // symlink's place; what it pointed at is untouched).
+    let (code, v) = exec(&d, r#"{"command":"view","path":"/memories/x/f.md"}"#);
+    assert_eq!(code, 0, "{v}");
+    assert!(content(&v).contains("the plan"), "{v}");
+    assert_eq!(
+        fs::read_to_string(d.join("memories/x/f.md")).unwrap(),
+        "the plan\n"
+    );
+    assert_eq!(fs::read_dir(&outside).unwrap().count(), 0);
+    // While memfs runs: a path stuck, then free (the symlink goes), and
+    // the next checkpoint writes it.
+    let mut s = Server::start(&d, &keep);
+    // (Once it has loaded the plain files: it knows nothing of y.)
+    call(&mut s, json!({"command": "view", "path": "/memories"}));
+    std::os::unix::fs::symlink(&outside, d.join("memories/y")).unwrap();
+    call(
+        &mut s,
+        json!({"command": "create", "path": "/memories/y/g.md", "file_text": "more\n"}),
+    );
+    let (code, _, err) = run(&d, &["checkpoint"]);
+    assert_eq!(code, 1, "{err}");
+    assert!(err.contains("/memories/y/g.md"), "{err}");
+    fs::remove_file(d.join("memories/y")).unwrap();
+    let (code, _, err) = run(&d, &["checkpoint"]);
+    assert_eq!(code, 0, "{err}");
+    assert_eq!(
+        fs::read_to_string(d.join("memories/y/g.md")).unwrap(),
+        "more\n"
+    );
+    assert_eq!(fs::read_dir(&outside).unwrap().count(), 0);
+    assert!(s.finish().success());
+}

@@ -24,6 +24,7 @@ use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 pub use super::handoff::Msg;
+use super::stuck::Stuck;
 use super::writer::Shared;
 use crate::error::DiskError;
 use crate::path::MemPath;
@@ -49,23 +50,41 @@ impl Files {
 /// Past this many files and directories to flush, one `syncfs` instead.
 const MAX_SYNCS: usize = 1024;
 
-/// Long because it is the checkpointer's one loop (wait, take messages,
-/// apply held batches, back off, answer waiters), whose held, since, retry
-/// and failing state carries across turns.
+/// What the checkpointer carries from one turn of its loop to the next.
+struct Turns {
+    held: Vec<(u64, Vec<Change>)>,
+    held_bytes: u64,
+    /// When the first batch held came (or the last failed pass).
+    since: Option<Instant>,
+    retry: Duration,
+    failing: bool,
+    progress: Progress,
+    stuck: Stuck,
+    /// When the stuck paths are tried again with no batch to carry them.
+    repair_at: Option<Instant>,
+    repair_every: Duration,
+}
+
+/// The checkpointer's thread: waits for batches (and a moment more), brings
+/// the plain files up to date with all it holds at once, backs off when
+/// the disk refuses, and answers those who asked to be told.
 pub fn run(files: Files, rx: Receiver<Msg>, journal: Arc<Shared>, delay: Duration) {
-    let mut held: Vec<(u64, Vec<Change>)> = Vec::new();
-    let mut held_bytes = 0u64;
-    let mut since: Option<Instant> = None;
-    let mut retry = Duration::from_millis(100);
-    let mut failing = false;
-    let mut progress = Progress::default();
+    let mut t = Turns {
+        held: Vec::new(),
+        held_bytes: 0,
+        since: None,
+        retry: Duration::from_millis(100),
+        failing: false,
+        progress: Progress::default(),
+        stuck: Stuck::from_paths(&journal.stuck.lock()),
+        repair_at: None,
+        repair_every: REPAIR_FIRST,
+    };
+    if !t.stuck.is_empty() {
+        t.repair_at = Some(Instant::now());
+    }
     loop {
-        let wait = match since {
-            None => None,
-            Some(t) if failing => Some(retry.saturating_sub(t.elapsed())),
-            Some(t) => Some(delay.saturating_sub(t.elapsed())),
-        };
-        let msg = match wait {
+        let msg = match next_wait(&t, delay) {
             None => rx.recv().map_err(|_| RecvTimeoutError::Disconnected),
             // Its time has come: under a steady stream of batches, never
             // wait for one more.
@@ -80,73 +99,184 @@ pub fn run(files: Files, rx: Receiver<Msg>, journal: Arc<Shared>, delay: Duratio
                 changes,
                 plain,
             }) => {
-                held.push((batch, changes));
-                held_bytes += plain;
-                since.get_or_insert_with(Instant::now);
+                t.held.push((batch, changes));
+                t.held_bytes += plain;
+                t.since.get_or_insert_with(Instant::now);
                 // Drain what else is there, then wait out the delay.
                 continue;
             }
-            Ok(Msg::Flush(tx)) => answers.push(tx),
-            Ok(Msg::Stop(tx)) => {
-                answers.push(tx);
-                stop = true;
-            }
+            Ok(msg) => take(msg, &mut t, &mut answers, &mut stop),
             Err(RecvTimeoutError::Timeout) => {}
             Err(RecvTimeoutError::Disconnected) => stop = true,
         }
         // Take in whatever else arrived, so one pass covers it.
         while let Ok(msg) = rx.try_recv() {
-            match msg {
-                Msg::Batch {
-                    batch,
-                    changes,
-                    plain,
-                } => {
-                    held.push((batch, changes));
-                    held_bytes += plain;
-                }
-                Msg::Flush(tx) => answers.push(tx),
-                Msg::Stop(tx) => {
-                    stop = true;
-                    answers.push(tx);
-                }
-            }
+            take(msg, &mut t, &mut answers, &mut stop);
         }
-        if !held.is_empty() {
-            match apply(&files, &held, &mut progress, Wait::OwnData) {
-                Ok(()) => {
-                    let last = held.last().map_or(0, |(b, _)| *b);
-                    journal.checkpointed.fetch_max(last, Ordering::AcqRel);
-                    journal.unwritten.fetch_sub(held_bytes, Ordering::AcqRel);
-                    held_bytes = 0;
-                    held.clear();
-                    progress = Progress::default();
-                    since = None;
-                    if failing {
-                        tracing::info!("the plain files are current again");
-                    }
-                    failing = false;
-                    retry = Duration::from_millis(100);
-                }
-                Err(e) => {
-                    if !failing {
-                        tracing::warn!(
-                            "the plain files could not be brought up to date ({e}); the journal holds every change, and memfs tries again"
-                        );
-                    }
-                    failing = true;
-                    since = Some(Instant::now());
-                    retry = (retry * 2).min(Duration::from_secs(2));
-                }
-            }
+        let repair_due = t.repair_at.is_some_and(|at| at <= Instant::now());
+        if !t.held.is_empty() || repair_due || (!t.stuck.is_empty() && !answers.is_empty()) {
+            pass(&files, &journal, &mut t);
         }
         for tx in answers {
-            let _ = tx.send(!failing);
+            let _ = tx.send(!t.failing);
         }
         if stop {
             return;
         }
     }
+}
+
+/// How long to wait for a message before a pass is due (`None`: none is).
+fn next_wait(t: &Turns, delay: Duration) -> Option<Duration> {
+    let due = [
+        t.since.map(|s| s + if t.failing { t.retry } else { delay }),
+        t.repair_at,
+    ];
+    due.into_iter()
+        .flatten()
+        .min()
+        .map(|at| at.saturating_duration_since(Instant::now()))
+}
+
+/// How soon stuck paths are first tried again, and at most how seldom.
+const REPAIR_FIRST: Duration = Duration::from_secs(1);
+const REPAIR_LAST: Duration = Duration::from_secs(30);
+
+/// Takes one message that is not a batch's.
+fn take(msg: Msg, t: &mut Turns, answers: &mut Vec<SyncSender<bool>>, stop: &mut bool) {
+    match msg {
+        Msg::Batch {
+            batch,
+            changes,
+            plain,
+        } => {
+            t.held.push((batch, changes));
+            t.held_bytes += plain;
+        }
+        Msg::Flush(tx) => answers.push(tx),
+        Msg::Stop(tx) => {
+            *stop = true;
+            answers.push(tx);
+        }
+    }
+}
+
+/// One pass: the stuck paths tried again, then every batch held applied;
+/// says how far it got (with the paths it left behind), or backs off.
+fn pass(files: &Files, journal: &Shared, t: &mut Turns) {
+    let was_stuck = t.stuck.clone();
+    let done = repair(files, journal, &mut t.stuck).and_then(|()| match t.held.is_empty() {
+        true => Ok(()),
+        false => apply(files, &t.held, &mut t.progress, Wait::OwnData, &mut t.stuck),
+    });
+    match done {
+        Ok(()) => {
+            let last = t.held.last().map(|(b, _)| *b);
+            {
+                // The stuck paths first, under their lock, then the batch
+                // they go with: a frame reads both under it.
+                let mut stuck = journal.stuck.lock();
+                *stuck = t.stuck.list();
+                *journal.stuck_reasons.lock() = t
+                    .stuck
+                    .reasons()
+                    .map(|(p, why)| format!("{p} ({why})"))
+                    .collect();
+                if let Some(last) = last {
+                    journal.checkpointed.fetch_max(last, Ordering::AcqRel);
+                }
+            }
+            say_what_changed(&was_stuck, &t.stuck);
+            journal.unwritten.fetch_sub(t.held_bytes, Ordering::AcqRel);
+            t.held_bytes = 0;
+            t.held.clear();
+            t.progress = Progress::default();
+            t.since = None;
+            if t.failing {
+                tracing::info!("the plain files are current again");
+            }
+            t.failing = false;
+            t.retry = Duration::from_millis(100);
+            match t.stuck.is_empty() {
+                true => {
+                    t.repair_at = None;
+                    t.repair_every = REPAIR_FIRST;
+                }
+                false => {
+                    t.repair_at = Some(Instant::now() + t.repair_every);
+                    t.repair_every = (t.repair_every * 2).min(REPAIR_LAST);
+                }
+            }
+        }
+        Err(e) => {
+            if !t.failing {
+                tracing::warn!(
+                    "the plain files could not be brought up to date ({e}); the journal holds every change, and memfs tries again"
+                );
+            }
+            t.failing = true;
+            t.since = Some(Instant::now());
+            t.retry = (t.retry * 2).min(Duration::from_secs(2));
+        }
+    }
+}
+
+/// Logs the paths that got stuck and those that came free.
+fn say_what_changed(was: &Stuck, now: &Stuck) {
+    for (path, why) in now.reasons() {
+        if !was.holds(path) {
+            tracing::warn!(
+                "the plain file {path} cannot be written ({why}); the journal keeps it, nothing else waits for it, and memfs tries again"
+            );
+        }
+    }
+    for (path, _) in was.reasons() {
+        if !now.holds(path) {
+            tracing::info!("the plain file {path} is current again");
+        }
+    }
+}
+
+/// Brings the stuck paths to what the journal says now (see `stuck.rs`);
+/// those still refused stay stuck. Not while a frame waits for its flush
+/// (the plain files are never ahead of what the journal holds).
+fn repair(files: &Files, journal: &Shared, stuck: &mut Stuck) -> io::Result<()> {
+    if stuck.is_empty() {
+        return Ok(());
+    }
+    let (tree, _) = crate::persist::load::load(&files.memories)?;
+    let ops = {
+        let st = journal.state.lock();
+        if st.deferred.is_some() {
+            return Ok(());
+        }
+        let content = |st: &super::state::State, sha: &crate::digest::Sha| {
+            super::history::content_of(&journal.dir, st, sha)
+                .ok()
+                .flatten()
+        };
+        super::startup::repair_ops(&st, &stuck.paths(), &tree, &content)
+    };
+    let change = Change {
+        seq: 0,
+        origin: crate::store::Origin::Memfs,
+        ops,
+        touched: Vec::new(),
+        undo: None,
+        overwrites: Vec::new(),
+        seen: 0,
+        foreign: None,
+    };
+    let mut again = Stuck::default();
+    apply(
+        files,
+        &[(0, vec![change])],
+        &mut Progress::default(),
+        Wait::OwnData,
+        &mut again,
+    )?;
+    *stuck = again;
+    Ok(())
 }
 
 /// How far a pass that failed got: ops done are not done again.
@@ -223,6 +353,7 @@ fn apply(
     held: &[(u64, Vec<Change>)],
     progress: &mut Progress,
     wait: Wait,
+    stuck: &mut Stuck,
 ) -> io::Result<()> {
     let ops: Vec<(u64, &ChangeOp)> = held
         .iter()
@@ -236,28 +367,27 @@ fn apply(
     let staged = stage_in_bulk(files, &ops, &skip, progress.done, wait)?;
     let mut times: BTreeMap<MemPath, Meta> = BTreeMap::new();
     for (i, (batch, op)) in ops.iter().enumerate().skip(progress.done) {
-        match (skip[i], op) {
-            (Skip::No, _) => {
-                let stage = format!("{batch}-{i}");
-                let done = apply_op(files, op, &stage, staged.contains(&i), progress, &mut times)
-                    .map_err(|e| io::Error::new(e.kind(), format!("{}: {e}", doing(op))));
-                if let Err(e) = done {
-                    // What was staged and not placed goes (staged again next time).
-                    unstage(files, &ops, staged.iter().filter(|&&j| j >= i));
-                    return Err(e);
-                }
+        if stuck.blocks(op) {
+            // It waits for a stuck path, and is part of its repair.
+            stuck.add(op, "it waits for a path the plain files refused");
+            unstage(files, &ops, staged.get(&i).into_iter());
+            progress.done = i + 1;
+            continue;
+        }
+        let stage = format!("{batch}-{i}");
+        let step = Step {
+            op,
+            skip: skip[i],
+            stage: &stage,
+            staged: staged.contains(&i),
+        };
+        if let Err((e, doing)) = apply_step(files, &step, progress, &mut times) {
+            if super::stuck::disk_wide(&e) {
+                // What was staged and not placed goes (staged again next time).
+                unstage(files, &ops, staged.iter().filter(|&&j| j >= i));
+                return Err(io::Error::new(e.kind(), format!("{doing}: {e}")));
             }
-            // A write skipped (superseded, or its file removed later) still
-            // made its directories in memory: they are made here too, so
-            // that the ops after it (a rename out of such a directory, say)
-            // find them.
-            (_, ChangeOp::Write { path, .. }) if path.parent().is_some_and(|p| !p.is_root()) => {
-                let made = fsops::open_parent(&files.memories, path, true)
-                    .map_err(|e| io::Error::new(e.kind(), format!("making a directory: {e}")))?;
-                drop(made);
-                progress.sync.with_ancestors(path);
-            }
-            _ => {}
+            stuck.add(op, &format!("{doing}: {}", crate::units::describe_io(&e)));
         }
         progress.done = i + 1;
     }
@@ -266,11 +396,44 @@ fn apply(
         let _ = fsops::open_parent(&files.memories, path, false)
             .and_then(|parent| fsops::set_times(&files.memories, &parent, path, meta));
     }
-    flush(files, &progress.sync)?;
+    flush(files, &progress.sync, stuck)?;
     for name in std::mem::take(&mut progress.trash) {
         let _ = fsops::remove_tree(&files.trash, &name);
     }
     Ok(())
+}
+
+/// One op of a pass, as the pass found it.
+struct Step<'a> {
+    op: &'a ChangeOp,
+    skip: Skip,
+    /// Its name in `.memfs/tmp` (for a write).
+    stage: &'a str,
+    /// Its content is staged there already (a bulk pass).
+    staged: bool,
+}
+
+/// Applies one op of a pass (or, for a write skipped, makes its
+/// directories); an error comes with what it was doing.
+fn apply_step(
+    files: &Files,
+    step: &Step<'_>,
+    progress: &mut Progress,
+    times: &mut BTreeMap<MemPath, Meta>,
+) -> Result<(), (io::Error, &'static str)> {
+    match (step.skip, step.op) {
+        (Skip::No, op) => apply_op(files, op, step.stage, step.staged, progress, times)
+            .map_err(|e| (e, doing(op))),
+        // A write skipped (superseded, or its file removed later) still
+        // made its directories in memory: they are made here too, so that
+        // the ops after it (a rename out of such a directory, say) find them.
+        (_, ChangeOp::Write { path, .. }) if path.parent().is_some_and(|p| !p.is_root()) => {
+            fsops::open_parent(&files.memories, path, true)
+                .map(|_| progress.sync.with_ancestors(path))
+                .map_err(|e| (e, "making a directory"))
+        }
+        _ => Ok(()),
+    }
 }
 
 /// A pass writing more files than this stages them all first, with the
@@ -622,16 +785,17 @@ fn renamed(
 
 /// Flushes what a pass changed: each file's data, each directory's entries
 /// and each node's attributes (or, past `MAX_SYNCS`, the whole file system).
-fn flush(files: &Files, sync: &SyncSet) -> io::Result<()> {
+fn flush(files: &Files, sync: &SyncSet, stuck: &Stuck) -> io::Result<()> {
     let flushing =
         |e: io::Error| io::Error::new(e.kind(), format!("flushing to stable storage: {e}"));
     if sync.files.len() + sync.nodes.len() > MAX_SYNCS {
         return fsops::sync_filesystem(files.memories.as_ref()).map_err(flushing);
     }
-    for path in &sync.files {
+    // (Not a stuck path's: what is there on disk is not memfs'.)
+    for path in sync.files.iter().filter(|p| !stuck.holds(p)) {
         fsops::sync_node(&files.memories, path, true).map_err(flushing)?;
     }
-    for path in &sync.nodes {
+    for path in sync.nodes.iter().filter(|p| !stuck.holds(p)) {
         fsops::sync_node(&files.memories, path, false).map_err(flushing)?;
     }
     Ok(())
@@ -654,6 +818,21 @@ pub fn apply_now(files: &Files, ops: Vec<ChangeOp>) -> Result<(), DiskError> {
         foreign: None,
     };
     let mut progress = Progress::default();
-    apply(files, &[(0, vec![change])], &mut progress, Wait::WholeDisk)
-        .map_err(|e| DiskError::new("bringing the plain files up to date", e))
+    let mut stuck = Stuck::default();
+    apply(
+        files,
+        &[(0, vec![change])],
+        &mut progress,
+        Wait::WholeDisk,
+        &mut stuck,
+    )
+    .map_err(|e| DiskError::new("bringing the plain files up to date", e))?;
+    match stuck.is_empty() {
+        true => Ok(()),
+        // Not all of them: the checkpointer takes them over.
+        false => Err(DiskError::new(
+            "bringing the plain files up to date",
+            io::Error::other(format!("{} path(s) refused", stuck.list().len())),
+        )),
+    }
 }

@@ -87,7 +87,7 @@ pub(super) fn compact_at_stop(sh: &Shared, keep: Keep) -> io::Result<Option<Stri
 /// install), all three sharing the range and limits.
 fn compact_closed(sh: &Shared, keep: Keep) -> io::Result<Option<String>> {
     // Which segments: from the first, those the plain files hold all of.
-    let (range, limits, later, origin, prune_id) = {
+    let (range, limits, later, origin, prune_id, stuck) = {
         let mut st = sh.state.lock();
         let checkpoint = st.checkpoint_written;
         let active = st.active;
@@ -122,10 +122,22 @@ fn compact_closed(sh: &Shared, keep: Keep) -> io::Result<Option<String>> {
         st.named_meanwhile = Some(HashSet::new());
         let prune_id = st.ids.next_version;
         st.ids.next_version += 1;
-        (range, limits, later, st.origin.clone(), prune_id)
+        let stuck = stuck_contents(&st, &st.stuck_written)
+            .into_iter()
+            .chain(stuck_contents(&st, &sh.stuck.lock()))
+            .collect::<HashSet<Sha>>();
+        (range, limits, later, st.origin.clone(), prune_id, stuck)
     };
     tracing::debug!("compacting segments {range:?}");
-    let outcome = build(sh, keep, &range, &limits, &later, &origin, prune_id);
+    let place = Range {
+        range: &range,
+        limits: &limits,
+        later: &later,
+        origin: &origin,
+        prune_id,
+        stuck: &stuck,
+    };
+    let outcome = build(sh, keep, &place);
     // Held here in tests, for a frame to name a content meanwhile.
     fail::fail_point!("journal::compact-built");
     // The contents named meanwhile are taken, checked and the compaction
@@ -136,7 +148,13 @@ fn compact_closed(sh: &Shared, keep: Keep) -> io::Result<Option<String>> {
     let Some(built) = outcome? else {
         return Ok(None);
     };
-    if built.dropped.iter().any(|s| named.contains(s)) {
+    // A path the checkpoint got stuck on since: its content stays too.
+    let stuck_now = stuck_contents(&st, &sh.stuck.lock());
+    if built
+        .dropped
+        .iter()
+        .any(|s| named.contains(s) || stuck_now.contains(s))
+    {
         tracing::debug!("a compaction gave way to a frame that names what it would drop");
         // A new frame named a content this would drop: another time.
         let _ = sh.dir.unlink(OsStr::new(&built.tmp), false);
@@ -224,21 +242,50 @@ struct Built {
 /// Reads the segments in `range`, decides which rows and contents stay
 /// (see the module's text), and writes the compacted segment under a
 /// temporary name; `None` when nothing would change.
-fn build(
-    sh: &Shared,
-    keep: Keep,
-    range: &[u64],
-    limits: &HashMap<u64, u64>,
-    later: &[(u64, u64)],
-    origin: &str,
+/// What a compaction covers, chosen under the journal state's lock.
+struct Range<'a> {
+    range: &'a [u64],
+    limits: &'a HashMap<u64, u64>,
+    /// The segments after it, with their sizes.
+    later: &'a [(u64, u64)],
+    origin: &'a str,
     prune_id: u64,
-) -> io::Result<Option<Built>> {
+    /// The contents of paths the plain files are stuck behind on: kept.
+    stuck: &'a HashSet<Sha>,
+}
+
+/// The contents of the files at or below the paths `stuck` (which the
+/// plain files do not hold, so the journal must).
+fn stuck_contents(st: &super::state::State, stuck: &[String]) -> HashSet<Sha> {
+    let mut out = HashSet::new();
+    for p in stuck.iter().filter_map(|p| MemPath::parse(p).ok()) {
+        let key = super::view::key(&p);
+        let below = format!("{key}\0");
+        for (k, n) in st.view.iter() {
+            if p.is_root() || k == key || k.starts_with(&below) {
+                out.extend(n.file().map(|f| f.0));
+            }
+        }
+    }
+    out
+}
+
+fn build(sh: &Shared, keep: Keep, place: &Range<'_>) -> io::Result<Option<Built>> {
+    let Range {
+        range,
+        limits,
+        later,
+        origin,
+        prune_id,
+        stuck,
+    } = *place;
     let dir = &sh.dir;
     let (reading, rows) = read_range(dir, range, limits, origin)?;
     let batch = reading.state.next_batch.saturating_sub(1);
     let view = &reading.state.view;
     let contents = &reading.state.contents;
-    let (must_keep, later_bytes) = needed_later(dir, later)?;
+    let (mut must_keep, later_bytes) = needed_later(dir, later)?;
+    must_keep.extend(stuck.iter().copied());
     // Which rows stay.
     let current: HashSet<u64> = view
         .iter()
@@ -262,6 +309,7 @@ fn build(
     let nodes = snapshot_nodes(view, &kept);
     let mut snapshot = snapshot_header(range, origin, batch, reading.state.follow, nodes);
     (snapshot.own, snapshot.own_since) = reading.state.own_record();
+    snapshot.stuck = reading.stuck.clone();
     let mut out = frame::encode(&serde_json::to_vec(&snapshot).expect("serializes"), &[]);
     let state_bytes = out.len() as u64;
     let chunks = chunk_contents(&keep_content, contents);

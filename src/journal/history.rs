@@ -282,7 +282,17 @@ impl History {
     /// and waits until they are on disk.
     pub fn checkpoint(&self) -> Result<(), Refusal> {
         match self.shared.checkpoint_now(std::time::Duration::from_secs(60)) {
-            Some(true) => Ok(()),
+            Some(true) => {
+                let stuck = self.shared.stuck_reasons.lock().clone();
+                if stuck.is_empty() {
+                    return Ok(());
+                }
+                refuse(format!(
+                    "the plain files are current but for {} path(s) memfs cannot write there; the journal keeps them, nothing else waits for them, and memfs tries again: {}",
+                    stuck.len(),
+                    stuck.join("; ")
+                ))
+            }
             Some(false) => refuse(
                 "the plain files could not be brought up to date (the disk refused; memfs tries again, and the journal holds every change)",
             ),

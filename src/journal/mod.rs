@@ -35,6 +35,7 @@ mod segment;
 mod sharing;
 mod startup;
 mod state;
+mod stuck;
 mod upstream;
 mod versions;
 mod view;

@@ -30,6 +30,12 @@ pub struct Header {
     /// The plain files were current, and durable, through this batch.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub checkpoint: Option<u64>,
+    /// With `checkpoint` (or a snapshot): the paths, with all below them,
+    /// the plain files were NOT brought up to date for (the checkpoint
+    /// could not write them: see `checkpoint::Stuck`). The whole set each
+    /// time (none when empty): at start the journal decides them.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub stuck: Vec<String>,
     /// A shared store's versions this journal holds every one of, through
     /// this one (its own and other hosts'): where following resumes.
     #[serde(default, skip_serializing_if = "Option::is_none")]

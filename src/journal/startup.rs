@@ -51,6 +51,16 @@ impl Tail {
             .any(|(i, _)| self.subtrees.contains(&k[..i]))
     }
 
+    /// The journal decides `path`, all below it and what holds it (a path
+    /// the checkpoint got stuck on).
+    pub fn decide(&mut self, path: &MemPath) {
+        let k = view::key(path);
+        for (i, _) in k.match_indices('\0') {
+            self.exact.insert(k[..i].to_string());
+        }
+        self.subtrees.insert(k);
+    }
+
     fn touch(&mut self, op: &ChangeOp) {
         let above = |tail: &mut Tail, p: &MemPath| {
             let k = view::key(p);
@@ -119,6 +129,7 @@ fn empty_state(origin: String) -> State {
         own_since: None,
         deferred: None,
         named_meanwhile: None,
+        stuck_written: Vec::new(),
     }
 }
 
@@ -147,6 +158,8 @@ pub fn new_state() -> State {
 pub(super) struct Reading {
     pub state: State,
     pub checkpoint: u64,
+    /// The stuck paths of the last checkpoint read.
+    pub stuck: Vec<String>,
     pub pending: Vec<(u64, Vec<ChangeOp>)>,
     pub rows: Option<Vec<Row>>,
 }
@@ -156,6 +169,7 @@ impl Reading {
         Reading {
             state: empty_state(origin),
             checkpoint: 0,
+            stuck: Vec::new(),
             pending: Vec::new(),
             rows: None,
         }
@@ -262,6 +276,9 @@ impl Reading {
         if !touched.is_empty() {
             self.pending.push((batch, touched));
         }
+        if h.checkpoint.is_some() || h.snapshot.is_some() {
+            self.stuck = h.stuck.clone();
+        }
         if let Some(c) = h.checkpoint {
             self.checkpoint = self.checkpoint.max(c);
             let c = self.checkpoint;
@@ -336,6 +353,7 @@ pub fn read(dir: &Dir, write: bool) -> io::Result<Option<Loaded>> {
     }
     let mut state = reading.state;
     state.checkpoint_written = reading.checkpoint;
+    state.stuck_written = reading.stuck.clone();
     match last_end {
         Some((n, ending)) => {
             state.active = Active {
@@ -374,6 +392,10 @@ pub fn read(dir: &Dir, write: bool) -> io::Result<Option<Loaded>> {
         for op in ops {
             tail.touch(op);
         }
+    }
+    // Paths the plain files were left behind on: the journal decides them.
+    for p in reading.stuck.iter().filter_map(|p| MemPath::parse(p).ok()) {
+        tail.decide(&p);
     }
     Ok(Some(Loaded {
         state,
@@ -448,6 +470,26 @@ fn disk_nodes(tree: &Tree) -> BTreeMap<String, DiskNode> {
         }
     }
     out
+}
+
+/// The ops that make the plain files `tree` (as loaded) hold what the
+/// journal's view in `state` says at and below each of `paths` (a path the
+/// checkpoint got stuck on: see `checkpoint::Stuck`). A content the journal
+/// no longer holds is taken from wherever the plain files hold it.
+pub fn repair_ops(
+    state: &State,
+    paths: &[MemPath],
+    tree: &Tree,
+    content: &dyn Fn(&State, &Sha) -> Option<Vec<u8>>,
+) -> Vec<ChangeOp> {
+    let mut tail = Tail::default();
+    for p in paths {
+        tail.decide(p);
+    }
+    let disk = disk_nodes(tree);
+    let mut keys: BTreeSet<String> = disk.keys().cloned().collect();
+    keys.extend(state.view.iter().map(|(k, _)| k.to_string()));
+    replay_tail(state, &tail, &disk, &keys, content)
 }
 
 /// Squares `tree` (the plain files as loaded) with the journal's view in

@@ -93,6 +93,8 @@ pub struct State {
     /// this state's lock only, so that no frame can name a content between
     /// the compaction's check and its install.
     pub named_meanwhile: Option<std::collections::HashSet<crate::digest::Sha>>,
+    /// The stuck paths the last checkpoint written says (`Header::stuck`).
+    pub stuck_written: Vec<String>,
 }
 
 impl State {

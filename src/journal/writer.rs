@@ -107,6 +107,12 @@ pub(super) struct Shared {
     /// The newest batch the checkpointer made the plain files current
     /// (and durable) through.
     pub checkpointed: AtomicU64,
+    /// The paths the checkpointer could not bring up to date (see
+    /// `checkpoint::Stuck`), as of `checkpointed`: set under this lock
+    /// before `checkpointed` moves, read under it with `checkpointed`.
+    pub stuck: Mutex<Vec<String>>,
+    /// Each stuck path with why, for reports (set with `stuck`).
+    pub stuck_reasons: Mutex<Vec<String>>,
     /// Bytes of plain files the checkpointer has yet to write.
     pub unwritten: AtomicU64,
     pub changes: AtomicU64,
@@ -172,6 +178,8 @@ impl Shared {
         Shared {
             queue: Mutex::default(),
             wake: Condvar::new(),
+            stuck: Mutex::new(state.stuck_written.clone()),
+            stuck_reasons: Mutex::new(Vec::new()),
             state: Mutex::new(state),
             dir,
             memories,
@@ -319,7 +327,7 @@ impl Shared {
     fn write_checkpoint(&self) {
         let mut st = self.state.lock();
         let known = self.checkpointed.load(Ordering::Acquire);
-        if known <= st.checkpoint_written {
+        if known <= st.checkpoint_written && *self.stuck.lock() == st.stuck_written {
             return;
         }
         let header = Header {
@@ -992,10 +1000,14 @@ impl Shared {
                 prev: st.active.prev,
             });
         }
+        // (Read together: the stuck paths go with the batch they are for.)
+        let stuck = self.stuck.lock();
         let known = self.checkpointed.load(Ordering::Acquire);
-        if known > st.checkpoint_written {
-            header.checkpoint = Some(known);
+        if known > st.checkpoint_written || *stuck != st.stuck_written {
+            header.checkpoint = Some(known.max(st.checkpoint_written));
+            header.stuck = stuck.clone();
         }
+        drop(stuck);
         let head = serde_json::to_vec(&header).expect("a header serializes");
         let bytes = frame::encode(&head, body);
         let body_at = st.active.end + frame::HEAD as u64 + head.len() as u64;
@@ -1056,6 +1068,7 @@ impl Shared {
         st.active.prev = None;
         if let Some(c) = header.checkpoint {
             st.checkpoint_written = c;
+            st.stuck_written = header.stuck.clone();
         }
         let seg = st.segments.entry(number).or_default();
         seg.bytes = st.active.end;

@@ -363,8 +363,11 @@ pub fn sync_node(root: &Dir, path: &MemPath, data_only: bool) -> io::Result<()> 
     }
     let parent = match open_parent(root, path, false) {
         Ok(parent) => parent,
+        // Gone, or something not memfs' in its way (a file where a
+        // directory would be, a symlink): nothing of memfs' to sync.
         Err(e)
-            if e.kind() == io::ErrorKind::NotFound || e.raw_os_error() == Some(libc::ENOTDIR) =>
+            if e.kind() == io::ErrorKind::NotFound
+                || matches!(e.raw_os_error(), Some(libc::ENOTDIR | libc::ELOOP)) =>
         {
             return Ok(())
         }
