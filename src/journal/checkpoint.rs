@@ -257,16 +257,7 @@ fn repair(files: &Files, journal: &Shared, stuck: &mut Stuck) -> io::Result<()> 
         };
         super::startup::repair_ops(&st, &stuck.paths(), &tree, &content)
     };
-    let change = Change {
-        seq: 0,
-        origin: crate::store::Origin::Memfs,
-        ops,
-        touched: Vec::new(),
-        undo: None,
-        overwrites: Vec::new(),
-        seen: 0,
-        foreign: None,
-    };
+    let change = Change::of_memfs(ops);
     let mut again = Stuck::default();
     apply(
         files,
@@ -807,16 +798,7 @@ pub fn apply_now(files: &Files, ops: Vec<ChangeOp>) -> Result<(), DiskError> {
     if ops.is_empty() {
         return Ok(());
     }
-    let change = Change {
-        seq: 0,
-        origin: crate::store::Origin::Memfs,
-        ops,
-        touched: Vec::new(),
-        undo: None,
-        overwrites: Vec::new(),
-        seen: 0,
-        foreign: None,
-    };
+    let change = Change::of_memfs(ops);
     let mut progress = Progress::default();
     let mut stuck = Stuck::default();
     apply(

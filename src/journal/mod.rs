@@ -275,16 +275,7 @@ impl Journal {
             .name("memfs-checkpoint".into())
             .spawn(move || checkpoint::run(ck_files, rx, ck_shared, delay))?;
         if replay_failed {
-            let change = crate::store::Change {
-                seq: 0,
-                origin: crate::store::Origin::Memfs,
-                ops: squared.replayed,
-                touched: Vec::new(),
-                undo: None,
-                overwrites: Vec::new(),
-                seen: 0,
-                foreign: None,
-            };
+            let change = crate::store::Change::of_memfs(squared.replayed);
             shared.hand_over(batch, vec![change]);
         }
         let worker = shared.clone();

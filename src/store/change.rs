@@ -97,6 +97,23 @@ pub struct Change {
     pub foreign: Option<Arc<Foreign>>,
 }
 
+impl Change {
+    /// memfs' own change of `ops` (a replay of the journal into the plain
+    /// files, a repair): no door's, undoing nothing, touching no inode.
+    pub fn of_memfs(ops: Vec<ChangeOp>) -> Change {
+        Change {
+            seq: 0,
+            origin: Origin::Memfs,
+            ops,
+            touched: Vec::new(),
+            undo: None,
+            overwrites: Vec::new(),
+            seen: 0,
+            foreign: None,
+        }
+    }
+}
+
 /// Another host's change as the shared store holds it: its position there
 /// and its record (opaque to the store: the journal knows the format).
 pub struct Foreign {
