@@ -20,6 +20,7 @@ pub fn request_of(cli: &Cli) -> Option<Request> {
             path: path.clone(),
             json: *json,
             all: *all,
+            page: Some(memfs::journal::LogPage::default()),
         },
         Cmd::Show { version } => Request::Show {
             version: version.clone(),
@@ -76,25 +77,40 @@ pub fn run(cli: &Cli, request: Request) -> ExitCode {
             return ExitCode::from(2);
         }
     }
-    let reply = match Memory::open(data, cli.common.options()) {
-        Ok(memory) => {
-            let reply = handle(memory.store(), memory.control(), &request);
-            if !memory.write_out() {
-                memfs::say!("memfs: some changes could not be written to disk");
-                return ExitCode::FAILURE;
-            }
-            reply
-        }
-        Err(OpenError::Busy { .. }) => through_owner(&data.join(".memfs"), &request),
+    let memory = match Memory::open(data, cli.common.options()) {
+        Ok(memory) => Some(memory),
+        Err(OpenError::Busy { .. }) => None,
         Err(e) => {
             memfs::say!("memfs: {e}");
             return ExitCode::from(2);
         }
     };
+    let ask = |request: &Request| match &memory {
+        Some(memory) => handle(memory.store(), memory.control(), request),
+        None => through_owner(&data.join(".memfs"), request),
+    };
+    let mut reply = ask(&request);
     if let (Cmd::Export { git }, 0) = (&cli.command, reply.code) {
         return export(git, &reply.out);
     }
-    print(&reply)
+    // A paged log: each page printed as it comes, the next asked for until
+    // the last (an owner from before pages answers all in one).
+    let mut request = request;
+    while let (Some(next), Request::Log { page, .. }) = (reply.next.take(), &mut request) {
+        if print(&reply) != ExitCode::SUCCESS {
+            return ExitCode::FAILURE;
+        }
+        *page = Some(next);
+        reply = ask(&request);
+    }
+    let code = print(&reply);
+    if let Some(memory) = memory {
+        if !memory.write_out() {
+            memfs::say!("memfs: some changes could not be written to disk");
+            return ExitCode::FAILURE;
+        }
+    }
+    code
 }
 
 fn print(reply: &Reply) -> ExitCode {

@@ -43,6 +43,7 @@ pub fn run(store: &Store, at: &MemPath, idle: Duration, dry_run: bool) -> Result
         code: u8::from(!failed.is_empty()),
         out: out.into_bytes(),
         err: failed.join("\n"),
+        next: None,
     })
 }
 

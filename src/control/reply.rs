@@ -14,6 +14,9 @@ pub struct Reply {
     #[serde(with = "b64")]
     pub out: Vec<u8>,
     pub err: String,
+    /// A paged `log`: where the next page begins (none: the last page).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub next: Option<crate::journal::LogPage>,
 }
 
 mod b64 {
@@ -38,6 +41,7 @@ impl Reply {
             code: 0,
             out: out.into(),
             err: String::new(),
+            next: None,
         }
     }
 
@@ -46,6 +50,7 @@ impl Reply {
             code: 1,
             out: Vec::new(),
             err: err.into(),
+            next: None,
         }
     }
 

@@ -23,6 +23,10 @@ pub enum Request {
         /// Also editor scratch files (swap files, backups) and hidden names.
         #[serde(default)]
         all: bool,
+        /// One page of it, from here (the reply's `next` says where the
+        /// next begins); none: the whole history in one reply (as before).
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        page: Option<crate::journal::LogPage>,
     },
     Show {
         version: String,
@@ -112,6 +116,9 @@ fn path(text: Option<&str>) -> Result<MemPath, Refusal> {
         .map_err(|e| Refusal(format!("invalid path `{}`: {e}", crate::text::clip(text))))
 }
 
+/// Rows in one page of `log`: a page's reply stays near a megabyte.
+const LOG_PAGE: usize = 5000;
+
 /// Runs a request against the memory `store` serves.
 pub fn handle(store: &Arc<Store>, control: &Control, request: &Request) -> Reply {
     if let Request::Clear { door, session } = request {
@@ -135,6 +142,7 @@ fn run(store: &Arc<Store>, history: &History, request: &Request) -> Result<Reply
             path: at,
             json,
             all,
+            page,
         } => {
             let at = path(at.as_deref())?;
             let scratch = crate::tool::Hide::new(
@@ -143,8 +151,12 @@ fn run(store: &Arc<Store>, history: &History, request: &Request) -> Result<Reply
                     .map(|p| p.to_string())
                     .chain([".*".to_string()]),
             );
+            let (rows, next) = match page {
+                Some(page) => history.log_page(&at, page, LOG_PAGE)?,
+                None => (history.log(&at)?, None),
+            };
             let mut out = String::new();
-            for row in history.log(&at)? {
+            for row in rows {
                 let name = row.path.rsplit('/').next().unwrap_or_default();
                 if !*all && row.op != Op::Prune && scratch.hides(name) {
                     continue;
@@ -156,7 +168,10 @@ fn run(store: &Arc<Store>, history: &History, request: &Request) -> Result<Reply
                 }
                 out.push('\n');
             }
-            Ok(Reply::ok(out))
+            Ok(Reply {
+                next,
+                ..Reply::ok(out)
+            })
         }
         Request::Show { version: v } => Ok(Reply::ok(history.content(version(v)?)?.1)),
         Request::Diff {

@@ -22,6 +22,54 @@ pub(super) fn refuse<T>(text: impl Into<String>) -> Result<T, Refusal> {
     Err(Refusal(text.into()))
 }
 
+/// Calls `each` with every row the journal in `dir` holds, in no set order,
+/// keeping none of them (one frame's header at a time).
+fn each_row(dir: &Dir, st: &State, each: &mut dyn FnMut(Row)) -> io::Result<()> {
+    for (&n, seg) in &st.segments {
+        segment::read(dir, n, Some(seg.bytes), false, &mut |frame| {
+            let h = frame.header;
+            h.kept.into_iter().for_each(&mut *each);
+            for change in h.changes {
+                change.rows.into_iter().for_each(&mut *each);
+            }
+            Ok(())
+        })?;
+    }
+    Ok(())
+}
+
+/// Where a page of `log` begins (see [`History::log_page`]): below version
+/// `before` (none: the newest), with the paths followed back through
+/// renames so far (none: only the path asked about).
+#[derive(Debug, Clone, Default, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
+pub struct LogPage {
+    #[serde(default)]
+    pub before: Option<u64>,
+    #[serde(default)]
+    pub tracked: Vec<String>,
+}
+
+/// A row, ordered newest first in a heap of the oldest kept (by id).
+struct ById(Row);
+
+impl PartialEq for ById {
+    fn eq(&self, other: &Self) -> bool {
+        self.0.id() == other.0.id()
+    }
+}
+impl Eq for ById {}
+impl PartialOrd for ById {
+    fn partial_cmp(&self, other: &Self) -> Option<std::cmp::Ordering> {
+        Some(self.cmp(other))
+    }
+}
+impl Ord for ById {
+    /// Reversed: the heap's top is the oldest row, the one to let go.
+    fn cmp(&self, other: &Self) -> std::cmp::Ordering {
+        other.0.id().cmp(&self.0.id())
+    }
+}
+
 /// Every row the journal in `dir` holds, oldest first (`state` says how far
 /// each segment goes), with its origin filled in.
 pub(super) fn rows(dir: &Dir, st: &State) -> io::Result<Vec<Row>> {
@@ -116,6 +164,88 @@ impl History {
             out.push(row);
         }
         Ok(out)
+    }
+
+    /// One page of [`History::log`]: at most `limit` rows, newest first,
+    /// below `page.before`, and where the next page begins (`None`: this was
+    /// the last). The journal is read through, but only the page's rows are
+    /// kept (a heap of the newest `limit` that may be about `at`, renames
+    /// included): a running owner asked for a long history keeps nothing of
+    /// it. A rename that adds a path to follow ends the page there (the rows
+    /// below it about that path were not looked for yet).
+    pub fn log_page(
+        &self,
+        at: &MemPath,
+        page: &LogPage,
+        limit: usize,
+    ) -> Result<(Vec<Row>, Option<LogPage>), Refusal> {
+        let limit = limit.max(1);
+        let mut tracked: Vec<MemPath> = match page.tracked.is_empty() {
+            true => vec![at.clone()],
+            false => page
+                .tracked
+                .iter()
+                .filter_map(|p| MemPath::parse(p).ok())
+                .collect(),
+        };
+        let before = page.before.unwrap_or(u64::MAX);
+        let under = |p: &str, tracked: &[MemPath]| {
+            MemPath::parse(p).is_ok_and(|p| tracked.iter().any(|t| p.starts_with(t)))
+        };
+        let mut heap = std::collections::BinaryHeap::new();
+        let mut more = false;
+        {
+            let st = self.shared.state.lock();
+            let origin = st.origin.clone();
+            each_row(&self.shared.dir, &st, &mut |mut row| {
+                let maybe = at.is_root() || row.from.is_some() || under(&row.path, &tracked);
+                if row.id() >= before || !maybe {
+                    return;
+                }
+                // (Another host's version, from a shared store, names its own.)
+                row.origin.get_or_insert_with(|| origin.clone());
+                heap.push(ById(row));
+                if heap.len() > limit {
+                    heap.pop();
+                    more = true;
+                }
+            })
+            .map_err(|e| {
+                Refusal(format!(
+                    "the history cannot be read: {}",
+                    crate::units::describe_io(&e)
+                ))
+            })?;
+        }
+        let rows = heap.into_sorted_vec().into_iter().map(|ById(r)| r);
+        let mut out = Vec::new();
+        let mut lowest = None;
+        for row in rows {
+            let id = row.id();
+            lowest = Some(id);
+            if !(at.is_root() || under(&row.path, &tracked)) {
+                continue;
+            }
+            let from = row.from.as_deref().and_then(|f| MemPath::parse(f).ok());
+            out.push(row);
+            if let Some(from) = from.filter(|f| !tracked.iter().any(|t| f.starts_with(t))) {
+                tracked.push(from);
+                if !at.is_root() {
+                    let tracked = tracked.iter().map(MemPath::to_string).collect();
+                    let next = LogPage {
+                        before: Some(id),
+                        tracked,
+                    };
+                    return Ok((out, Some(next)));
+                }
+            }
+        }
+        let tracked = tracked.iter().map(MemPath::to_string).collect();
+        let next = more.then_some(LogPage {
+            before: lowest,
+            tracked,
+        });
+        Ok((out, next))
     }
 
     pub fn row(&self, version: u64) -> Result<Option<Row>, Refusal> {

@@ -49,7 +49,7 @@ use std::thread::JoinHandle;
 use std::time::{Duration, SystemTime};
 
 pub use checkpoint::Files;
-pub use history::{Cursor, History, Refusal};
+pub use history::{Cursor, History, LogPage, Refusal};
 pub use record::{ChangeRec, OpRec};
 pub use row::{Actor, Op, Row};
 pub use upstream::{Outgoing, Transaction, Upstream, UpstreamError};
