@@ -35,6 +35,17 @@ fn ok(dir: &Path, input: Value) {
     assert_eq!(code, 0, "{input}: {v} {err}");
 }
 
+/// The resident memory of process `pid`, in KiB.
+fn rss_kib(pid: u32) -> u64 {
+    let status = fs::read_to_string(format!("/proc/{pid}/status")).unwrap();
+    status
+        .lines()
+        .find(|l| l.starts_with("VmRSS:"))
+        .and_then(|l| l.split_whitespace().nth(1))
+        .and_then(|n| n.parse().ok())
+        .unwrap_or(0)
+}
+
 fn segments(dir: &Path) -> Vec<PathBuf> {
     let mut out: Vec<PathBuf> = fs::read_dir(dir.join(".memfs/journal"))
         .unwrap()
@@ -668,15 +679,7 @@ fn retention_bounds_the_journal_and_memory_of_a_running_owner() {
     let d = dir.path();
     let mut s = Server::start(d, &["--history-keep", "64K"]);
     let pid = s.child.id();
-    let rss = || -> u64 {
-        let status = fs::read_to_string(format!("/proc/{pid}/status")).unwrap();
-        status
-            .lines()
-            .find(|l| l.starts_with("VmRSS:"))
-            .and_then(|l| l.split_whitespace().nth(1))
-            .and_then(|n| n.parse().ok())
-            .unwrap_or(0)
-    };
+    let rss = || rss_kib(pid);
     let journal_bytes = || -> u64 {
         fs::read_dir(d.join(".memfs/journal"))
             .unwrap()
@@ -865,15 +868,7 @@ fn a_long_log_comes_in_pages_and_the_owner_keeps_none_of_it() {
     let d = dir.path();
     let mut s = Server::start(d, &[]);
     let pid = s.child.id();
-    let rss = || -> u64 {
-        let status = fs::read_to_string(format!("/proc/{pid}/status")).unwrap();
-        status
-            .lines()
-            .find(|l| l.starts_with("VmRSS:"))
-            .and_then(|l| l.split_whitespace().nth(1))
-            .and_then(|n| n.parse().ok())
-            .unwrap_or(0)
-    };
+    let rss = || rss_kib(pid);
     let mut call = |input: Value| {
         let v = s.call(&input.to_string());
         assert_eq!(v["is_error"], false, "{input}: {v}");
