@@ -233,3 +233,261 @@ proptest! {
         power_cut(&cmds, cut, seed, small_history)?;
     }
 }
+
+// ---------------------------------------------------------------------
+// Several writers at once: two agents, each in a directory of its own, and
+// a person saving files (write, fsync), renaming and removing them through
+// the store's inode operations (what the mount calls), in a third. The
+// power goes at a random step; each writer's directory must then be what
+// that writer was told, or that plus the one change the cut interrupted.
+
+use memfs::store::{Ino, NewNode, Origin, Process, RenameMode, ROOT_INO};
+
+/// A person's step in their directory.
+#[derive(Debug, Clone)]
+enum Person {
+    /// Create a new file, write it whole, `fsync`, close (one change: a
+    /// new file's bytes are saved at once; an existing name is passed over).
+    Save(&'static str, String),
+    /// `rename(2)`, replacing, then a barrier (the directory's `fsync`).
+    Rename(&'static str, &'static str),
+    /// `unlink(2)`, then a barrier.
+    Unlink(&'static str),
+}
+
+fn person_step() -> impl Strategy<Value = Person> {
+    let name = || prop::sample::select(vec!["n", "o", "p"]);
+    prop_oneof![
+        3 => (name(), text()).prop_map(|(n, t)| Person::Save(n, t)),
+        1 => (name(), name()).prop_map(|(a, b)| Person::Rename(a, b)),
+        1 => name().prop_map(Person::Unlink),
+    ]
+}
+
+fn someone() -> Origin {
+    Origin::Person {
+        uid: 0,
+        pid: 7,
+        process: Process::new("power-loss"),
+    }
+}
+
+/// What one writer was told before the power went: its directory's files
+/// (names relative to it) after the last acknowledged step, and with the
+/// interrupted one applied.
+#[derive(Debug, Default)]
+struct Told {
+    acked: BTreeMap<String, String>,
+    interrupted: Option<BTreeMap<String, String>>,
+}
+
+/// The files below `dir` in `tree` (as the model sees a tree), by their
+/// path relative to `dir`.
+fn files_below(tree: &BTreeMap<String, Entry>, dir: &str) -> BTreeMap<String, String> {
+    let prefix = format!("{dir}/");
+    tree.iter()
+        .filter_map(|(p, e)| match e {
+            Entry::File(t) => p
+                .strip_prefix(&prefix)
+                .map(|rest| (rest.to_string(), t.clone())),
+            Entry::Dir => None,
+        })
+        .collect()
+}
+
+/// An agent in `dir`: the model runs on `/memories/...` paths, memfs on the
+/// same paths below `dir`. Outcomes are compared as success or error.
+fn agent_in(memory: &Memory, disk: &MemDisk, dir: &str, cmds: &[Cmd]) -> Told {
+    let moved = |p: &str| p.replacen(ROOT, dir, 1);
+    let mut model = Model::new();
+    for c in cmds {
+        // (Deleting the model's root is refused; deleting the agent's own
+        // directory is not: not asked.)
+        if matches!(c, Cmd::Delete(p) if p == ROOT) {
+            continue;
+        }
+        let inside = match c {
+            Cmd::View(p, r) => Cmd::View(moved(p), *r),
+            Cmd::Create(p, t) => Cmd::Create(moved(p), t.clone()),
+            Cmd::Replace(p, o, n) => Cmd::Replace(moved(p), o.clone(), n.clone()),
+            Cmd::Insert(p, l, t) => Cmd::Insert(moved(p), *l, t.clone()),
+            Cmd::Delete(p) => Cmd::Delete(moved(p)),
+            Cmd::Rename(a, b) => Cmd::Rename(moved(a), moved(b)),
+        };
+        let got = memory.tool().call(&inside.json());
+        let mut next = model.clone();
+        let (want_error, _) = next.run(c);
+        if got.is_error == want_error {
+            model = next;
+            continue;
+        }
+        assert!(
+            disk.is_cut() && got.is_error,
+            "{inside:?}: {:?} with the power on",
+            got.text()
+        );
+        let files = |m: &Model| files_below(&m.entries, ROOT);
+        return Told {
+            acked: files(&model),
+            interrupted: Some(files(&next)),
+        };
+    }
+    Told {
+        acked: files_below(&model.entries, ROOT),
+        interrupted: None,
+    }
+}
+
+/// A person in directory `dir` (an inode below the root).
+fn person_in(memory: &Memory, dir: Ino, steps: &[Person]) -> Told {
+    let store = memory.store();
+    let mut files: BTreeMap<String, String> = BTreeMap::new();
+    for step in steps {
+        let mut next = files.clone();
+        let done = match step {
+            Person::Save(name, text) => {
+                if next.insert(name.to_string(), text.clone()).is_some() {
+                    continue;
+                }
+                save(store, dir, name, text)
+            }
+            Person::Rename(a, b) => {
+                let Some(moved) = next.remove(*a) else {
+                    continue;
+                };
+                next.insert(b.to_string(), moved);
+                store
+                    .rename_entry(dir, a, dir, b, RenameMode::Replace, someone())
+                    .map_err(|e| e.to_string())
+                    .and_then(|()| store.barrier(someone()).wait().map_err(|e| e.to_string()))
+            }
+            Person::Unlink(name) => {
+                if next.remove(*name).is_none() {
+                    continue;
+                }
+                store
+                    .unlink(dir, name, someone())
+                    .map_err(|e| e.to_string())
+                    .and_then(|()| store.barrier(someone()).wait().map_err(|e| e.to_string()))
+            }
+        };
+        match done {
+            Ok(()) => files = next,
+            Err(_) => {
+                return Told {
+                    acked: files,
+                    interrupted: Some(next),
+                }
+            }
+        }
+    }
+    Told {
+        acked: files,
+        interrupted: None,
+    }
+}
+
+/// A person's save of a new file: create, write, `fsync`, close.
+fn save(store: &memfs::store::Store, dir: Ino, name: &str, text: &str) -> Result<(), String> {
+    let ino = store
+        .make_node(dir, name, NewNode::OpenedFile, 0o644, (0, 0), someone())
+        .map_err(|e| e.to_string())?
+        .ino;
+    let written = store
+        .write(ino, 0, text.as_bytes(), false, someone())
+        .map_err(|e| e.to_string())
+        .and_then(|_| {
+            store
+                .persist_file(ino, true, someone())
+                .wait()
+                .map_err(|e| e.to_string())
+        });
+    store.unpin(ino, 1);
+    written
+}
+
+fn writers_at_once(
+    agents: &[Vec<Cmd>; 2],
+    person: &[Person],
+    cut: u64,
+    seed: u64,
+    small_history: bool,
+) -> Result<(), TestCaseError> {
+    let disk = MemDisk::new(seed);
+    let state = tempfile::tempdir().unwrap();
+    let options = options(small_history);
+    let dirs = ["t0", "t1", "p"];
+    let told: Vec<Told> = {
+        let memory = Memory::open_on(state.path(), options.clone(), Some(disk.root())).unwrap();
+        let store = memory.store();
+        let mut inos = Vec::new();
+        for d in dirs {
+            let made = store
+                .make_node(ROOT_INO, d, NewNode::Dir, 0o755, (0, 0), someone())
+                .unwrap();
+            inos.push(made.ino);
+        }
+        prop_assert!(store.sync(Origin::Memfs).is_ok());
+        disk.cut_after(cut);
+        let told = std::thread::scope(|scope| {
+            let a: Vec<_> = (0..2)
+                .map(|k| {
+                    let (memory, disk) = (&memory, &disk);
+                    let dir = format!("{ROOT}/t{k}");
+                    scope.spawn(move || agent_in(memory, disk, &dir, &agents[k]))
+                })
+                .collect();
+            let p = scope.spawn(|| person_in(&memory, inos[2], person));
+            let mut told: Vec<Told> = a.into_iter().map(|h| h.join().unwrap()).collect();
+            told.push(p.join().unwrap());
+            told
+        });
+        disk.cut_now();
+        drop(memory);
+        told
+    };
+    disk.restart();
+    let memory = match Memory::open_on(state.path(), options, Some(disk.root())) {
+        Ok(memory) => memory,
+        Err(e) => return Err(TestCaseError::fail(format!("no start after the cut: {e}"))),
+    };
+    let now = memory.store().with_tree(tree_entries);
+    for (d, told) in dirs.iter().zip(&told) {
+        let have = files_below(&now, &format!("{ROOT}/{d}"));
+        prop_assert!(
+            have == told.acked || Some(&have) == told.interrupted.as_ref(),
+            "{d} after the cut at step {cut}: {:?}\nacknowledged {:?}\ninterrupted {:?}",
+            have.keys().collect::<Vec<_>>(),
+            told.acked.keys().collect::<Vec<_>>(),
+            told.interrupted
+                .as_ref()
+                .map(|i| i.keys().collect::<Vec<_>>())
+        );
+    }
+    history_is_exact(&memory, &now)?;
+    prop_assert!(memory.history().checkpoint().is_ok());
+    prop_assert!(
+        plain_files(&disk) == now,
+        "the plain files after a checkpoint"
+    );
+    Ok(())
+}
+
+proptest! {
+    #![proptest_config(ProptestConfig {
+        cases: common::cases("MEMFS_POWER_WRITERS_CASES", 32),
+        ..ProptestConfig::default()
+    })]
+
+    #[test]
+    fn agents_and_a_persons_saves_at_once_survive_a_power_cut(
+        a0 in prop::collection::vec(cmd(), 1..15),
+        a1 in prop::collection::vec(cmd(), 1..15),
+        person in prop::collection::vec(person_step(), 1..12),
+        cut in 0u64..500,
+        seed in any::<u64>(),
+        small_history in any::<bool>(),
+    ) {
+        writers_at_once(&[a0, a1], &person, cut, seed, small_history)?;
+    }
+}
