@@ -25,7 +25,7 @@ use std::time::{Duration, Instant};
 
 pub use super::handoff::Msg;
 use super::stuck::Stuck;
-use super::writer::Shared;
+use super::writer::Core;
 use crate::error::DiskError;
 use crate::path::MemPath;
 use crate::persist::fsops;
@@ -68,7 +68,7 @@ struct Turns {
 /// The checkpointer's thread: waits for batches (and a moment more), brings
 /// the plain files up to date with all it holds at once, backs off when
 /// the disk refuses, and answers those who asked to be told.
-pub fn run(files: Files, rx: Receiver<Msg>, journal: Arc<Shared>, delay: Duration) {
+pub fn run(files: Files, rx: Receiver<Msg>, journal: Arc<Core>, delay: Duration) {
     let mut t = Turns {
         held: Vec::new(),
         held_bytes: 0,
@@ -163,7 +163,7 @@ fn take(msg: Msg, t: &mut Turns, answers: &mut Vec<SyncSender<bool>>, stop: &mut
 
 /// One pass: the stuck paths tried again, then every batch held applied;
 /// says how far it got (with the paths it left behind), or backs off.
-fn pass(files: &Files, journal: &Shared, t: &mut Turns) {
+fn pass(files: &Files, journal: &Core, t: &mut Turns) {
     let was_stuck = t.stuck.clone();
     let done = repair(files, journal, &mut t.stuck).and_then(|()| match t.held.is_empty() {
         true => Ok(()),
@@ -240,7 +240,7 @@ fn say_what_changed(was: &Stuck, now: &Stuck) {
 /// Brings the stuck paths to what the journal says now (see `stuck.rs`);
 /// those still refused stay stuck. Not while a frame waits for its flush
 /// (the plain files are never ahead of what the journal holds).
-fn repair(files: &Files, journal: &Shared, stuck: &mut Stuck) -> io::Result<()> {
+fn repair(files: &Files, journal: &Core, stuck: &mut Stuck) -> io::Result<()> {
     if stuck.is_empty() {
         return Ok(());
     }

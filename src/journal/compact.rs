@@ -29,7 +29,7 @@ use super::segment;
 use super::startup::Reading;
 use super::state::{Loc, Segment};
 use super::view::VKind;
-use super::writer::Shared;
+use super::writer::Core;
 use super::Keep;
 use crate::digest::Sha;
 use crate::path::MemPath;
@@ -43,7 +43,7 @@ fn row_bytes(r: &Row) -> u64 {
 
 /// The compactor thread: compacts when the writer asks (see
 /// `retention::due`), until the journal stops.
-pub(super) fn run(sh: &Shared) {
+pub(super) fn run(sh: &Core) {
     loop {
         {
             let mut c = sh.compact.lock();
@@ -66,7 +66,7 @@ pub(super) fn run(sh: &Shared) {
 }
 
 /// Compacts what `keep` allows; says what it dropped (`None`: nothing to do).
-pub(super) fn compact(sh: &Shared, keep: Keep) -> io::Result<Option<String>> {
+pub(super) fn compact(sh: &Core, keep: Keep) -> io::Result<Option<String>> {
     let _alone = sh.rewrite();
     close_the_open_segment(sh, true);
     compact_closed(sh, keep)
@@ -74,7 +74,7 @@ pub(super) fn compact(sh: &Shared, keep: Keep) -> io::Result<Option<String>> {
 
 /// [`compact`] at shutdown: the checkpointer has made its last pass, so
 /// the open segment is closed without waiting for it.
-pub(super) fn compact_at_stop(sh: &Shared, keep: Keep) -> io::Result<Option<String>> {
+pub(super) fn compact_at_stop(sh: &Core, keep: Keep) -> io::Result<Option<String>> {
     let _alone = sh.rewrite();
     close_the_open_segment(sh, false);
     compact_closed(sh, keep)
@@ -85,7 +85,7 @@ pub(super) fn compact_at_stop(sh: &Shared, keep: Keep) -> io::Result<Option<Stri
 /// Long because one compaction locks, lets go and locks again in order
 /// (choose the segments, build without the lock, check again and
 /// install), all three sharing the range and limits.
-fn compact_closed(sh: &Shared, keep: Keep) -> io::Result<Option<String>> {
+fn compact_closed(sh: &Core, keep: Keep) -> io::Result<Option<String>> {
     // Which segments: from the first, those the plain files hold all of.
     let (range, limits, later, origin, prune_id, stuck) = {
         let mut st = sh.state.lock();
@@ -203,7 +203,7 @@ fn compact_closed(sh: &Shared, keep: Keep) -> io::Result<Option<String>> {
 /// the checkpoint: it is closed (the next frame begins a new one), and the
 /// checkpoint given a moment to pass it (when `wait`), so that it can be
 /// compacted.
-fn close_the_open_segment(sh: &Shared, wait: bool) {
+fn close_the_open_segment(sh: &Core, wait: bool) {
     let wanted = {
         let mut st = sh.state.lock();
         let active = st.active;
@@ -270,7 +270,7 @@ fn stuck_contents(st: &super::state::State, stuck: &[String]) -> HashSet<Sha> {
     out
 }
 
-fn build(sh: &Shared, keep: Keep, place: &Range<'_>) -> io::Result<Option<Built>> {
+fn build(sh: &Core, keep: Keep, place: &Range<'_>) -> io::Result<Option<Built>> {
     let Range {
         range,
         limits,

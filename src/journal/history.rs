@@ -9,7 +9,7 @@ use std::sync::Arc;
 use super::row::{Op, Row};
 use super::segment;
 use super::state::State;
-use super::writer::Shared;
+use super::writer::Core;
 use crate::digest::Sha;
 use crate::path::MemPath;
 
@@ -36,6 +36,11 @@ fn each_row(dir: &Dir, st: &State, each: &mut dyn FnMut(Row)) -> io::Result<()> 
         })?;
     }
     Ok(())
+}
+
+/// Whether `path` is at or below one of `tracked`.
+fn under(path: &str, tracked: &[MemPath]) -> bool {
+    MemPath::parse(path).is_ok_and(|p| tracked.iter().any(|t| p.starts_with(t)))
 }
 
 /// Where a page of `log` begins (see [`History::log_page`]): below version
@@ -121,7 +126,7 @@ pub struct Cursor {
 /// The history of one memory: versions, their contents, going back.
 #[derive(Clone)]
 pub struct History {
-    pub(super) shared: Arc<Shared>,
+    pub(super) shared: Arc<Core>,
 }
 
 fn no_version(version: u64) -> Refusal {
@@ -189,35 +194,7 @@ impl History {
                 .collect(),
         };
         let before = page.before.unwrap_or(u64::MAX);
-        let under = |p: &str, tracked: &[MemPath]| {
-            MemPath::parse(p).is_ok_and(|p| tracked.iter().any(|t| p.starts_with(t)))
-        };
-        let mut heap = std::collections::BinaryHeap::new();
-        let mut more = false;
-        {
-            let st = self.shared.state.lock();
-            let origin = st.origin.clone();
-            each_row(&self.shared.dir, &st, &mut |mut row| {
-                let maybe = at.is_root() || row.from.is_some() || under(&row.path, &tracked);
-                if row.id() >= before || !maybe {
-                    return;
-                }
-                // (Another host's version, from a shared store, names its own.)
-                row.origin.get_or_insert_with(|| origin.clone());
-                heap.push(ById(row));
-                if heap.len() > limit {
-                    heap.pop();
-                    more = true;
-                }
-            })
-            .map_err(|e| {
-                Refusal(format!(
-                    "the history cannot be read: {}",
-                    crate::units::describe_io(&e)
-                ))
-            })?;
-        }
-        let rows = heap.into_sorted_vec().into_iter().map(|ById(r)| r);
+        let (rows, more) = self.newest_about(at, &tracked, before, limit)?;
         let mut out = Vec::new();
         let mut lowest = None;
         for row in rows {
@@ -246,6 +223,47 @@ impl History {
             tracked,
         });
         Ok((out, next))
+    }
+
+    /// The newest `limit` rows below version `before` that may be about
+    /// `at` (under a path in `tracked`, or a rename), newest first, and
+    /// whether older ones were let go. Keeps only those `limit`.
+    fn newest_about(
+        &self,
+        at: &MemPath,
+        tracked: &[MemPath],
+        before: u64,
+        limit: usize,
+    ) -> Result<(Vec<Row>, bool), Refusal> {
+        let mut heap = std::collections::BinaryHeap::new();
+        let mut more = false;
+        let st = self.shared.state.lock();
+        let origin = st.origin.clone();
+        each_row(&self.shared.dir, &st, &mut |mut row| {
+            let maybe = at.is_root() || row.from.is_some() || under(&row.path, tracked);
+            if row.id() >= before || !maybe {
+                return;
+            }
+            // (Another host's version, from a shared store, names its own.)
+            row.origin.get_or_insert_with(|| origin.clone());
+            heap.push(ById(row));
+            if heap.len() > limit {
+                heap.pop();
+                more = true;
+            }
+        })
+        .map_err(|e| {
+            Refusal(format!(
+                "the history cannot be read: {}",
+                crate::units::describe_io(&e)
+            ))
+        })?;
+        let rows = heap
+            .into_sorted_vec()
+            .into_iter()
+            .map(|ById(r)| r)
+            .collect();
+        Ok((rows, more))
     }
 
     pub fn row(&self, version: u64) -> Result<Option<Row>, Refusal> {

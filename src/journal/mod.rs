@@ -20,14 +20,18 @@
 //! made with the journal) plus its number, which is never reused; each
 //! change has a number too, so a replica applies it once.
 
+mod append;
+mod batch;
 mod checkpoint;
 mod compact;
 mod deferred;
 mod frame;
+mod group;
 mod handoff;
 mod history;
 mod migrate;
 mod record;
+mod refusal;
 mod retention;
 mod rewrite;
 pub mod row;
@@ -145,7 +149,7 @@ pub struct Opened {
 
 /// See [`Journal::own_held`].
 #[derive(Clone)]
-pub struct OwnHeld(Arc<writer::Shared>);
+pub struct OwnHeld(Arc<writer::Core>);
 
 impl OwnHeld {
     /// Whether the journal holds this host's batch `batch`, which the
@@ -159,7 +163,7 @@ impl OwnHeld {
 
 /// See [`Journal::unsettled`].
 #[derive(Clone)]
-pub struct Unsettled(Arc<writer::Shared>);
+pub struct Unsettled(Arc<writer::Core>);
 
 impl Unsettled {
     /// Whether a change of this host's not settled yet touches one of
@@ -175,7 +179,7 @@ impl Unsettled {
 }
 
 pub struct Journal {
-    shared: Arc<writer::Shared>,
+    shared: Arc<writer::Core>,
     writer: Option<JoinHandle<()>>,
     checkpointer: Option<JoinHandle<()>>,
     compactor: Option<JoinHandle<()>>,
@@ -238,7 +242,7 @@ impl Journal {
         opened.replayed_paths = squared.replayed.len();
         opened.found = squared.found_files;
         let checkpointed = st.checkpoint_written;
-        let shared = Arc::new(writer::Shared::new(
+        let shared = Arc::new(writer::Core::new(
             st,
             dir,
             files.memories.clone(),

@@ -15,7 +15,7 @@ use super::record::{ContentRec, Header, OpRec};
 use super::row::REDACTED_PATH;
 use super::segment;
 use super::state::{Loc, State};
-use super::writer::Shared;
+use super::writer::Core;
 use crate::digest::Sha;
 use crate::path::MemPath;
 
@@ -34,7 +34,7 @@ pub struct Parts {
 /// change them, encode with new offsets, swap the file in, update the
 /// contents index), all sharing the frames, buffer and offsets.
 pub(super) fn rewrite_segment(
-    sh: &Shared,
+    sh: &Core,
     st: &mut State,
     number: u64,
     change: &mut dyn FnMut(&mut Parts) -> bool,

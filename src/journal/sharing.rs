@@ -7,7 +7,7 @@ use std::io;
 use std::time::Duration;
 
 use super::upstream::{footprint, goes_upstream, Transaction, Upstream, UpstreamError};
-use super::writer::Shared;
+use super::writer::Core;
 use crate::error::{DiskError, Error};
 use crate::path::MemPath;
 use crate::store::{Change, Ticket};
@@ -15,7 +15,7 @@ use crate::store::{Change, Ticket};
 /// How many times a batch goes again after a transient refusal.
 const AGAIN: usize = 8;
 
-impl Shared {
+impl Core {
     /// Commits a batch with this host's changes in it: to the shared store
     /// first, then to the journal; a change that lost a race, or a batch
     /// the store could not take, goes back to the store to decide.

@@ -238,7 +238,15 @@ def test_tokens_isolate_stores_and_read_only_tokens_cannot_write(server, admin):
     assert "memfs_" not in (server.root / ".memfs" / "tokens.json").read_text()
 
 
-def test_a_memorys_id_hash_and_content_come_from_one_version_under_concurrent_writes(server, admin):
+@pytest.fixture
+def unlimited(memfs_bin, tmp_path):
+    """A server whose tokens may send as fast as six threads can."""
+    s = Server(memfs_bin, tmp_path / "stores", "--http-rate", "100000", "--http-burst", "100000")
+    yield s
+    assert s.stop() == 0, "".join(s.log)
+
+
+def test_a_memorys_id_hash_and_content_come_from_one_version_under_concurrent_writes(unlimited):
     """Three writers and three readers on one memory: every answer's
     memory_version_id names a version whose stored content is the content
     the answer carries, and its content_sha256 is that content's (issue 39:
@@ -247,6 +255,7 @@ def test_a_memorys_id_hash_and_content_come_from_one_version_under_concurrent_wr
     import threading
     import time
 
+    admin = client(unlimited, unlimited.token("--admin", "--name", "admin"))
     ms = admin.beta.memory_stores
     store = ms.create(name="race").id
     mem = ms.memories.create(store, path="/hot.md", content="start")
