@@ -20,6 +20,8 @@ cargo clippy --all-targets --quiet --features failpoints -- -D warnings
 python3 scripts/layers.py
 # No function over 60 lines without a reason (the known ones are in .ci/long-functions-baseline).
 python3 scripts/long_functions.py
+# docs/DESIGN.md names code by item, never by line, and every item it names exists.
+python3 scripts/design_refs.py
 cargo test --quiet
 # Every disk step failing, once and repeatedly, with a fake kernel checking
 # the caches (bounded here; MEMFS_FAILPOINT_CASES=N and MEMFS_FUZZ_CASES=N

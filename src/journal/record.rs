@@ -32,7 +32,7 @@ pub struct Header {
     pub checkpoint: Option<u64>,
     /// With `checkpoint` (or a snapshot): the paths, with all below them,
     /// the plain files were NOT brought up to date for (the checkpoint
-    /// could not write them: see `checkpoint::Stuck`). The whole set each
+    /// could not write them: see `stuck::Stuck`). The whole set each
     /// time (none when empty): at start the journal decides them.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub stuck: Vec<String>,
@@ -82,7 +82,7 @@ pub struct SegmentInfo {
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub covers: Option<u64>,
     /// The segment before ends here: bytes of it past `end` were never
-    /// confirmed durable and are not read (see `writer::Writer::rotate`).
+    /// confirmed durable and are not read (see `append::Core::append_deferring`, which begins a new segment sealing the one before).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub prev: Option<Seal>,
 }

@@ -474,7 +474,7 @@ fn disk_nodes(tree: &Tree) -> BTreeMap<String, DiskNode> {
 
 /// The ops that make the plain files `tree` (as loaded) hold what the
 /// journal's view in `state` says at and below each of `paths` (a path the
-/// checkpoint got stuck on: see `checkpoint::Stuck`). A content the journal
+/// checkpoint got stuck on: see `stuck::Stuck`). A content the journal
 /// no longer holds is taken from wherever the plain files hold it.
 pub fn repair_ops(
     state: &State,

@@ -86,7 +86,7 @@ pub struct State {
     /// See `Header::own_since`.
     pub own_since: Option<u64>,
     /// The last frame, written and not flushed yet (a shared store's: see
-    /// `writer::Deferred`); flushed before any other frame is written.
+    /// `deferred::Deferred`); flushed before any other frame is written.
     pub deferred: Option<super::deferred::Deferred>,
     /// While a compaction runs: the contents frames named without carrying
     /// them (it must not drop those). Recorded, taken and checked under

@@ -101,7 +101,7 @@ pub(super) struct Core {
     /// (and durable) through.
     pub checkpointed: AtomicU64,
     /// The paths the checkpointer could not bring up to date (see
-    /// `checkpoint::Stuck`), as of `checkpointed`: set under this lock
+    /// `stuck::Stuck`), as of `checkpointed`: set under this lock
     /// before `checkpointed` moves, read under it with `checkpointed`.
     pub stuck: Mutex<Vec<String>>,
     /// Each stuck path with why, for reports (set with `stuck`).
