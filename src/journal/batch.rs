@@ -112,3 +112,86 @@ pub(super) fn needed_of(body: Vec<Arc<Vec<u8>>>, placed: &[ContentRec]) -> Vec<N
         })
         .collect()
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::journal::record::ChangeRec;
+    use crate::journal::state::Loc;
+
+    fn content(text: &str) -> Needed {
+        let data = Arc::new(text.as_bytes().to_vec());
+        Needed {
+            sha: Sha::of(&data),
+            data,
+        }
+    }
+
+    fn held(st: &mut State, n: &Needed) {
+        let loc = Loc {
+            segment: 1,
+            at: 0,
+            len: n.data.len() as u64,
+        };
+        st.contents.insert(n.sha, loc);
+    }
+
+    fn owed(needed: Vec<Needed>) -> (ChangeRec, Vec<Needed>) {
+        let rec = ChangeRec {
+            change: 1,
+            ops: Vec::new(),
+            rows: Vec::new(),
+        };
+        (rec, needed)
+    }
+
+    #[test]
+    fn a_new_content_is_carried_once_and_one_the_journal_holds_is_named() {
+        let mut st = crate::journal::startup::new_state();
+        let (a, b, old) = (content("aa"), content("bbb"), content("old"));
+        held(&mut st, &old);
+        let needs = vec![
+            vec![content("aa"), content("old")],
+            vec![content("bbb"), content("aa")],
+        ];
+        let p = Placement::of(&mut st, &[], &needs);
+        let shas: Vec<String> = p.placed.iter().map(|c| c.sha256.clone()).collect();
+        assert_eq!(shas, vec![a.sha.hex(), b.sha.hex()]);
+        // One after another in the body, each change counting what it brought.
+        assert_eq!((p.placed[0].at, p.placed[1].at), (0, 2));
+        assert_eq!(p.new_bytes, vec![2, 3]);
+        assert_eq!(p.body.len(), 2);
+        assert_eq!(p.start_len, 0);
+    }
+
+    #[test]
+    fn what_a_frame_names_while_a_compaction_runs_is_recorded_owed_records_too() {
+        let mut st = crate::journal::startup::new_state();
+        let (x, y) = (content("x held"), content("y held"));
+        held(&mut st, &x);
+        held(&mut st, &y);
+        // No compaction running: nothing recorded.
+        Placement::of(
+            &mut st,
+            &[owed(vec![content("y held")])],
+            &[vec![content("x held")]],
+        );
+        assert!(st.named_meanwhile.is_none());
+        st.named_meanwhile = Some(Default::default());
+        let p = Placement::of(
+            &mut st,
+            &[owed(vec![content("y held"), content("owed new")])],
+            &[vec![content("x held"), content("new")]],
+        );
+        let named = st.named_meanwhile.clone().unwrap();
+        assert!(
+            named.contains(&x.sha) && named.contains(&y.sha),
+            "{named:?}"
+        );
+        assert_eq!(named.len(), 2);
+        // The owed record's new content goes first, before the batch's own.
+        assert_eq!(p.start_len, "owed new".len() as u64);
+        assert_eq!(p.placed[0].sha256, content("owed new").sha.hex());
+        assert_eq!(p.placed[1].at, p.start_len);
+    }
+}
