@@ -38,6 +38,9 @@ import os
 import re
 import sys
 
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+import layers  # noqa: E402 (its brace splitting)
+
 SRC = "src"
 DEFAULT_DOC = os.path.join("docs", "DESIGN.md")
 
@@ -257,19 +260,8 @@ def find_item(scope, name, seen=0):
 
 
 def split_top(text):
-    parts, depth, cur = [], 0, ""
-    for c in text:
-        if c == "{":
-            depth += 1
-        elif c == "}":
-            depth -= 1
-        if c == "," and depth == 0:
-            parts.append(cur)
-            cur = ""
-        else:
-            cur += c
-    parts.append(cur)
-    return [p.strip() for p in parts if p.strip()]
+    """The comma-separated parts of `text` outside braces (layers.py's)."""
+    return [p.strip() for p in layers.split_top(text) if p.strip()]
 
 
 def expand_use(tree, prefix=()):

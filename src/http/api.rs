@@ -578,7 +578,7 @@ fn create_memory(reg: &Registry, call: &Call, meta: &StoreMeta) -> ApiResult<Val
         .create_file(&mem, content.as_bytes().to_vec(), false, origin(call.token))
         .map_err(|e| refused(e, path))?;
     wait(ticket, path)?;
-    resync(&held)?;
+    // (memory_at follows the history itself.)
     memory_at(&held, meta, path, full)
 }
 
@@ -691,7 +691,7 @@ fn update_memory(reg: &Registry, call: &Call, meta: &StoreMeta, mid: &str) -> Ap
             .map_err(|e| refused(e, &path))?;
         wait(ticket, &path)?;
     }
-    resync(&held)?;
+    // (memory_at follows the history itself.)
     memory_at(&held, meta, &path, full)
 }
 

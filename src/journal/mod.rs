@@ -407,7 +407,7 @@ fn journal_dir(state: &Dir) -> io::Result<Dir> {
         Err(_) => {}
     }
     let dir = state.open_dir(name)?;
-    if dir.stat(None)?.perm & 0o077 != 0 {
+    if dir.stat(None)?.attr.perm & 0o077 != 0 {
         dir.set_mode(None, 0o700)?;
     }
     Ok(dir)

@@ -7,7 +7,7 @@ use std::sync::Arc;
 use rustix::fs::{self as rfs, Mode, OFlags};
 
 use super::fsops;
-use super::storage::{Dir, Kind, Open, Stat, StorageDir};
+use super::storage::{Dir, Kind, Open, StorageDir};
 use super::walk::DirStack;
 use crate::path::check_name;
 use crate::store::{Attr, Ino, NodeKind, Tree, ROOT_INO};
@@ -47,7 +47,7 @@ pub fn load_with_progress(
 ) -> io::Result<(Tree, Skipped)> {
     let mut tree = Tree::new();
     let mut skipped = Skipped::default();
-    let root_attr = attr_of(&root.stat(None)?);
+    let root_attr = root.stat(None)?.attr;
     let subdirs = load_entries(&mut tree, &mut skipped, root.as_ref(), ROOT_INO)?;
     let mut stack = DirStack::new(
         root.clone(),
@@ -100,7 +100,7 @@ fn load_entries(
             Err(e) => return Err(e),
         };
         let kind = stat.kind;
-        let attr = attr_of(&stat);
+        let attr = stat.attr;
         let node = match kind {
             Kind::Dir => NodeKind::Dir(Default::default()),
             Kind::File => NodeKind::File(Arc::new(read_file(dir, &name)?)),
@@ -124,17 +124,6 @@ fn load_entries(
 fn read_file(dir: &dyn StorageDir, name: &str) -> io::Result<Vec<u8>> {
     let file = dir.open_file(OsStr::new(name), Open::Read)?;
     super::storage::read_all(file.as_ref())
-}
-
-fn attr_of(stat: &Stat) -> Attr {
-    Attr {
-        perm: stat.perm,
-        uid: stat.uid,
-        gid: stat.gid,
-        atime: stat.atime,
-        mtime: stat.mtime,
-        ctime: stat.ctime,
-    }
 }
 
 /// Reads the memory of the data dir at `dir` as it is on disk, without

@@ -37,18 +37,13 @@ pub enum Kind {
     Other,
 }
 
-/// A node's attributes.
+/// A node's attributes: what it is, its size, and its mode, owner and
+/// times as the store keeps them.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct Stat {
     pub kind: Kind,
     pub size: u64,
-    /// The permission bits (`mode & 0o7777`).
-    pub perm: u32,
-    pub uid: u32,
-    pub gid: u32,
-    pub atime: SystemTime,
-    pub mtime: SystemTime,
-    pub ctime: SystemTime,
+    pub attr: crate::store::Attr,
 }
 
 /// How a file is opened (never through a symlink; new files get mode 0600).

@@ -280,12 +280,14 @@ impl Node {
         Stat {
             kind: self.kind(),
             size,
-            perm: self.perm & 0o7777,
-            uid: self.uid,
-            gid: self.gid,
-            atime: self.atime,
-            mtime: self.mtime,
-            ctime: self.ctime,
+            attr: crate::store::Attr {
+                perm: self.perm & 0o7777,
+                uid: self.uid,
+                gid: self.gid,
+                atime: self.atime,
+                mtime: self.mtime,
+                ctime: self.ctime,
+            },
         }
     }
 
@@ -1522,22 +1524,22 @@ mod tests {
         root.mkdir(os("d")).unwrap();
         let st = root.stat(Some(os("f"))).unwrap();
         assert_eq!(
-            (st.kind, st.size, st.perm, st.uid),
+            (st.kind, st.size, st.attr.perm, st.attr.uid),
             (Kind::File, 5, 0o600, 0)
         );
-        assert_eq!(root.stat(Some(os("d"))).unwrap().perm, 0o700);
+        assert_eq!(root.stat(Some(os("d"))).unwrap().attr.perm, 0o700);
         root.set_owner(Some(os("f")), 7, 8).unwrap();
         root.set_mode(None, 0o755).unwrap();
         let epoch = SystemTime::UNIX_EPOCH;
         root.set_times(Some(os("d")), epoch, epoch).unwrap();
         let st = root.stat(Some(os("f"))).unwrap();
-        assert_eq!((st.uid, st.gid), (7, 8));
-        assert_eq!(root.stat(None).unwrap().perm, 0o755);
-        assert_eq!(root.stat(Some(os("d"))).unwrap().mtime, epoch);
+        assert_eq!((st.attr.uid, st.attr.gid), (7, 8));
+        assert_eq!(root.stat(None).unwrap().attr.perm, 0o755);
+        assert_eq!(root.stat(Some(os("d"))).unwrap().attr.mtime, epoch);
         let file = root.open_file(os("f"), Open::Write).unwrap();
         file.set_times(epoch, epoch).unwrap();
         write_all_at(file.as_ref(), b"z", 9).unwrap();
-        assert!(root.stat(Some(os("f"))).unwrap().mtime > epoch);
+        assert!(root.stat(Some(os("f"))).unwrap().attr.mtime > epoch);
         assert_eq!(file.size().unwrap(), 10);
         assert_eq!(get(&root, "f").unwrap(), b"12345\0\0\0\0z");
         let reader = root.open_file(os("f"), Open::Read).unwrap();

@@ -12,6 +12,7 @@ use std::time::{Duration, SystemTime, UNIX_EPOCH};
 use rustix::fs::{self as rfs, AtFlags, FileType, Mode, OFlags, RenameFlags};
 
 use super::{Dir, File, Kind, Open, Rename, Stat, StorageDir, StorageFile};
+use crate::store::Attr;
 
 /// A directory held by its descriptor.
 pub struct RealDir {
@@ -56,12 +57,14 @@ fn stat_of(st: &rfs::Stat) -> Stat {
     Stat {
         kind: kind_of(st.st_mode),
         size: st.st_size.max(0) as u64,
-        perm: st.st_mode & 0o7777,
-        uid: st.st_uid,
-        gid: st.st_gid,
-        atime: time(st.st_atime, st.st_atime_nsec as i64),
-        mtime: time(st.st_mtime, st.st_mtime_nsec as i64),
-        ctime: time(st.st_ctime, st.st_ctime_nsec as i64),
+        attr: Attr {
+            perm: st.st_mode & 0o7777,
+            uid: st.st_uid,
+            gid: st.st_gid,
+            atime: time(st.st_atime, st.st_atime_nsec as i64),
+            mtime: time(st.st_mtime, st.st_mtime_nsec as i64),
+            ctime: time(st.st_ctime, st.st_ctime_nsec as i64),
+        },
     }
 }
 
