@@ -26,7 +26,12 @@ A path whose first part is not a module of the crate must be an outside
 crate (std, core, alloc, or one in Cargo.toml), else it is reported too.
 
 Any `file.rs:NNN` line-number citation left in the document fails the
-check. The source is read with comments and string literals blanked out,
+check.
+
+The lock ranks (src/lock/rank.rs, `pub const NAME: Rank = Rank::new(N,
+"path")`) must match the document's table of ranks row for row: a row
+`| N | `lock::rank::NAME` | `path` |` for each constant, no row for one
+that does not exist; each path is a citation, so it must resolve too. The source is read with comments and string literals blanked out,
 so a name in a comment does not count.
 
 usage (from the repository root): python3 scripts/design_refs.py [DOC]
@@ -461,6 +466,44 @@ def citations(doc_text):
     return out
 
 
+RANK_CONST = re.compile(
+    r'pub const ([A-Z_0-9]+): Rank = Rank::new\(\s*(\d+),\s*"([^"]+)"\s*\)', re.S
+)
+RANK_ROW = re.compile(r"^\|\s*(\d+)\s*\|\s*`lock::rank::([A-Z_0-9]+)`\s*\|\s*`([^`]+)`\s*\|")
+RANKS_FILE = os.path.join(SRC, "lock", "rank.rs")
+
+
+def rank_problems(doc, text, src, outside):
+    """The differences between src/lock/rank.rs and the document's rows."""
+    if not os.path.exists(RANKS_FILE):
+        return []
+    with open(RANKS_FILE, encoding="utf-8") as f:
+        code = {m.group(1): (int(m.group(2)), m.group(3)) for m in RANK_CONST.finditer(f.read())}
+    rows = {}
+    problems = []
+    for n, line in enumerate(text.splitlines(), 1):
+        m = RANK_ROW.match(line)
+        if m:
+            rows[m.group(2)] = (n, int(m.group(1)), m.group(3))
+    for name, (order, path) in sorted(code.items()):
+        why = check(src, path, outside)
+        if why:
+            problems.append(f"{RANKS_FILE}: rank {name} names `{path}`: {why}")
+        if name not in rows:
+            problems.append(f"{doc}: no row for the rank `lock::rank::{name}` ({order}, `{path}`)")
+            continue
+        n, row_order, row_path = rows[name]
+        if (row_order, row_path) != (order, path):
+            problems.append(
+                f"{doc}:{n}: `lock::rank::{name}` is {order}, `{path}` in the code, "
+                f"{row_order}, `{row_path}` here"
+            )
+    for name, (n, _, _) in rows.items():
+        if name not in code:
+            problems.append(f"{doc}:{n}: `lock::rank::{name}` is no rank in {RANKS_FILE}")
+    return problems
+
+
 def main(argv):
     if len(argv) > 2 or (len(argv) == 2 and argv[1] in ("-h", "--help")):
         print(__doc__.strip())
@@ -482,6 +525,7 @@ def main(argv):
         why = check(src, cite, outside)
         if why:
             problems.append(f"{doc}:{n}: `{cite}`: {why}")
+    problems += rank_problems(doc, text, src, outside)
     for p in problems:
         print(p)
     if problems:

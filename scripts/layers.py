@@ -41,8 +41,9 @@ LIBRARY = declared("lib.rs")
 # The library's layers, lowest first (docs/DESIGN.md, "Layers").
 LAYERS = [
     # Leaves everyone uses: paths, hashing, units, clipping and labels,
-    # JSON from peers, forms, the HTTP listener, the one domain error.
-    {"path", "digest", "text", "units", "json", "form", "listen", "error"},
+    # JSON from peers, forms, the HTTP listener, the one domain error, the
+    # ranked locks.
+    {"path", "digest", "text", "units", "json", "form", "listen", "error", "lock"},
     # The tree, its one lock, change records.
     {"store"},
     # Below the store's changes: durability and history; policies on content.

@@ -38,6 +38,7 @@ pub mod http;
 pub mod journal;
 pub mod json;
 pub mod listen;
+pub mod lock;
 pub mod memory;
 pub mod path;
 pub mod persist;

@@ -99,14 +99,14 @@ fn limit_flag(e: &Error) -> Option<&'static str> {
 }
 
 fn once_a_minute(what: &'static str) -> bool {
+    use crate::lock::{rank, Mutex};
     use std::collections::HashMap;
-    use std::sync::{Mutex, OnceLock};
+    use std::sync::OnceLock;
     use std::time::{Duration, Instant};
     static LAST: OnceLock<Mutex<HashMap<&'static str, Instant>>> = OnceLock::new();
     let mut last = LAST
-        .get_or_init(Default::default)
-        .lock()
-        .unwrap_or_else(|p| p.into_inner());
+        .get_or_init(|| Mutex::new(rank::ATTR_LAST, HashMap::new()))
+        .lock();
     match last.get(what) {
         Some(at) if at.elapsed() < Duration::from_secs(60) => false,
         _ => {

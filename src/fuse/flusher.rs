@@ -8,7 +8,7 @@ use std::sync::Arc;
 use std::thread::JoinHandle;
 use std::time::Duration;
 
-use parking_lot::{Condvar, Mutex};
+use crate::lock::{rank, Condvar, Mutex};
 
 use crate::store::{Ino, Store};
 
@@ -32,7 +32,7 @@ struct State {
 impl Flusher {
     pub fn start(store: Arc<Store>) -> std::io::Result<(Arc<Flusher>, JoinHandle<()>)> {
         let this = Arc::new(Flusher {
-            state: Mutex::default(),
+            state: Mutex::new(rank::FLUSHER, State::default()),
             wake: Condvar::new(),
             store,
         });

@@ -17,8 +17,8 @@ use std::ffi::OsStr;
 use std::sync::Arc;
 use std::thread::JoinHandle;
 
+use crate::lock::{rank, Condvar, Mutex};
 use fuser::{INodeNo, Notifier};
-use parking_lot::{Condvar, Mutex};
 
 use crate::store::{Change, ChangeSink, Origin, Ticket, Touched};
 
@@ -42,7 +42,7 @@ impl Invalidator {
         mount: u64,
     ) -> std::io::Result<(Arc<Invalidator>, JoinHandle<()>)> {
         let this = Arc::new(Invalidator {
-            queue: Mutex::default(),
+            queue: Mutex::new(rank::INVALIDATOR, Queue::default()),
             wake: Condvar::new(),
             mount,
         });

@@ -18,7 +18,7 @@
 use std::collections::VecDeque;
 use std::sync::Arc;
 
-use parking_lot::Mutex;
+use crate::lock::{rank, Mutex};
 
 /// Listings kept for readers that go on at an offset.
 pub const KEPT: usize = 64;
@@ -43,10 +43,13 @@ struct Inner<T> {
 impl<T> Default for Listings<T> {
     fn default() -> Self {
         Listings {
-            inner: Mutex::new(Inner {
-                last_id: 0,
-                kept: VecDeque::new(),
-            }),
+            inner: Mutex::new(
+                rank::MOUNT_DIRS,
+                Inner {
+                    last_id: 0,
+                    kept: VecDeque::new(),
+                },
+            ),
         }
     }
 }

@@ -172,9 +172,16 @@ impl Drop for Mounted {
 /// Mounts this process serves for other memfs processes: a `memfs mount`
 /// started while this one owns the data dir asks it (over the socket) to
 /// mount the memory at its mount point, and to unmount it when it stops.
-#[derive(Default)]
 pub struct Hosted {
-    mounts: parking_lot::Mutex<Vec<Mounted>>,
+    mounts: crate::lock::Mutex<Vec<Mounted>>,
+}
+
+impl Default for Hosted {
+    fn default() -> Self {
+        Hosted {
+            mounts: crate::lock::Mutex::new(crate::lock::rank::HOSTED_MOUNTS, Vec::new()),
+        }
+    }
 }
 
 impl Hosted {

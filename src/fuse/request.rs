@@ -3,7 +3,7 @@
 
 use std::cell::Cell;
 
-use parking_lot::Mutex;
+use crate::lock::{rank, Mutex};
 
 use fuser::Request;
 
@@ -36,7 +36,7 @@ fn process_name(pid: u32) -> Process {
     use std::collections::HashMap;
     use std::sync::OnceLock;
     static NAMES: OnceLock<Mutex<HashMap<u32, Process>>> = OnceLock::new();
-    let names = NAMES.get_or_init(Mutex::default);
+    let names = NAMES.get_or_init(|| Mutex::new(rank::PROCESS_NAMES, HashMap::new()));
     if let Some(name) = names.lock().get(&pid) {
         return *name;
     }

@@ -5,7 +5,7 @@
 use std::collections::HashMap;
 use std::time::{Duration, Instant};
 
-use parking_lot::Mutex;
+use crate::lock::{rank, Mutex};
 
 #[derive(Debug, Clone, Copy)]
 pub struct Bounds {
@@ -51,7 +51,7 @@ impl Rates {
         Rates {
             rate: bounds.rate.max(0.001),
             burst: bounds.burst.max(1.0),
-            buckets: Mutex::new(HashMap::new()),
+            buckets: Mutex::new(rank::RATE_BUCKETS, HashMap::new()),
         }
     }
 

@@ -11,7 +11,7 @@ use std::collections::HashMap;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-use parking_lot::Mutex;
+use crate::lock::{rank, Mutex};
 use serde_json::Value;
 
 use super::error::{ApiError, ApiResult};
@@ -31,9 +31,16 @@ struct Session {
     last: Instant,
 }
 
-#[derive(Default)]
 pub struct Sessions {
     map: Mutex<HashMap<String, Session>>,
+}
+
+impl Default for Sessions {
+    fn default() -> Self {
+        Sessions {
+            map: Mutex::new(rank::HTTP_MCP_SESSIONS, HashMap::new()),
+        }
+    }
 }
 
 /// What goes back: a status, the session id to send, and a body.

@@ -14,7 +14,7 @@ use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-use parking_lot::Mutex;
+use crate::lock::{rank, Mutex};
 use serde::{Deserialize, Serialize};
 
 use super::error::{ApiError, ApiResult};
@@ -192,9 +192,9 @@ impl Registry {
             options,
             bounds,
             idle,
-            metas: Mutex::new(metas),
-            open: Mutex::new(HashMap::new()),
-            opening: Mutex::new(HashMap::new()),
+            metas: Mutex::new(rank::REGISTRY_METAS, metas),
+            open: Mutex::new(rank::REGISTRY_OPEN, HashMap::new()),
+            opening: Mutex::new(rank::REGISTRY_OPENING, HashMap::new()),
         })
     }
 
@@ -203,7 +203,7 @@ impl Registry {
         self.opening
             .lock()
             .entry(id.to_string())
-            .or_default()
+            .or_insert_with(|| Arc::new(Mutex::new(rank::REGISTRY_STORE, ())))
             .clone()
     }
 
@@ -379,10 +379,10 @@ impl Registry {
         Ok(OpenStore {
             id: id.to_string(),
             memory,
-            server: Mutex::new(Some(server)),
+            server: Mutex::new(rank::STORE_SERVER, Some(server)),
             hosted,
-            ids: Mutex::new(ids),
-            last_used: Mutex::new(Instant::now()),
+            ids: Mutex::new(rank::STORE_IDS, ids),
+            last_used: Mutex::new(rank::STORE_LAST_USED, Instant::now()),
             busy: AtomicUsize::new(0),
         })
     }
@@ -472,7 +472,7 @@ impl Registry {
     pub fn close_all(&self) -> bool {
         let stores: Vec<Arc<OpenStore>> = self.open.lock().drain().map(|(_, s)| s).collect();
         // Several at once: each waits on its own socket thread and journal.
-        let queue = Mutex::new(stores);
+        let queue = Mutex::new(rank::REGISTRY_CLOSING, stores);
         let ok = std::sync::atomic::AtomicBool::new(true);
         std::thread::scope(|scope| {
             for _ in 0..16 {

@@ -9,7 +9,7 @@ use std::io::{self, Write};
 use std::os::unix::fs::{MetadataExt, OpenOptionsExt};
 use std::path::{Path, PathBuf};
 
-use parking_lot::Mutex;
+use crate::lock::{rank, Mutex};
 use serde::{Deserialize, Serialize};
 
 use crate::digest::Sha;
@@ -88,7 +88,7 @@ impl Tokens {
         Tokens {
             path: state.join("tokens.json"),
             lock: state.join("tokens.lock"),
-            cached: Mutex::new((None, Vec::new())),
+            cached: Mutex::new(rank::TOKENS, (None, Vec::new())),
         }
     }
 

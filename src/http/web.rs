@@ -8,12 +8,12 @@ use std::collections::HashMap;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
+use crate::lock::{rank, Mutex};
 use bytes::Bytes;
 use http_body_util::Full;
 use hyper::header::HeaderValue;
 use hyper::http::request::Parts;
 use hyper::{Response, StatusCode};
-use parking_lot::Mutex;
 
 use super::registry::{is_store_id, Registry};
 use super::tokens::Tokens;
@@ -32,10 +32,18 @@ struct Login {
     last: Instant,
 }
 
-#[derive(Default)]
 pub struct WebDoor {
     logins: Mutex<HashMap<String, Login>>,
     pages: Mutex<HashMap<String, Arc<App>>>,
+}
+
+impl Default for WebDoor {
+    fn default() -> Self {
+        WebDoor {
+            logins: Mutex::new(rank::WEB_LOGINS, HashMap::new()),
+            pages: Mutex::new(rank::WEB_PAGES, HashMap::new()),
+        }
+    }
 }
 
 fn page(status: u16, body: String, extra: &[(&str, String)]) -> Response<Body> {

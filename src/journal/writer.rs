@@ -26,8 +26,8 @@ use std::sync::mpsc::{self, Sender};
 use std::sync::Arc;
 use std::time::Duration;
 
+use crate::lock::{rank, Condvar, Mutex};
 use crate::persist::storage::Dir;
-use parking_lot::{Condvar, Mutex};
 
 use super::batch::{needed_of, plain_bytes, trim_body, Placement};
 use super::deferred::{Deferred, ForCheckpointer};
@@ -61,7 +61,7 @@ pub(super) struct Taint {
 
 /// Holds the rewriting lock and counts the rewrite as it begins and ends.
 pub(super) struct Rewriting<'a> {
-    _alone: parking_lot::MutexGuard<'a, ()>,
+    _alone: crate::lock::MutexGuard<'a, ()>,
     count: &'a AtomicU64,
 }
 
@@ -160,34 +160,34 @@ pub(super) struct Compaction {
 impl Core {
     pub fn new(state: State, dir: Dir, memories: Dir, opts: Options, checkpointed: u64) -> Core {
         Core {
-            queue: Mutex::default(),
+            queue: Mutex::new(rank::QUEUE, Queue::default()),
             wake: Condvar::new(),
-            stuck: Mutex::new(state.stuck_written.clone()),
-            stuck_reasons: Mutex::new(Vec::new()),
-            state: Mutex::new(state),
+            stuck: Mutex::new(rank::STUCK, state.stuck_written.clone()),
+            stuck_reasons: Mutex::new(rank::STUCK_REASONS, Vec::new()),
+            state: Mutex::new(rank::STATE, state),
             dir,
             memories,
             opts,
-            recovery: Mutex::new(None),
-            checkpointer: Mutex::new(None),
+            recovery: Mutex::new(rank::RECOVERY, None),
+            checkpointer: Mutex::new(rank::CHECKPOINTER, None),
             checkpointed: AtomicU64::new(checkpointed),
             unwritten: AtomicU64::new(0),
             changes: AtomicU64::new(0),
             batches: AtomicU64::new(0),
             barriers: AtomicU64::new(0),
-            taint: Mutex::default(),
+            taint: Mutex::new(rank::TAINT, Taint::default()),
             refusing: AtomicBool::new(false),
-            rewriting: Mutex::new(()),
+            rewriting: Mutex::new(rank::REWRITING, ()),
             rewrites: AtomicU64::new(0),
-            behind: Mutex::new(Vec::new()),
-            owed_batches: Mutex::new(Vec::new()),
+            behind: Mutex::new(rank::BEHIND, Vec::new()),
+            owed_batches: Mutex::new(rank::OWED_BATCHES, Vec::new()),
             upstream: std::sync::OnceLock::new(),
             flush_owed: AtomicBool::new(false),
-            unsettled: Mutex::new(Vec::new()),
+            unsettled: Mutex::new(rank::UNSETTLED, Vec::new()),
             settled_now: Condvar::new(),
-            leader: Mutex::new(()),
+            leader: Mutex::new(rank::LEADER, ()),
             me: std::sync::OnceLock::new(),
-            compact: Mutex::default(),
+            compact: Mutex::new(rank::COMPACT, Compaction::default()),
             compact_wake: Condvar::new(),
         }
     }

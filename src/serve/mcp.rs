@@ -236,7 +236,7 @@ fn call(session: &Session, id: Value, params: &Value) -> Answer {
 /// One MCP client: the tool, its changes credited to the MCP door and to the
 /// session the client named in `initialize` (`clientInfo.name`).
 struct Session {
-    target: parking_lot::Mutex<Target>,
+    target: crate::lock::Mutex<Target>,
 }
 
 /// Where an MCP session's tool calls go.
@@ -255,7 +255,7 @@ impl Session {
     fn new(tool: &Tool) -> Session {
         let tool = tool.with_origin(Origin::agent(Door::Mcp));
         Session {
-            target: parking_lot::Mutex::new(Target::Local(tool)),
+            target: crate::lock::Mutex::new(crate::lock::rank::MCP_TARGET, Target::Local(tool)),
         }
     }
 
@@ -277,7 +277,7 @@ impl Session {
 /// the session; `None` for a notification or a stray response.
 pub fn answer_one(tool: &Tool, message: &[u8]) -> Option<Value> {
     let session = Session {
-        target: parking_lot::Mutex::new(Target::Local(tool.clone())),
+        target: crate::lock::Mutex::new(crate::lock::rank::MCP_TARGET, Target::Local(tool.clone())),
     };
     handle_keeping_origin(&session, message).map(Answer::finish)
 }
@@ -356,10 +356,13 @@ pub fn serve_attached(
     max_line: usize,
 ) -> io::Result<Backend> {
     let session = Session {
-        target: parking_lot::Mutex::new(Target::Attached {
-            backend: Box::new(backend),
-            attach: Box::new(attach),
-        }),
+        target: crate::lock::Mutex::new(
+            crate::lock::rank::MCP_TARGET,
+            Target::Attached {
+                backend: Box::new(backend),
+                attach: Box::new(attach),
+            },
+        ),
     };
     let served = serve_session(session, input, output, max_line);
     // (The session is gone; the caller closes the backend.)

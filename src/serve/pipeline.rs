@@ -12,7 +12,7 @@ use std::io::{self, BufRead, Write};
 use std::sync::mpsc;
 use std::time::Duration;
 
-use parking_lot::{Condvar, Mutex};
+use crate::lock::{rank, Condvar, Mutex};
 
 use super::reader::{LineReader, Next};
 
@@ -61,7 +61,10 @@ pub fn serve<P: Protocol>(
     activity: &dyn Activity,
 ) -> io::Result<()> {
     let (send, receive) = mpsc::channel::<(P::Answer, usize)>();
-    let queued = Budget::default();
+    let queued = Budget {
+        state: Mutex::new(rank::PIPELINE_BUDGET, (0, false)),
+        freed: Condvar::new(),
+    };
     std::thread::scope(|scope| {
         let queued = &queued;
         let writer = scope.spawn(move || -> io::Result<()> {
@@ -117,7 +120,6 @@ pub fn serve<P: Protocol>(
 
 /// Bytes of answers in the queue; taking blocks while it is over
 /// [`QUEUED_BYTES`], until the writer frees some or is gone.
-#[derive(Default)]
 struct Budget {
     state: Mutex<(usize, bool)>,
     freed: Condvar,

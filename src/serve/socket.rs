@@ -19,7 +19,7 @@ use std::sync::Arc;
 use std::thread::JoinHandle;
 use std::time::{Duration, Instant};
 
-use parking_lot::Mutex;
+use crate::lock::{rank, Mutex};
 use rustix::fs::{self as rfs, AtFlags, Mode};
 
 use super::pipeline::{Activity, Bounds};
@@ -81,9 +81,9 @@ impl SocketServer {
             max_line,
             line_timeout: Some(line_timeout),
         };
-        let clients = Clients::default();
+        let clients: Clients = Arc::new(Mutex::new(rank::SOCKET_CLIENTS, HashMap::new()));
         let registry = clients.clone();
-        let last_client = Arc::new(Mutex::new(Instant::now()));
+        let last_client = Arc::new(Mutex::new(rank::SOCKET_LAST_CLIENT, Instant::now()));
         let seen = last_client.clone();
         let thread = std::thread::Builder::new()
             .name("memfs-socket".into())

@@ -21,7 +21,7 @@ use crate::tool::Tool;
 /// One peer's session: the tool, its changes credited to the peer's door
 /// and to the session a hello line names.
 struct ToolLines {
-    tool: parking_lot::Mutex<Arc<Tool>>,
+    tool: crate::lock::Mutex<Arc<Tool>>,
     /// The owner's key and history, for control lines.
     control: Arc<Control>,
     /// Where mounts asked for over the socket are served (none on stdio).
@@ -104,7 +104,7 @@ pub fn serve_client(
 impl ToolLines {
     fn new(tool: &Tool, control: &Arc<Control>, hosted: Option<Arc<Hosted>>) -> Self {
         ToolLines {
-            tool: parking_lot::Mutex::new(Arc::new(tool.clone())),
+            tool: crate::lock::Mutex::new(crate::lock::rank::STREAM_TOOL, Arc::new(tool.clone())),
             control: control.clone(),
             hosted,
             called: AtomicBool::new(false),

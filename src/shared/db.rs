@@ -21,7 +21,7 @@
 use std::sync::Arc;
 use std::time::Duration;
 
-use parking_lot::{Mutex, MutexGuard};
+use crate::lock::{rank, Mutex, MutexGuard};
 use postgres::error::SqlState;
 use postgres::{Client, NoTls};
 
@@ -244,14 +244,14 @@ impl Db {
         Db {
             target,
             origin,
-            conn: Mutex::new(None),
-            write: Mutex::new(None),
+            conn: Mutex::new(rank::DB_CONN, None),
+            write: Mutex::new(rank::DB_WRITE, None),
             renumber,
             numbered: Default::default(),
             on_commit: std::sync::OnceLock::new(),
-            confirmed: Arc::default(),
-            unknown: Mutex::new(Vec::new()),
-            disowned: Mutex::new(Vec::new()),
+            confirmed: Arc::new(Mutex::new(rank::DB_CONFIRMED, Default::default())),
+            unknown: Mutex::new(rank::DB_UNKNOWN, Vec::new()),
+            disowned: Mutex::new(rank::DB_DISOWNED, Vec::new()),
             last_head: std::sync::atomic::AtomicU64::new(u64::MAX),
         }
     }

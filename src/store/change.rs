@@ -5,7 +5,7 @@
 use std::sync::Arc;
 use std::time::SystemTime;
 
-use parking_lot::{Condvar, Mutex};
+use crate::lock::{rank, Condvar, Mutex};
 
 pub use super::origin::{Door, Origin, Process};
 pub use super::touched::Touched;
@@ -164,7 +164,6 @@ pub struct Ticket {
     parts: Vec<Arc<Part>>,
 }
 
-#[derive(Default)]
 struct Part {
     outcome: Mutex<Option<Result<(), Error>>>,
     settled: Condvar,
@@ -176,6 +175,16 @@ struct Part {
 
 /// See [`Ticket::pending_helped`].
 pub type Helper = Arc<dyn Fn() + Send + Sync>;
+
+impl Part {
+    fn new(helper: Option<Helper>) -> Part {
+        Part {
+            outcome: Mutex::new(rank::OUTCOME, None),
+            settled: Condvar::new(),
+            helper,
+        }
+    }
+}
 
 impl std::fmt::Debug for Part {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
@@ -189,7 +198,7 @@ impl std::fmt::Debug for Part {
 impl Ticket {
     pub fn pending() -> Self {
         Ticket {
-            parts: vec![Arc::default()],
+            parts: vec![Arc::new(Part::new(None))],
         }
     }
 
@@ -197,10 +206,7 @@ impl Ticket {
     /// it; it must not block on anything the waiter could hold).
     pub fn pending_helped(helper: Helper) -> Self {
         Ticket {
-            parts: vec![Arc::new(Part {
-                helper: Some(helper),
-                ..Part::default()
-            })],
+            parts: vec![Arc::new(Part::new(Some(helper)))],
         }
     }
 

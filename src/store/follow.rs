@@ -21,7 +21,7 @@
 use std::sync::atomic::Ordering;
 use std::sync::Arc;
 
-use parking_lot::RwLockWriteGuard;
+use crate::lock::RwLockWriteGuard;
 
 use super::change::{Change, ChangeOp, Foreign, Origin, Ticket, Touched};
 use super::tree::Tree;

@@ -33,7 +33,7 @@ use std::collections::{BTreeSet, HashMap};
 use std::sync::Arc;
 use std::time::SystemTime;
 
-use parking_lot::{Mutex, RwLock, RwLockWriteGuard};
+use crate::lock::{rank, Mutex, RwLock, RwLockWriteGuard};
 
 pub use change::{
     Change, ChangeOp, ChangeSink, Door, Foreign, Meta, Origin, Process, Refused, Ticket, Touched,
@@ -87,17 +87,17 @@ impl Store {
     /// A store over `tree`. Without a persister, changes are in memory only.
     pub fn new(tree: Tree, limits: Limits, persist: Option<Arc<dyn ChangeSink>>) -> Self {
         Store {
-            tree: RwLock::new(tree),
+            tree: RwLock::new(rank::TREE, tree),
             persist,
-            observers: RwLock::default(),
-            pins: Mutex::default(),
+            observers: RwLock::new(rank::OBSERVERS, Vec::new()),
+            pins: Mutex::new(rank::PINS, HashMap::new()),
             limits,
             seq: Default::default(),
-            unsaved: Mutex::default(),
-            used: Mutex::default(),
-            fresh: Mutex::default(),
+            unsaved: Mutex::new(rank::UNSAVED, BTreeSet::new()),
+            used: Mutex::new(rank::USED, HashMap::new()),
+            fresh: Mutex::new(rank::FRESH, Default::default()),
             followed: Default::default(),
-            lost: Mutex::default(),
+            lost: Mutex::new(rank::LOST, HashMap::new()),
             shared: Default::default(),
             hold: std::sync::OnceLock::new(),
         }

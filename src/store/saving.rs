@@ -2,7 +2,7 @@
 //! dirty in the tree) to the persister: at close, at `fsync`, at shutdown,
 //! and barriers that wait for everything before them.
 
-use parking_lot::RwLockWriteGuard;
+use crate::lock::RwLockWriteGuard;
 
 use super::change::{ChangeOp, Origin, Ticket};
 use super::tree::{Ino, Tree};

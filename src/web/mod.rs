@@ -17,12 +17,12 @@ use std::collections::HashMap;
 use std::net::SocketAddr;
 use std::sync::Arc;
 
+use crate::lock::{rank, Mutex};
 use bytes::Bytes;
 use http_body_util::Full;
 use hyper::header::HeaderValue;
 use hyper::http::request::Parts;
 use hyper::{Response, StatusCode};
-use parking_lot::Mutex;
 
 use crate::listen::{self, Body, BodyError};
 use model::{Model, Reviewed};
@@ -139,9 +139,9 @@ impl App {
         let app = App {
             base,
             source,
-            model: Mutex::new(Model::default()),
-            cursor: Mutex::new(None),
-            reviewed: Mutex::new(Reviewed::load(state_dir)),
+            model: Mutex::new(rank::WEB_MODEL, Model::default()),
+            cursor: Mutex::new(rank::WEB_CURSOR, None),
+            reviewed: Mutex::new(rank::WEB_REVIEWED, Reviewed::load(state_dir)),
             sessions,
             hide: model::scratch(),
         };

@@ -5,7 +5,7 @@
 use std::collections::HashMap;
 use std::time::{Duration, Instant};
 
-use parking_lot::Mutex;
+use crate::lock::{rank, Mutex};
 
 use crate::digest::random;
 
@@ -39,8 +39,8 @@ impl Sessions {
         let login = secret()?;
         Ok((
             Sessions {
-                login: Mutex::new(Some(login.clone())),
-                map: Mutex::new(HashMap::new()),
+                login: Mutex::new(rank::WEB_SESSION_LOGIN, Some(login.clone())),
+                map: Mutex::new(rank::WEB_SESSION_MAP, HashMap::new()),
             },
             login,
         ))

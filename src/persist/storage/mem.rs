@@ -49,13 +49,14 @@
 //! that nothing names (live or durably) and no handle holds are dropped
 //! from time to time, and at every restart.
 
+use crate::lock::{rank, Mutex, MutexGuard};
 use std::any::Any;
 use std::collections::{BTreeMap, BTreeSet, VecDeque};
 use std::ffi::{OsStr, OsString};
 use std::fmt::Write as _;
 use std::io;
 use std::os::unix::ffi::OsStrExt;
-use std::sync::{Arc, Mutex, MutexGuard};
+use std::sync::Arc;
 use std::time::SystemTime;
 
 use super::{errno, Dir, File, Kind, Open, Rename, Stat, StorageDir, StorageFile};
@@ -749,12 +750,12 @@ impl MemDisk {
     /// appends of its restarts.
     pub fn new(seed: u64) -> Arc<MemDisk> {
         Arc::new(MemDisk {
-            state: Mutex::new(State::new(seed)),
+            state: Mutex::new(rank::MEM_DISK, State::new(seed)),
         })
     }
 
     fn lock(&self) -> MutexGuard<'_, State> {
-        self.state.lock().unwrap_or_else(|e| e.into_inner())
+        self.state.lock()
     }
 
     /// The root directory (a fresh handle, of the current epoch).

@@ -1,0 +1,81 @@
+//! Every lock's rank: `docs/DESIGN.md`'s "Lock order", as numbers. The tens
+//! are its steps (1 to 9); within a step a higher number is taken under a
+//! lower one. Locks of one number are never nested. A lock added to the
+//! crate gets its constant here and its row in DESIGN's table.
+
+use super::Rank;
+
+// Step 1: a session's own lock, then the web page's cursor or reviewed.
+pub const MCP_TARGET: Rank = Rank::new(10, "serve::mcp::Session::target");
+pub const STREAM_TOOL: Rank = Rank::new(10, "serve::stream::ToolLines::tool");
+pub const WEB_MODEL: Rank = Rank::new(10, "web::App::model");
+pub const WEB_CURSOR: Rank = Rank::new(11, "web::App::cursor");
+pub const WEB_REVIEWED: Rank = Rank::new(11, "web::App::reviewed");
+
+// Step 2: the HTTP registry's lock of one store, its open table, one open
+// store's id index, then the store's other locks.
+pub const REGISTRY_STORE: Rank = Rank::new(20, "http::registry::Registry::store_lock");
+pub const REGISTRY_OPEN: Rank = Rank::new(21, "http::registry::Registry::open");
+pub const STORE_IDS: Rank = Rank::new(22, "http::registry::OpenStore::ids");
+pub const STORE_LAST_USED: Rank = Rank::new(23, "http::registry::OpenStore::last_used");
+pub const HOSTED_MOUNTS: Rank = Rank::new(23, "fuse::Hosted::mounts");
+pub const STORE_SERVER: Rank = Rank::new(23, "http::registry::OpenStore::server");
+pub const SOCKET_CLIENTS: Rank = Rank::new(24, "serve::socket::Clients");
+pub const SOCKET_LAST_CLIENT: Rank = Rank::new(25, "serve::socket::SocketServer::last_client");
+
+// Step 3: the doors' leaves.
+pub const REGISTRY_METAS: Rank = Rank::new(30, "http::registry::Registry::metas");
+pub const REGISTRY_OPENING: Rank = Rank::new(30, "http::registry::Registry::opening");
+pub const REGISTRY_CLOSING: Rank = Rank::new(30, "http::registry::Registry::close_all");
+pub const TOKENS: Rank = Rank::new(30, "http::tokens::Tokens::cached");
+pub const RATE_BUCKETS: Rank = Rank::new(30, "http::limits::Rates::buckets");
+pub const HTTP_MCP_SESSIONS: Rank = Rank::new(30, "http::mcp::Sessions::map");
+pub const WEB_LOGINS: Rank = Rank::new(30, "http::web::WebDoor::logins");
+pub const WEB_PAGES: Rank = Rank::new(30, "http::web::WebDoor::pages");
+pub const WEB_SESSION_LOGIN: Rank = Rank::new(30, "web::session::Sessions::login");
+pub const WEB_SESSION_MAP: Rank = Rank::new(31, "web::session::Sessions::map");
+pub const PIPELINE_BUDGET: Rank = Rank::new(30, "serve::pipeline::Budget::state");
+pub const MOUNT_DIRS: Rank = Rank::new(30, "fuse::listings::Listings::inner");
+pub const PROCESS_NAMES: Rank = Rank::new(30, "fuse::request::process_name");
+pub const ATTR_LAST: Rank = Rank::new(30, "fuse::attr::once_a_minute");
+pub const FLUSHER: Rank = Rank::new(30, "fuse::flusher::Flusher::state");
+
+// Step 4: whoever commits a batch, then a shared store's connection.
+pub const LEADER: Rank = Rank::new(40, "journal::writer::Core::leader");
+pub const DB_CONN: Rank = Rank::new(41, "shared::db::Db::conn");
+
+// Step 5: the store's tree, then its side locks (`unsaved` then `lost`).
+pub const TREE: Rank = Rank::new(50, "store::Store::tree");
+pub const OBSERVERS: Rank = Rank::new(51, "store::Store::observers");
+pub const PINS: Rank = Rank::new(51, "store::Store::pins");
+pub const UNSAVED: Rank = Rank::new(51, "store::Store::unsaved");
+pub const USED: Rank = Rank::new(51, "store::Store::used");
+pub const FRESH: Rank = Rank::new(51, "store::Store::fresh");
+pub const LOST: Rank = Rank::new(52, "store::Store::lost");
+
+// Step 6: one rewrite (compaction, redaction) at a time.
+pub const REWRITING: Rank = Rank::new(60, "journal::writer::Core::rewriting");
+
+// Step 7: the journal's state, then what it guards beside it.
+pub const STATE: Rank = Rank::new(70, "journal::writer::Core::state");
+pub const STUCK: Rank = Rank::new(71, "journal::writer::Core::stuck");
+pub const STUCK_REASONS: Rank = Rank::new(72, "journal::writer::Core::stuck_reasons");
+pub const COMPACT: Rank = Rank::new(71, "journal::writer::Core::compact");
+pub const BEHIND: Rank = Rank::new(71, "journal::writer::Core::behind");
+pub const OWED_BATCHES: Rank = Rank::new(71, "journal::writer::Core::owed_batches");
+pub const CHECKPOINTER: Rank = Rank::new(71, "journal::writer::Core::checkpointer");
+pub const DB_CONFIRMED: Rank = Rank::new(71, "shared::db::Db::confirmed");
+pub const DB_UNKNOWN: Rank = Rank::new(71, "shared::db::Db::unknown");
+
+// Step 8: the journal's queue, then what settles.
+pub const QUEUE: Rank = Rank::new(80, "journal::writer::Core::queue");
+pub const UNSETTLED: Rank = Rank::new(81, "journal::writer::Core::unsettled");
+pub const TAINT: Rank = Rank::new(81, "journal::writer::Core::taint");
+
+// Step 9: leaves everywhere.
+pub const OUTCOME: Rank = Rank::new(90, "store::change::Part::outcome");
+pub const INVALIDATOR: Rank = Rank::new(90, "fuse::invalidate::Invalidator::queue");
+pub const RECOVERY: Rank = Rank::new(90, "journal::writer::Core::recovery");
+pub const DB_DISOWNED: Rank = Rank::new(90, "shared::db::Db::disowned");
+pub const DB_WRITE: Rank = Rank::new(90, "shared::db::Db::write");
+pub const MEM_DISK: Rank = Rank::new(90, "persist::storage::mem::MemDisk::state");
