@@ -763,6 +763,65 @@ fn a_cursor_reads_only_new_rows_and_all_of_them_after_a_rewrite() {
     assert_eq!((ids(&after), after.1), (vec![], false));
 }
 
+/// `memfs web` beside the owner of `dir`, logged in: its base URL's
+/// address and the session's cookie.
+struct Page {
+    child: std::process::Child,
+    addr: String,
+    cookie: String,
+}
+
+impl Page {
+    fn start(dir: &Path) -> Page {
+        let mut child = memfs()
+            .arg("--data")
+            .arg(dir)
+            .arg("web")
+            .stdout(Stdio::piped())
+            .stderr(Stdio::null())
+            .spawn()
+            .unwrap();
+        let mut line = String::new();
+        let out = child.stdout.take().unwrap();
+        std::io::BufRead::read_line(&mut std::io::BufReader::new(out), &mut line).unwrap();
+        let url = line.trim().strip_prefix("http://").expect("the page's URL");
+        let (addr, login) = url.split_once('/').unwrap();
+        let mut page = Page {
+            child,
+            addr: addr.to_string(),
+            cookie: String::new(),
+        };
+        let (head, _) = page.get(&format!("/{login}"));
+        let cookie = head
+            .lines()
+            .find_map(|l| l.strip_prefix("set-cookie: "))
+            .expect("a session cookie");
+        page.cookie = cookie.split(';').next().unwrap().to_string();
+        page
+    }
+
+    /// GET `path`: the response's head and body.
+    fn get(&self, path: &str) -> (String, String) {
+        let mut conn = std::net::TcpStream::connect(&self.addr).unwrap();
+        let request = format!(
+            "GET {path} HTTP/1.1\r\nHost: {}\r\nCookie: {}\r\nConnection: close\r\n\r\n",
+            self.addr, self.cookie
+        );
+        conn.write_all(request.as_bytes()).unwrap();
+        let mut got = String::new();
+        std::io::Read::read_to_string(&mut conn, &mut got).unwrap();
+        let (head, body) = got.split_once("\r\n\r\n").unwrap_or((&got, ""));
+        (head.to_ascii_lowercase(), body.to_string())
+    }
+}
+
+impl Drop for Page {
+    fn drop(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}
+
 /// A path the checkpoint cannot write holds back nothing else (issue 39:
 /// after a symlink was planted where memfs then made a directory, every
 /// later pass failed at that one file, no other change reached the plain
@@ -835,8 +894,9 @@ fn one_path_the_checkpoint_cannot_write_holds_back_nothing_else() {
     );
     assert_eq!(fs::read_dir(&outside).unwrap().count(), 0);
     // While memfs runs: a path stuck, then free (the symlink goes), and
-    // the next checkpoint writes it.
-    let mut s = Server::start(&d, &keep);
+    // the next checkpoint writes it; `-v` says both.
+    let mut s = Server::start(&d, &["--history-keep", "4K", "-v"]);
+    let said = s.child.stderr.take().unwrap();
     // (Once it has loaded the plain files: it knows nothing of y.)
     call(&mut s, json!({"command": "view", "path": "/memories"}));
     std::os::unix::fs::symlink(&outside, d.join("memories/y")).unwrap();
@@ -847,15 +907,45 @@ fn one_path_the_checkpoint_cannot_write_holds_back_nothing_else() {
     let (code, _, err) = run(&d, &["checkpoint"]);
     assert_eq!(code, 1, "{err}");
     assert!(err.contains("/memories/y/g.md"), "{err}");
+    // The page's status says so too (a person sees it where they review).
+    let page = Page::start(&d);
+    let (head, body) = page.get("/");
+    assert!(head.starts_with("http/1.1 200"), "{head}");
+    let status = body
+        .split("<div class=\"stuck\"")
+        .nth(1)
+        .unwrap_or_else(|| panic!("no status of the plain files on the page: {body}"));
+    assert!(status.contains("/memories/y/g.md"), "{status}");
+    assert!(
+        !body.contains(&*dir.path().to_string_lossy()),
+        "a host path in: {body}"
+    );
     fs::remove_file(d.join("memories/y")).unwrap();
     let (code, _, err) = run(&d, &["checkpoint"]);
     assert_eq!(code, 0, "{err}");
+    let (_, body) = page.get("/");
+    assert!(!body.contains("class=\"stuck\""), "{body}");
+    drop(page);
     assert_eq!(
         fs::read_to_string(d.join("memories/y/g.md")).unwrap(),
         "more\n"
     );
     assert_eq!(fs::read_dir(&outside).unwrap().count(), 0);
     assert!(s.finish().success());
+    let mut said_text = String::new();
+    std::io::Read::read_to_string(&mut { said }, &mut said_text).unwrap();
+    assert!(
+        said_text.contains("the plain file /memories/y/g.md cannot be written"),
+        "{said_text}"
+    );
+    assert!(
+        said_text.contains("the plain file /memories/y/g.md is current again"),
+        "{said_text}"
+    );
+    assert!(
+        !said_text.contains(&*dir.path().to_string_lossy()),
+        "{said_text}"
+    );
 }
 
 /// `memfs log` is read in pages of 1,000 rows (issue 39: a running owner

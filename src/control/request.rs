@@ -61,8 +61,9 @@ pub enum Request {
     },
     /// The rows the journal took in since `cursor` (everything, without
     /// one or after a rewrite), with the cursor past them and the number the
-    /// next version will get: `{"next", "rows", "cursor", "all"}` (what the
-    /// page follows the memory with; `all`: start over with these rows).
+    /// next version will get: `{"next", "rows", "cursor", "all", "stuck"}`
+    /// (what the page follows the memory with; `all`: start over with these
+    /// rows; `stuck`: the paths the plain files cannot hold now, with why).
     Since {
         cursor: Option<crate::journal::Cursor>,
     },
@@ -260,7 +261,8 @@ fn run(store: &Arc<Store>, history: &History, request: &Request) -> Result<Reply
             let next = history.next_version();
             let mut cursor = *cursor;
             let (rows, all) = history.rows_after(&mut cursor)?;
-            let out = serde_json::json!({"next": next, "rows": rows, "cursor": cursor, "all": all});
+            let stuck = history.stuck();
+            let out = serde_json::json!({"next": next, "rows": rows, "cursor": cursor, "all": all, "stuck": stuck});
             Ok(Reply::ok(out.to_string()))
         }
         Request::Clear { door, session } => Ok(clear(store, door, session.as_deref())),

@@ -1,16 +1,135 @@
-//! The batch builder's parts that need no lock of their own: which
-//! contents a frame carries and which it names (decided in one place, under
-//! the journal state's lock, recording what it names for a compaction
-//! running meanwhile), what a change writes into the plain files, and the
-//! body cut to the changes that fit.
+//! The batch builder: a batch of changes made into one frame under the
+//! journal state's lock, with no I/O and no lock of its own. Each change's
+//! records (applied to the view, with what undoes them), which contents
+//! the frame carries and which it names (decided in one place, recording
+//! what it names for a compaction running meanwhile), what each change
+//! writes into the plain files, the changes that fit kept and the rest
+//! taken back, the frame's changes and body; and one rollback, which gives
+//! the view back and hands back what was owed.
 
 use std::sync::Arc;
 
-use super::record::ContentRec;
+use super::deferred::ForCheckpointer;
+use super::record::{ChangeRec, ContentRec};
 use super::state::State;
-use super::versions::Needed;
+use super::versions::{self, Context, Needed};
+use super::view::Undo;
 use crate::digest::Sha;
 use crate::store::Change;
+
+/// Records the journal owes to its next frame (a shared store's batch
+/// whose frame the disk refused), with the contents they need.
+pub(super) type Owed = Vec<(ChangeRec, Vec<Needed>)>;
+
+/// One batch built into a frame (see the module's doc).
+pub(super) struct Built {
+    /// Each change's records (none for a change without operations).
+    pub(super) records: Vec<Option<ChangeRec>>,
+    /// The contents each change's records name.
+    pub(super) needs: Vec<Vec<Needed>>,
+    /// What undoes each change's records in the view.
+    undos: Vec<Undo>,
+    /// The owed records, first in the frame.
+    pub(super) start: Owed,
+    /// Checkpointer batches owed, handed over once this frame is written.
+    pub(super) owed_batches: Vec<ForCheckpointer>,
+    pub(super) placing: Placement,
+    /// Bytes each change writes into the plain files.
+    pub(super) plain: Vec<u64>,
+}
+
+impl Built {
+    /// Records `changes` into the view (their versions numbered from the
+    /// state's ids) and places their contents after `start`'s.
+    pub(super) fn build(
+        st: &mut State,
+        changes: &[Change],
+        cx: &Context,
+        start: Owed,
+        owed_batches: Vec<ForCheckpointer>,
+    ) -> Built {
+        let mut records = Vec::with_capacity(changes.len());
+        let mut undos = Vec::with_capacity(changes.len());
+        let mut needs = Vec::with_capacity(changes.len());
+        for change in changes {
+            let mut undo = Undo::new();
+            let mut needed = Vec::new();
+            let State { view, ids, .. } = &mut *st;
+            let record = if change.ops.is_empty() {
+                None
+            } else if let Some(foreign) = &change.foreign {
+                versions::record_foreign(view, change, foreign, ids, &mut undo, &mut needed)
+            } else {
+                Some(versions::record(
+                    view,
+                    change,
+                    ids,
+                    cx,
+                    &mut undo,
+                    &mut needed,
+                ))
+            };
+            records.push(record);
+            undos.push(undo);
+            needs.push(needed);
+        }
+        let placing = Placement::of(st, &start, &needs);
+        Built {
+            records,
+            needs,
+            undos,
+            start,
+            owed_batches,
+            placing,
+            plain: changes.iter().map(plain_bytes).collect(),
+        }
+    }
+
+    /// Places the contents again, after the state's lock was let go (a
+    /// compaction may have dropped a content the frame was to name).
+    pub(super) fn place_again(&mut self, st: &mut State) {
+        self.placing = Placement::of(st, &self.start, &self.needs);
+    }
+
+    /// Keeps the first `fits` changes: the view gives back the others,
+    /// latest first.
+    pub(super) fn keep(&mut self, st: &mut State, fits: usize) {
+        for undo in self.undos.drain(fits.min(self.undos.len())..).rev() {
+            st.view.roll_back(undo);
+        }
+    }
+
+    /// The frame's records: the owed ones, then those of the `fits`
+    /// changes kept.
+    pub(super) fn frame_changes(&self, fits: usize) -> Vec<ChangeRec> {
+        self.start
+            .iter()
+            .map(|(rec, _)| rec.clone())
+            .chain(self.records[..fits].iter().flatten().cloned())
+            .collect()
+    }
+
+    /// The frame's body and what it places: the owed records' contents and
+    /// those of the `fits` changes kept (taken out of the placement).
+    pub(super) fn take_body(&mut self, fits: usize) -> (Vec<Arc<Vec<u8>>>, Vec<ContentRec>) {
+        let len = self.placing.start_len + self.placing.new_bytes[..fits].iter().sum::<u64>();
+        trim_body(
+            std::mem::take(&mut self.placing.body),
+            std::mem::take(&mut self.placing.placed),
+            len,
+        )
+    }
+
+    /// The one rollback, when the frame is not written: the view as it
+    /// was before the batch (latest change first), and what was owed, to
+    /// be owed again.
+    pub(super) fn roll_back(self, st: &mut State) -> (Owed, Vec<ForCheckpointer>) {
+        for undo in self.undos.into_iter().rev() {
+            st.view.roll_back(undo);
+        }
+        (self.start, self.owed_batches)
+    }
+}
 
 /// Which contents a frame carries in its body and which it only names,
 /// decided in one place, under the journal state's lock: a content the
@@ -143,6 +262,108 @@ mod tests {
             rows: Vec::new(),
         };
         (rec, needed)
+    }
+
+    fn write(path: &str, text: &str) -> Change {
+        let meta = crate::store::Meta {
+            perm: 0o644,
+            uid: 0,
+            gid: 0,
+            atime: std::time::UNIX_EPOCH,
+            mtime: std::time::UNIX_EPOCH,
+        };
+        Change::of_memfs(vec![crate::store::ChangeOp::Write {
+            path: crate::path::MemPath::parse(path).unwrap(),
+            data: Arc::new(text.as_bytes().to_vec()),
+            meta,
+        }])
+    }
+
+    fn view_of(st: &State) -> Vec<(String, super::super::view::VNode)> {
+        st.view
+            .iter()
+            .map(|(k, n)| (k.to_string(), n.clone()))
+            .collect()
+    }
+
+    fn built(st: &mut State, changes: &[Change], start: Owed) -> Built {
+        let read_plain = |_: &crate::path::MemPath| None;
+        let cx = Context {
+            time: "2026-12-03T00:00:00Z",
+            batch: 7,
+            read_plain: &read_plain,
+        };
+        Built::build(st, changes, &cx, start, vec![(3, Vec::new(), 0)])
+    }
+
+    #[test]
+    fn a_batch_becomes_one_frame_owed_records_first() {
+        let mut st = crate::journal::startup::new_state();
+        let before = st.ids.next_version;
+        let changes = [
+            write("/memories/a.md", "one"),
+            Change::of_memfs(Vec::new()),
+            write("/memories/b.md", "two"),
+        ];
+        let mut b = built(&mut st, &changes, vec![owed(vec![content("owed")])]);
+        // A change without operations has no records; each other one has
+        // its own, numbered in order.
+        assert!(b.records[1].is_none());
+        let (r0, r2) = (b.records[0].clone().unwrap(), b.records[2].clone().unwrap());
+        assert_eq!(r0.rows.len() + r2.rows.len(), 2);
+        assert!(r0.change < r2.change);
+        assert_eq!(st.ids.next_version, before + 2);
+        assert_eq!(b.plain, vec![3, 0, 3]);
+        // The frame: the owed record, then the batch's, in order.
+        let recs = b.frame_changes(3);
+        assert_eq!(recs.len(), 3);
+        assert_eq!(recs[0].change, 1, "the owed record first");
+        assert_eq!((recs[1].change, recs[2].change), (r0.change, r2.change));
+        // Its body: the owed content, then each change's new one.
+        let (body, placed) = b.take_body(3);
+        let texts: Vec<&[u8]> = body.iter().map(|d| d.as_slice()).collect();
+        assert_eq!(texts, vec![&b"owed"[..], b"one", b"two"]);
+        assert_eq!(
+            placed.iter().map(|c| c.at).collect::<Vec<_>>(),
+            vec![0, 4, 7]
+        );
+        assert!(st
+            .view
+            .get(&crate::path::MemPath::parse("/memories/b.md").unwrap())
+            .is_some());
+    }
+
+    #[test]
+    fn what_does_not_fit_is_taken_back_and_the_one_rollback_restores_the_view() {
+        let mut st = crate::journal::startup::new_state();
+        // The view already holds a file the batch overwrites.
+        let first = built(&mut st, &[write("/memories/a.md", "old")], Vec::new());
+        drop(first);
+        let before = view_of(&st);
+        let changes = [
+            write("/memories/a.md", "new"),
+            write("/memories/dir/b.md", "bee"),
+        ];
+        let mut b = built(&mut st, &changes, vec![owed(vec![content("owed")])]);
+        assert_ne!(view_of(&st), before);
+        // Only the first fits: the second is out of the view, the frame and
+        // the body.
+        b.keep(&mut st, 1);
+        assert!(st
+            .view
+            .get(&crate::path::MemPath::parse("/memories/dir/b.md").unwrap())
+            .is_none());
+        assert_eq!(b.frame_changes(1).len(), 2);
+        let (body, _) = b.take_body(1);
+        assert_eq!(body.len(), 2, "the owed content and the first change's");
+        // The frame is not written: one rollback, and the view is what it
+        // was, with what was owed handed back.
+        let (start, owed_batches) = b.roll_back(&mut st);
+        assert_eq!(view_of(&st), before);
+        assert_eq!(start.len(), 1);
+        assert_eq!(start[0].1[0].sha, content("owed").sha);
+        assert_eq!(owed_batches.len(), 1);
+        assert_eq!(owed_batches[0].0, 3);
     }
 
     #[test]

@@ -153,3 +153,156 @@ impl ChangeSink for Core {
         tickets
     }
 }
+
+#[cfg(test)]
+mod tests {
+    //! Group commit on a journal over the in-memory disk: one committer at
+    //! a time, each batch everything queued, in queue order; a waiter leads
+    //! its own write; the writer thread writes what nobody waits for.
+    use super::*;
+    use crate::journal::{Files, Journal, Options};
+    use crate::path::MemPath;
+    use crate::persist::storage::mem::MemDisk;
+    use crate::store::{ChangeOp, Meta};
+
+    struct Opened {
+        journal: Journal,
+        _data: tempfile::TempDir,
+        _dir: crate::persist::DataDir,
+    }
+
+    fn open() -> Opened {
+        let data = tempfile::tempdir().unwrap();
+        let disk = MemDisk::new(5);
+        let dir = crate::persist::DataDir::open_on(data.path(), Some(disk.root())).unwrap();
+        let files = Files {
+            memories: dir.memories.clone(),
+            tmp: dir.tmp.clone(),
+            trash: dir.trash.clone(),
+        };
+        let (mut tree, _) = crate::persist::load::load(&dir.memories).unwrap();
+        let (journal, _) =
+            Journal::open(&dir.stored, &files, &mut tree, Options::default()).unwrap();
+        Opened {
+            journal,
+            _data: data,
+            _dir: dir,
+        }
+    }
+
+    fn write(path: &str, text: &str) -> Change {
+        let meta = Meta {
+            perm: 0o644,
+            uid: 0,
+            gid: 0,
+            atime: std::time::UNIX_EPOCH,
+            mtime: std::time::UNIX_EPOCH,
+        };
+        Change::of_memfs(vec![ChangeOp::Write {
+            path: MemPath::parse(path).unwrap(),
+            data: Arc::new(text.as_bytes().to_vec()),
+            meta,
+        }])
+    }
+
+    fn content_at(j: &Journal, path: &str) -> Option<crate::digest::Sha> {
+        let st = j.shared.state.lock();
+        let node = st.view.get(&MemPath::parse(path).unwrap())?;
+        node.file().map(|(sha, ..)| sha)
+    }
+
+    #[test]
+    fn whoever_leads_next_commits_everything_queued_in_one_batch_in_order() {
+        let o = open();
+        let sink = o.journal.sink();
+        let before = o.journal.stats();
+        // Nobody can commit while the leader's place is taken: three
+        // changes queue up, submitted one by one.
+        let held = o.journal.shared.leader.lock();
+        let tickets: Vec<Ticket> = ["one", "two", "three"]
+            .iter()
+            .map(|t| sink.submit(&write("/memories/f.md", t)))
+            .collect();
+        drop(held);
+        // The last ticket's waiter (or the writer thread) leads: one batch
+        // takes all three, and the last one queued is the file's content.
+        tickets.last().unwrap().wait().unwrap();
+        for t in &tickets {
+            t.wait().unwrap();
+        }
+        let after = o.journal.stats();
+        assert_eq!(after.changes - before.changes, 3);
+        assert_eq!(after.batches - before.batches, 1, "one batch for the three");
+        assert_eq!(after.barriers - before.barriers, 1, "one frame written");
+        assert_eq!(
+            content_at(&o.journal, "/memories/f.md"),
+            Some(crate::digest::Sha::of(b"three"))
+        );
+    }
+
+    #[test]
+    fn every_writer_is_served_and_each_ones_changes_keep_their_order() {
+        let o = open();
+        const THREADS: usize = 4;
+        const EACH: usize = 40;
+        std::thread::scope(|s| {
+            for t in 0..THREADS {
+                let sink = o.journal.sink();
+                s.spawn(move || {
+                    for i in 0..EACH {
+                        let path = format!("/memories/t{t}.md");
+                        let ticket = sink.submit(&write(&path, &format!("{t}:{i}")));
+                        ticket.wait().expect("settled");
+                    }
+                });
+            }
+        });
+        let stats = o.journal.stats();
+        assert_eq!(stats.changes as usize, THREADS * EACH);
+        assert!(stats.batches as usize <= THREADS * EACH);
+        for t in 0..THREADS {
+            let last = format!("{t}:{}", EACH - 1);
+            assert_eq!(
+                content_at(&o.journal, &format!("/memories/t{t}.md")),
+                Some(crate::digest::Sha::of(last.as_bytes())),
+                "thread {t}'s last write is its file's content"
+            );
+        }
+        // Each thread's versions in the history, oldest first, are its
+        // writes in the order it made them.
+        let history = o.journal.history();
+        for t in 0..THREADS {
+            let path = MemPath::parse(&format!("/memories/t{t}.md")).unwrap();
+            let mut rows = history.log(&path).unwrap();
+            rows.reverse();
+            assert_eq!(rows.len(), EACH, "thread {t}: one version a write");
+            for (i, row) in rows.iter().enumerate() {
+                let (_, bytes) = history.content(row.version.0).unwrap();
+                assert_eq!(
+                    bytes,
+                    format!("{t}:{i}").into_bytes(),
+                    "thread {t}, write {i}"
+                );
+            }
+        }
+    }
+
+    #[test]
+    fn the_writer_thread_writes_what_nobody_waits_for_and_a_stopped_journal_refuses() {
+        let mut o = open();
+        let sink = o.journal.sink();
+        let before = o.journal.stats().batches;
+        let _never_waited = sink.submit(&write("/memories/closed.md", "a person's file"));
+        // Liveness, not speed: the writer thread gets to it on its own.
+        let deadline = std::time::Instant::now() + Duration::from_secs(30);
+        while o.journal.stats().batches == before {
+            assert!(std::time::Instant::now() < deadline, "never written");
+            std::thread::sleep(Duration::from_millis(5));
+        }
+        assert!(content_at(&o.journal, "/memories/closed.md").is_some());
+        o.journal.shutdown();
+        let late = sink.submit(&write("/memories/late.md", "too late"));
+        let err = late.wait().unwrap_err().to_string();
+        assert!(err.contains("shutting down"), "{err}");
+    }
+}

@@ -329,6 +329,13 @@ impl History {
         self.shared.state.lock().ids.next_version
     }
 
+    /// The paths the last checkpoint pass could not write into the plain
+    /// files, each with why (`/memories/x/f.md (a symlink is in the way)`):
+    /// the journal keeps them and memfs tries again.
+    pub fn stuck(&self) -> Vec<String> {
+        self.shared.stuck_reasons.lock().clone()
+    }
+
     /// Every kept row, oldest first (for `export`).
     pub fn all(&self) -> Result<Vec<Row>, Refusal> {
         self.rows()
@@ -431,7 +438,7 @@ impl History {
     pub fn checkpoint(&self) -> Result<(), Refusal> {
         match self.shared.checkpoint_now(std::time::Duration::from_secs(60)) {
             Some(true) => {
-                let stuck = self.shared.stuck_reasons.lock().clone();
+                let stuck = self.stuck();
                 if stuck.is_empty() {
                     return Ok(());
                 }

@@ -98,6 +98,23 @@ pub struct State {
 }
 
 impl State {
+    /// Where a frame just appended to the active segment put the contents
+    /// it carries (`placed`, at their offsets in the body at `body_at`):
+    /// later frames name them.
+    pub fn hold_contents(&mut self, body_at: u64, placed: &[super::record::ContentRec]) {
+        let segment = self.active.number;
+        for c in placed {
+            if let Some(sha) = Sha::parse(&c.sha256) {
+                let loc = Loc {
+                    segment,
+                    at: body_at + c.at,
+                    len: c.len,
+                };
+                self.contents.insert(sha, loc);
+            }
+        }
+    }
+
     /// Takes in batches of this host's the journal holds, and moves
     /// `follow` through every one that now follows on from it: a batch
     /// whose head the journal holds every version through is held whole.

@@ -29,15 +29,13 @@ use std::time::Duration;
 use crate::lock::{rank, Condvar, Mutex};
 use crate::persist::storage::Dir;
 
-use super::batch::{needed_of, plain_bytes, trim_body, Placement};
+use super::batch::{needed_of, plain_bytes, Built, Placement};
 use super::deferred::{Deferred, ForCheckpointer};
 use super::handoff::Msg;
-use super::record::{ContentRec, Header, OwnBatch};
-use super::state::{Loc, State};
-use super::versions::{self, Context, Needed};
-use super::view::Undo;
+use super::record::{Header, OwnBatch};
+use super::state::State;
+use super::versions::{Context, Needed};
 use super::Options;
-use crate::digest::Sha;
 use crate::error::DiskError;
 use crate::store::{Change, Refused, Ticket};
 
@@ -289,63 +287,33 @@ impl Core {
             batch,
             read_plain: &read_plain,
         };
-        // Each change's records, applied to the view as they are made.
-        let mut records = Vec::with_capacity(changes.len());
-        let mut undos: Vec<Undo> = Vec::with_capacity(changes.len());
-        let mut needs: Vec<Vec<Needed>> = Vec::with_capacity(changes.len());
-        for change in &changes {
-            let mut undo = Undo::new();
-            let mut needed = Vec::new();
-            let record = if change.ops.is_empty() {
-                None
-            } else if let Some(foreign) = &change.foreign {
-                let State { view, ids, .. } = &mut *st;
-                versions::record_foreign(view, change, foreign, ids, &mut undo, &mut needed)
-            } else {
-                let State { view, ids, .. } = &mut *st;
-                Some(versions::record(
-                    view,
-                    change,
-                    ids,
-                    &cx,
-                    &mut undo,
-                    &mut needed,
-                ))
-            };
-            records.push(record);
-            undos.push(undo);
-            needs.push(needed);
-        }
-        // What the journal owes goes first.
+        // Each change's records, applied to the view as they are made; what
+        // the journal owes goes first. Which contents the frame carries and
+        // which it only names.
         let start = std::mem::take(&mut *self.behind.lock());
         let owed_batches = std::mem::take(&mut *self.owed_batches.lock());
-        // Which contents the frame carries and which it only names.
-        let mut placing = Placement::of(&mut st, &start, &needs);
+        let mut built = Built::build(&mut st, &changes, &cx, start, owed_batches);
         // Room on the disk: a change needs room for its new contents here
         // and for the files it writes in the plain files (the checkpointer
         // writes them later, with what it has not written yet); one that
         // writes nothing fits in the reserve.
-        let plain: Vec<u64> = changes.iter().map(plain_bytes).collect();
-        let mut fits = self.room_for(&st, &placing.new_bytes, &plain);
+        let mut fits = self.room_for(&st, &built.placing.new_bytes, &built.plain);
         if fits < changes.len() {
             drop(st);
             self.checkpoint_now(Duration::from_secs(2));
             st = self.state.lock();
             // The lock was let go: a compaction may have dropped a content
             // this frame was to name. Placed again, under this hold.
-            placing = Placement::of(&mut st, &start, &needs);
-            fits = self.room_for(&st, &placing.new_bytes, &plain);
+            built.place_again(&mut st);
+            fits = self.room_for(&st, &built.placing.new_bytes, &built.plain);
         }
         let no_room = DiskError::new(
             "writing the journal",
             io::Error::from_raw_os_error(libc::ENOSPC),
         );
-        // What did not fit is taken out again: the view back, latest first.
-        for undo in undos.drain(fits..).rev() {
-            st.view.roll_back(undo);
-        }
-        let body_len: u64 = placing.start_len + placing.new_bytes[..fits].iter().sum::<u64>();
-        let (body, placed) = trim_body(placing.body, placing.placed, body_len);
+        // What did not fit is taken out again.
+        built.keep(&mut st, fits);
+        let (body, placed) = built.take_body(fits);
         // How far this journal followed a shared store, with every frame.
         let followed = changes[..fits]
             .iter()
@@ -362,11 +330,7 @@ impl Core {
             follow,
             own,
             own_since,
-            changes: start
-                .iter()
-                .map(|(rec, _)| rec.clone())
-                .chain(records[..fits].iter().flatten().cloned())
-                .collect(),
+            changes: built.frame_changes(fits),
             contents: placed.clone(),
             ..Header::default()
         };
@@ -379,17 +343,13 @@ impl Core {
                 batch,
                 &time,
                 &changes[..fits],
-                &records[..fits],
-                &needs[..fits],
+                &built.records[..fits],
+                &built.needs[..fits],
                 &st.ids,
             );
             let last = sent.last;
             if let Err(e) = tx.commit(sent) {
-                for undo in undos.into_iter().rev() {
-                    st.view.roll_back(undo);
-                }
-                self.owe(start);
-                self.owe_batches(owed_batches, None);
+                self.give_back(built, &mut st);
                 let e = match e {
                     super::upstream::UpstreamError::Taken(next) => {
                         st.next_batch = st.next_batch.max(next);
@@ -419,7 +379,7 @@ impl Core {
         // (see `Deferred`).
         let held_upstream = committed_upstream
             || (self.upstream.get().is_some()
-                && start.is_empty()
+                && built.start.is_empty()
                 && changes[..fits]
                     .iter()
                     .all(|c| c.foreign.is_some() || c.ops.is_empty()));
@@ -430,7 +390,7 @@ impl Core {
                 .filter(|c| !c.ops.is_empty())
                 .cloned()
                 .collect(),
-            plain[..fits].iter().sum(),
+            built.plain[..fits].iter().sum(),
         );
         let defer = held_upstream.then(|| Deferred {
             segment: 0,
@@ -438,7 +398,8 @@ impl Core {
             header: header.clone(),
             body: body.clone(),
             placed: placed.clone(),
-            for_checkpointer: owed_batches
+            for_checkpointer: built
+                .owed_batches
                 .iter()
                 .cloned()
                 .chain([this_batch.clone()])
@@ -452,19 +413,7 @@ impl Core {
         };
         match written {
             Ok(body_at) => {
-                let segment = st.active.number;
-                for c in &placed {
-                    if let Some(sha) = Sha::parse(&c.sha256) {
-                        st.contents.insert(
-                            sha,
-                            Loc {
-                                segment,
-                                at: body_at + c.at,
-                                len: c.len,
-                            },
-                        );
-                    }
-                }
+                st.hold_contents(body_at, &placed);
                 st.next_batch = batch + 1;
                 let deferred = st.deferred.is_some();
                 self.compact_if_due(&st);
@@ -475,11 +424,19 @@ impl Core {
                 // that next). Otherwise what this frame held that was owed
                 // goes to it first.
                 if !deferred {
-                    for owed in owed_batches {
+                    for owed in built.owed_batches {
                         self.to_checkpointer(owed);
                     }
                 }
-                self.taken(batch, &changes, &tickets, &plain, fits, no_room, !deferred);
+                self.taken(
+                    batch,
+                    &changes,
+                    &tickets,
+                    &built.plain,
+                    fits,
+                    no_room,
+                    !deferred,
+                );
                 if deferred {
                     // (Under the queue's lock, which the writer thread holds
                     // from its look at `flush_owed` to its wait: the wake-up
@@ -494,15 +451,19 @@ impl Core {
                 st.next_batch = batch + 1;
                 drop(st);
                 self.owe_frame(header, body, placed);
-                self.owe_batches(owed_batches, Some(this_batch));
-                self.taken(batch, &changes, &tickets, &plain, fits, no_room, false);
+                self.owe_batches(built.owed_batches, Some(this_batch));
+                self.taken(
+                    batch,
+                    &changes,
+                    &tickets,
+                    &built.plain,
+                    fits,
+                    no_room,
+                    false,
+                );
             }
             Err(failure) => {
-                for undo in undos.into_iter().rev() {
-                    st.view.roll_back(undo);
-                }
-                self.owe(start);
-                self.owe_batches(owed_batches, None);
+                self.give_back(built, &mut st);
                 drop(st);
                 match failure {
                     // Nothing of the frame reached the disk.
@@ -513,6 +474,14 @@ impl Core {
             }
         }
         None
+    }
+
+    /// A batch whose frame is not written, taken back: the view as it was,
+    /// and what it held that was owed, owed again.
+    fn give_back(&self, built: Built, st: &mut State) {
+        let (start, owed_batches) = built.roll_back(st);
+        self.owe(start);
+        self.owe_batches(owed_batches, None);
     }
 
     /// The start's own frame (before the threads run): what was found
@@ -531,22 +500,8 @@ impl Core {
     ) -> io::Result<()> {
         let mut st = self.state.lock();
         st.next_batch = batch + 1;
-        let mut body: Vec<Arc<Vec<u8>>> = Vec::new();
-        let mut placed = Vec::new();
-        let mut at = 0;
-        let mut seen = std::collections::HashSet::new();
-        for n in needed {
-            if st.contents.contains_key(&n.sha) || !seen.insert(n.sha) {
-                continue;
-            }
-            placed.push(ContentRec {
-                sha256: n.sha.hex(),
-                at,
-                len: n.data.len() as u64,
-            });
-            at += n.data.len() as u64;
-            body.push(n.data);
-        }
+        let placing = Placement::of(&mut st, &[], &[needed]);
+        let (body, placed) = (placing.body, placing.placed);
         if files_current {
             self.checkpointed.fetch_max(batch, Ordering::AcqRel);
         }
@@ -563,17 +518,7 @@ impl Core {
         let parts: Vec<&[u8]> = body.iter().map(|b| b.as_slice()).collect();
         match self.append(&mut st, header, &parts, batch) {
             Ok(body_at) => {
-                let segment = st.active.number;
-                for c in &placed {
-                    if let Some(sha) = Sha::parse(&c.sha256) {
-                        let loc = Loc {
-                            segment,
-                            at: body_at + c.at,
-                            len: c.len,
-                        };
-                        st.contents.insert(sha, loc);
-                    }
-                }
+                st.hold_contents(body_at, &placed);
                 Ok(())
             }
             Err(Failure::Refused(e) | Failure::Unconfirmed(e)) => {

@@ -153,12 +153,13 @@ impl App {
     /// after a redaction or compaction rewrote the journal).
     fn refresh(&self) -> Result<(), String> {
         let mut cursor = *self.cursor.lock();
-        let (next, rows, all) = self.source.since(&mut cursor)?;
+        let got = self.source.since(&mut cursor)?;
         let mut model = self.model.lock();
-        if all {
+        if got.all {
             *model = Model::default();
         }
-        model.take(next, rows);
+        model.take(got.next, got.rows);
+        model.stuck = got.stuck;
         *self.cursor.lock() = cursor;
         Ok(())
     }

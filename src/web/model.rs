@@ -21,6 +21,9 @@ pub struct Model {
     pub live: BTreeMap<String, usize>,
     /// Each deleted file's path, and the row that deleted it.
     pub gone: BTreeMap<String, usize>,
+    /// The paths the plain files cannot hold now, with why (as the owner
+    /// said at the last look).
+    pub stuck: Vec<String>,
 }
 
 /// Editor scratch files and hidden names, left out of the page as they are

@@ -107,6 +107,7 @@ pub fn tree(model: &Model, hide: &dyn Fn(&str) -> bool, ctx: &Ctx) -> View {
         size(Some(bytes)),
         model.rows.len()
     ));
+    out.push_str(&stuck(&model.stuck));
     out.push_str("<table class=\"tree\"><thead><tr><th>file</th><th>size</th><th>last change</th><th>by</th></tr></thead><tbody>");
     for (path, row) in files {
         let depth = rel(path).matches('/').count();
@@ -125,6 +126,21 @@ pub fn tree(model: &Model, hide: &dyn Fn(&str) -> bool, ctx: &Ctx) -> View {
         title: "memory".into(),
         main: out,
     }
+}
+
+/// The status of the plain files, when some paths cannot be written there.
+fn stuck(paths: &[String]) -> String {
+    if paths.is_empty() {
+        return String::new();
+    }
+    let items: String = paths
+        .iter()
+        .map(|p| format!("<li>{}</li>", esc(p)))
+        .collect();
+    format!(
+        "<div class=\"stuck\" role=\"status\"><p>The plain files on disk lack {} path(s) memfs cannot write there. The memory has them (the journal keeps them, every door sees them); nothing else waits for them, and memfs tries again. Move what is in the way:</p><ul>{items}</ul></div>",
+        paths.len()
+    )
 }
 
 fn is_image(path: &str) -> bool {

@@ -11,6 +11,19 @@ use crate::journal::{Cursor, Row};
 use crate::memory::Memory;
 use crate::serve::attach::through_owner;
 
+/// What [`Source::since`] brings.
+#[derive(serde::Deserialize)]
+pub struct Since {
+    pub next: u64,
+    pub rows: Vec<Row>,
+    cursor: Option<Cursor>,
+    pub all: bool,
+    /// Paths the last checkpoint could not write, with why (an owner from
+    /// before this field says none).
+    #[serde(default)]
+    pub stuck: Vec<String>,
+}
+
 pub enum Source {
     Owner(Arc<Memory>),
     Beside {
@@ -31,23 +44,17 @@ impl Source {
     }
 
     /// The rows the journal took in since `cursor` (moved past them), the
-    /// next version's number, and whether they are all it has.
-    pub fn since(&self, cursor: &mut Option<Cursor>) -> Result<(u64, Vec<Row>, bool), String> {
+    /// next version's number, whether they are all it has, and the paths
+    /// the plain files cannot hold now.
+    pub fn since(&self, cursor: &mut Option<Cursor>) -> Result<Since, String> {
         let reply = self.request(&Request::Since { cursor: *cursor });
         if reply.code != 0 {
             return Err(reply.err);
         }
-        #[derive(serde::Deserialize)]
-        struct Since {
-            next: u64,
-            rows: Vec<Row>,
-            cursor: Option<Cursor>,
-            all: bool,
-        }
         let got: Since = serde_json::from_slice(&reply.out)
             .map_err(|e| format!("the owner's answer is not the history: {e}"))?;
         *cursor = got.cursor;
-        Ok((got.next, got.rows, got.all))
+        Ok(got)
     }
 
     /// The bytes of a file at `version`.
