@@ -11,8 +11,17 @@
 //!   version names its content;
 //! - once a checkpoint pass has run, the plain files equal the tree.
 //!
+//! The workloads: the agent's tool calls alone; two agents and a person's
+//! saves, renames and removals at once; a person's moves of a directory of
+//! 40 files beside an agent; a redaction (whole or not at all: the content
+//! gone from the disk once it is acknowledged); and the first start on a
+//! data dir of the release before the journal (every file and version).
+//!
 //! kill -9 keeps the page cache, so this is the test it cannot be.
-//! `MEMFS_POWER_CASES=N` runs more cases (scripts/soak.sh runs 100,000).
+//! `MEMFS_POWER_CASES=N` runs more cases (scripts/soak.sh runs 100,000),
+//! `MEMFS_POWER_WRITERS_CASES` the writers' and the moves', and
+//! `MEMFS_POWER_SEEDS` the restarts of each step of the redaction and the
+//! upgrade.
 
 mod common;
 
@@ -489,5 +498,494 @@ proptest! {
         small_history in any::<bool>(),
     ) {
         writers_at_once(&[a0, a1], &person, cut, seed, small_history)?;
+    }
+}
+
+// ---------------------------------------------------------------------
+// A person's renames of a big directory (40 files): one change each, which
+// the checkpoint carries out as one rename of the plain directory. An agent
+// writes beside. The power goes at a random step.
+
+/// A person's step in their directory, which holds one big directory
+/// under one of a few names.
+#[derive(Debug, Clone)]
+enum Mover {
+    /// The big directory (wherever it is) renamed to this name.
+    Move(&'static str),
+    /// A new file saved in the big directory.
+    Add(&'static str, String),
+}
+
+const BIG: usize = 40;
+
+fn mover_step() -> impl Strategy<Value = Mover> {
+    let dir = prop::sample::select(vec!["big", "b2", "b3"]);
+    let name = prop::sample::select(vec!["x.md", "y.md"]);
+    prop_oneof![
+        3 => dir.prop_map(Mover::Move),
+        1 => (name, text()).prop_map(|(n, t)| Mover::Add(n, t)),
+    ]
+}
+
+/// The big directory's files, by path below the person's directory.
+fn big_files(dir: &str) -> BTreeMap<String, String> {
+    (0..BIG)
+        .map(|i| (format!("{dir}/f{i:02}.md"), format!("file {i}\n")))
+        .collect()
+}
+
+fn moved_to(files: &BTreeMap<String, String>, from: &str, to: &str) -> BTreeMap<String, String> {
+    files
+        .iter()
+        .map(|(p, t)| match p.strip_prefix(&format!("{from}/")) {
+            Some(rest) => (format!("{to}/{rest}"), t.clone()),
+            None => (p.clone(), t.clone()),
+        })
+        .collect()
+}
+
+/// A person moving the big directory around in `dir` and saving into it.
+fn mover_in(memory: &Memory, dir: Ino, steps: &[Mover]) -> Told {
+    let store = memory.store();
+    let mut at = "big";
+    let mut files = big_files(at);
+    for step in steps {
+        let (next_at, next, done) = match step {
+            Mover::Move(to) if *to == at => continue,
+            Mover::Move(to) => {
+                let next = moved_to(&files, at, to);
+                let done = store
+                    .rename_entry(dir, at, dir, to, RenameMode::Replace, someone())
+                    .map_err(|e| e.to_string())
+                    .and_then(|()| store.barrier(someone()).wait().map_err(|e| e.to_string()));
+                (*to, next, done)
+            }
+            Mover::Add(name, text) => {
+                let path = format!("{at}/{name}");
+                if files.contains_key(&path) {
+                    continue;
+                }
+                let mut next = files.clone();
+                next.insert(path, text.clone());
+                let done = match store.lookup(dir, at) {
+                    Ok(big) => {
+                        let saved = save(store, big.ino, name, text);
+                        store.unpin(big.ino, 1);
+                        saved
+                    }
+                    Err(e) => Err(e.to_string()),
+                };
+                (at, next, done)
+            }
+        };
+        match done {
+            Ok(()) => (at, files) = (next_at, next),
+            Err(_) => {
+                return Told {
+                    acked: files,
+                    interrupted: Some(next),
+                }
+            }
+        }
+    }
+    Told {
+        acked: files,
+        interrupted: None,
+    }
+}
+
+fn big_directory_moves(
+    agent: &[Cmd],
+    steps: &[Mover],
+    cut: u64,
+    seed: u64,
+) -> Result<(), TestCaseError> {
+    let disk = MemDisk::new(seed);
+    let state = tempfile::tempdir().unwrap();
+    let options = options(false);
+    let told: Vec<Told> = {
+        let memory = Memory::open_on(state.path(), options.clone(), Some(disk.root())).unwrap();
+        let store = memory.store();
+        let mk = |parent, name| {
+            store
+                .make_node(parent, name, NewNode::Dir, 0o755, (0, 0), someone())
+                .unwrap()
+                .ino
+        };
+        mk(ROOT_INO, "t0");
+        let p = mk(ROOT_INO, "p");
+        let big = mk(p, "big");
+        for (path, text) in big_files("big") {
+            let name = path.strip_prefix("big/").unwrap();
+            prop_assert!(save(store, big, name, &text).is_ok());
+        }
+        prop_assert!(memory.history().checkpoint().is_ok());
+        disk.cut_after(cut);
+        let told = std::thread::scope(|scope| {
+            let (m, d) = (&memory, &disk);
+            let a = scope.spawn(move || agent_in(m, d, &format!("{ROOT}/t0"), agent));
+            let p = scope.spawn(move || mover_in(m, p, steps));
+            vec![a.join().unwrap(), p.join().unwrap()]
+        });
+        disk.cut_now();
+        drop(memory);
+        told
+    };
+    disk.restart();
+    let memory = match Memory::open_on(state.path(), options, Some(disk.root())) {
+        Ok(memory) => memory,
+        Err(e) => return Err(TestCaseError::fail(format!("no start after the cut: {e}"))),
+    };
+    let now = memory.store().with_tree(tree_entries);
+    for (d, told) in ["t0", "p"].iter().zip(&told) {
+        let have = files_below(&now, &format!("{ROOT}/{d}"));
+        prop_assert!(
+            have == told.acked || Some(&have) == told.interrupted.as_ref(),
+            "{d} after the cut at step {cut}: {:?}\nacknowledged {:?}\ninterrupted {:?}",
+            have.keys().collect::<Vec<_>>(),
+            told.acked.keys().collect::<Vec<_>>(),
+            told.interrupted
+                .as_ref()
+                .map(|i| i.keys().collect::<Vec<_>>())
+        );
+    }
+    history_is_exact(&memory, &now)?;
+    prop_assert!(memory.history().checkpoint().is_ok());
+    prop_assert!(
+        plain_files(&disk) == now,
+        "the plain files after a checkpoint"
+    );
+    Ok(())
+}
+
+proptest! {
+    #![proptest_config(ProptestConfig {
+        cases: common::cases("MEMFS_POWER_WRITERS_CASES", 24),
+        ..ProptestConfig::default()
+    })]
+
+    #[test]
+    fn a_persons_moves_of_a_big_directory_survive_a_power_cut(
+        agent in prop::collection::vec(cmd(), 1..10),
+        steps in prop::collection::vec(mover_step(), 1..10),
+        cut in 0u64..120,
+        seed in any::<u64>(),
+    ) {
+        big_directory_moves(&agent, &steps, cut, seed)?;
+    }
+}
+
+// ---------------------------------------------------------------------
+// Redaction under power loss: the journal's segments are written anew
+// without a content. Whatever step the power goes at, memfs opens, the
+// files are as they were, and a redaction that was acknowledged holds: the
+// content is nowhere on the disk. One that was not either happened whole
+// or not at all, and runs again.
+
+/// The paths of the files on `disk` whose bytes hold `needle`.
+fn disk_holds(disk: &Arc<MemDisk>, needle: &[u8]) -> Vec<String> {
+    fn walk(dir: &memfs::persist::storage::Dir, at: &str, needle: &[u8], out: &mut Vec<String>) {
+        use memfs::persist::storage::{read_all, Kind, Open};
+        for (name, kind) in dir.list().unwrap() {
+            let path = format!("{at}/{}", name.to_string_lossy());
+            match kind {
+                Kind::Dir => walk(&dir.open_dir(&name).unwrap(), &path, needle, out),
+                Kind::File => {
+                    let file = dir.open_file(&name, Open::Read).unwrap();
+                    let bytes = read_all(file.as_ref()).unwrap();
+                    if bytes.windows(needle.len()).any(|w| w == needle) {
+                        out.push(path);
+                    }
+                }
+                _ => {}
+            }
+        }
+    }
+    let mut out = Vec::new();
+    walk(&disk.root(), "", needle, &mut out);
+    out
+}
+
+const SECRET: &str = "Ana's door code is 4417\n";
+
+fn tool(memory: &Memory, input: serde_json::Value) {
+    let got = memory.tool().call(&input);
+    assert!(!got.is_error, "{input}: {:?}", got.text());
+}
+
+/// A memory where a file once held [`SECRET`] (its first version) and no
+/// longer does; returns that version.
+fn with_a_secret_in_the_history(memory: &Memory) -> u64 {
+    use serde_json::json;
+    let f = "/memories/s.md";
+    tool(
+        memory,
+        json!({"command": "create", "path": f, "file_text": SECRET}),
+    );
+    // Enough after it that the history spans several segments.
+    for i in 0..6 {
+        let text = format!("{i}\n").repeat(4000);
+        tool(
+            memory,
+            json!({"command": "create", "path": format!("/memories/fill{i}.md"), "file_text": text}),
+        );
+    }
+    // The same content again, in a later segment, then deleted: the
+    // redaction erases it from both.
+    let again = "/memories/again.md";
+    tool(
+        memory,
+        json!({"command": "create", "path": again, "file_text": SECRET}),
+    );
+    tool(memory, json!({"command": "delete", "path": again}));
+    tool(
+        memory,
+        json!({"command": "create", "path": "/memories/o.md", "file_text": "other\n"}),
+    );
+    tool(
+        memory,
+        json!({"command": "str_replace", "path": f, "old_str": "4417", "new_str": "(asked)"}),
+    );
+    assert!(memory.history().checkpoint().is_ok());
+    let rows = memory.history().log(&MemPath::parse(f).unwrap()).unwrap();
+    rows.last().unwrap().version.0
+}
+
+/// One cut `cut` steps into a redaction; whether the redaction was
+/// acknowledged before it.
+fn cut_in_a_redaction(seed: u64, cut: u64) -> bool {
+    let disk = MemDisk::new(seed);
+    let state = tempfile::tempdir().unwrap();
+    let open = || Memory::open_on(state.path(), options(false), Some(disk.root()));
+    let needle = SECRET.trim_end().as_bytes();
+    let acked = {
+        let memory = open().unwrap();
+        let version = with_a_secret_in_the_history(&memory);
+        disk.cut_after(cut);
+        let acked = memory.history().redact(version, false).is_ok();
+        disk.cut_now();
+        acked
+    };
+    disk.restart();
+    let memory =
+        open().unwrap_or_else(|e| panic!("no start after a cut at {cut}: {e}\n{}", disk.dump()));
+    // The start settled what the cut left: no half-placed file remains.
+    let journal = disk.root().open_dir(".memfs".as_ref()).unwrap();
+    let journal = journal.open_dir("journal".as_ref()).unwrap();
+    let left: Vec<String> = journal
+        .list()
+        .unwrap()
+        .into_iter()
+        .map(|(n, _)| n.to_string_lossy().into_owned())
+        .filter(|n| n.ends_with(".new") || n == "rewrite.commit")
+        .collect();
+    assert!(left.is_empty(), "left after a cut at {cut}: {left:?}");
+    let files: BTreeMap<String, Entry> = memory.store().with_tree(tree_entries);
+    let mut want: BTreeMap<String, Entry> = [
+        ("/memories/o.md", "other\n"),
+        ("/memories/s.md", "Ana's door code is (asked)\n"),
+    ]
+    .into_iter()
+    .map(|(p, t)| (p.to_string(), Entry::File(t.to_string())))
+    .collect();
+    want.insert(ROOT.to_string(), Entry::Dir);
+    for i in 0..6 {
+        let text = format!("{i}\n").repeat(4000);
+        want.insert(format!("/memories/fill{i}.md"), Entry::File(text));
+    }
+    assert_eq!(files, want, "the files after a cut at step {cut}");
+    let rows = memory.history().log(&MemPath::root()).unwrap();
+    let first = rows
+        .iter()
+        .find(|r| r.path == "/memories/s.md" && r.replaces.is_none())
+        .unwrap_or_else(|| panic!("the first version is gone (cut {cut}): {rows:?}"));
+    let secret_sha = memfs::digest::sha256_hex(SECRET.as_bytes());
+    let naming = rows
+        .iter()
+        .filter(|r| r.sha256.as_deref() == Some(secret_sha.as_str()))
+        .count();
+    assert!(
+        naming == 0 || (naming == 2 && !first.redacted),
+        "a redaction half done (cut {cut}): {naming} version(s) still name the content"
+    );
+    let held = disk_holds(&disk, needle);
+    if acked {
+        assert!(
+            first.redacted,
+            "an acknowledged redaction undone by a cut at {cut}"
+        );
+        assert!(
+            held.is_empty(),
+            "redacted, yet on the disk (cut {cut}): {held:?}"
+        );
+    } else if !first.redacted {
+        // Not done: the content is all there, and the redaction runs now.
+        let (_, bytes) = memory.history().content(first.version.0).unwrap();
+        assert_eq!(bytes, SECRET.as_bytes(), "cut {cut}");
+        assert!(memory.history().redact(first.version.0, false).is_ok());
+    }
+    assert!(memory.history().checkpoint().is_ok());
+    let held = disk_holds(&disk, needle);
+    assert!(
+        held.is_empty(),
+        "redacted, yet on the disk (cut {cut}): {held:?}"
+    );
+    acked
+}
+
+#[test]
+fn a_redaction_survives_a_power_cut_at_any_step_whole_or_not_at_all() {
+    // The redaction's steps, counted on a disk that keeps its power.
+    let steps = {
+        let disk = MemDisk::new(0);
+        let state = tempfile::tempdir().unwrap();
+        let memory = Memory::open_on(state.path(), options(false), Some(disk.root())).unwrap();
+        let version = with_a_secret_in_the_history(&memory);
+        let before = disk.steps();
+        memory.history().redact(version, false).unwrap();
+        disk.steps() - before
+    };
+    let (mut acked, mut not) = (0, 0);
+    for seed in 0..common::cases("MEMFS_POWER_SEEDS", 3) as u64 {
+        for cut in 0..=steps + 2 {
+            match cut_in_a_redaction(seed, cut) {
+                true => acked += 1,
+                false => not += 1,
+            }
+        }
+    }
+    assert!(acked > 0 && not > 0, "acknowledged {acked}, not {not}");
+}
+
+// ---------------------------------------------------------------------
+// An upgrade from a data dir of the release before the journal
+// (tests/fixtures/pre-journal): its history becomes the journal's first
+// segment at the first start. Whatever step the power goes at during that
+// start, the next one has every file and every version.
+
+/// Copies the host directory `from` into `to` on the in-memory disk, all
+/// of it durable.
+fn copy_in(from: &std::path::Path, to: &memfs::persist::storage::Dir) {
+    for entry in std::fs::read_dir(from).unwrap() {
+        let entry = entry.unwrap();
+        let name = entry.file_name();
+        if entry.file_type().unwrap().is_dir() {
+            to.mkdir(&name).unwrap();
+            copy_in(&entry.path(), &to.open_dir(&name).unwrap());
+        } else {
+            let bytes = std::fs::read(entry.path()).unwrap();
+            let name = name.to_str().unwrap();
+            memfs::persist::storage::write_whole(to.as_ref(), name, &bytes).unwrap();
+        }
+    }
+    to.sync().unwrap();
+}
+
+fn fixture() -> std::path::PathBuf {
+    std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/fixtures/pre-journal")
+}
+
+/// The old release's versions (newest first): id, op, path, content hash.
+fn old_versions() -> Vec<(String, String, String, Option<String>)> {
+    std::fs::read_to_string(fixture().join("log.json"))
+        .unwrap()
+        .lines()
+        .map(|l| {
+            let r: serde_json::Value = serde_json::from_str(l).unwrap();
+            let text = |k: &str| r[k].as_str().map(str::to_string);
+            (
+                text("version").unwrap(),
+                text("op").unwrap(),
+                text("path").unwrap(),
+                text("sha256"),
+            )
+        })
+        .collect()
+}
+
+fn versions_now(memory: &Memory) -> Vec<(String, String, String, Option<String>)> {
+    let rows = memory.history().log(&MemPath::root()).unwrap();
+    rows.iter()
+        .map(|r| {
+            (
+                r.version.to_string(),
+                r.op.as_str().to_string(),
+                r.path.clone(),
+                r.sha256.clone(),
+            )
+        })
+        .collect()
+}
+
+/// The fixture's files as the model sees a tree.
+fn fixture_files() -> BTreeMap<String, Entry> {
+    fn walk(dir: &std::path::Path, at: &str, out: &mut BTreeMap<String, Entry>) {
+        out.insert(at.to_string(), Entry::Dir);
+        for entry in std::fs::read_dir(dir).unwrap() {
+            let entry = entry.unwrap();
+            let path = format!("{at}/{}", entry.file_name().to_string_lossy());
+            match entry.file_type().unwrap().is_dir() {
+                true => walk(&entry.path(), &path, out),
+                false => {
+                    let text = std::fs::read_to_string(entry.path()).unwrap();
+                    out.insert(path, Entry::File(text));
+                }
+            }
+        }
+    }
+    let mut out = BTreeMap::new();
+    walk(&fixture().join("data/memories"), ROOT, &mut out);
+    out
+}
+
+/// A disk holding the old release's data dir.
+fn old_data_dir(seed: u64) -> Arc<MemDisk> {
+    let disk = MemDisk::new(seed);
+    copy_in(&fixture().join("data"), &disk.root());
+    disk
+}
+
+#[test]
+fn an_upgrade_from_before_the_journal_survives_a_power_cut_at_any_step() {
+    let want_files = fixture_files();
+    let want_versions = old_versions();
+    // The first start's steps, counted on a disk that keeps its power.
+    let steps = {
+        let disk = old_data_dir(0);
+        let state = tempfile::tempdir().unwrap();
+        let before = disk.steps();
+        let memory = Memory::open_on(state.path(), options(false), Some(disk.root())).unwrap();
+        assert!(
+            memory.opened().upgraded,
+            "the fixture is not taken in as an upgrade"
+        );
+        assert_eq!(versions_now(&memory), want_versions);
+        drop(memory);
+        disk.steps() - before
+    };
+    for seed in 0..common::cases("MEMFS_POWER_SEEDS", 3) as u64 {
+        for cut in 0..=steps {
+            let disk = old_data_dir(seed);
+            let state = tempfile::tempdir().unwrap();
+            disk.cut_after(cut);
+            let first = Memory::open_on(state.path(), options(false), Some(disk.root()));
+            disk.cut_now();
+            drop(first);
+            disk.restart();
+            let memory = Memory::open_on(state.path(), options(false), Some(disk.root()))
+                .unwrap_or_else(|e| panic!("no start after a cut at {cut}: {e}\n{}", disk.dump()));
+            let files = memory.store().with_tree(tree_entries);
+            assert_eq!(
+                files, want_files,
+                "the files after a cut at step {cut} (seed {seed})"
+            );
+            assert_eq!(
+                versions_now(&memory),
+                want_versions,
+                "the versions after a cut at step {cut} (seed {seed})"
+            );
+            assert!(memory.history().checkpoint().is_ok());
+            assert_eq!(plain_files(&disk), want_files, "cut {cut}");
+        }
     }
 }

@@ -201,6 +201,7 @@ impl Journal {
         opts: Options,
     ) -> io::Result<(Journal, Opened)> {
         let dir = journal_dir(state)?;
+        rewrite::settle(&dir)?;
         let mut opened = Opened::default();
         let mut loaded = startup::read(&dir, true)?;
         if loaded.is_none() {

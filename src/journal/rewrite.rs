@@ -1,13 +1,15 @@
-//! Rewriting a segment: the frames it holds, changed, in a new file that
-//! takes its name in one rename (a crash leaves the old segment or the new
-//! one, whole). Redaction uses it to take a content's bytes (or a path's
-//! text) out of the journal, so that they are gone from the disk.
+//! Rewriting segments: the frames each holds, changed, in a new file beside
+//! it; then all of them take their segments' names as one (a commit file
+//! marks the point after which a start finishes the renames; before it, a
+//! start removes the new files), so that a crash leaves every segment old
+//! or every one new. Redaction uses it to take a content's bytes (or a
+//! path's text) out of the journal, so that they are gone from the disk.
 
 use std::io;
 
 use std::ffi::OsStr;
 
-use crate::persist::storage::{self, Rename};
+use crate::persist::storage::{self, Dir, Open, Rename};
 
 use super::frame;
 use super::history::{refuse, History, Refusal};
@@ -25,20 +27,35 @@ pub struct Parts {
     pub contents: Vec<(ContentRec, Vec<u8>)>,
 }
 
-/// Rewrites segment `number` with `change` applied to each frame (it says
-/// whether it changed the frame; a segment no frame of which changed is left
-/// as it is); the contents index follows. The segment appends go to is
-/// closed first (the next frame begins a new one).
+/// A segment written anew beside the old one (`NNN.new`, its data
+/// durable), not yet in its place.
+pub(super) struct Prepared {
+    number: u64,
+    tmp: String,
+    len: u64,
+    /// Where each content is in the new file.
+    locs: Vec<(Sha, u64, u64)>,
+}
+
+/// Names the segments whose `.new` files take their places: once this file
+/// is durable the rewrite is done (a start finishes it), before it, it
+/// never happened (a start removes the `.new` files).
+const COMMIT: &str = "rewrite.commit";
+
+/// Writes segment `number` anew, beside it, with `change` applied to each
+/// frame (it says whether it changed the frame); none if no frame changed.
+/// The segment appends go to is closed first (the next frame begins a new
+/// one). [`install`] puts what this prepares in place.
 ///
 /// Long because it rewrites one segment as one unit (read every frame,
-/// change them, encode with new offsets, swap the file in, update the
-/// contents index), all sharing the frames, buffer and offsets.
-pub(super) fn rewrite_segment(
+/// change them, encode with new offsets, write the file), all sharing the
+/// frames, buffer and offsets.
+pub(super) fn prepare(
     sh: &Core,
     st: &mut State,
     number: u64,
     change: &mut dyn FnMut(&mut Parts) -> bool,
-) -> io::Result<()> {
+) -> io::Result<Option<Prepared>> {
     let bytes = st.segments.get(&number).map_or(0, |s| s.bytes);
     let fd = segment::open_read(&sh.dir, number)?;
     let mut frames: Vec<Parts> = Vec::new();
@@ -60,7 +77,7 @@ pub(super) fn rewrite_segment(
         changed |= change(parts);
     }
     if !changed {
-        return Ok(());
+        return Ok(None);
     }
     if st.active.number == number && !st.active.fresh {
         st.active = st.active.next();
@@ -89,31 +106,101 @@ pub(super) fn rewrite_segment(
         }
         out.extend(frame::encode(&head, &body));
     }
-    let name = segment::name(number);
-    let new = format!("{name}.new");
-    storage::write_whole(sh.dir.as_ref(), &new, &out)?;
-    let (new, name) = (OsStr::new(&new), OsStr::new(&name));
-    let placed = sh
-        .dir
-        .rename(new, sh.dir.as_ref(), name, Rename::Replace)
-        .and_then(|()| sh.dir.sync());
-    if let Err(e) = placed {
-        let _ = sh.dir.unlink(new, false);
+    let tmp = format!("{}.new", segment::name(number));
+    storage::write_whole(sh.dir.as_ref(), &tmp, &out)?;
+    Ok(Some(Prepared {
+        number,
+        tmp,
+        len: out.len() as u64,
+        locs,
+    }))
+}
+
+/// Puts the prepared segments in place as one: their names made durable,
+/// then the commit file (the point after which the rewrite holds, power
+/// lost or not), then each renamed over its segment, with the contents
+/// index following. Before the commit point a failure removes the `.new`
+/// files and nothing changed; after it, [`settle`] finishes at the next
+/// start what a failure here left.
+pub(super) fn install(sh: &Core, st: &mut State, prepared: Vec<Prepared>) -> io::Result<()> {
+    if prepared.is_empty() {
+        return Ok(());
+    }
+    let dir = &sh.dir;
+    let numbers: String = prepared.iter().map(|p| format!("{}\n", p.number)).collect();
+    let committed = dir
+        .sync()
+        .and_then(|()| storage::write_whole(dir.as_ref(), COMMIT, numbers.as_bytes()))
+        .and_then(|()| dir.sync());
+    if let Err(e) = committed {
+        let _ = dir.unlink(OsStr::new(COMMIT), false);
+        for p in &prepared {
+            let _ = dir.unlink(OsStr::new(&p.tmp), false);
+        }
         return Err(e);
     }
-    st.contents.retain(|_, l| l.segment != number);
-    for (sha, at, len) in locs {
-        st.contents.insert(
-            sha,
-            Loc {
-                segment: number,
+    for p in prepared {
+        let name = segment::name(p.number);
+        dir.rename(
+            OsStr::new(&p.tmp),
+            dir.as_ref(),
+            OsStr::new(&name),
+            Rename::Replace,
+        )?;
+        st.contents.retain(|_, l| l.segment != p.number);
+        for (sha, at, len) in p.locs {
+            let loc = Loc {
+                segment: p.number,
                 at,
                 len,
-            },
-        );
+            };
+            st.contents.insert(sha, loc);
+        }
+        if let Some(seg) = st.segments.get_mut(&p.number) {
+            seg.bytes = p.len;
+        }
     }
-    if let Some(seg) = st.segments.get_mut(&number) {
-        seg.bytes = out.len() as u64;
+    dir.sync()?;
+    // (Left behind, it only makes the next start rename nothing.)
+    let _ = dir.unlink(OsStr::new(COMMIT), false);
+    Ok(())
+}
+
+/// At a start, before the segments are read: a rewrite whose commit file
+/// is there is finished (each `.new` it names renamed into place); then
+/// every `.new` file left (a rewrite, compaction or upgrade that stopped
+/// before its commit point) is removed.
+pub(super) fn settle(dir: &Dir) -> io::Result<()> {
+    let commit = match dir.open_file(OsStr::new(COMMIT), Open::Read) {
+        Ok(file) => Some(storage::read_all(file.as_ref())?),
+        Err(e) if e.kind() == io::ErrorKind::NotFound => None,
+        Err(e) => return Err(e),
+    };
+    if let Some(text) = commit {
+        for number in String::from_utf8_lossy(&text).lines() {
+            let Ok(number) = number.trim().parse::<u64>() else {
+                continue;
+            };
+            let name = segment::name(number);
+            let tmp = format!("{name}.new");
+            match dir.rename(
+                OsStr::new(&tmp),
+                dir.as_ref(),
+                OsStr::new(&name),
+                Rename::Replace,
+            ) {
+                Ok(()) => {}
+                Err(e) if e.kind() == io::ErrorKind::NotFound => {}
+                Err(e) => return Err(e),
+            }
+        }
+        dir.sync()?;
+        dir.unlink(OsStr::new(COMMIT), false)?;
+    }
+    for name in crate::persist::list_names(dir.as_ref())? {
+        if name.ends_with(".new") {
+            dir.unlink(OsStr::new(&name), false)?;
+        }
     }
     Ok(())
 }
@@ -179,6 +266,7 @@ impl History {
         let stand_in = stand_in(version);
         let mut paths = 0;
         let numbers: Vec<u64> = st.segments.keys().copied().collect();
+        let mut prepared = Vec::new();
         for number in numbers {
             let mut redact_frame = |parts: &mut Parts| -> bool {
                 let mut touched = false;
@@ -233,13 +321,20 @@ impl History {
                 }
                 touched
             };
-            rewrite_segment(sh, &mut st, number, &mut redact_frame).map_err(|e| {
-                Refusal(format!(
-                    "the history could not be rewritten: {}",
-                    crate::units::describe_io(&e)
-                ))
-            })?;
+            match prepare(sh, &mut st, number, &mut redact_frame) {
+                Ok(Some(p)) => prepared.push(p),
+                Ok(None) => {}
+                Err(e) => {
+                    for p in &prepared {
+                        let _ = sh.dir.unlink(OsStr::new(&p.tmp), false);
+                    }
+                    return Err(cannot_rewrite(&e, ""));
+                }
+            }
         }
+        install(sh, &mut st, prepared).map_err(|e| {
+            cannot_rewrite(&e, "; if the power or the disk failed after the rewrite began, memfs finishes it at its next start")
+        })?;
         if let Some(sha) = &sha {
             st.contents.remove(sha);
         }
@@ -249,6 +344,13 @@ impl History {
         }
         Ok(said)
     }
+}
+
+fn cannot_rewrite(e: &io::Error, more: &str) -> Refusal {
+    Refusal(format!(
+        "the history could not be rewritten: {}{more}",
+        crate::units::describe_io(e)
+    ))
 }
 
 /// The highest directory on `path` that no longer exists in `view` (its
