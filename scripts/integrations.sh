@@ -19,4 +19,7 @@ elif [ "${CI:-}" = true ]; then
 else
   echo "SKIPPED the TypeScript adapter test: node and npm are not installed"
 fi
-MEMFS_BIN="$PWD/target/release/memfs" "$python" -m pytest -q -p no:cacheprovider tests/python "$@"
+# The Python package, built as a user installs it (tests/python/test_package.py
+# installs it into a clean venv).
+wheel=$(scripts/package_python.sh)
+MEMFS_WHEEL="$wheel" MEMFS_BIN="$PWD/target/release/memfs" "$python" -m pytest -q -p no:cacheprovider tests/python "$@"

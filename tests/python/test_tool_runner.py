@@ -13,7 +13,7 @@ from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 import anthropic
 import pytest
 
-sys.path.insert(0, str(pathlib.Path(__file__).resolve().parents[2] / "examples" / "python"))
+sys.path.insert(0, str(pathlib.Path(__file__).resolve().parents[2] / "packages" / "python" / "python"))
 from memfs_memory import MemfsMemoryTool  # noqa: E402
 
 SCRIPT = [
@@ -207,11 +207,15 @@ def test_clear_all_memory_through_the_socket_carries_the_key_and_the_agents_line
 
 def test_the_adapter_imports_only_public_modules_of_the_sdk():
     import ast
-    source = pathlib.Path(__file__).resolve().parents[2] / "examples" / "python" / "memfs_memory.py"
-    tree = ast.parse(source.read_text())
-    modules = [node.module for node in ast.walk(tree) if isinstance(node, ast.ImportFrom)]
-    modules += [alias.name for node in ast.walk(tree) if isinstance(node, ast.Import) for alias in node.names]
-    private = [m for m in modules if m and any(part.startswith("_") for part in m.split(".") if part != "__future__")]
+    package = pathlib.Path(__file__).resolve().parents[2] / "packages" / "python" / "python" / "memfs_memory"
+    modules = []
+    for source in package.glob("*.py"):
+        tree = ast.parse(source.read_text())
+        modules += [node.module for node in ast.walk(tree) if isinstance(node, ast.ImportFrom) and node.level == 0]
+        modules += [alias.name for node in ast.walk(tree) if isinstance(node, ast.Import) for alias in node.names]
+    sdk = [m for m in modules if m and m.split(".")[0] == "anthropic"]
+    assert sdk, modules
+    private = [m for m in sdk if any(part.startswith("_") for part in m.split("."))]
     assert private == [], private
 
 

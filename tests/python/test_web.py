@@ -17,6 +17,7 @@ from playwright import sync_api  # noqa: E402
 
 import sys
 sys.path.insert(0, str(pathlib.Path(__file__).resolve().parent))
+from pngs import png  # noqa: E402
 
 
 def need(ok, why):
@@ -73,19 +74,6 @@ def setup(memfs_bin, tmp_path):
     assert web.wait(timeout=30) == 0, web.stderr.read()
     subprocess.run(["umount", str(mnt)])
     assert mount.wait(timeout=30) == 0
-
-
-def png():
-    """A 2x1 PNG."""
-    import struct
-    import zlib
-
-    def chunk(kind, data):
-        return struct.pack(">I", len(data)) + kind + data + struct.pack(">I", zlib.crc32(kind + data) & 0xFFFFFFFF)
-
-    raw = b"\x00" + b"\xff\x00\x00\x00\xff\x00"
-    return (b"\x89PNG\r\n\x1a\n" + chunk(b"IHDR", struct.pack(">IIBBBBB", 2, 1, 8, 2, 0, 0, 0))
-            + chunk(b"IDAT", zlib.compress(raw)) + chunk(b"IEND", b""))
 
 
 def shot(page, name):

@@ -4,19 +4,25 @@
 
     from memfs_memory import MemfsMemoryTool
 
-    memory = MemfsMemoryTool(socket="./memory/.memfs/sock")     # a running `memfs mount`
-    # or: MemfsMemoryTool(spawn=["memfs", "--data", "./memory"])  # a child `memfs serve --stdio`
+    memory = MemfsMemoryTool()                                   # the bundled memfs on ./memory
+    # or: MemfsMemoryTool(data="~/agent-memory", session="support-bot")
+    # or: MemfsMemoryTool(socket="./memory/.memfs/sock")         # a running `memfs mount`
+    # or: MemfsMemoryTool(spawn=["memfs", "--data", "./memory"])  # any memfs command
     runner = client.beta.messages.tool_runner(
         model="claude-opus-5", max_tokens=1024, messages=[...], tools=[memory]
     )
 
+`AsyncMemfsMemoryTool` is the same for `AsyncAnthropic`'s tool runner.
+
 Every command is one JSON line to memfs and one line back; an error result
 becomes the SDK's `ToolError`, so the runner sends it with `is_error: true`.
-Results are durable on disk before they come back.
+Results are durable on disk before they come back. The wheel carries the
+`memfs` binary itself (also on PATH as `memfs`); `MEMFS_BIN` names another.
 """
 
 from __future__ import annotations
 
+import asyncio
 import json
 import os
 import socket as _socket
@@ -24,13 +30,11 @@ import subprocess
 import threading
 from typing import Any, Optional, Sequence
 
-from anthropic.tools import BetaAbstractMemoryTool, ToolError
+from anthropic.tools import BetaAbstractMemoryTool, BetaAsyncAbstractMemoryTool, ToolError
 
-__all__ = ["MemfsMemoryTool", "MemfsError"]
+from ._binary import MemfsError, find_memfs, platform_name
 
-
-class MemfsError(RuntimeError):
-    """memfs could not be reached, or answered something that is not a result."""
+__all__ = ["MemfsMemoryTool", "AsyncMemfsMemoryTool", "MemfsError", "find_memfs"]
 
 
 class _Channel:
@@ -69,17 +73,64 @@ def _socket_channel(path: str) -> _Channel:
 
 def _child_channel(argv: Sequence[str], session: Optional[str]) -> _Channel:
     named = ["--as", session] if session is not None else []
-    proc = subprocess.Popen([*argv, *named, "serve", "--stdio"], stdin=subprocess.PIPE, stdout=subprocess.PIPE)
+    try:
+        proc = subprocess.Popen([*argv, *named, "serve", "--stdio"], stdin=subprocess.PIPE,
+                                stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+    except OSError as err:
+        raise MemfsError(f"cannot start memfs ({argv[0]}): {err.strerror}; reinstall memfs-memory, "
+                         "or set MEMFS_BIN to a memfs binary") from None
+    _check_started(proc)
 
     def write(data: bytes) -> None:
-        proc.stdin.write(data)
-        proc.stdin.flush()
+        try:
+            proc.stdin.write(data)
+            proc.stdin.flush()
+        except OSError:
+            raise MemfsError(_ended(proc)) from None
+
+    def read() -> bytes:
+        line = proc.stdout.readline()
+        if not line:
+            raise MemfsError(_ended(proc))
+        return line
 
     def close() -> None:
         proc.stdin.close()
         proc.wait(timeout=30)
 
-    return _Channel(write, proc.stdout.readline, close)
+    return _Channel(write, read, close)
+
+
+def _ended(proc: "subprocess.Popen[bytes]") -> str:
+    """What memfs said as it ended (its last lines on stderr)."""
+    try:
+        proc.wait(timeout=5)
+        said = proc.stderr.read().decode("utf-8", "replace").strip() if proc.stderr else ""
+    except (subprocess.TimeoutExpired, OSError, ValueError):
+        said = ""
+    last = said.splitlines()[-3:]
+    return "memfs ended" + (f": {' '.join(last)}" if last else " without saying why")
+
+
+def _check_started(proc: "subprocess.Popen[bytes]") -> None:
+    """A memfs that cannot open its memory (another memfs owns it, a bad
+    --data) ends at once: say what it said, not a broken pipe later."""
+    try:
+        proc.wait(timeout=0.3)
+    except subprocess.TimeoutExpired:
+        # Still running: from here on, stderr is memfs' own log; drain it
+        # so that a chatty memfs never blocks on a full pipe.
+        threading.Thread(target=_drain, args=(proc.stderr,), daemon=True).start()
+        return
+    raise MemfsError(_ended(proc))
+
+
+def _drain(stream) -> None:
+    try:
+        while stream.read(65536):
+            pass
+    except (OSError, ValueError):
+        pass
 
 
 class MemfsMemoryTool(BetaAbstractMemoryTool):
@@ -88,15 +139,22 @@ class MemfsMemoryTool(BetaAbstractMemoryTool):
     def __init__(
         self,
         *,
+        data: Optional[str] = None,
         socket: Optional[str] = None,
         spawn: Optional[Sequence[str]] = None,
         session: Optional[str] = None,
         **kwargs: Any,
     ) -> None:
-        """`session` names this agent session; memfs records the name with each change."""
+        """At most one of `data` (a data dir for the bundled memfs; the
+        default, `./memory`), `socket` (a running memfs's socket) and `spawn`
+        (the memfs command to start). `session` names this agent session;
+        memfs records the name with each change."""
         super().__init__(**kwargs)
-        if (socket is None) == (spawn is None):
-            raise ValueError("give exactly one of socket= (a running memfs) or spawn= (the memfs command to start)")
+        if sum(x is not None for x in (data, socket, spawn)) > 1:
+            raise ValueError("give at most one of data= (a data dir), socket= (a running memfs) "
+                             "or spawn= (the memfs command to start)")
+        if socket is None and spawn is None:
+            spawn = [find_memfs(), "--data", os.path.expanduser(data if data is not None else "./memory")]
         self._socket, self._spawn, self._session = socket, spawn, session
         if socket is not None:
             self._channel = _socket_channel(socket)
@@ -171,4 +229,51 @@ class MemfsMemoryTool(BetaAbstractMemoryTool):
         return self
 
     def __exit__(self, *exc: Any) -> None:
+        self.close()
+
+
+class AsyncMemfsMemoryTool(BetaAsyncAbstractMemoryTool):
+    """`MemfsMemoryTool` for the async client's tool runner: the same memfs
+    connection, each call run in a worker thread so that the event loop
+    never waits on the disk."""
+
+    def __init__(self, **kwargs: Any) -> None:
+        tool_kwargs = {k: kwargs.pop(k) for k in ("data", "socket", "spawn", "session") if k in kwargs}
+        super().__init__(**kwargs)
+        self._sync = MemfsMemoryTool(**tool_kwargs)
+
+    async def _run(self, command: Any) -> Any:
+        return await asyncio.to_thread(self._sync._run, command)
+
+    async def view(self, command):  # type: ignore[override]
+        return await self._run(command)
+
+    async def create(self, command):  # type: ignore[override]
+        return await self._run(command)
+
+    async def str_replace(self, command):  # type: ignore[override]
+        return await self._run(command)
+
+    async def insert(self, command):  # type: ignore[override]
+        return await self._run(command)
+
+    async def delete(self, command):  # type: ignore[override]
+        return await self._run(command)
+
+    async def rename(self, command):  # type: ignore[override]
+        return await self._run(command)
+
+    async def run(self, tool_input: dict[str, Any]) -> Any:
+        return await self._run(tool_input)
+
+    async def clear_all_memory(self) -> str:  # type: ignore[override]
+        return await asyncio.to_thread(self._sync.clear_all_memory)
+
+    def close(self) -> None:
+        self._sync.close()
+
+    async def __aenter__(self) -> "AsyncMemfsMemoryTool":
+        return self
+
+    async def __aexit__(self, *exc: Any) -> None:
         self.close()

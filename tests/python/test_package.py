@@ -1,0 +1,200 @@
+"""The Python package (memfs-memory), as a user gets it: the wheel that
+scripts/package_python.sh built, installed into a clean virtual environment
+with no Rust toolchain on PATH, then the SDK's own tool runner (sync and
+async) drives a conversation through `MemfsMemoryTool` against the scripted
+Messages API: views, creates, edits, renames, deletes, each error string, an
+image. Every tool_result must come back exactly as scripted.
+
+MEMFS_WHEEL names the wheel (CI=true: required)."""
+import json
+import os
+import pathlib
+import subprocess
+import sys
+import time
+
+import pytest
+
+sys.path.insert(0, str(pathlib.Path(__file__).resolve().parent))
+from scripted_api import ScriptedApi  # noqa: E402
+from pngs import png  # noqa: E402
+
+CI = os.environ.get("CI") == "true"
+WHEEL = os.environ.get("MEMFS_WHEEL")
+
+LISTING = "Here're the files and directories up to 2 levels deep in /memories, excluding hidden items and node_modules:\n"
+ANA = "/memories/notes/ana.md"
+MOVED = "/memories/people/ana.md"
+
+
+def use(i, input, content, is_error=False):
+    return {"type": "tool_use", "id": f"toolu_{i:02}", "name": "memory", "input": input,
+            "expect": {"content": content, "is_error": is_error}}
+
+
+def script(png_size):
+    return [
+        [
+            {"type": "text", "text": "Let me check my memory."},
+            use(1, {"command": "view", "path": "/memories"},
+                LISTING + f"{png_size}\t/memories\n{png_size}\t/memories/pic.png"),
+            use(2, {"command": "create", "path": ANA, "file_text": "Ana prefers email.\n"},
+                f"File created successfully at: {ANA}"),
+        ],
+        [
+            use(3, {"command": "str_replace", "path": ANA, "old_str": "email", "new_str": "phone"},
+                "The memory file has been edited. Here is the snippet showing the change (with line numbers):\n     1\tAna prefers phone."),
+            use(4, {"command": "insert", "path": ANA, "insert_line": 1, "insert_text": "Ana lives in Lisbon.\n"},
+                f"The file {ANA} has been edited."),
+            use(5, {"command": "view", "path": ANA},
+                f"Here's the content of {ANA} with line numbers:\n     1\tAna prefers phone.\n     2\tAna lives in Lisbon."),
+        ],
+        [
+            use(6, {"command": "view", "path": "/memories/missing.md"},
+                "The path /memories/missing.md does not exist. Please provide a valid path.", True),
+            use(7, {"command": "create", "path": ANA, "file_text": "again\n"},
+                f"Error: File {ANA} already exists", True),
+            use(8, {"command": "str_replace", "path": ANA, "old_str": "Paris", "new_str": "Rome"},
+                f"No replacement was performed, old_str `Paris` did not appear verbatim in {ANA}.", True),
+            use(9, {"command": "str_replace", "path": ANA, "old_str": "Ana", "new_str": "She"},
+                "No replacement was performed. Multiple occurrences of old_str `Ana` in lines: 1, 2. Please ensure it is unique",
+                True),
+            use(10, {"command": "insert", "path": ANA, "insert_line": 9, "insert_text": "x\n"},
+                "Error: Invalid `insert_line` parameter: 9. It should be within the range of lines of the file: [0, 2]",
+                True),
+            use(11, {"command": "delete", "path": "/memories/nope.md"},
+                "Error: The path /memories/nope.md does not exist", True),
+            use(12, {"command": "rename", "old_path": "/memories/nope.md", "new_path": "/memories/n.md"},
+                "Error: The path /memories/nope.md does not exist", True),
+            use(13, {"command": "view", "path": "/etc/passwd"},
+                "Error: Invalid path `/etc/passwd`: the path must start with /memories", True),
+        ],
+        [
+            use(14, {"command": "rename", "old_path": ANA, "new_path": MOVED},
+                f"Successfully renamed {ANA} to {MOVED}"),
+            use(15, {"command": "rename", "old_path": "/memories/pic.png", "new_path": MOVED},
+                f"Error: The destination {MOVED} already exists", True),
+            use(16, {"command": "view", "path": "/memories/pic.png"}, {"images": 1, "text": ""}),
+        ],
+        [
+            use(17, {"command": "delete", "path": MOVED}, f"Successfully deleted {MOVED}"),
+        ],
+        [{"type": "text", "text": "I noted that Ana prefers phone calls, then tidied up."}],
+    ]
+
+
+DRIVER = r'''
+import asyncio, json, sys
+import anthropic
+from memfs_memory import MemfsMemoryTool, AsyncMemfsMemoryTool
+
+base_url, data, mode = sys.argv[1:4]
+messages = [{"role": "user", "content": "Remember where Ana lives, then tidy up."}]
+if mode == "sync":
+    client = anthropic.Anthropic(api_key="sk-scripted", base_url=base_url, max_retries=0)
+    with MemfsMemoryTool(data=data, session="package-test") as memory:
+        runner = client.beta.messages.tool_runner(model="claude-opus-5", max_tokens=1024,
+                                                  messages=messages, tools=[memory])
+        last = None
+        for message in runner:
+            last = message
+else:
+    async def main():
+        client = anthropic.AsyncAnthropic(api_key="sk-scripted", base_url=base_url, max_retries=0)
+        async with AsyncMemfsMemoryTool(data=data, session="package-test") as memory:
+            runner = client.beta.messages.tool_runner(model="claude-opus-5", max_tokens=1024,
+                                                      messages=messages, tools=[memory])
+            last = None
+            async for message in runner:
+                last = message
+            return last
+    last = asyncio.run(main())
+print(json.dumps({"last": last.content[0].text}))
+'''
+
+
+@pytest.fixture(scope="module")
+def clean_env(tmp_path_factory):
+    if not WHEEL:
+        if CI:
+            pytest.fail("CI=true needs MEMFS_WHEEL (scripts/package_python.sh builds it)")
+        pytest.skip("needs MEMFS_WHEEL")
+    venv = tmp_path_factory.mktemp("clean") / "venv"
+    started = time.monotonic()
+    subprocess.run([sys.executable, "-m", "venv", str(venv)], check=True)
+    env = {"PATH": f"{venv}/bin:/usr/bin:/bin", "HOME": os.environ.get("HOME", "/root")}
+    pip = subprocess.run([f"{venv}/bin/pip", "install", "--quiet", "--disable-pip-version-check", WHEEL],
+                         env=env, capture_output=True, text=True)
+    assert pip.returncode == 0, pip.stderr
+    installed = time.monotonic() - started
+    # No Rust toolchain on the way: the binary is the wheel's.
+    which = subprocess.run([f"{venv}/bin/python", "-c", "import memfs_memory; print(memfs_memory.find_memfs())"],
+                           env=env, capture_output=True, text=True)
+    assert which.returncode == 0, which.stderr
+    assert which.stdout.strip() == f"{venv}/bin/memfs", which.stdout
+    print(f"\npackage: install into a clean venv took {installed:.1f} s")
+    return venv, env
+
+
+@pytest.mark.parametrize("mode", ["sync", "async"])
+def test_the_sdks_tool_runner_through_the_installed_package(clean_env, tmp_path, mode):
+    venv, env = clean_env
+    data = tmp_path / "memory"
+    (data / "memories").mkdir(parents=True)
+    picture = png()
+    (data / "memories" / "pic.png").write_bytes(picture)
+    driver = tmp_path / "driver.py"
+    driver.write_text(DRIVER)
+    # The listing shows sizes in bytes; the root's is the sum below it.
+    with ScriptedApi(script(str(len(picture)))) as api:
+        started = time.monotonic()
+        run = subprocess.run([f"{venv}/bin/python", str(driver), api.url, str(data), mode],
+                             env=env, capture_output=True, text=True, timeout=120)
+        took = time.monotonic() - started
+        assert run.returncode == 0, run.stderr[-3000:]
+        api.check()
+    assert json.loads(run.stdout)["last"].startswith("I noted that Ana")
+    print(f"package ({mode}): the conversation took {took:.2f} s")
+    # The memory is durable and its history names the session.
+    log = subprocess.run([f"{venv}/bin/memfs", "--data", str(data), "log", "--json"], env=env,
+                         capture_output=True, text=True)
+    assert log.returncode == 0, log.stderr
+    rows = [json.loads(line) for line in log.stdout.splitlines()]
+    sessions = {r["actor"].get("session") for r in rows if r["actor"]["kind"] == "agent"}
+    assert sessions == {"package-test"}, rows
+
+
+def test_a_missing_binary_a_bad_data_dir_and_a_second_tool_on_one_memory(clean_env, tmp_path):
+    venv, env = clean_env
+    data = tmp_path / "memory"
+    not_a_dir = tmp_path / "a-file"
+    not_a_dir.write_text("x")
+    check = r'''
+import os, sys
+from memfs_memory import MemfsMemoryTool, MemfsError
+data, not_a_dir = sys.argv[1:3]
+# Two tools on one memory: the second attaches to the first's memfs.
+with MemfsMemoryTool(data=data) as first, MemfsMemoryTool(data=data) as second:
+    first.run({"command": "create", "path": "/memories/a.md", "file_text": "one\n"})
+    print("SECOND:", second.run({"command": "view", "path": "/memories/a.md"}).splitlines()[-1])
+try:
+    MemfsMemoryTool(data=not_a_dir)
+except MemfsError as e:
+    print("BAD DATA:", e)
+os.environ["MEMFS_BIN"] = "/nonexistent/memfs"
+try:
+    MemfsMemoryTool(data=data)
+except MemfsError as e:
+    print("MISSING:", e)
+'''
+    script_file = tmp_path / "check.py"
+    script_file.write_text(check)
+    run = subprocess.run([f"{venv}/bin/python", str(script_file), str(data), str(not_a_dir)], env=env,
+                         capture_output=True, text=True, timeout=60)
+    assert run.returncode == 0, run.stderr
+    out = run.stdout
+    assert "SECOND:      1\tone" in out, out
+    assert "MISSING: MEMFS_BIN names '/nonexistent/memfs', which is not an executable file" in out, out
+    bad = [line for line in out.splitlines() if line.startswith("BAD DATA:")]
+    assert bad and "memfs ended:" in bad[0] and "not a directory" in bad[0].lower(), out
+    assert "Traceback" not in run.stderr, run.stderr
