@@ -80,17 +80,64 @@ impl IdIndex {
     /// Applies the rows the history has past the newest one seen.
     pub fn sync(&mut self, history: &History) -> Result<(), String> {
         let (rows, all) = history.rows_after(&mut self.cursor).map_err(|r| r.0)?;
-        if all {
-            // Everything the history has: start over (after a rewrite, the
-            // rows are not the ones applied before).
-            let cursor = self.cursor.take();
-            *self = IdIndex::default();
-            self.cursor = cursor;
+        if !all {
+            // Each frame is read once: its rows are new, whatever their ids
+            // (a batch can reach the journal after one with higher ids).
+            self.apply(&rows);
+            return Ok(());
         }
-        // Each frame is read once: its rows are new, whatever their ids
-        // (a batch can reach the journal after one with higher ids).
+        // Everything the history has: start over (after a rewrite, the rows
+        // are not the ones applied before), keeping the ids handed out.
+        let cursor = self.cursor.take();
+        let before = std::mem::take(self);
+        self.cursor = cursor;
         self.apply(&rows);
+        self.keep_ids_of(&before);
         Ok(())
+    }
+
+    /// After a rebuild: a memory keeps the id `before` gave it. A
+    /// compaction that dropped a lineage's first versions would otherwise
+    /// begin it at its oldest kept version, a new id for the same memory
+    /// while clients hold the old one. A rebuilt lineage is a suffix of one
+    /// `before` knew, so any version both hold names it.
+    fn keep_ids_of(&mut self, before: &IdIndex) {
+        let mut was: HashMap<u64, u64> = HashMap::new();
+        for (version, lineage) in &self.lineage_of {
+            match before.lineage_of.get(version) {
+                Some(old) if old != lineage => {
+                    was.entry(*lineage).or_insert(*old);
+                }
+                _ => {}
+            }
+        }
+        if was.is_empty() {
+            return;
+        }
+        for lineage in self.lineage_of.values_mut() {
+            if let Some(old) = was.get(lineage) {
+                *lineage = *old;
+            }
+        }
+        for entry in self.live.values_mut() {
+            if let Some(old) = was.get(&entry.lineage) {
+                entry.lineage = *old;
+                if let Some(born) = before.born.get(old) {
+                    entry.created_at = born.clone();
+                }
+            }
+        }
+        for (new, old) in &was {
+            self.born.remove(new);
+            if let Some(born) = before.born.get(old) {
+                self.born.insert(*old, born.clone());
+            }
+        }
+        self.path_of = self
+            .live
+            .iter()
+            .map(|(path, e)| (e.lineage, path.clone()))
+            .collect();
     }
 
     /// Applies `rows` (oldest first), one change at a time.
@@ -276,6 +323,41 @@ mod tests {
         assert_eq!(ix.entry("/b").unwrap().lineage, 1);
         assert_eq!(ix.entry("/a").unwrap().lineage, 2);
         assert_eq!(ix.path_of(1), Some("/b"));
+    }
+
+    #[test]
+    fn a_rebuild_after_the_first_versions_were_dropped_keeps_every_id() {
+        let created = [
+            row(1, 1, Op::Create, "/a.md", None),
+            row(2, 2, Op::Create, "/b.md", None),
+        ];
+        let later = [
+            row(3, 3, Op::Write, "/a.md", None),
+            row(4, 4, Op::Rename, "/c.md", Some("/b.md")),
+        ];
+        let mut before = IdIndex::default();
+        before.apply(&created);
+        before.apply(&later);
+        // The compaction kept only each file's current version: rebuilt
+        // from those, a.md would begin at 3 and c.md at 4.
+        let mut rebuilt = IdIndex::default();
+        let mut kept = later.clone();
+        kept[1].op = Op::Create;
+        kept[1].from = None;
+        rebuilt.apply(&kept);
+        assert_eq!(rebuilt.entry("/a.md").unwrap().lineage, 3);
+        rebuilt.keep_ids_of(&before);
+        let a = rebuilt.entry("/a.md").unwrap();
+        assert_eq!((a.lineage, a.version), (1, 3));
+        assert_eq!(a.created_at, "2026-12-02T00:00:01Z");
+        assert_eq!(rebuilt.entry("/c.md").unwrap().lineage, 2);
+        assert_eq!(rebuilt.path_of(1), Some("/a.md"));
+        assert_eq!(rebuilt.path_of(2), Some("/c.md"));
+        assert_eq!(rebuilt.path_of(3), None);
+        assert_eq!(rebuilt.lineage_of(4), Some(2));
+        // A memory made after the rebuild gets its own id.
+        rebuilt.apply(&[row(5, 5, Op::Create, "/d.md", None)]);
+        assert_eq!(rebuilt.entry("/d.md").unwrap().lineage, 5);
     }
 
     #[test]

@@ -293,3 +293,32 @@ def test_a_memorys_id_hash_and_content_come_from_one_version_under_concurrent_wr
     assert not errors, errors[:3]
     assert checked[0] >= 30, f"only {checked[0]} retrieves"
     assert not mixed, f"{len(mixed)} of {checked[0]} answers mixed two versions: {mixed[:3]}"
+
+
+def test_a_memorys_id_outlives_the_compaction_that_drops_its_first_versions(memfs_bin, tmp_path):
+    """With a small --history-keep, a memory updated until the compaction
+    has dropped the version that created it keeps its id while the server
+    has the store open (the 10-minute soak through every door found the id
+    changed to the oldest kept version: a 404 for the id a client held)."""
+    s = Server(memfs_bin, tmp_path / "stores", "--history-keep", "64K")
+    try:
+        admin = client(s, s.token("--admin", "--name", "admin"))
+        ms = admin.beta.memory_stores
+        store = ms.create(name="kept").id
+        mem = ms.memories.create(store, path="/churn.md", content="v0\n")
+        other = ms.memories.create(store, path="/still.md", content="never written again\n")
+        first = mem.memory_version_id
+        for i in range(1, 200):
+            ms.memories.update(mem.id, memory_store_id=store, content=f"v{i}\n" + "x" * 2000)
+        # The creating version is gone from the history: compacted.
+        versions = [v.id for v in ms.memory_versions.list(store, memory_id=mem.id)]
+        assert first not in versions, "never compacted: raise the updates"
+        got = ms.memories.retrieve(mem.id, memory_store_id=store)
+        assert got.content.startswith("v199\n")
+        assert ms.memories.retrieve(other.id, memory_store_id=store).content == "never written again\n"
+        listed = {m.path: m.id for m in ms.memories.list(store)}
+        assert listed == {"/churn.md": mem.id, "/still.md": other.id}, listed
+        ms.memories.update(mem.id, memory_store_id=store, content="after\n")
+        ms.memories.delete(mem.id, memory_store_id=store)
+    finally:
+        assert s.stop() == 0, "".join(s.log)
