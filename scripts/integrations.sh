@@ -4,7 +4,9 @@
 # and the Python adapter under the `anthropic` SDK's tool runner against a
 # mock Messages API on loopback (through a live mount when root with FUSE),
 # the demo, and the TypeScript adapter under @anthropic-ai/sdk's tool runner
-# (versions pinned in examples/typescript/package.json; skipped without node).
+# (versions pinned in packages/npm/memfs-memory/package.json; skipped
+# without node), and the Python and npm packages installed from what
+# scripts/package_python.sh and package_npm.sh build.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 python=$(scripts/pyenv.sh)
@@ -12,14 +14,20 @@ cargo build --release --quiet
 # A failpoints build, for the tests that stop a host at a chosen step.
 cargo build --release --quiet --features failpoints --target-dir target/failpoints
 if command -v npm >/dev/null 2>&1; then
-  (cd examples/typescript && npm install --silent --no-audit --no-fund && MEMFS_BIN="$OLDPWD/target/release/memfs" npm test --silent)
+  (cd packages/npm/memfs-memory && npm install --silent --no-audit --no-fund && MEMFS_BIN="$OLDPWD/target/release/memfs" npm test --silent)
 elif [ "${CI:-}" = true ]; then
   echo "the TypeScript adapter test must run under CI=true, but node and npm are not installed" >&2
   exit 1
 else
   echo "SKIPPED the TypeScript adapter test: node and npm are not installed"
 fi
-# The Python package, built as a user installs it (tests/python/test_package.py
-# installs it into a clean venv).
+# The packages, built as a user installs them (tests/python/test_package.py
+# installs the wheel into a clean venv, test_npm_package.py the tarballs into
+# a clean npm project).
 wheel=$(scripts/package_python.sh)
-MEMFS_WHEEL="$wheel" MEMFS_BIN="$PWD/target/release/memfs" "$python" -m pytest -q -p no:cacheprovider tests/python "$@"
+npm_dir=
+if command -v npm >/dev/null 2>&1; then
+  scripts/package_npm.sh >/dev/null
+  npm_dir="$PWD/target/npm"
+fi
+MEMFS_WHEEL="$wheel" MEMFS_NPM="$npm_dir" MEMFS_BIN="$PWD/target/release/memfs" "$python" -m pytest -q -p no:cacheprovider tests/python "$@"

@@ -18,70 +18,10 @@ import pytest
 sys.path.insert(0, str(pathlib.Path(__file__).resolve().parent))
 from scripted_api import ScriptedApi  # noqa: E402
 from pngs import png  # noqa: E402
+from conversation import agent_sessions, script  # noqa: E402
 
 CI = os.environ.get("CI") == "true"
 WHEEL = os.environ.get("MEMFS_WHEEL")
-
-LISTING = "Here're the files and directories up to 2 levels deep in /memories, excluding hidden items and node_modules:\n"
-ANA = "/memories/notes/ana.md"
-MOVED = "/memories/people/ana.md"
-
-
-def use(i, input, content, is_error=False):
-    return {"type": "tool_use", "id": f"toolu_{i:02}", "name": "memory", "input": input,
-            "expect": {"content": content, "is_error": is_error}}
-
-
-def script(png_size):
-    return [
-        [
-            {"type": "text", "text": "Let me check my memory."},
-            use(1, {"command": "view", "path": "/memories"},
-                LISTING + f"{png_size}\t/memories\n{png_size}\t/memories/pic.png"),
-            use(2, {"command": "create", "path": ANA, "file_text": "Ana prefers email.\n"},
-                f"File created successfully at: {ANA}"),
-        ],
-        [
-            use(3, {"command": "str_replace", "path": ANA, "old_str": "email", "new_str": "phone"},
-                "The memory file has been edited. Here is the snippet showing the change (with line numbers):\n     1\tAna prefers phone."),
-            use(4, {"command": "insert", "path": ANA, "insert_line": 1, "insert_text": "Ana lives in Lisbon.\n"},
-                f"The file {ANA} has been edited."),
-            use(5, {"command": "view", "path": ANA},
-                f"Here's the content of {ANA} with line numbers:\n     1\tAna prefers phone.\n     2\tAna lives in Lisbon."),
-        ],
-        [
-            use(6, {"command": "view", "path": "/memories/missing.md"},
-                "The path /memories/missing.md does not exist. Please provide a valid path.", True),
-            use(7, {"command": "create", "path": ANA, "file_text": "again\n"},
-                f"Error: File {ANA} already exists", True),
-            use(8, {"command": "str_replace", "path": ANA, "old_str": "Paris", "new_str": "Rome"},
-                f"No replacement was performed, old_str `Paris` did not appear verbatim in {ANA}.", True),
-            use(9, {"command": "str_replace", "path": ANA, "old_str": "Ana", "new_str": "She"},
-                "No replacement was performed. Multiple occurrences of old_str `Ana` in lines: 1, 2. Please ensure it is unique",
-                True),
-            use(10, {"command": "insert", "path": ANA, "insert_line": 9, "insert_text": "x\n"},
-                "Error: Invalid `insert_line` parameter: 9. It should be within the range of lines of the file: [0, 2]",
-                True),
-            use(11, {"command": "delete", "path": "/memories/nope.md"},
-                "Error: The path /memories/nope.md does not exist", True),
-            use(12, {"command": "rename", "old_path": "/memories/nope.md", "new_path": "/memories/n.md"},
-                "Error: The path /memories/nope.md does not exist", True),
-            use(13, {"command": "view", "path": "/etc/passwd"},
-                "Error: Invalid path `/etc/passwd`: the path must start with /memories", True),
-        ],
-        [
-            use(14, {"command": "rename", "old_path": ANA, "new_path": MOVED},
-                f"Successfully renamed {ANA} to {MOVED}"),
-            use(15, {"command": "rename", "old_path": "/memories/pic.png", "new_path": MOVED},
-                f"Error: The destination {MOVED} already exists", True),
-            use(16, {"command": "view", "path": "/memories/pic.png"}, {"images": 1, "text": ""}),
-        ],
-        [
-            use(17, {"command": "delete", "path": MOVED}, f"Successfully deleted {MOVED}"),
-        ],
-        [{"type": "text", "text": "I noted that Ana prefers phone calls, then tidied up."}],
-    ]
-
 
 DRIVER = r'''
 import asyncio, json, sys
@@ -159,9 +99,7 @@ def test_the_sdks_tool_runner_through_the_installed_package(clean_env, tmp_path,
     log = subprocess.run([f"{venv}/bin/memfs", "--data", str(data), "log", "--json"], env=env,
                          capture_output=True, text=True)
     assert log.returncode == 0, log.stderr
-    rows = [json.loads(line) for line in log.stdout.splitlines()]
-    sessions = {r["actor"].get("session") for r in rows if r["actor"]["kind"] == "agent"}
-    assert sessions == {"package-test"}, rows
+    assert agent_sessions(log.stdout) == {"package-test"}, log.stdout
 
 
 def test_a_missing_binary_a_bad_data_dir_and_a_second_tool_on_one_memory(clean_env, tmp_path):

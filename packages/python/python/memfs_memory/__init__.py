@@ -23,6 +23,7 @@ Results are durable on disk before they come back. The wheel carries the
 from __future__ import annotations
 
 import asyncio
+import collections
 import json
 import os
 import socket as _socket
@@ -79,56 +80,52 @@ def _child_channel(argv: Sequence[str], session: Optional[str]) -> _Channel:
     except OSError as err:
         raise MemfsError(f"cannot start memfs ({argv[0]}): {err.strerror}; reinstall memfs-memory, "
                          "or set MEMFS_BIN to a memfs binary") from None
-    _check_started(proc)
+    # memfs' log goes to stderr: drained, so that it never blocks on a full
+    # pipe, keeping the last lines to say why memfs ended if it does.
+    said: "collections.deque[bytes]" = collections.deque(maxlen=5)
+    drain = threading.Thread(target=_drain, args=(proc.stderr, said), daemon=True)
+    drain.start()
+
+    def ended() -> MemfsError:
+        try:
+            proc.wait(timeout=5)
+        except subprocess.TimeoutExpired:
+            pass
+        drain.join(timeout=1)
+        last = " ".join(line.decode("utf-8", "replace").strip() for line in said)
+        return MemfsError("memfs ended" + (f": {last}" if last else " without saying why"))
 
     def write(data: bytes) -> None:
         try:
             proc.stdin.write(data)
             proc.stdin.flush()
         except OSError:
-            raise MemfsError(_ended(proc)) from None
+            raise ended() from None
 
     def read() -> bytes:
         line = proc.stdout.readline()
         if not line:
-            raise MemfsError(_ended(proc))
+            raise ended()
         return line
 
     def close() -> None:
         proc.stdin.close()
         proc.wait(timeout=30)
 
-    return _Channel(write, read, close)
+    channel = _Channel(write, read, close)
+    # A first line, so that a memfs that could not open its memory (a bad
+    # --data) shows at once, with what it said, not at the first call. Any
+    # answer means memfs is up: a memfs that attached to another owner
+    # answers this hello with an error (the owner takes hellos from its own
+    # connections only), and the session is named by --as either way.
+    channel.call({"type": "memfs_hello", **({"session": session} if session is not None else {})})
+    return channel
 
 
-def _ended(proc: "subprocess.Popen[bytes]") -> str:
-    """What memfs said as it ended (its last lines on stderr)."""
+def _drain(stream, said) -> None:
     try:
-        proc.wait(timeout=5)
-        said = proc.stderr.read().decode("utf-8", "replace").strip() if proc.stderr else ""
-    except (subprocess.TimeoutExpired, OSError, ValueError):
-        said = ""
-    last = said.splitlines()[-3:]
-    return "memfs ended" + (f": {' '.join(last)}" if last else " without saying why")
-
-
-def _check_started(proc: "subprocess.Popen[bytes]") -> None:
-    """A memfs that cannot open its memory (another memfs owns it, a bad
-    --data) ends at once: say what it said, not a broken pipe later."""
-    try:
-        proc.wait(timeout=0.3)
-    except subprocess.TimeoutExpired:
-        # Still running: from here on, stderr is memfs' own log; drain it
-        # so that a chatty memfs never blocks on a full pipe.
-        threading.Thread(target=_drain, args=(proc.stderr,), daemon=True).start()
-        return
-    raise MemfsError(_ended(proc))
-
-
-def _drain(stream) -> None:
-    try:
-        while stream.read(65536):
-            pass
+        for line in stream:
+            said.append(line)
     except (OSError, ValueError):
         pass
 

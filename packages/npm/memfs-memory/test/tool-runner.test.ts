@@ -12,7 +12,7 @@ import { test } from 'node:test';
 
 import Anthropic from '@anthropic-ai/sdk';
 
-import { memfsMemoryTool } from '../memfs-memory.js';
+import { memfsMemoryTool } from '../src/index.js';
 
 const SCRIPT: any[][] = [
   [
