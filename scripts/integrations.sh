@@ -26,8 +26,11 @@ fi
 # a clean npm project).
 wheel=$(scripts/package_python.sh)
 npm_dir=
+claude=
 if command -v npm >/dev/null 2>&1; then
   scripts/package_npm.sh >/dev/null
   npm_dir="$PWD/target/npm"
+  # The real Claude Code, driven by a scripted model (tests/python/test_claude_code.py).
+  claude=$(scripts/claude_code.sh)
 fi
-MEMFS_WHEEL="$wheel" MEMFS_NPM="$npm_dir" MEMFS_BIN="$PWD/target/release/memfs" "$python" -m pytest -q -p no:cacheprovider tests/python "$@"
+CLAUDE_BIN="$claude" MEMFS_WHEEL="$wheel" MEMFS_NPM="$npm_dir" MEMFS_BIN="$PWD/target/release/memfs" "$python" -m pytest -q -p no:cacheprovider tests/python "$@"

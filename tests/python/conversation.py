@@ -9,12 +9,29 @@ ANA = "/memories/notes/ana.md"
 MOVED = "/memories/people/ana.md"
 
 
+TOOL = "memory"
+
+
 def use(i, input, content, is_error=False):
-    return {"type": "tool_use", "id": f"toolu_{i:02}", "name": "memory", "input": input,
+    return {"type": "tool_use", "id": f"toolu_{i:02}", "name": TOOL, "input": input,
             "expect": {"content": content, "is_error": is_error}}
 
 
-def script(png_size):
+def script(png_size, tool="memory", image=True):
+    """The turns; `tool`: the memory tool's name as the client knows it
+    (`mcp__memfs__memory` through Claude Code's MCP); `image`: with the
+    image view (its result is an image block)."""
+    turns = _turns(png_size)
+    for turn in turns:
+        for block in turn:
+            if block.get("type") == "tool_use":
+                block["name"] = tool
+    if not image:
+        turns[3] = [b for b in turns[3] if b.get("id") != "toolu_16"]
+    return turns
+
+
+def _turns(png_size):
     return [
         [
             {"type": "text", "text": "Let me check my memory."},

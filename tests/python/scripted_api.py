@@ -11,8 +11,12 @@ Turns are chosen by the results seen, not by counting messages: the Python
 SDK's tool runner sends only the new `tool_result` blocks after the first
 turn, Claude Code resends the whole conversation. Turn k is played once
 every tool call of the turns before it has its result; a request that
-brings nothing new after the last turn (a client's side request) gets a
-short text answer. Answers are JSON, or SSE events when `stream` is true.
+brings nothing new after the last turn gets a short text answer. With
+`main_tool`, only a request whose `tools` names that tool is the model's
+main loop; any other (a client's side request: Claude Code's permission
+classifier in its auto mode, say) gets a short text answer and never takes a
+turn. Answers are JSON, or SSE events when `stream` is true; a HEAD (Claude
+Code's connectivity check) gets 200.
 """
 from __future__ import annotations
 
@@ -25,8 +29,9 @@ from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 class ScriptedApi(ThreadingHTTPServer):
     daemon_threads = True
 
-    def __init__(self, script):
+    def __init__(self, script, main_tool=None):
         super().__init__(("127.0.0.1", 0), _Handler)
+        self.main_tool = main_tool
         self.script = [[dict(b) for b in turn] for turn in script]
         self.expected = {}
         for turn in self.script:
@@ -65,9 +70,16 @@ class ScriptedApi(ThreadingHTTPServer):
         assert not problems, "\n".join(problems)
 
     # -- one request -------------------------------------------------------
+    def is_main(self, body: dict) -> bool:
+        if self.main_tool is None:
+            return True
+        return any(t.get("name") == self.main_tool for t in body.get("tools") or [])
+
     def answer(self, body: dict) -> dict:
         with self.lock:
             self.requests.append(body)
+            if not self.is_main(body):
+                return _message(f"msg_side_{len(self.requests)}", [{"type": "text", "text": "<block>no</block>"}])
             for message in body.get("messages", []):
                 if message.get("role") != "user" or not isinstance(message.get("content"), list):
                     continue
@@ -156,6 +168,11 @@ class _Handler(BaseHTTPRequestHandler):
         if body.get("stream"):
             return self._send(200, "text/event-stream", _sse(message))
         self._send(200, "application/json", json.dumps(message).encode())
+
+    def do_HEAD(self):  # noqa: N802
+        self.send_response(200)
+        self.send_header("content-length", "0")
+        self.end_headers()
 
     def do_GET(self):  # noqa: N802
         self._send(404, "application/json", b'{"type":"error","error":{"type":"not_found_error","message":"no"}}')
