@@ -22,24 +22,29 @@ pub(super) fn request_span(
     tracing::debug_span!("fuse", op, req = req.unique().0, ino, pid = req.pid()).entered()
 }
 
+/// The kernel gives the calling thread's id: the change is credited to
+/// its process (the thread group), by the process's name, not to a worker
+/// thread's (Claude Code writes from threads named `Bun Pool 0`).
 pub(super) fn origin(req: &Request) -> Origin {
+    let (pid, process) = process_of(req.pid());
     Origin::Person {
         uid: req.uid(),
-        pid: req.pid(),
-        process: process_name(req.pid()),
+        pid,
+        process,
     }
 }
 
-/// The name of process `pid` (its `comm`), from a small cache: a burst of
-/// writes from one editor reads `/proc` once.
-fn process_name(pid: u32) -> Process {
+/// The process thread `tid` belongs to and its name (its `comm`), from a
+/// small cache: a burst of writes from one editor reads `/proc` once.
+fn process_of(tid: u32) -> (u32, Process) {
     use std::collections::HashMap;
     use std::sync::OnceLock;
-    static NAMES: OnceLock<Mutex<HashMap<u32, Process>>> = OnceLock::new();
+    static NAMES: OnceLock<Mutex<HashMap<u32, (u32, Process)>>> = OnceLock::new();
     let names = NAMES.get_or_init(|| Mutex::new(rank::PROCESS_NAMES, HashMap::new()));
-    if let Some(name) = names.lock().get(&pid) {
-        return *name;
+    if let Some(known) = names.lock().get(&tid) {
+        return *known;
     }
+    let pid = thread_group(tid).unwrap_or(tid);
     let name = std::fs::read_to_string(format!("/proc/{pid}/comm"))
         .map(|n| Process::new(n.trim_end()))
         .unwrap_or_default();
@@ -47,8 +52,50 @@ fn process_name(pid: u32) -> Process {
     if names.len() >= 1024 {
         names.clear(); // pids are reused; a bounded cache stays fresh enough
     }
-    names.insert(pid, name);
-    name
+    names.insert(tid, (pid, name));
+    (pid, name)
+}
+
+/// The thread group (the process) of thread `tid`: `Tgid` in its status.
+fn thread_group(tid: u32) -> Option<u32> {
+    let status = std::fs::read_to_string(format!("/proc/{tid}/status")).ok()?;
+    tgid_in(&status)
+}
+
+fn tgid_in(status: &str) -> Option<u32> {
+    status
+        .lines()
+        .find_map(|l| l.strip_prefix("Tgid:"))
+        .and_then(|v| v.trim().parse().ok())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_threads_changes_are_its_processs() {
+        assert_eq!(
+            tgid_in("Name:\tBun Pool 0\nUmask:\t0022\nState:\tS\nTgid:\t4242\nPid:\t4250\n"),
+            Some(4242)
+        );
+        assert_eq!(tgid_in("Name:\tx\n"), None);
+        // A live thread of this test: its changes are this process's.
+        let (tx, rx) = std::sync::mpsc::channel();
+        let (done_tx, done_rx) = std::sync::mpsc::channel::<()>();
+        let thread = std::thread::spawn(move || {
+            let me = std::fs::read_link("/proc/thread-self").unwrap();
+            let tid: u32 = me.file_name().unwrap().to_str().unwrap().parse().unwrap();
+            tx.send(tid).unwrap();
+            done_rx.recv().unwrap();
+        });
+        let tid = rx.recv().unwrap();
+        assert_ne!(tid, std::process::id());
+        let (pid, _) = process_of(tid);
+        assert_eq!(pid, std::process::id());
+        done_tx.send(()).unwrap();
+        thread.join().unwrap();
+    }
 }
 
 thread_local! {

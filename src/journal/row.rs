@@ -95,6 +95,18 @@ impl Actor {
                 session: session.as_deref().map(str::to_string),
                 ..Actor::default()
             },
+            // An agent's program writing through the mount (Claude Code's
+            // Write and Edit on its auto memory): the agent's change, for
+            // review, with the process it came from.
+            Origin::Person { uid, pid, process } if process.is_agent_program() => Actor {
+                kind: "agent".into(),
+                door: Some("mount".into()),
+                session: Some(process.as_str().to_string()),
+                uid: Some(*uid),
+                pid: Some(*pid),
+                process: Some(process.as_str().to_string()),
+                ..Actor::default()
+            },
             Origin::Person { uid, pid, process } => Actor {
                 kind: "person".into(),
                 uid: Some(*uid),
@@ -390,5 +402,31 @@ mod markers {
         // Other words in a note mean nothing.
         old.note = Some("exchanged, said a person".into());
         assert!(!old.is_exchanged());
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::store::Process;
+
+    #[test]
+    fn claude_codes_writes_through_the_mount_are_the_agents() {
+        let by = |name: &str| {
+            Actor::of(&Origin::Person {
+                uid: 1000,
+                pid: 4242,
+                process: Process::new(name),
+            })
+        };
+        let claude = by("claude");
+        assert_eq!(claude.kind, "agent");
+        assert_eq!(claude.short(), "agent:mount(claude)");
+        assert_eq!((claude.pid, claude.uid), (Some(4242), Some(1000)));
+        let vim = by("vim");
+        assert_eq!(vim.kind, "person");
+        assert_eq!(vim.short(), "person:vim[1000]");
+        // A name that only begins like it is a person's program.
+        assert_eq!(by("claude-notes").kind, "person");
     }
 }

@@ -36,7 +36,7 @@ pub const WEB_SESSION_LOGIN: Rank = Rank::new(30, "web::session::Sessions::login
 pub const WEB_SESSION_MAP: Rank = Rank::new(31, "web::session::Sessions::map");
 pub const PIPELINE_BUDGET: Rank = Rank::new(30, "serve::pipeline::Budget::state");
 pub const MOUNT_DIRS: Rank = Rank::new(30, "fuse::listings::Listings::inner");
-pub const PROCESS_NAMES: Rank = Rank::new(30, "fuse::request::process_name");
+pub const PROCESS_NAMES: Rank = Rank::new(30, "fuse::request::process_of");
 pub const ATTR_LAST: Rank = Rank::new(30, "fuse::attr::once_a_minute");
 pub const FLUSHER: Rank = Rank::new(30, "fuse::flusher::Flusher::state");
 

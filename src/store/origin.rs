@@ -109,7 +109,17 @@ impl Door {
 #[derive(Clone, Copy, Default, PartialEq, Eq, Hash)]
 pub struct Process([u8; 16]);
 
+/// The programs whose writes through the mount are an agent's, not a
+/// person's: Claude Code (its process is `claude`; it writes its auto memory
+/// with its own Write and Edit tools). Matched on the process's name.
+pub const AGENT_PROGRAMS: [&str; 1] = ["claude"];
+
 impl Process {
+    /// Whether this is one of [`AGENT_PROGRAMS`].
+    pub fn is_agent_program(&self) -> bool {
+        AGENT_PROGRAMS.contains(&self.as_str())
+    }
+
     /// A process's name as memfs keeps it: any character that must not be
     /// printed (a name set with `prctl(PR_SET_NAME)` can hold an escape
     /// sequence) becomes `?`.

@@ -81,3 +81,72 @@ def test_claude_code_calls_the_memory_tool_through_mcp_exactly(claude, memfs_bin
     ], ops
     agents = {json.dumps(r["actor"], sort_keys=True) for r in rows if r["op"] != "found"}
     assert agents == {json.dumps({"kind": "agent", "door": "mcp", "session": "claude-code"}, sort_keys=True)}, agents
+
+
+NO_READ_BACK = " (file state is current in your context \u2014 no need to Read it back)"
+
+
+def wait_mounted(mnt, proc, timeout=20.0):
+    import time
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        if os.path.ismount(mnt):
+            return
+        assert proc.poll() is None, proc.stderr.read()
+        time.sleep(0.05)
+    raise AssertionError(f"{mnt} was not mounted")
+
+
+def test_claude_codes_auto_memory_on_a_memfs_mount_is_the_agents(claude, memfs_bin, tmp_path):
+    """autoMemoryDirectory set to a memfs mount: Claude Code's own Write and
+    Edit of MEMORY.md and a topic file land in the memory, and memfs credits
+    them to the agent (its process, not a worker thread, and not a person)."""
+    if not (os.path.exists("/dev/fuse") and os.geteuid() == 0):
+        if CI:
+            pytest.fail("CI=true needs /dev/fuse and root")
+        pytest.skip("needs /dev/fuse and root")
+    import signal
+    data, mnt = tmp_path / "memory", tmp_path / "mnt"
+    mnt.mkdir()
+    settings = tmp_path / "home" / ".claude" / "settings.json"
+    settings.parent.mkdir(parents=True)
+    settings.write_text(json.dumps({"autoMemoryDirectory": str(mnt)}))
+    md, topic = f"{mnt}/MEMORY.md", f"{mnt}/build.md"
+    turns = [
+        [{"type": "tool_use", "id": "toolu_01", "name": "Write",
+          "input": {"file_path": md, "content": "# Memory\n- [Build](build.md) \u2014 how to build\n"},
+          "expect": {"content": f"File created successfully at: {md}{NO_READ_BACK}", "is_error": False}},
+         {"type": "tool_use", "id": "toolu_02", "name": "Write",
+          "input": {"file_path": topic, "content": "Run cargo build.\n"},
+          "expect": {"content": f"File created successfully at: {topic}{NO_READ_BACK}", "is_error": False}}],
+        [{"type": "tool_use", "id": "toolu_03", "name": "Edit",
+          "input": {"file_path": md, "old_string": "how to build", "new_string": "how to build and test"},
+          "expect": {"content": f"The file {md} has been updated successfully.{NO_READ_BACK}", "is_error": False}}],
+        [{"type": "text", "text": "Memory written."}],
+    ]
+    mount = subprocess.Popen([memfs_bin, "--data", str(data), "mount", str(mnt)], stdin=subprocess.DEVNULL,
+                             stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
+    try:
+        wait_mounted(str(mnt), mount)
+        with ScriptedApi(turns, main_tool="Write") as api:
+            run = claude(["-p", "Remember how to build this project.", "--allowedTools", "Write,Edit,Read"], api)
+            assert run.returncode == 0, (run.stdout, run.stderr[-3000:])
+            api.check()
+        assert run.stdout.strip() == "Memory written."
+        assert (mnt / "MEMORY.md").read_text() == "# Memory\n- [Build](build.md) \u2014 how to build and test\n"
+        assert (mnt / "build.md").read_text() == "Run cargo build.\n"
+    finally:
+        mount.send_signal(signal.SIGTERM)
+        assert mount.wait(timeout=30) == 0, mount.stderr.read()
+    log = subprocess.run([memfs_bin, "--data", str(data), "log", "--json", "--all"], capture_output=True, text=True)
+    assert log.returncode == 0, log.stderr
+    rows = [json.loads(line) for line in log.stdout.splitlines()]
+    assert rows, "nothing in the history"
+    actors = {(r["actor"]["kind"], r["actor"].get("door"), r["actor"].get("process")) for r in rows}
+    assert actors == {("agent", "mount", "claude")}, [r["actor"] for r in rows]
+    # One process: the claude process, not the threads that wrote.
+    pids = {r["actor"]["pid"] for r in rows}
+    assert len(pids) == 1, pids
+    # Each file's history ends at what Claude Code left there.
+    final = {r["path"] for r in rows if r["op"] in ("create", "write", "rename", "overwrite")}
+    assert {"/memories/MEMORY.md", "/memories/build.md"} <= final, final
