@@ -266,6 +266,26 @@ pub enum Cmd {
     /// Makes the file at VERSION's path what it was at VERSION (for a delete,
     /// an expiry or an overwrite: what it took away), as a new version.
     Revert { version: String },
+    /// Takes back everything one actor or session changed (since a time):
+    /// each file it touched made what it was before, as new versions.
+    /// Refused, with nothing changed, where someone else changed a file
+    /// since, unless --force.
+    Undo {
+        /// The actor as `memfs log` shows it (agent:mount(claude)), or a
+        /// session's name (claude-code).
+        #[arg(long, value_name = "WHO")]
+        by: String,
+        /// Only changes since then: a time (2026-12-04T10:00:00Z) or a
+        /// duration ago (2h, 30m).
+        #[arg(long, value_name = "TIME")]
+        since: Option<String>,
+        /// Also take back later changes by others to the same files.
+        #[arg(long)]
+        force: bool,
+        /// Say what would be undone; change nothing.
+        #[arg(long)]
+        dry_run: bool,
+    },
     /// Erases VERSION's content everywhere the history keeps it (every
     /// version with the same content); the rows stay, marked redacted.
     Redact {

@@ -35,6 +35,20 @@ pub fn request_of(cli: &Cli) -> Option<Request> {
             uid: unsafe { libc::getuid() },
             pid: std::process::id(),
         },
+        Cmd::Undo {
+            by,
+            since,
+            force,
+            dry_run,
+        } => Request::UndoSession {
+            by: by.clone(),
+            since: since.as_deref().map(since_time),
+            force: *force,
+            dry_run: *dry_run,
+            // SAFETY: getuid(2) cannot fail and touches no memory.
+            uid: unsafe { libc::getuid() },
+            pid: std::process::id(),
+        },
         Cmd::Redact { version, path } => Request::Redact {
             version: version.clone(),
             path: *path,
@@ -56,6 +70,18 @@ pub fn request_of(cli: &Cli) -> Option<Request> {
         },
         _ => return None,
     })
+}
+
+/// `--since`: a duration ago (`2h`), or a time as given (RFC 3339, compared
+/// with the history's times).
+fn since_time(given: &str) -> String {
+    match memfs::units::parse_duration(given) {
+        Ok(ago) => {
+            let at = std::time::SystemTime::now() - ago;
+            humantime::format_rfc3339_millis(at).to_string()
+        }
+        Err(_) => given.to_string(),
+    }
 }
 
 pub fn run(cli: &Cli, request: Request) -> ExitCode {

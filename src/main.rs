@@ -184,6 +184,7 @@ fn on(memory: Memory, cli: Cli, doors: Doors) -> ExitCode {
         | Cmd::Show { .. }
         | Cmd::Diff { .. }
         | Cmd::Revert { .. }
+        | Cmd::Undo { .. }
         | Cmd::Redact { .. }
         | Cmd::Export { .. }
         | Cmd::Expire { .. }

@@ -980,3 +980,152 @@ fn a_persons_unsaved_file_in_a_directory_the_agent_renames_keeps_both_versions()
         "{rows:?}"
     );
 }
+
+/// `memfs undo --by WHO`: a session's changes taken back in one step (a
+/// consolidation that deleted 23 files: they all come back), another
+/// session's left alone; refused with nothing changed where someone else
+/// changed a file since, unless --force.
+#[test]
+fn undo_by_a_session_takes_back_everything_it_did_and_nothing_else() {
+    let dir = tempfile::tempdir().unwrap();
+    let d = dir.path().join("data");
+    let create = |who: &str, path: &str, text: &str| {
+        ok(
+            &d,
+            &["--as", who],
+            json!({"command": "create", "path": path, "file_text": text}),
+        )
+    };
+    for i in 0..23 {
+        create(
+            "writer",
+            &format!("/memories/notes/n{i:02}.md"),
+            &format!("note {i}\n"),
+        );
+    }
+    create("writer", "/memories/keep.md", "kept\n");
+    // The consolidation: deletes the 23 notes, writes a summary, edits keep.md.
+    for i in 0..23 {
+        ok(
+            &d,
+            &["--as", "consolidate"],
+            json!({"command": "delete", "path": format!("/memories/notes/n{i:02}.md")}),
+        );
+    }
+    create("consolidate", "/memories/summary.md", "23 notes in one\n");
+    ok(
+        &d,
+        &["--as", "consolidate"],
+        json!({"command": "str_replace", "path": "/memories/keep.md", "old_str": "kept", "new_str": "merged"}),
+    );
+    create("other", "/memories/other.md", "someone else's\n");
+    let (code, out, err) = run(&d, &["undo", "--by", "consolidate", "--dry-run"]);
+    assert_eq!(code, 0, "{err}");
+    assert!(out.starts_with("would undo 25 file(s):"), "{out}");
+    assert!(!d.join("memories/notes/n00.md").exists());
+    let (code, out, err) = run(&d, &["undo", "--by", "consolidate"]);
+    assert_eq!(code, 0, "{err}");
+    assert!(out.starts_with("undid 25 file(s):"), "{out}");
+    for i in 0..23 {
+        let text = fs::read_to_string(d.join(format!("memories/notes/n{i:02}.md"))).unwrap();
+        assert_eq!(text, format!("note {i}\n"));
+    }
+    assert!(!d.join("memories/summary.md").exists());
+    assert_eq!(
+        fs::read_to_string(d.join("memories/keep.md")).unwrap(),
+        "kept\n"
+    );
+    assert_eq!(
+        fs::read_to_string(d.join("memories/other.md")).unwrap(),
+        "someone else's\n"
+    );
+    // Each restoration is a version by the person who asked.
+    let top = &log(&d, Some("/memories/keep.md"))[0];
+    assert_eq!(top["op"], "revert", "{top}");
+    assert_eq!(top["actor"]["kind"], "person", "{top}");
+    // Again: nothing left to undo.
+    let (code, out, _) = run(&d, &["undo", "--by", "consolidate"]);
+    assert_eq!(code, 0);
+    assert!(out.starts_with("nothing to undo"), "{out}");
+
+    // A later change by someone else: refused, nothing changed; --force goes on.
+    create("tidy", "/memories/a.md", "a\n");
+    create("tidy", "/memories/b.md", "b\n");
+    ok(
+        &d,
+        &["--as", "other"],
+        json!({"command": "str_replace", "path": "/memories/a.md", "old_str": "a", "new_str": "a, edited"}),
+    );
+    let (code, _, err) = run(&d, &["undo", "--by", "tidy"]);
+    assert_ne!(code, 0);
+    assert!(
+        err.contains("/memories/a.md (changed since by someone else)"),
+        "{err}"
+    );
+    assert!(err.contains("nothing was changed"), "{err}");
+    assert!(d.join("memories/b.md").exists(), "refused, yet changed");
+    let (code, out, err) = run(&d, &["undo", "--by", "tidy", "--force"]);
+    assert_eq!(code, 0, "{err}");
+    assert!(out.starts_with("undid 2 file(s):"), "{out}");
+    assert!(!d.join("memories/a.md").exists() && !d.join("memories/b.md").exists());
+    // Nobody by that name.
+    let (code, _, err) = run(&d, &["undo", "--by", "nobody"]);
+    assert_ne!(code, 0);
+    assert!(err.contains("no changes by nobody"), "{err}");
+}
+
+/// The same from the page: the review queue has one button per actor, and
+/// it takes back everything that actor changed (and clears it from the queue).
+#[test]
+fn the_review_page_undoes_a_sessions_changes_in_one_step() {
+    let dir = tempfile::tempdir().unwrap();
+    let d = dir.path().join("data");
+    for i in 0..3 {
+        ok(
+            &d,
+            &["--as", "writer"],
+            json!({"command": "create", "path": format!("/memories/n{i}.md"), "file_text": format!("note {i}\n")}),
+        );
+    }
+    for i in 0..3 {
+        ok(
+            &d,
+            &["--as", "consolidate"],
+            json!({"command": "delete", "path": format!("/memories/n{i}.md")}),
+        );
+    }
+    let page = Page::start(&d);
+    let (_, body) = page.get("/review");
+    let by = "agent:exec(consolidate)";
+    assert!(body.contains(&format!("Undo everything by {by}")), "{body}");
+    let csrf = body
+        .split("name=\"csrf\" value=\"")
+        .nth(1)
+        .and_then(|rest| rest.split('"').next())
+        .expect("a CSRF token on the page")
+        .to_string();
+    let form = format!(
+        "csrf={}&by={}&back=%2Freview",
+        memfs::form::encode(&csrf),
+        memfs::form::encode(by)
+    );
+    let (head, _) = page.post("/undo-session", &form);
+    assert!(head.starts_with("http/1.1 303"), "{head}");
+    assert!(head.contains("said=undid%203%20file"), "{head}");
+    // (The page's memfs owns the memory: its plain files, brought up to date.)
+    let (code, _, err) = run(&d, &["checkpoint"]);
+    assert_eq!(code, 0, "{err}");
+    for i in 0..3 {
+        let text = fs::read_to_string(d.join(format!("memories/n{i}.md"))).unwrap();
+        assert_eq!(text, format!("note {i}\n"));
+    }
+    let (_, body) = page.get("/review");
+    assert!(
+        !body.contains(&format!("Undo everything by {by}")),
+        "{body}"
+    );
+    // Without the page's CSRF token: refused, nothing done.
+    let (head, _) = page.post("/undo-session", "by=agent%3Aexec%28writer%29");
+    assert!(head.starts_with("http/1.1 403"), "{head}");
+    assert!(d.join("memories/n0.md").exists());
+}

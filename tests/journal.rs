@@ -763,65 +763,6 @@ fn a_cursor_reads_only_new_rows_and_all_of_them_after_a_rewrite() {
     assert_eq!((ids(&after), after.1), (vec![], false));
 }
 
-/// `memfs web` beside the owner of `dir`, logged in: its base URL's
-/// address and the session's cookie.
-struct Page {
-    child: std::process::Child,
-    addr: String,
-    cookie: String,
-}
-
-impl Page {
-    fn start(dir: &Path) -> Page {
-        let mut child = memfs()
-            .arg("--data")
-            .arg(dir)
-            .arg("web")
-            .stdout(Stdio::piped())
-            .stderr(Stdio::null())
-            .spawn()
-            .unwrap();
-        let mut line = String::new();
-        let out = child.stdout.take().unwrap();
-        std::io::BufRead::read_line(&mut std::io::BufReader::new(out), &mut line).unwrap();
-        let url = line.trim().strip_prefix("http://").expect("the page's URL");
-        let (addr, login) = url.split_once('/').unwrap();
-        let mut page = Page {
-            child,
-            addr: addr.to_string(),
-            cookie: String::new(),
-        };
-        let (head, _) = page.get(&format!("/{login}"));
-        let cookie = head
-            .lines()
-            .find_map(|l| l.strip_prefix("set-cookie: "))
-            .expect("a session cookie");
-        page.cookie = cookie.split(';').next().unwrap().to_string();
-        page
-    }
-
-    /// GET `path`: the response's head and body.
-    fn get(&self, path: &str) -> (String, String) {
-        let mut conn = std::net::TcpStream::connect(&self.addr).unwrap();
-        let request = format!(
-            "GET {path} HTTP/1.1\r\nHost: {}\r\nCookie: {}\r\nConnection: close\r\n\r\n",
-            self.addr, self.cookie
-        );
-        conn.write_all(request.as_bytes()).unwrap();
-        let mut got = String::new();
-        std::io::Read::read_to_string(&mut conn, &mut got).unwrap();
-        let (head, body) = got.split_once("\r\n\r\n").unwrap_or((&got, ""));
-        (head.to_ascii_lowercase(), body.to_string())
-    }
-}
-
-impl Drop for Page {
-    fn drop(&mut self) {
-        let _ = self.child.kill();
-        let _ = self.child.wait();
-    }
-}
-
 /// A path the checkpoint cannot write holds back nothing else (issue 39:
 /// after a symlink was planted where memfs then made a directory, every
 /// later pass failed at that one file, no other change reached the plain

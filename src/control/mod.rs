@@ -9,6 +9,7 @@ pub mod expire;
 pub mod export;
 pub mod reply;
 pub mod request;
+pub mod undo_session;
 
 use crate::journal::History;
 

@@ -7,6 +7,7 @@ use std::sync::Arc;
 
 use serde::{Deserialize, Serialize};
 
+use super::undo_session::sha_now;
 use super::Control;
 use crate::journal::{History, Op, Refusal, Row};
 use crate::path::MemPath;
@@ -53,6 +54,20 @@ pub enum Request {
         pid: u32,
     },
     Export,
+    /// Everything `by` (an actor as `memfs log` shows it, or a session's
+    /// name) changed since `since` (RFC 3339), taken back as this person's
+    /// act (`memfs undo`; see `control::undo_session`).
+    UndoSession {
+        by: String,
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        since: Option<String>,
+        #[serde(default)]
+        force: bool,
+        #[serde(default)]
+        dry_run: bool,
+        uid: u32,
+        pid: u32,
+    },
     /// The plain files brought up to date now.
     Checkpoint,
     /// The bytes of content `sha` (a version's `sha256`), if the history keeps them.
@@ -250,6 +265,25 @@ fn run(store: &Arc<Store>, history: &History, request: &Request) -> Result<Reply
             Ok(Reply::ok(format!("{said}\n")))
         }
         Request::Export => Ok(Reply::ok(super::export::fast_import(history)?)),
+        Request::UndoSession {
+            by,
+            since,
+            force,
+            dry_run,
+            uid,
+            pid,
+        } => super::undo_session::run(
+            store,
+            history,
+            &super::undo_session::Ask {
+                by,
+                since: since.as_deref(),
+                force: *force,
+                dry_run: *dry_run,
+                uid: *uid,
+                pid: *pid,
+            },
+        ),
         Request::Blob { sha } => match history.blob(sha) {
             Some(bytes) => Ok(Reply::ok(bytes)),
             None => Err(Refusal(format!(
@@ -279,14 +313,6 @@ fn run(store: &Arc<Store>, history: &History, request: &Request) -> Result<Reply
             let at = path(at.as_deref())?;
             super::expire::run(store, &at, idle, *dry_run)
         }
-    }
-}
-
-/// The sha256 of the file at `at` now, if it is one.
-fn sha_now(store: &Store, at: &MemPath) -> Option<String> {
-    match store.snapshot(at, 0, Window { skip: 0, take: 0 }, &|_| false) {
-        Ok(Snapshot::File(data)) => Some(crate::digest::Sha::of(&data).hex()),
-        _ => None,
     }
 }
 

@@ -229,6 +229,32 @@ impl App {
         self.get(path, &query, &ctx)
     }
 
+    /// Everything `by` changed, taken back (the review page's button), and
+    /// off the review queue.
+    fn undo_by(&self, by: Option<&String>, to: &str) -> Page {
+        let Some(by) = by else {
+            return Page::text(400, "whose changes?");
+        };
+        let said = match self.source.undo_by(by) {
+            Ok(s) => {
+                let _ = self.reload();
+                let theirs: Vec<u64> = {
+                    let model = self.model.lock();
+                    let rows = model.rows.iter().filter(|r| r.actor.short() == *by);
+                    rows.map(crate::journal::Row::id).collect()
+                };
+                let mut reviewed = self.reviewed.lock();
+                for v in theirs {
+                    let _ = reviewed.mark(v);
+                }
+                s.lines().next().unwrap_or_default().to_string()
+            }
+            Err(e) => format!("not done: {e}"),
+        };
+        let sep = if to.contains('?') { '&' } else { '?' };
+        Page::redirect(&format!("{to}{sep}said={}", crate::form::encode(&said)))
+    }
+
     /// A keep, an undo or a redaction, from a form of this page.
     fn post(
         &self,
@@ -258,10 +284,13 @@ impl App {
                 "a POST from another site is refused; nothing was changed",
             );
         }
+        let to = back(form.get("back"));
+        if path == "/undo-session" {
+            return self.undo_by(form.get("by"), &to);
+        }
         let Some(v) = version(&form, "version") else {
             return Page::text(400, "which version?");
         };
-        let to = back(form.get("back"));
         let result = match path {
             "/keep" => self
                 .reviewed

@@ -379,6 +379,29 @@ pub fn unreviewed<'a>(
 }
 
 /// `/review`: the agent's changes since the person last reviewed, one after another.
+/// One button for each actor whose changes wait for review: everything it
+/// changed, taken back in one step (`memfs undo --by`).
+fn undo_by_forms(queue: &[&Row], ctx: &Ctx) -> String {
+    let mut actors: Vec<String> = queue.iter().map(|r| r.actor.short()).collect();
+    actors.sort();
+    actors.dedup();
+    let forms: String = actors
+        .iter()
+        .map(|by| {
+            format!(
+                "<form method=\"post\" action=\"/undo-session\" class=\"inline\"><input type=\"hidden\" name=\"csrf\" value=\"{}\"><input type=\"hidden\" name=\"by\" value=\"{}\"><input type=\"hidden\" name=\"back\" value=\"/review\"><button class=\"undo\" type=\"submit\">Undo everything by {}</button></form>",
+                esc(ctx.csrf),
+                esc(by),
+                esc(by)
+            )
+        })
+        .collect();
+    match forms.is_empty() {
+        true => String::new(),
+        false => format!("<div class=\"undo-by\">{forms}</div>"),
+    }
+}
+
 pub fn review(
     model: &Model,
     source: &Source,
@@ -392,6 +415,7 @@ pub fn review(
         queue.len(),
         if queue.len() == 1 { "" } else { "s" }
     ));
+    out.push_str(&undo_by_forms(&queue, ctx));
     for row in queue.iter().take(50) {
         out.push_str(&change_block(model, source, row, ctx, "/review", false));
     }

@@ -102,6 +102,20 @@ impl Source {
         .map(|b| String::from_utf8_lossy(&b).trim().to_string())
     }
 
+    /// Everything `by` changed, taken back (`memfs undo --by`).
+    pub fn undo_by(&self, by: &str) -> Result<String, String> {
+        ok(self.request(&Request::UndoSession {
+            by: by.to_string(),
+            since: None,
+            force: false,
+            dry_run: false,
+            // SAFETY: getuid(2) cannot fail and touches no memory.
+            uid: unsafe { libc::getuid() },
+            pid: std::process::id(),
+        }))
+        .map(|b| String::from_utf8_lossy(&b).trim().to_string())
+    }
+
     pub fn redact(&self, version: u64) -> Result<String, String> {
         ok(self.request(&Request::Redact {
             version: version.to_string(),

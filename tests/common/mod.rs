@@ -560,3 +560,78 @@ impl Mcp {
         child.wait().unwrap()
     }
 }
+
+/// `memfs web` beside the owner of `dir`, logged in: its base URL's
+/// address and the session's cookie.
+pub struct Page {
+    child: std::process::Child,
+    addr: String,
+    cookie: String,
+}
+
+impl Page {
+    pub fn start(dir: &Path) -> Page {
+        let mut child = memfs()
+            .arg("--data")
+            .arg(dir)
+            .arg("web")
+            .stdout(Stdio::piped())
+            .stderr(Stdio::null())
+            .spawn()
+            .unwrap();
+        let mut line = String::new();
+        let out = child.stdout.take().unwrap();
+        std::io::BufRead::read_line(&mut std::io::BufReader::new(out), &mut line).unwrap();
+        let url = line.trim().strip_prefix("http://").expect("the page's URL");
+        let (addr, login) = url.split_once('/').unwrap();
+        let mut page = Page {
+            child,
+            addr: addr.to_string(),
+            cookie: String::new(),
+        };
+        let (head, _) = page.get(&format!("/{login}"));
+        let cookie = head
+            .lines()
+            .find_map(|l| l.strip_prefix("set-cookie: "))
+            .expect("a session cookie");
+        page.cookie = cookie.split(';').next().unwrap().to_string();
+        page
+    }
+
+    /// POST a form (`application/x-www-form-urlencoded` `body`) to `path`:
+    /// the response's head and body.
+    pub fn post(&self, path: &str, body: &str) -> (String, String) {
+        let head = format!(
+            "POST {path} HTTP/1.1\r\nHost: {}\r\nCookie: {}\r\nContent-Type: application/x-www-form-urlencoded\r\nContent-Length: {}\r\nConnection: close\r\n\r\n{body}",
+            self.addr,
+            self.cookie,
+            body.len()
+        );
+        self.send(&head)
+    }
+
+    /// GET `path`: the response's head and body.
+    pub fn get(&self, path: &str) -> (String, String) {
+        let request = format!(
+            "GET {path} HTTP/1.1\r\nHost: {}\r\nCookie: {}\r\nConnection: close\r\n\r\n",
+            self.addr, self.cookie
+        );
+        self.send(&request)
+    }
+
+    fn send(&self, request: &str) -> (String, String) {
+        let mut conn = std::net::TcpStream::connect(&self.addr).unwrap();
+        conn.write_all(request.as_bytes()).unwrap();
+        let mut got = String::new();
+        std::io::Read::read_to_string(&mut conn, &mut got).unwrap();
+        let (head, body) = got.split_once("\r\n\r\n").unwrap_or((&got, ""));
+        (head.to_ascii_lowercase(), body.to_string())
+    }
+}
+
+impl Drop for Page {
+    fn drop(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}
