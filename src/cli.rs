@@ -215,6 +215,13 @@ pub enum Cmd {
         #[arg(long, default_value = "127.0.0.1:0", value_name = "ADDR")]
         listen: String,
     },
+    /// Claude Code's auto memory for the project in this directory, on a
+    /// memfs mount (enable), back to a plain directory (disable), or which
+    /// it is (status). Its writes are then versions for review and undo.
+    ClaudeCode {
+        #[command(subcommand)]
+        action: ClaudeCodeCmd,
+    },
     /// Manages the tokens of a stores root (--stores): each names the
     /// stores it reaches and whether it may write. Works while a server runs.
     Token {
@@ -341,6 +348,35 @@ pub enum Cmd {
         mountpoint: PathBuf,
         #[command(flatten)]
         mount_options: MountArgs,
+    },
+}
+
+#[derive(Subcommand, Debug)]
+pub enum ClaudeCodeCmd {
+    /// Moves what Claude Code keeps for this project into a memfs memory
+    /// (its first versions) and mounts that memory where Claude Code looks,
+    /// in the background. Changes nothing if it is on memfs already.
+    Enable {
+        /// A shared store (postgres://...): the memory is the store named
+        /// after the repository's remote (or the URL's ?store=), so this
+        /// project meets it on every machine.
+        #[arg(long, value_name = "URL")]
+        shared: Option<String>,
+        /// The memory's data dir (with --shared: this host's cache);
+        /// default ~/.local/share/memfs/claude-code/PROJECT.
+        #[arg(long, value_name = "DIR")]
+        memory: Option<PathBuf>,
+    },
+    /// Unmounts it and puts the files back as a plain directory (the memory
+    /// and its history stay in the data dir).
+    Disable {
+        #[arg(long, value_name = "DIR")]
+        memory: Option<PathBuf>,
+    },
+    /// Says whether this project's auto memory is on memfs.
+    Status {
+        #[arg(long, value_name = "DIR")]
+        memory: Option<PathBuf>,
     },
 }
 

@@ -1,5 +1,6 @@
 //! The `memfs` binary: wiring only; every behaviour lives in the library.
 
+mod claude_code_cli;
 mod cli;
 mod history_cli;
 mod http_cli;
@@ -85,6 +86,7 @@ fn without_a_memory(cli: &Cli) -> Option<ExitCode> {
     }
     match &cli.command {
         Cmd::Token { action } => return Some(http_cli::token(cli, action)),
+        Cmd::ClaudeCode { action } => return Some(claude_code_cli::run(action)),
         Cmd::Web { listen } if cli.common.stores.is_none() => {
             return Some(web_cli::web(cli, listen))
         }
@@ -190,6 +192,7 @@ fn on(memory: Memory, cli: Cli, doors: Doors) -> ExitCode {
         | Cmd::Expire { .. }
         | Cmd::Checkpoint
         | Cmd::Token { .. }
+        | Cmd::ClaudeCode { .. }
         | Cmd::Web { .. }
         | Cmd::Clear { .. } => ExitCode::SUCCESS,
     }

@@ -10,6 +10,7 @@ import os
 import pathlib
 import subprocess
 import sys
+import time
 
 import pytest
 
@@ -150,3 +151,143 @@ def test_claude_codes_auto_memory_on_a_memfs_mount_is_the_agents(claude, memfs_b
     # Each file's history ends at what Claude Code left there.
     final = {r["path"] for r in rows if r["op"] in ("create", "write", "rename", "overwrite")}
     assert {"/memories/MEMORY.md", "/memories/build.md"} <= final, final
+
+
+def test_memfs_claude_code_enable_puts_this_projects_auto_memory_on_memfs(claude, memfs_bin, tmp_path):
+    """`memfs claude-code enable` in a project: what Claude Code kept becomes
+    the memory's first versions, the memory is mounted where Claude Code
+    looks, Claude Code's Write and Edit land there as the agent's, `memfs
+    undo --by` takes them back, `disable` puts the plain directory back;
+    each run twice changes nothing the second time."""
+    if not (os.path.exists("/dev/fuse") and os.geteuid() == 0):
+        if CI:
+            pytest.fail("CI=true needs /dev/fuse and root")
+        pytest.skip("needs /dev/fuse and root")
+    home, work = tmp_path / "home", tmp_path / "work"
+    subprocess.run(["git", "init", "-q", str(work)], check=True)
+    key = "".join(c if c.isascii() and c.isalnum() else "-" for c in str(work))
+    place = home / ".claude" / "projects" / key / "memory"
+    place.mkdir(parents=True)
+    (place / "MEMORY.md").write_text("# Memory\n- [Old](old.md) \u2014 kept from before\n")
+    env = {"PATH": os.environ.get("PATH", "/usr/bin:/bin"), "HOME": str(home)}
+
+    def memfs(*args):
+        return subprocess.run([memfs_bin, *args], cwd=work, env=env, capture_output=True, text=True, timeout=60)
+
+    on = memfs("claude-code", "enable")
+    assert on.returncode == 0, on.stderr
+    assert "1 file(s) already there are its first versions" in on.stdout, on.stdout
+    assert os.path.ismount(place)
+    again = memfs("claude-code", "enable")
+    assert again.returncode == 0 and "nothing changed" in again.stdout, again.stdout
+    data = home / ".local" / "share" / "memfs" / "claude-code" / key
+    md, topic = f"{place}/MEMORY.md", f"{place}/testing.md"
+    turns = [
+        [{"type": "tool_use", "id": "toolu_01", "name": "Write",
+          "input": {"file_path": topic, "content": "Run pytest -q.\n"},
+          "expect": {"content": f"File created successfully at: {topic}{NO_READ_BACK}", "is_error": False}}],
+        [{"type": "tool_use", "id": "toolu_02", "name": "Read", "input": {"file_path": md}}],
+        [{"type": "tool_use", "id": "toolu_03", "name": "Edit",
+          "input": {"file_path": md, "old_string": "kept from before", "new_string": "replaced"},
+          "expect": {"content": f"The file {md} has been updated successfully.{NO_READ_BACK}", "is_error": False}}],
+        [{"type": "text", "text": "Memory written."}],
+    ]
+    try:
+        with ScriptedApi(turns, main_tool="Write") as api:
+            run = claude(["-p", "Remember how to test.", "--allowedTools", "Write,Edit,Read"], api)
+            assert run.returncode == 0, (run.stdout, run.stderr[-3000:])
+            api.check()
+        # Claude Code was told its memory is there (the default place, now a mount).
+        system = json.dumps(api.requests[0].get("system"))
+        assert f"persistent file-based memory at `{place}/`" in system, system[:2000]
+        assert "replaced" in (place / "MEMORY.md").read_text()
+        log = memfs("--data", str(data), "log", "--json")
+        rows = [json.loads(line) for line in log.stdout.splitlines()]
+        claude_rows = [r for r in rows if r["actor"].get("process") == "claude"]
+        assert claude_rows and all(r["actor"]["kind"] == "agent" for r in claude_rows), rows
+        assert any(r["op"] == "found" and r["path"] == "/memories/MEMORY.md" for r in rows), rows
+        # Everything Claude Code did, taken back in one step.
+        undo = memfs("--data", str(data), "undo", "--by", "agent:mount(claude)")
+        assert undo.returncode == 0, undo.stderr
+        assert (place / "MEMORY.md").read_text() == "# Memory\n- [Old](old.md) \u2014 kept from before\n"
+        assert not (place / "testing.md").exists()
+    finally:
+        off = memfs("claude-code", "disable")
+    assert off.returncode == 0, off.stderr
+    assert not os.path.ismount(place)
+    assert (place / "MEMORY.md").read_text() == "# Memory\n- [Old](old.md) \u2014 kept from before\n"
+    again = memfs("claude-code", "disable")
+    assert again.returncode == 0 and "nothing changed" in again.stdout, again.stdout
+
+
+def test_two_machines_claude_code_meets_one_shared_memory(claude, memfs_bin, tmp_path):
+    """Two machines (two HOMEs, two checkouts of one repository at different
+    paths), each `memfs claude-code enable --shared URL` on one PostgreSQL:
+    the store is named after the remote, so the second machine's Claude Code
+    reads what the first one's wrote."""
+    from shared_hosts import Postgres
+    if not (os.geteuid() == 0 and os.path.exists("/dev/fuse") and os.path.exists("/usr/lib/postgresql/15/bin/pg_ctl")):
+        if CI:
+            pytest.fail("CI=true needs root, /dev/fuse and PostgreSQL 15")
+        pytest.skip("needs root, /dev/fuse and PostgreSQL 15")
+    pg = Postgres(tmp_path / "pg")
+    pg.start()
+    machines = []
+    try:
+        for name, checkout in [("a", "src/project"), ("b", "work/elsewhere/project-copy")]:
+            home, work = tmp_path / name / "home", tmp_path / name / checkout
+            subprocess.run(["git", "init", "-q", str(work)], check=True)
+            subprocess.run(["git", "-C", str(work), "remote", "add", "origin", "git@example.com:team/project.git"],
+                           check=True)
+            key = "".join(c if c.isascii() and c.isalnum() else "-" for c in str(work))
+            place = home / ".claude" / "projects" / key / "memory"
+            env = {"PATH": os.environ.get("PATH", "/usr/bin:/bin"), "HOME": str(home)}
+            on = subprocess.run([memfs_bin, "claude-code", "enable", "--shared", pg.base], cwd=work, env=env,
+                                capture_output=True, text=True, timeout=60)
+            assert on.returncode == 0, on.stderr
+            assert "shared store cc-example.com-team-project" in on.stdout, on.stdout
+            machines.append((home, work, place, env))
+        (home_a, work_a, place_a, _), (home_b, work_b, place_b, _) = machines
+        md_a, md_b = f"{place_a}/MEMORY.md", f"{place_b}/MEMORY.md"
+        write = [
+            [{"type": "tool_use", "id": "toolu_01", "name": "Write",
+              "input": {"file_path": md_a, "content": "Shared note.\n"},
+              "expect": {"content": f"File created successfully at: {md_a}{NO_READ_BACK}", "is_error": False}}],
+            [{"type": "text", "text": "Written."}],
+        ]
+        with ScriptedApi(write, main_tool="Write") as api:
+            run = claude_at(home_a, work_a, api, ["-p", "Remember.", "--allowedTools", "Write,Read"])
+            assert run.returncode == 0, (run.stdout, run.stderr[-3000:])
+            api.check()
+        read = [
+            [{"type": "tool_use", "id": "toolu_01", "name": "Read", "input": {"file_path": md_b},
+              "expect": {"content": "1\tShared note.\n2\t", "is_error": False}}],
+            [{"type": "text", "text": "Read."}],
+        ]
+        deadline = time.monotonic() + 10
+        while not os.path.exists(md_b) and time.monotonic() < deadline:
+            time.sleep(0.05)
+        with ScriptedApi(read, main_tool="Read") as api:
+            run = claude_at(home_b, work_b, api, ["-p", "What do you remember?", "--allowedTools", "Write,Read"])
+            assert run.returncode == 0, (run.stdout, run.stderr[-3000:])
+            api.check()
+    finally:
+        for home, work, place, env in machines:
+            off = subprocess.run([memfs_bin, "claude-code", "disable"], cwd=work, env=env,
+                                 capture_output=True, text=True, timeout=60)
+            assert off.returncode == 0, off.stderr
+        pg.remove()
+    assert (machines[1][2] / "MEMORY.md").read_text() == "Shared note.\n"
+
+
+def claude_at(home, work, api, args):
+    env = {
+        "PATH": os.environ.get("PATH", "/usr/bin:/bin"),
+        "HOME": str(home),
+        "ANTHROPIC_API_KEY": "sk-ant-scripted",
+        "ANTHROPIC_BASE_URL": api.url,
+        "CLAUDE_CODE_DISABLE_NONESSENTIAL_TRAFFIC": "1",
+        "ENABLE_TOOL_SEARCH": "false",
+    }
+    return subprocess.run([CLAUDE, *args], env=env, cwd=work, stdin=subprocess.DEVNULL,
+                          capture_output=True, text=True, timeout=180)

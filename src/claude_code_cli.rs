@@ -1,0 +1,449 @@
+//! `memfs claude-code enable|disable|status`: Claude Code's auto memory for
+//! the project in the current directory, on a memfs mount.
+//!
+//! Claude Code keeps a project's auto memory in
+//! `~/.claude/projects/<project>/memory/` (`<project>`: the git root of the
+//! working directory, or the directory, with every character but ASCII
+//! letters and digits made `-`; `CLAUDE_CONFIG_DIR` moves `~/.claude`). Its
+//! `autoMemoryDirectory` setting is one directory for every project, so the
+//! per-project way is the default place itself: `enable` moves what is
+//! there into a memfs data dir (memfs finds the files at its first start:
+//! they are the memory's first versions) and mounts that memory on the
+//! place, in the background; `disable` unmounts it and puts the files back
+//! as a plain directory (the data dir, with its history, stays). With
+//! `--shared URL` the memory is a shared store named after the
+//! repository's remote, so the same project meets the same store on every
+//! machine wherever its checkout is.
+
+use std::path::{Path, PathBuf};
+use std::process::{Command, ExitCode, Stdio};
+use std::time::{Duration, Instant};
+
+use memfs::fuse::mountpoint::is_mount_point;
+
+use crate::cli::ClaudeCodeCmd;
+
+/// Where a project's auto memory is, and the memory memfs keeps it in.
+struct Place {
+    project: PathBuf,
+    memory_dir: PathBuf,
+    data: PathBuf,
+    /// The shared store's URL (with its `store=`), when shared.
+    shared: Option<String>,
+}
+
+fn fail(message: String) -> ExitCode {
+    memfs::say!("memfs: {message}");
+    ExitCode::from(2)
+}
+
+/// `/work/my app` -> `-work-my-app`, as Claude Code names its project dirs.
+pub fn project_key(project: &Path) -> String {
+    project
+        .to_string_lossy()
+        .chars()
+        .map(|c| if c.is_ascii_alphanumeric() { c } else { '-' })
+        .collect()
+}
+
+fn git(dir: &Path, args: &[&str]) -> Option<String> {
+    let out = Command::new("git")
+        .arg("-C")
+        .arg(dir)
+        .args(args)
+        .stderr(Stdio::null())
+        .output()
+        .ok()?;
+    let text = String::from_utf8(out.stdout).ok()?.trim().to_string();
+    (out.status.success() && !text.is_empty()).then_some(text)
+}
+
+/// A store name for a repository's remote: the same for every clone
+/// (`git@github.com:org/repo.git` and `https://github.com/org/repo` give
+/// `cc-github.com-org-repo`).
+pub fn store_for_remote(remote: &str) -> String {
+    let mut r = remote.trim().to_ascii_lowercase();
+    for scheme in ["https://", "http://", "ssh://", "git://", "file://"] {
+        if let Some(rest) = r.strip_prefix(scheme) {
+            r = rest.to_string();
+        }
+    }
+    if let Some((_, rest)) = r.split_once('@') {
+        r = rest.to_string();
+    }
+    let r = r
+        .trim_end_matches('/')
+        .trim_end_matches(".git")
+        .replace(':', "/");
+    let name: String = r
+        .chars()
+        .map(|c| match c {
+            'a'..='z' | '0'..='9' | '.' | '_' | '-' => c,
+            _ => '-',
+        })
+        .collect();
+    let name = format!("cc-{}", name.trim_matches('-'));
+    match name.len() <= 64 {
+        true => name,
+        false => {
+            let sha = memfs::digest::sha256_hex(name.as_bytes());
+            format!("{}-{}", &name[..51], &sha[..12])
+        }
+    }
+}
+
+fn place(shared: Option<&str>, data: Option<&Path>) -> Result<Place, String> {
+    let here =
+        std::env::current_dir().map_err(|e| format!("cannot read the current directory: {e}"))?;
+    let project = git(&here, &["rev-parse", "--show-toplevel"]).map_or(here, PathBuf::from);
+    let home = std::env::var_os("HOME")
+        .map(PathBuf::from)
+        .ok_or("HOME is not set")?;
+    let config = std::env::var_os("CLAUDE_CONFIG_DIR").map_or(home.join(".claude"), PathBuf::from);
+    let key = project_key(&project);
+    let memory_dir = config.join("projects").join(&key).join("memory");
+    let data = match data {
+        Some(d) => d.to_path_buf(),
+        None => std::env::var_os("XDG_DATA_HOME")
+            .map_or(home.join(".local/share"), PathBuf::from)
+            .join("memfs/claude-code")
+            .join(&key),
+    };
+    let shared = match shared {
+        None => None,
+        Some(url) => {
+            let remote = git(&project, &["remote", "get-url", "origin"]).ok_or_else(|| {
+                format!(
+                    "{} has no git remote `origin` to name the shared store after; add one, or give the store yourself in the URL (?store=NAME)",
+                    project.display()
+                )
+            })?;
+            Some(match url.contains("store=") {
+                true => url.to_string(),
+                false => {
+                    let sep = if url.contains('?') { '&' } else { '?' };
+                    format!("{url}{sep}store={}", store_for_remote(&remote))
+                }
+            })
+        }
+    };
+    Ok(Place {
+        project,
+        memory_dir,
+        data,
+        shared,
+    })
+}
+
+pub fn run(cmd: &ClaudeCodeCmd) -> ExitCode {
+    let (shared, data) = match cmd {
+        ClaudeCodeCmd::Enable { shared, memory } => (shared.as_deref(), memory.as_deref()),
+        ClaudeCodeCmd::Disable { memory } | ClaudeCodeCmd::Status { memory } => {
+            (None, memory.as_deref())
+        }
+    };
+    let place = match place(shared, data) {
+        Ok(p) => p,
+        Err(e) => return fail(e),
+    };
+    let result = match cmd {
+        ClaudeCodeCmd::Enable { .. } => enable(&place),
+        ClaudeCodeCmd::Disable { .. } => disable(&place),
+        ClaudeCodeCmd::Status { .. } => Ok(status(&place)),
+    };
+    match result {
+        Ok(said) => {
+            print!("{said}");
+            ExitCode::SUCCESS
+        }
+        Err(e) => fail(e),
+    }
+}
+
+fn status(place: &Place) -> String {
+    let on = is_mount_point(&place.memory_dir);
+    format!(
+        "project {}\nClaude Code's auto memory: {}\n{}\n",
+        place.project.display(),
+        place.memory_dir.display(),
+        match on {
+            true => format!("on memfs (data dir {})", place.data.display()),
+            false => "a plain directory (not on memfs)".to_string(),
+        }
+    )
+}
+
+/// Moves every entry of `from` into `to` (made if missing); refuses, with
+/// nothing moved, if a name is in both.
+fn move_entries(from: &Path, to: &Path) -> Result<usize, String> {
+    let entries: Vec<_> = match std::fs::read_dir(from) {
+        Ok(rd) => rd.filter_map(Result::ok).collect(),
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(0),
+        Err(e) => return Err(format!("cannot read {}: {e}", from.display())),
+    };
+    std::fs::create_dir_all(to).map_err(|e| format!("cannot make {}: {e}", to.display()))?;
+    if let Some(both) = entries.iter().find(|e| to.join(e.file_name()).exists()) {
+        return Err(format!(
+            "{} is in both {} and {}; move one away, then run this again (nothing was moved)",
+            both.file_name().to_string_lossy(),
+            from.display(),
+            to.display()
+        ));
+    }
+    for e in &entries {
+        let target = to.join(e.file_name());
+        if std::fs::rename(e.path(), &target).is_err() {
+            // Another file system: copy, then remove.
+            let copied = Command::new("cp")
+                .arg("-a")
+                .arg(e.path())
+                .arg(&target)
+                .status();
+            if !copied.is_ok_and(|s| s.success()) {
+                return Err(format!(
+                    "cannot move {} to {}",
+                    e.path().display(),
+                    target.display()
+                ));
+            }
+            let _ = std::fs::remove_dir_all(e.path()).or_else(|_| std::fs::remove_file(e.path()));
+        }
+    }
+    Ok(entries.len())
+}
+
+fn enable(place: &Place) -> Result<String, String> {
+    let dir = &place.memory_dir;
+    if is_mount_point(dir) {
+        return Ok(format!(
+            "Claude Code's auto memory for {} is already on memfs ({}); nothing changed\n",
+            place.project.display(),
+            dir.display()
+        ));
+    }
+    std::fs::create_dir_all(dir).map_err(|e| format!("cannot make {}: {e}", dir.display()))?;
+    let cache = &place.data;
+    std::fs::create_dir_all(cache).map_err(|e| format!("cannot make {}: {e}", cache.display()))?;
+    // What Claude Code kept so far becomes the memory's first versions.
+    // (A shared store's files come from the database: what is here waits
+    // aside and goes in through the mount.)
+    let aside = match &place.shared {
+        None => cache.join("memories"),
+        Some(_) => cache.join("claude-code-import"),
+    };
+    let moved = move_entries(dir, &aside)?;
+    let pid = match start_mount(place) {
+        Ok(pid) => pid,
+        Err(e) => {
+            let _ = move_entries(&aside, dir);
+            return Err(e);
+        }
+    };
+    let store = match &place.shared {
+        Some(url) => {
+            let kept = bring_in(&aside, dir)?;
+            format!(
+                ", shared store {}{kept}",
+                url.split("store=").nth(1).unwrap_or("?")
+            )
+        }
+        None => String::new(),
+    };
+    Ok(format!(
+        "Claude Code's auto memory for {} is on memfs: {} is mounted (memfs pid {}), data dir {}{store}; {moved} file(s) already there are its first versions.\nmemfs --data {} log shows who changed what; memfs claude-code disable puts the plain directory back.\n",
+        place.project.display(),
+        dir.display(),
+        pid,
+        cache.display(),
+        data_arg(place),
+    ))
+}
+
+/// Starts `memfs mount` on the place in the background (its log in the
+/// data dir) and waits until it is mounted; its pid.
+fn start_mount(place: &Place) -> Result<u32, String> {
+    let (dir, cache) = (&place.memory_dir, &place.data);
+    let log = cache.join("claude-code-mount.log");
+    let log_file =
+        std::fs::File::create(&log).map_err(|e| format!("cannot write {}: {e}", log.display()))?;
+    let exe = std::env::current_exe().map_err(|e| format!("cannot find memfs itself: {e}"))?;
+    let mut command = Command::new(exe);
+    match &place.shared {
+        Some(url) => command.arg("--data").arg(url).arg("--cache").arg(cache),
+        None => command.arg("--data").arg(cache),
+    };
+    command.arg("mount").arg(dir);
+    use std::os::unix::process::CommandExt;
+    let mut child = command
+        .stdin(Stdio::null())
+        .stdout(Stdio::null())
+        .stderr(log_file)
+        .process_group(0) // not stopped by the terminal's Ctrl-C
+        .spawn()
+        .map_err(|e| format!("cannot start memfs mount: {e}"))?;
+    let deadline = Instant::now() + Duration::from_secs(30);
+    while !is_mount_point(dir) {
+        if let Ok(Some(_)) = child.try_wait() {
+            let said = std::fs::read_to_string(&log).unwrap_or_default();
+            return Err(format!("memfs mount did not start: {}", said.trim()));
+        }
+        if Instant::now() > deadline {
+            return Err(format!(
+                "{} was not mounted within 30 s (see {})",
+                dir.display(),
+                log.display()
+            ));
+        }
+        std::thread::sleep(Duration::from_millis(50));
+    }
+    Ok(child.id())
+}
+
+/// What was in the place before a shared store was mounted on it, copied
+/// in through the mount where the store has no file of that name; what the
+/// store has already stays aside (said in the answer).
+fn bring_in(aside: &Path, dir: &Path) -> Result<String, String> {
+    let Ok(entries) = std::fs::read_dir(aside) else {
+        return Ok(String::new());
+    };
+    let mut kept = Vec::new();
+    for entry in entries.filter_map(Result::ok) {
+        let target = dir.join(entry.file_name());
+        if target.exists() {
+            kept.push(entry.file_name().to_string_lossy().into_owned());
+            continue;
+        }
+        let copied = Command::new("cp")
+            .arg("-a")
+            .arg(entry.path())
+            .arg(&target)
+            .status();
+        if !copied.is_ok_and(|s| s.success()) {
+            return Err(format!(
+                "cannot copy {} into the memory",
+                entry.path().display()
+            ));
+        }
+        let _ =
+            std::fs::remove_dir_all(entry.path()).or_else(|_| std::fs::remove_file(entry.path()));
+    }
+    Ok(match kept.is_empty() {
+        true => String::new(),
+        false => format!(
+            " (the store already has {}: this machine's copies are in {})",
+            kept.join(", "),
+            aside.display()
+        ),
+    })
+}
+
+/// How to name this memory to other memfs commands.
+fn data_arg(place: &Place) -> String {
+    match &place.shared {
+        Some(url) => format!("'{url}' --cache {}", place.data.display()),
+        None => place.data.display().to_string(),
+    }
+}
+
+fn disable(place: &Place) -> Result<String, String> {
+    let dir = &place.memory_dir;
+    if !is_mount_point(dir) {
+        return Ok(format!(
+            "Claude Code's auto memory for {} is not on memfs ({} is a plain directory); nothing changed\n",
+            place.project.display(),
+            dir.display()
+        ));
+    }
+    let unmounted = ["fusermount3", "umount"].iter().any(|tool| {
+        let mut c = Command::new(tool);
+        if *tool == "fusermount3" {
+            c.arg("-u");
+        }
+        c.arg(dir)
+            .stderr(Stdio::null())
+            .status()
+            .is_ok_and(|s| s.success())
+    });
+    if !unmounted {
+        return Err(format!(
+            "cannot unmount {} (is a program using it? close it, then run this again)",
+            dir.display()
+        ));
+    }
+    // The mount's memfs writes everything out as it stops: wait for it to
+    // let go of its data dir, then the plain files are current.
+    let deadline = Instant::now() + Duration::from_secs(30);
+    while !owner_gone(&place.data.join(".memfs")) && Instant::now() < deadline {
+        std::thread::sleep(Duration::from_millis(50));
+    }
+    let copied = copy_back(&place.data.join("memories"), dir)?;
+    Ok(format!(
+        "Claude Code's auto memory for {} is a plain directory again: {} ({copied} file(s)); the memory and its history stay in {}\n",
+        place.project.display(),
+        dir.display(),
+        place.data.display()
+    ))
+}
+
+/// Whether no memfs holds the data dir whose state dir is `state` (its
+/// lock is free).
+fn owner_gone(state: &Path) -> bool {
+    use rustix::fs::{flock, open, FlockOperation, Mode, OFlags};
+    let Ok(fd) = open(
+        state,
+        OFlags::RDONLY | OFlags::DIRECTORY | OFlags::CLOEXEC,
+        Mode::empty(),
+    ) else {
+        return true;
+    };
+    flock(&fd, FlockOperation::NonBlockingLockExclusive).is_ok()
+}
+
+/// Copies the memory's files back into the plain directory.
+fn copy_back(memories: &Path, dir: &Path) -> Result<usize, String> {
+    let mut count = 0;
+    for entry in std::fs::read_dir(memories)
+        .map_err(|e| format!("cannot read {}: {e}", memories.display()))?
+    {
+        let entry = entry.map_err(|e| e.to_string())?;
+        let copied = Command::new("cp")
+            .arg("-a")
+            .arg(entry.path())
+            .arg(dir.join(entry.file_name()))
+            .status();
+        if !copied.is_ok_and(|s| s.success()) {
+            return Err(format!("cannot copy {} back", entry.path().display()));
+        }
+        count += 1;
+    }
+    Ok(count)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn project_keys_are_claude_codes() {
+        assert_eq!(
+            project_key(Path::new("/tmp/ccprobe/work/My Proj.x")),
+            "-tmp-ccprobe-work-My-Proj-x"
+        );
+        assert_eq!(project_key(Path::new("/work/main")), "-work-main");
+    }
+
+    #[test]
+    fn every_clone_of_a_repository_names_the_same_store() {
+        let a = store_for_remote("git@github.com:Org/Repo.git");
+        assert_eq!(a, "cc-github.com-org-repo");
+        assert_eq!(store_for_remote("https://github.com/org/repo"), a);
+        assert_eq!(store_for_remote("ssh://git@github.com/org/repo.git/"), a);
+        let long = store_for_remote(&format!("https://example.com/{}", "x".repeat(100)));
+        let allowed = |n: &str| {
+            n.len() <= 64
+                && n.bytes()
+                    .all(|b| b.is_ascii_alphanumeric() || b"-_.".contains(&b))
+        };
+        assert!(allowed(&long) && allowed(&a), "{long}");
+    }
+}
