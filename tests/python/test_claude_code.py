@@ -291,3 +291,52 @@ def claude_at(home, work, api, args):
     }
     return subprocess.run([CLAUDE, *args], env=env, cwd=work, stdin=subprocess.DEVNULL,
                           capture_output=True, text=True, timeout=180)
+
+
+def test_claude_code_on_two_machines_shares_one_memory_through_mcp(claude, memfs_bin, tmp_path):
+    """The README's claude mcp add line with a shared store's URL, on two
+    machines (two HOMEs, two caches): what the first machine's Claude Code
+    creates through MCP, the second one's views, exactly."""
+    from shared_hosts import Postgres
+    if not (os.geteuid() == 0 and os.path.exists("/usr/lib/postgresql/15/bin/pg_ctl")):
+        if CI:
+            pytest.fail("CI=true needs root and PostgreSQL 15")
+        pytest.skip("needs root and PostgreSQL 15")
+    pg = Postgres(tmp_path / "pg")
+    pg.start()
+    try:
+        url = f"{pg.base}?store=team"
+        homes = []
+        for name in ("a", "b"):
+            home, work = tmp_path / name / "home", tmp_path / name / "work"
+            home.mkdir(parents=True)
+            work.mkdir(parents=True)
+            env = {"PATH": os.environ.get("PATH", "/usr/bin:/bin"), "HOME": str(home)}
+            added = subprocess.run([CLAUDE, "mcp", "add", "memfs", "--", memfs_bin, "--data", url,
+                                    "--cache", str(tmp_path / name / "cache"), "mcp"],
+                                   cwd=work, env=env, capture_output=True, text=True, timeout=60)
+            assert added.returncode == 0, added.stderr
+            homes.append((home, work))
+        f = "/memories/team/plan.md"
+        create = [
+            [{"type": "tool_use", "id": "toolu_01", "name": TOOL,
+              "input": {"command": "create", "path": f, "file_text": "Ship on Friday.\n"},
+              "expect": {"content": f"File created successfully at: {f}", "is_error": False}}],
+            [{"type": "text", "text": "Noted."}],
+        ]
+        with ScriptedApi(create, main_tool=TOOL) as api:
+            run = claude_at(*homes[0], api, ["-p", "Note the plan.", "--allowedTools", TOOL])
+            assert run.returncode == 0, (run.stdout, run.stderr[-3000:])
+            api.check()
+        view = [
+            [{"type": "tool_use", "id": "toolu_01", "name": TOOL, "input": {"command": "view", "path": f},
+              "expect": {"content": f"Here's the content of {f} with line numbers:\n     1\tShip on Friday.",
+                         "is_error": False}}],
+            [{"type": "text", "text": "Friday."}],
+        ]
+        with ScriptedApi(view, main_tool=TOOL) as api:
+            run = claude_at(*homes[1], api, ["-p", "What is the plan?", "--allowedTools", TOOL])
+            assert run.returncode == 0, (run.stdout, run.stderr[-3000:])
+            api.check()
+    finally:
+        pg.remove()
