@@ -206,6 +206,9 @@ def test_memfs_claude_code_enable_puts_this_projects_auto_memory_on_memfs(claude
         claude_rows = [r for r in rows if r["actor"].get("process") == "claude"]
         assert claude_rows and all(r["actor"]["kind"] == "agent" for r in claude_rows), rows
         assert any(r["op"] == "found" and r["path"] == "/memories/MEMORY.md" for r in rows), rows
+        # The page's review queue lists them as the agent's, with one button for all.
+        review = review_page(memfs_bin, data, env)
+        assert "agent:mount(claude)" in review and "Undo everything by agent:mount(claude)" in review, review
         # Everything Claude Code did, taken back in one step.
         undo = memfs("--data", str(data), "undo", "--by", "agent:mount(claude)")
         assert undo.returncode == 0, undo.stderr
@@ -340,3 +343,21 @@ def test_claude_code_on_two_machines_shares_one_memory_through_mcp(claude, memfs
             api.check()
     finally:
         pg.remove()
+
+
+def review_page(memfs_bin, data, env):
+    """The review page of `memfs web` beside the mount, logged in with the
+    printed link: its HTML."""
+    import http.cookiejar
+    import urllib.request
+    web = subprocess.Popen([memfs_bin, "--data", str(data), "web"], env=env, stdout=subprocess.PIPE,
+                           stderr=subprocess.DEVNULL, text=True)
+    try:
+        url = web.stdout.readline().strip()
+        assert "/login?token=" in url, url
+        opener = urllib.request.build_opener(urllib.request.HTTPCookieProcessor(http.cookiejar.CookieJar()))
+        opener.open(url, timeout=30).read()
+        return opener.open(url.split("/login")[0] + "/review", timeout=30).read().decode()
+    finally:
+        web.terminate()
+        web.wait(timeout=30)
