@@ -10,6 +10,11 @@ use crate::cli::{Cli, HttpArgs, TokenCmd};
 
 fn root_of(cli: &Cli) -> Result<&Path, ExitCode> {
     match cli.common.stores.as_deref() {
+        Some(root) if memfs::shared::is_url(&root.to_string_lossy()) => {
+            // (Not a directory named `postgres:`: say what works today.)
+            memfs::say!("memfs: --stores takes a directory for now; stores in PostgreSQL for the HTTP door are not built yet. One shared store per process works: memfs --data 'postgres://...?store=NAME' ...");
+            Err(ExitCode::from(2))
+        }
         Some(root) => Ok(root),
         None => {
             memfs::say!("memfs: name the stores root with --stores ROOT (or MEMFS_STORES)");

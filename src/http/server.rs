@@ -67,7 +67,17 @@ fn error_response(e: &ApiError, request: u64) -> Response<Body> {
     if e.status == 408 || e.status == 413 {
         extra.push(("connection", "close".into()));
     }
+    if final_answer(e.status) {
+        extra.push(("x-should-retry", "false".into()));
+    }
     json_response(e.status, &e.body(), &extra)
+}
+
+/// An answer a retry cannot change: the SDK's client is told not to retry
+/// it (it retries a 409 twice with back-off otherwise: three requests and
+/// about 1.5 s for an answer that was final the first time).
+fn final_answer(status: u16) -> bool {
+    matches!(status, 400 | 401 | 403 | 404 | 409 | 413 | 422)
 }
 
 /// The token a request presents: `Authorization: Bearer` or `x-api-key`.

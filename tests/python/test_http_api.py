@@ -322,3 +322,39 @@ def test_a_memorys_id_outlives_the_compaction_that_drops_its_first_versions(memf
         ms.memories.delete(mem.id, memory_store_id=store)
     finally:
         assert s.stop() == 0, "".join(s.log)
+
+
+def test_a_final_answer_is_not_retried_by_the_sdks_client(server, admin):
+    """A 409 (a precondition, a path taken), a 404, a 400: the server says
+    `x-should-retry: false`, so the SDK's client, with its default two
+    retries, sends each request once (it sent three before, with back-off)."""
+    import httpx2 as httpx
+
+    sent = []
+    http = httpx.Client(event_hooks={"request": [lambda r: sent.append((r.method, r.url.path))]})
+    token = server.token("--admin", "--name", "retries")
+    sdk = anthropic.Anthropic(api_key=token, base_url=server.url, http_client=http)  # default max_retries
+    ms = sdk.beta.memory_stores
+    store = ms.create(name="final").id
+    ms.memories.create(store, path="/a.md", content="one\n")
+    for call, error in [
+        (lambda: ms.memories.create(store, path="/a.md", content="again\n"), anthropic.ConflictError),
+        (lambda: ms.memories.retrieve("mem_999999", memory_store_id=store), anthropic.NotFoundError),
+        (lambda: ms.memories.create(store, path="no-slash", content="x"), anthropic.BadRequestError),
+    ]:
+        sent.clear()
+        with pytest.raises(error) as raised:
+            call()
+        assert raised.value.response.headers.get("x-should-retry") == "false"
+        assert len(sent) == 1, sent
+
+
+def test_a_postgres_stores_root_is_refused_clearly_not_made_a_directory(memfs_bin, tmp_path):
+    """--stores postgres://... is not built yet: said so, exit 2, and no
+    local directory named `postgres:` (it used to serve an empty root from one)."""
+    for args in (["serve", "--http", "127.0.0.1:0"], ["token", "create", "--admin"]):
+        run = subprocess.run([memfs_bin, "--stores", "postgres://u@127.0.0.1:1/db", *args], cwd=tmp_path,
+                             capture_output=True, text=True, timeout=30)
+        assert run.returncode == 2, run
+        assert "not built yet" in run.stderr and "--data 'postgres://" in run.stderr, run.stderr
+        assert list(tmp_path.iterdir()) == [], list(tmp_path.iterdir())
