@@ -21,8 +21,12 @@ use crate::store::{Door, Origin};
 
 /// Sessions idle this long are forgotten (their client starts a new one).
 const SESSION_IDLE: Duration = Duration::from_secs(3600);
-/// The most sessions kept at once (the oldest go first).
+/// The most sessions kept at once; when full, a new session is refused
+/// (503), never made by dropping another token's.
 const MAX_SESSIONS: usize = 10_000;
+/// The most sessions one token keeps: its next one drops its own oldest,
+/// so that no token's sessions crowd out another's.
+const PER_TOKEN: usize = 1_000;
 
 struct Session {
     store: String,
@@ -33,13 +37,13 @@ struct Session {
 
 pub struct Sessions {
     map: Mutex<HashMap<String, Session>>,
+    max: usize,
+    per_token: usize,
 }
 
 impl Default for Sessions {
     fn default() -> Self {
-        Sessions {
-            map: Mutex::new(rank::HTTP_MCP_SESSIONS, HashMap::new()),
-        }
+        Sessions::with_caps(MAX_SESSIONS, PER_TOKEN)
     }
 }
 
@@ -51,6 +55,14 @@ pub struct Answer {
 }
 
 impl Sessions {
+    fn with_caps(max: usize, per_token: usize) -> Sessions {
+        Sessions {
+            map: Mutex::new(rank::HTTP_MCP_SESSIONS, HashMap::new()),
+            max,
+            per_token,
+        }
+    }
+
     pub fn expire(&self) {
         self.map
             .lock()
@@ -63,14 +75,20 @@ impl Sessions {
             .map_err(|_| ApiError::internal("no randomness for a session id"))?;
         let id: String = bytes.iter().map(|b| format!("{b:02x}")).collect();
         let mut map = self.map.lock();
-        if map.len() >= MAX_SESSIONS {
-            if let Some(oldest) = map
+        let own = map.values().filter(|s| s.token == token).count();
+        if own >= self.per_token {
+            let oldest = map
                 .iter()
+                .filter(|(_, s)| s.token == token)
                 .min_by_key(|(_, s)| s.last)
-                .map(|(k, _)| k.clone())
-            {
+                .map(|(k, _)| k.clone());
+            if let Some(oldest) = oldest {
                 map.remove(&oldest);
             }
+        } else if map.len() >= self.max {
+            return Err(ApiError::unavailable(
+                "this server holds as many MCP sessions as it keeps; try again later",
+            ));
         }
         map.insert(
             id.clone(),
@@ -162,3 +180,34 @@ pub fn post(
 }
 
 pub type Shared = Arc<Sessions>;
+
+#[cfg(test)]
+mod session_tests {
+    use super::*;
+
+    #[test]
+    fn one_tokens_sessions_never_evict_anothers() {
+        let sessions = Sessions::with_caps(6, 3);
+        let victim = sessions.open("s", "victim", None).unwrap();
+        // Another token opens many: it only ever drops its own oldest.
+        let mut theirs = Vec::new();
+        for _ in 0..10 {
+            theirs.push(sessions.open("s", "other", None).unwrap());
+        }
+        let map = sessions.map.lock();
+        assert!(
+            map.contains_key(&victim),
+            "the victim's session was evicted"
+        );
+        assert_eq!(map.values().filter(|s| s.token == "other").count(), 3);
+        assert!(map.contains_key(theirs.last().unwrap()));
+        assert!(!map.contains_key(&theirs[0]));
+        drop(map);
+        // Full: a new session is refused (503), nobody's is dropped.
+        sessions.open("s", "third", None).unwrap();
+        sessions.open("s", "fourth", None).unwrap();
+        let full = sessions.open("s", "fifth", None).unwrap_err();
+        assert_eq!(full.status, 503);
+        assert!(sessions.map.lock().contains_key(&victim));
+    }
+}

@@ -176,6 +176,15 @@ fn mcp(
     body: &[u8],
     request_id: (&'static str, String),
 ) -> Result<Response<Body>, ApiError> {
+    // The MCP specification: a server MUST validate Origin (a page in a
+    // browser, DNS rebinding). MCP clients are programs and send none; a
+    // request that carries one, `null` included, comes from a web page.
+    if let Some(origin) = parts.headers.get("origin") {
+        let shown = crate::text::label(&String::from_utf8_lossy(origin.as_bytes()));
+        return Err(ApiError::forbidden(format!(
+            "an MCP request from a web page (Origin: {shown}) is refused; MCP clients send no Origin"
+        )));
+    }
     let method = parts.method.as_str();
     let session = parts
         .headers

@@ -250,3 +250,33 @@ def test_a_request_without_a_valid_token_is_refused_before_its_body_is_read(serv
         assert answer.startswith(b"HTTP/1.1 401"), answer
         assert b'"authentication_error"' in answer
         s.close()
+
+
+def test_mcp_from_a_web_page_is_refused_and_the_mcp_client_is_served(server):
+    """The MCP specification: the server MUST validate Origin. A request
+    carrying one (a page's, or `null`) is refused with 403 and changes
+    nothing; the official client, which sends none, is served."""
+    import urllib.request
+
+    admin = sdk(server, server.token("--admin", "--name", "admin"))
+    store = admin.beta.memory_stores.create(name="o").id
+    tok = server.token("--name", "agent", "--store", store)
+    init = json.dumps({"jsonrpc": "2.0", "id": 1, "method": "initialize", "params": {
+        "protocolVersion": "2025-11-25", "capabilities": {}, "clientInfo": {"name": "page", "version": "1"}}})
+    for origin in ("http://evil.example", "null"):
+        req = urllib.request.Request(server.url + "/mcp", data=init.encode(), method="POST", headers={
+            "Authorization": f"Bearer {tok}", "Content-Type": "application/json",
+            "Accept": "application/json, text/event-stream", "Origin": origin})
+        with pytest.raises(urllib.error.HTTPError) as refused:
+            urllib.request.urlopen(req, timeout=30)
+        assert refused.value.code == 403, refused.value
+        body = refused.value.read().decode()
+        assert "MCP clients send no Origin" in body, body
+        assert refused.value.headers.get("mcp-session-id") is None
+
+    async def main():
+        async with mcp_client(server, tok) as c:
+            r = await c.call_tool("memory", {"command": "view", "path": "/memories"})
+            assert not r.is_error, r
+
+    anyio.run(main)
