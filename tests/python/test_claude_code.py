@@ -1,5 +1,5 @@
-"""The real Claude Code (pinned by scripts/claude_code.sh) with memfs,
-offline: its Messages API is the scripted one on loopback, its HOME a fresh
+"""The real Claude Code (pinned by scripts/claude_code.sh) with the memfs
+the Python package carries (the wheel's binary), offline: its Messages API is the scripted one on loopback, its HOME a fresh
 directory. The scripted model calls memfs's memory tool through Claude
 Code's MCP client, set up with the README's own line (`claude mcp add memfs
 -- MEMFS --data DIR mcp`), and every result must come back exactly.
@@ -22,6 +22,24 @@ from conversation import script  # noqa: E402
 CI = os.environ.get("CI") == "true"
 CLAUDE = os.environ.get("CLAUDE_BIN")
 TOOL = "mcp__memfs__memory"  # mcp__<the name given to claude mcp add>__<memfs' tool>
+
+
+@pytest.fixture(scope="module")
+def memfs_bin(tmp_path_factory):
+    """The memfs a user of the packages has: the binary the wheel carries
+    (MEMFS_WHEEL, as CI builds it); without a wheel, MEMFS_BIN."""
+    import zipfile
+    wheel = os.environ.get("MEMFS_WHEEL")
+    if not wheel:
+        if CI:
+            pytest.fail("CI=true needs MEMFS_WHEEL (scripts/package_python.sh builds it)")
+        return os.environ.get("MEMFS_BIN", str(pathlib.Path(__file__).resolve().parents[2] / "target/release/memfs"))
+    out = tmp_path_factory.mktemp("wheel-bin") / "memfs"
+    with zipfile.ZipFile(wheel) as z:
+        name = next(n for n in z.namelist() if n.endswith(".data/scripts/memfs"))
+        out.write_bytes(z.read(name))
+    out.chmod(0o755)
+    return str(out)
 
 
 @pytest.fixture
