@@ -192,21 +192,13 @@ fn move_entries(from: &Path, to: &Path) -> Result<usize, String> {
     }
     for e in &entries {
         let target = to.join(e.file_name());
-        if std::fs::rename(e.path(), &target).is_err() {
-            // Another file system: copy, then remove.
-            let copied = Command::new("cp")
-                .arg("-a")
-                .arg(e.path())
-                .arg(&target)
-                .status();
-            if !copied.is_ok_and(|s| s.success()) {
-                return Err(format!(
-                    "cannot move {} to {}",
-                    e.path().display(),
-                    target.display()
-                ));
-            }
-            let _ = std::fs::remove_dir_all(e.path()).or_else(|_| std::fs::remove_file(e.path()));
+        // (Another file system: copied, then removed.)
+        if std::fs::rename(e.path(), &target).is_err() && !copy_then_remove(&e.path(), &target) {
+            return Err(format!(
+                "cannot move {} to {}",
+                e.path().display(),
+                target.display()
+            ));
         }
     }
     Ok(entries.len())
@@ -313,19 +305,12 @@ fn bring_in(aside: &Path, dir: &Path) -> Result<String, String> {
             kept.push(entry.file_name().to_string_lossy().into_owned());
             continue;
         }
-        let copied = Command::new("cp")
-            .arg("-a")
-            .arg(entry.path())
-            .arg(&target)
-            .status();
-        if !copied.is_ok_and(|s| s.success()) {
+        if !copy_then_remove(&entry.path(), &target) {
             return Err(format!(
                 "cannot copy {} into the memory",
                 entry.path().display()
             ));
         }
-        let _ =
-            std::fs::remove_dir_all(entry.path()).or_else(|_| std::fs::remove_file(entry.path()));
     }
     Ok(match kept.is_empty() {
         true => String::new(),
@@ -399,6 +384,20 @@ fn owner_gone(state: &Path) -> bool {
     flock(&fd, FlockOperation::NonBlockingLockExclusive).is_ok()
 }
 
+/// `cp -a from to` (a file or a whole directory, modes and times kept).
+fn copy(from: &Path, to: &Path) -> bool {
+    let copied = Command::new("cp").arg("-a").arg(from).arg(to).status();
+    copied.is_ok_and(|s| s.success())
+}
+
+/// [`copy`], then `from` removed: a move across file systems.
+fn copy_then_remove(from: &Path, to: &Path) -> bool {
+    copy(from, to) && {
+        let _ = std::fs::remove_dir_all(from).or_else(|_| std::fs::remove_file(from));
+        true
+    }
+}
+
 /// Copies the memory's files back into the plain directory.
 fn copy_back(memories: &Path, dir: &Path) -> Result<usize, String> {
     let mut count = 0;
@@ -406,12 +405,7 @@ fn copy_back(memories: &Path, dir: &Path) -> Result<usize, String> {
         .map_err(|e| format!("cannot read {}: {e}", memories.display()))?
     {
         let entry = entry.map_err(|e| e.to_string())?;
-        let copied = Command::new("cp")
-            .arg("-a")
-            .arg(entry.path())
-            .arg(dir.join(entry.file_name()))
-            .status();
-        if !copied.is_ok_and(|s| s.success()) {
+        if !copy(&entry.path(), &dir.join(entry.file_name())) {
             return Err(format!("cannot copy {} back", entry.path().display()));
         }
         count += 1;

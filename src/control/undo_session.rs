@@ -123,6 +123,9 @@ pub fn run(store: &Arc<Store>, history: &History, ask: &Ask) -> Result<Reply, Re
     }
     let mut plan = Vec::new();
     let mut changed_since = Vec::new();
+    // A path whose earlier content the history no longer has: refused even
+    // with `force` (there is nothing to bring back).
+    let mut lost_before = false;
     for (path, (before, after)) in &paths {
         let Ok(at) = MemPath::parse(path) else {
             continue; // a redacted path
@@ -130,6 +133,7 @@ pub fn run(store: &Arc<Store>, history: &History, ask: &Ask) -> Result<Reply, Re
         let now = sha_now(store, &at);
         if let Held::Unknown(why) = before {
             changed_since.push(format!("{path} (what it held before is {why})"));
+            lost_before = true;
             continue;
         }
         if now.as_deref() == before.sha() {
@@ -143,8 +147,7 @@ pub fn run(store: &Arc<Store>, history: &History, ask: &Ask) -> Result<Reply, Re
         }
         plan.push((at, before.clone(), now));
     }
-    let blocked = !changed_since.is_empty()
-        && (!ask.force || changed_since.iter().any(|c| c.contains("what it held")));
+    let blocked = lost_before || (!changed_since.is_empty() && !ask.force);
     if blocked {
         let more = match ask.force {
             true => "",
