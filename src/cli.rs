@@ -416,9 +416,13 @@ pub struct HttpArgs {
     /// Requests each token may make at once, above its rate.
     #[arg(long, default_value_t = 400.0, value_name = "N", help_heading = "HTTP")]
     pub http_burst: f64,
-    /// Connections served at once (more wait to be accepted).
+    /// Requests served at once (more wait, their bodies unread).
     #[arg(long, default_value_t = 256, value_name = "N", help_heading = "HTTP")]
     pub http_max_connections: usize,
+    /// Connections still sending their first request head (over it, the
+    /// oldest of them is closed; over half of it, a new one gets 2 s).
+    #[arg(long, default_value_t = 1024, value_name = "N", help_heading = "HTTP")]
+    pub http_max_pending: usize,
     /// Seconds a client may take to send a request's headers, and its body.
     #[arg(
         long,

@@ -39,6 +39,7 @@ pub fn serve(cli: &Cli, addr: &str, options: &HttpArgs) -> ExitCode {
             header_timeout: timeout,
             body_timeout: timeout,
             max_connections: options.http_max_connections,
+            max_pending: options.http_max_pending,
             rate: options.http_rate,
             burst: options.http_burst,
             ..Bounds::default()

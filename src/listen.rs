@@ -1,9 +1,14 @@
 //! One HTTP/1.1 listener for the HTTP doors (`serve --http`, `web`): hyper
 //! on a small tokio runtime of its own, at the door only. Each request is
-//! read within its bounds (a header timeout, a body timeout and size, a cap
-//! on connections), then answered on a blocking thread by a synchronous
-//! handler. Runs until SIGINT or SIGTERM; then lets requests in flight
-//! finish (bounded) and closes every connection.
+//! read within its bounds (a header timeout, a body timeout and its route's
+//! size, a cap on requests served at once), then answered on a blocking
+//! thread by a synchronous handler. A connection that has not yet sent a
+//! whole head waits in [`pending`], apart from the requests being served,
+//! so that connections trickling their heads cannot keep others waiting.
+//! Runs until SIGINT or SIGTERM; then lets requests in flight finish
+//! (bounded) and closes every connection.
+
+mod pending;
 
 use std::convert::Infallible;
 use std::net::{SocketAddr, TcpListener};
@@ -27,7 +32,11 @@ pub struct Limits {
     pub max_headers: usize,
     pub header_timeout: Duration,
     pub body_timeout: Duration,
+    /// Requests served at once (more wait for a slot, their bodies unread).
     pub max_connections: usize,
+    /// Connections that have not yet sent a whole head (over it, the oldest
+    /// of them is closed; over half of it, a new one gets 2 s for its head).
+    pub max_pending: usize,
 }
 
 /// Why a body was not read.
@@ -53,9 +62,11 @@ pub fn add_headers(headers: &mut hyper::HeaderMap, extra: &[(&str, String)]) {
     }
 }
 
-/// Looks at a request's head before its body is read: an answer here
-/// (a missing token, say) is sent without reading the body at all.
-pub type Precheck = dyn Fn(&hyper::http::request::Parts) -> Option<Response<Body>> + Send + Sync;
+/// Looks at a request's head before its body is read: an answer here (a
+/// missing token, say) is sent without reading the body at all; otherwise
+/// the body is read up to the cap it returns (its route's largest body).
+pub type Precheck =
+    dyn Fn(&hyper::http::request::Parts) -> Result<usize, Box<Response<Body>>> + Send + Sync;
 
 /// Binds `addr` (a failure is the caller's to report).
 pub fn bind(addr: &str) -> std::io::Result<(TcpListener, SocketAddr)> {
@@ -65,15 +76,17 @@ pub fn bind(addr: &str) -> std::io::Result<(TcpListener, SocketAddr)> {
     Ok((listener, local))
 }
 
+/// Reads a body of at most `cap` bytes; one declared larger is not read.
 async fn read_body(
     body: Incoming,
+    cap: usize,
     limits: &Limits,
     declared: Option<u64>,
 ) -> Result<Vec<u8>, BodyError> {
-    if declared.is_some_and(|d| d > limits.max_body as u64) {
+    if declared.is_some_and(|d| d > cap as u64) {
         return Err(BodyError::TooLarge);
     }
-    let limited = Limited::new(body, limits.max_body);
+    let limited = Limited::new(body, cap);
     match tokio::time::timeout(limits.body_timeout, limited.collect()).await {
         Err(_) => Err(BodyError::Timeout),
         Ok(Err(e))
@@ -87,15 +100,27 @@ async fn read_body(
     }
 }
 
+fn failed() -> Response<Body> {
+    let mut r = Response::new(Full::new(Bytes::from_static(b"the request failed\n")));
+    *r.status_mut() = hyper::StatusCode::INTERNAL_SERVER_ERROR;
+    r
+}
+
+/// Serves one request while it holds one of the `slots` (its body unread
+/// until it has one).
 async fn serve_one(
     handler: Arc<Handler>,
     precheck: Option<Arc<Precheck>>,
     limits: Limits,
+    slots: Arc<Semaphore>,
     req: Request<Incoming>,
 ) -> Result<Response<Body>, Infallible> {
+    let Ok(_slot) = slots.acquire_owned().await else {
+        return Ok(failed());
+    };
     let (parts, body) = req.into_parts();
-    let parts = match precheck {
-        None => parts,
+    let (parts, cap) = match precheck {
+        None => (parts, limits.max_body),
         Some(check) => {
             let checked = tokio::task::spawn_blocking(move || {
                 let answer = check(&parts);
@@ -103,14 +128,9 @@ async fn serve_one(
             })
             .await;
             match checked {
-                Ok((_, Some(answer))) => return Ok(answer),
-                Ok((parts, None)) => parts,
-                Err(_) => {
-                    let mut r =
-                        Response::new(Full::new(Bytes::from_static(b"the request failed\n")));
-                    *r.status_mut() = hyper::StatusCode::INTERNAL_SERVER_ERROR;
-                    return Ok(r);
-                }
+                Ok((_, Err(answer))) => return Ok(*answer),
+                Ok((parts, Ok(cap))) => (parts, cap.min(limits.max_body)),
+                Err(_) => return Ok(failed()),
             }
         }
     };
@@ -119,13 +139,9 @@ async fn serve_one(
         .get("content-length")
         .and_then(|v| v.to_str().ok())
         .and_then(|v| v.parse::<u64>().ok());
-    let body = read_body(body, &limits, declared).await;
+    let body = read_body(body, cap, &limits, declared).await;
     let answered = tokio::task::spawn_blocking(move || handler(parts, body)).await;
-    Ok(answered.unwrap_or_else(|_| {
-        let mut r = Response::new(Full::new(Bytes::from_static(b"the request failed\n")));
-        *r.status_mut() = hyper::StatusCode::INTERNAL_SERVER_ERROR;
-        r
-    }))
+    Ok(answered.unwrap_or_else(|_| failed()))
 }
 
 /// Serves `listener` with `handler` until a signal; `tend` runs every 200 ms meanwhile.
@@ -154,6 +170,7 @@ pub fn run(
         .map_err(|e| format!("cannot handle signals: {e}"))?;
     let tender = start_tending(tend, stopping.clone())?;
     let slots = Arc::new(Semaphore::new(limits.max_connections.max(1)));
+    let pending = Arc::new(pending::Pending::new(limits.max_pending.max(1)));
     let (closing_tx, closing_rx) = tokio::sync::watch::channel(false);
     runtime.block_on(async {
         let listener = match tokio::net::TcpListener::from_std(listener) {
@@ -164,10 +181,6 @@ pub fn run(
             }
         };
         loop {
-            let permit = tokio::select! {
-                _ = stop.notified() => break,
-                p = slots.clone().acquire_owned() => match p { Ok(p) => p, Err(_) => break },
-            };
             let (stream, _) = tokio::select! {
                 _ = stop.notified() => break,
                 accepted = listener.accept() => match accepted {
@@ -180,14 +193,14 @@ pub fn run(
                 },
             };
             let _ = stream.set_nodelay(true);
-            tokio::spawn(connection(
-                stream,
-                handler.clone(),
-                precheck.clone(),
+            let door = Door {
+                handler: handler.clone(),
+                precheck: precheck.clone(),
                 limits,
-                closing_rx.clone(),
-                permit,
-            ));
+                slots: slots.clone(),
+            };
+            let waiting = pending.enter();
+            tokio::spawn(connection(stream, door, waiting, closing_rx.clone()));
         }
         let _ = closing_tx.send(true);
         // Let requests in flight finish (bounded).
@@ -217,18 +230,31 @@ fn start_tending(
         .map_err(|e| format!("cannot start a thread: {e}"))
 }
 
-/// Serves one connection until it ends, or until the server closes (then
-/// the request in flight finishes first); its slot is let go at the end.
-async fn connection(
-    stream: tokio::net::TcpStream,
+/// What every connection serves its requests with.
+#[derive(Clone)]
+struct Door {
     handler: Arc<Handler>,
     precheck: Option<Arc<Precheck>>,
     limits: Limits,
+    slots: Arc<Semaphore>,
+}
+
+/// Serves one connection until it ends, until the server closes (then the
+/// request in flight finishes first), or, while it has not yet sent a whole
+/// head, until it is the oldest such connection over the cap or its time
+/// for that head is up.
+async fn connection(
+    stream: tokio::net::TcpStream,
+    door: Door,
+    waiting: pending::Waiting,
     mut closing: tokio::sync::watch::Receiver<bool>,
-    permit: tokio::sync::OwnedSemaphorePermit,
 ) {
+    let limits = door.limits;
+    let headed = waiting.headed();
     let service = hyper::service::service_fn(move |req| {
-        serve_one(handler.clone(), precheck.clone(), limits, req)
+        headed.arrived();
+        let d = door.clone();
+        serve_one(d.handler, d.precheck, d.limits, d.slots, req)
     });
     let mut builder = hyper::server::conn::http1::Builder::new();
     builder
@@ -237,16 +263,32 @@ async fn connection(
         .max_buf_size(limits.max_headers.max(8192));
     let conn = builder.serve_connection(TokioIo::new(stream), service);
     tokio::pin!(conn);
-    tokio::select! {
-        _ = conn.as_mut() => {}
-        _ = closing.changed() => {
-            // Finish the request in flight, then close (an idle keep-alive
-            // connection closes at once).
-            conn.as_mut().graceful_shutdown();
-            let _ = conn.as_mut().await;
+    let first_head = tokio::time::sleep(waiting.first_head_within(limits.header_timeout));
+    tokio::pin!(first_head);
+    let mut timed = false;
+    loop {
+        tokio::select! {
+            _ = conn.as_mut() => break,
+            _ = closing.changed() => {
+                // Finish the request in flight, then close (an idle keep-alive
+                // connection closes at once).
+                conn.as_mut().graceful_shutdown();
+                let _ = conn.as_mut().await;
+                break;
+            }
+            _ = waiting.ended() => {
+                if !waiting.has_head() {
+                    break;
+                }
+            }
+            _ = &mut first_head, if !timed => {
+                timed = true;
+                if !waiting.has_head() {
+                    break;
+                }
+            }
         }
     }
-    drop(permit);
 }
 
 fn watch_signals(

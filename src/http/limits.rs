@@ -17,8 +17,11 @@ pub struct Bounds {
     pub header_timeout: Duration,
     /// How long a client may take to send a request's body.
     pub body_timeout: Duration,
-    /// The most connections served at once (more wait in the backlog).
+    /// The most requests served at once (more wait, their bodies unread).
     pub max_connections: usize,
+    /// The most connections still sending their first head (over it, the
+    /// oldest of them is closed).
+    pub max_pending: usize,
     /// Requests per second each token may make, on average.
     pub rate: f64,
     /// How many it may make at once.
@@ -33,6 +36,7 @@ impl Default for Bounds {
             header_timeout: Duration::from_secs(10),
             body_timeout: Duration::from_secs(30),
             max_connections: 256,
+            max_pending: 1024,
             rate: 200.0,
             burst: 400.0,
         }

@@ -220,6 +220,28 @@ fn mcp(
     })
 }
 
+/// The largest body a route of the API or MCP takes: a memory's content
+/// (or an MCP message) up to `max_body`; a store's record, a redaction or an
+/// archive a few kilobytes; a request that carries no body (GET, DELETE) a
+/// little, so that a client sending an empty `{}` is still served.
+pub fn body_cap(parts: &Parts, max_body: usize) -> usize {
+    const RECORD: usize = 64 << 10;
+    const NONE: usize = 4 << 10;
+    if parts.method != hyper::Method::POST {
+        return NONE.min(max_body);
+    }
+    let path = parts.uri.path();
+    let memory = path == "/mcp"
+        || path
+            .strip_prefix("/v1/memory_stores/")
+            .and_then(|rest| rest.split('/').nth(1))
+            .is_some_and(|s| s == "memories");
+    match memory {
+        true => max_body,
+        false => RECORD.min(max_body),
+    }
+}
+
 /// What a request body that could not be read answers.
 fn body_error(state: &State, e: BodyError) -> ApiError {
     match e {
@@ -287,6 +309,7 @@ pub fn run(config: Config) -> Result<bool, String> {
         header_timeout: b.header_timeout,
         body_timeout: b.body_timeout,
         max_connections: b.max_connections,
+        max_pending: b.max_pending,
     };
     let handler = {
         let state = state.clone();
@@ -299,25 +322,27 @@ pub fn run(config: Config) -> Result<bool, String> {
             state.sessions.expire();
         })
     };
-    // A request to the API or MCP without a valid token is answered from
-    // its head: its body is never read (nor held in memory).
+    // A request without a valid token (or, for the page, a live session) is
+    // answered from its head: its body is never read, nor held in memory;
+    // an allowed one's body is read up to its route's cap.
     let precheck = {
         let state = state.clone();
-        Arc::new(move |parts: &Parts| -> Option<Response<Body>> {
+        Arc::new(move |parts: &Parts| -> Result<usize, Box<Response<Body>>> {
             let path = parts.uri.path();
             if path == "/web" || path.starts_with("/web/") {
-                return None;
+                return state.web.precheck(parts, &state.tokens);
             }
             let known = presented(&parts.headers)
                 .and_then(|secret| state.tokens.find(&secret).ok().flatten())
                 .is_some();
-            (!known).then(|| {
-                let n = state.requests.fetch_add(1, Ordering::Relaxed) + 1;
-                let mut r = error_response(&ApiError::unauthenticated(), n);
-                r.headers_mut()
-                    .insert("connection", HeaderValue::from_static("close"));
-                r
-            })
+            if known {
+                return Ok(body_cap(parts, state.bounds.max_body));
+            }
+            let n = state.requests.fetch_add(1, Ordering::Relaxed) + 1;
+            let mut r = error_response(&ApiError::unauthenticated(), n);
+            r.headers_mut()
+                .insert("connection", HeaderValue::from_static("close"));
+            Err(Box::new(r))
         })
     };
     listen::run(listener, limits, handler, Some(precheck), tend)?;

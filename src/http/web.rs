@@ -61,6 +61,14 @@ fn page(status: u16, body: String, extra: &[(&str, String)]) -> Response<Body> {
     r
 }
 
+fn too_large() -> Response<Body> {
+    page(
+        413,
+        login_form("That form is larger than this page takes."),
+        &[("connection", "close".into())],
+    )
+}
+
 fn login_form(said: &str) -> String {
     format!(
         "<!doctype html><html lang=\"en\"><head><meta charset=\"utf-8\"><title>memfs: log in</title></head><body><h1>memfs</h1><p>{}</p><form method=\"post\" action=\"/web/login\"><p><label>Token <input type=\"password\" name=\"token\" autocomplete=\"off\" required></label></p><p><label>Store <input name=\"store\" placeholder=\"memstore_... (if the token reaches several)\"></label></p><p><button type=\"submit\">Log in</button></p></form></body></html>",
@@ -68,7 +76,38 @@ fn login_form(said: &str) -> String {
     )
 }
 
+/// The largest login form, and the largest form of a logged-in page.
+const LOGIN_BODY: usize = 8 << 10;
+const FORM_BODY: usize = 64 << 10;
+
 impl WebDoor {
+    /// Looks at a request under `/web` before its body is read: a page to
+    /// GET takes no body, a login a small form, and any other POST only
+    /// from a live session of that store (else the login page at once, the
+    /// body never read).
+    pub fn precheck(&self, parts: &Parts, tokens: &Tokens) -> Result<usize, Box<Response<Body>>> {
+        if parts.method != hyper::Method::POST {
+            return Ok(0);
+        }
+        let path = parts.uri.path();
+        if path == "/web/login" {
+            return Ok(LOGIN_BODY);
+        }
+        let store = path
+            .strip_prefix("/web/")
+            .and_then(|rest| rest.split('/').next())
+            .unwrap_or_default();
+        let cookie = parts.headers.get("cookie").and_then(|v| v.to_str().ok());
+        match self.check(tokens, session::cookie(cookie, COOKIE), store) {
+            Some(_) => Ok(FORM_BODY),
+            None => Err(Box::new(page(
+                401,
+                login_form("Log in to see this store."),
+                &[("connection", "close".into())],
+            ))),
+        }
+    }
+
     /// Answers a request under `/web`.
     pub fn answer(
         &self,
@@ -87,6 +126,7 @@ impl WebDoor {
             ("GET", "/web" | "/web/") => {
                 return page(200, login_form("Log in with a memfs token."), &[])
             }
+            ("POST", _) if matches!(body, Err(BodyError::TooLarge)) => return too_large(),
             ("POST", "/web/login") => {
                 if foreign {
                     return page(

@@ -39,6 +39,7 @@ pub const MOUNT_DIRS: Rank = Rank::new(30, "fuse::listings::Listings::inner");
 pub const PROCESS_NAMES: Rank = Rank::new(30, "fuse::request::process_of");
 pub const ATTR_LAST: Rank = Rank::new(30, "fuse::attr::once_a_minute");
 pub const FLUSHER: Rank = Rank::new(30, "fuse::flusher::Flusher::state");
+pub const HTTP_PENDING: Rank = Rank::new(30, "listen::pending::Pending::queue");
 
 // Step 4: whoever commits a batch, then a shared store's connection.
 pub const LEADER: Rank = Rank::new(40, "journal::writer::Core::leader");

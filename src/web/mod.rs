@@ -459,6 +459,7 @@ pub fn serve(
         header_timeout: std::time::Duration::from_secs(10),
         body_timeout: std::time::Duration::from_secs(10),
         max_connections: 64,
+        max_pending: 64,
     };
     let handler = Arc::new(move |parts, body| app.respond(parts, body));
     listen::run(listener, limits, handler, None, tend)
