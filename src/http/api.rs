@@ -12,6 +12,7 @@ use serde_json::{json, Map, Value};
 
 use super::error::{ApiError, ApiResult};
 use super::ids::{self, api_path, memory_id, version_id, Entry};
+use super::metas;
 use super::registry::{Held, Registry, StoreMeta};
 use super::tokens::Token;
 use crate::digest::Sha;
@@ -181,18 +182,9 @@ fn time_query(call: &Call, key: &str) -> ApiResult<Option<std::time::SystemTime>
     let Some(text) = call.query.get(key) else {
         return Ok(None);
     };
-    parse_time(text)
+    metas::parse_time(text)
         .map(Some)
         .ok_or_else(|| ApiError::invalid(format!("`{key}` must be an RFC 3339 time in UTC")))
-}
-
-fn parse_time(text: &str) -> Option<std::time::SystemTime> {
-    let text = text.trim();
-    let utc = text
-        .strip_suffix("+00:00")
-        .map(|t| format!("{t}Z"))
-        .unwrap_or_else(|| text.to_string());
-    humantime::parse_rfc3339_weak(utc.trim_end_matches('Z')).ok()
 }
 
 /// A path as the API takes it (`/notes/a.md`): 1 to 20 segments, none empty,
@@ -327,43 +319,28 @@ fn create_store(reg: &Registry, call: &Call) -> ApiResult<Value> {
 }
 
 fn list_stores(reg: &Registry, call: &Call) -> ApiResult<Value> {
-    let limit = limit(call, false)?;
-    let archived = bool_query(call, "include_archived")?;
-    let gte = time_query(call, "created_at[gte]")?;
-    let lte = time_query(call, "created_at[lte]")?;
-    let after = call.query.get("page").cloned();
-    // Newest first: by creation time, then id.
-    let mut metas: Vec<StoreMeta> = reg
-        .metas()
-        .into_iter()
-        .filter(|m| call.token.reaches(&m.id))
-        .filter(|m| archived || m.archived_at.is_none())
-        .filter(|m| {
-            let t = parse_time(&m.created_at);
-            gte.is_none_or(|g| t.is_some_and(|t| t >= g))
-                && lte.is_none_or(|l| t.is_some_and(|t| t <= l))
-        })
-        .collect();
-    metas.sort_by(|a, b| (&b.created_at, &b.id).cmp(&(&a.created_at, &a.id)));
-    let start = match &after {
-        None => 0,
-        Some(cursor) => match metas.iter().position(|m| &m.id == cursor) {
-            Some(i) => i + 1,
-            None => {
-                let (key, id) = decode_cursor(cursor)?;
-                metas
-                    .iter()
-                    .position(|m| (&m.created_at, &m.id) < (&key, &id))
-                    .unwrap_or(metas.len())
-            }
+    let after = match call.query.get("page") {
+        None => None,
+        Some(cursor) => match reg.position_of(cursor) {
+            Some(position) => Some(position),
+            None => Some(decode_cursor(cursor)?),
         },
     };
-    let page: Vec<&StoreMeta> = metas.iter().skip(start).take(limit).collect();
-    let next = (start + page.len() < metas.len())
+    let query = metas::Query {
+        after,
+        include_archived: bool_query(call, "include_archived")?,
+        created_gte: time_query(call, "created_at[gte]")?,
+        created_lte: time_query(call, "created_at[lte]")?,
+        limit: limit(call, false)?,
+        only: (!call.token.admin).then_some(call.token.stores.as_slice()),
+    };
+    // Newest first: by creation time, then id.
+    let (page, more) = reg.list(&query);
+    let next = more
         .then(|| page.last().map(|m| encode_cursor(&m.created_at, &m.id)))
         .flatten();
     Ok(json!({
-        "data": page.iter().map(|m| store_json(m)).collect::<Vec<_>>(),
+        "data": page.iter().map(store_json).collect::<Vec<_>>(),
         "next_page": next,
     }))
 }
@@ -1006,7 +983,7 @@ impl<'a> VersionFilter<'a> {
         if self.memory.is_some_and(|m| lineage(v) != m) {
             return false;
         }
-        let t = parse_time(&row.time);
+        let t = metas::parse_time(&row.time);
         if self.gte.is_some_and(|g| t.is_none_or(|t| t < g))
             || self.lte.is_some_and(|l| t.is_none_or(|t| t > l))
         {

@@ -9,6 +9,7 @@ pub mod error;
 pub mod ids;
 pub mod limits;
 pub mod mcp;
+pub mod metas;
 pub mod registry;
 pub mod server;
 pub mod tokens;

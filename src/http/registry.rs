@@ -15,33 +15,15 @@ use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use crate::lock::{rank, Mutex};
-use serde::{Deserialize, Serialize};
 
 use super::error::{ApiError, ApiResult};
 use super::ids::IdIndex;
+pub use super::metas::StoreMeta;
+use super::metas::{self, Metas};
 use crate::fuse::Hosted;
 use crate::memory::{Memory, Options};
 use crate::persist::OpenError;
 use crate::serve::socket::SocketServer;
-
-/// A store's own record.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
-pub struct StoreMeta {
-    pub id: String,
-    pub name: String,
-    #[serde(default)]
-    pub description: String,
-    #[serde(default)]
-    pub metadata: BTreeMap<String, String>,
-    pub created_at: String,
-    pub updated_at: String,
-    #[serde(default)]
-    pub archived_at: Option<String>,
-    /// Versions the API redacted: when, and with which token (the journal
-    /// marks a version redacted; it does not say when or by whom).
-    #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
-    pub redactions: BTreeMap<u64, (String, String)>,
-}
 
 /// What bounds the socket each open store serves.
 #[derive(Debug, Clone, Copy)]
@@ -123,7 +105,7 @@ pub struct Registry {
     bounds: SocketBounds,
     /// How long an unused store stays open.
     pub idle: Duration,
-    metas: Mutex<BTreeMap<String, StoreMeta>>,
+    metas: Mutex<Metas>,
     open: Mutex<HashMap<String, Arc<OpenStore>>>,
     /// One lock per store, serializing that store's opening, closing,
     /// deletion and record changes (never held while a request runs). Per
@@ -169,7 +151,7 @@ impl Registry {
             .recursive(true)
             .mode(0o700)
             .create(state.join("stores"))?;
-        let mut metas = BTreeMap::new();
+        let mut metas = Metas::default();
         for entry in fs::read_dir(state.join("stores"))? {
             let entry = entry?;
             let name = entry.file_name();
@@ -180,9 +162,7 @@ impl Registry {
                 continue;
             }
             match serde_json::from_slice::<StoreMeta>(&fs::read(entry.path())?) {
-                Ok(meta) if meta.id == id => {
-                    metas.insert(id.to_string(), meta);
-                }
+                Ok(meta) if meta.id == id => metas.insert(meta),
                 _ => tracing::warn!("the record of store {id} is damaged; it is left out"),
             }
         }
@@ -224,9 +204,15 @@ impl Registry {
         self.metas.lock().get(id).cloned()
     }
 
-    /// Every store's record, in id order.
-    pub fn metas(&self) -> Vec<StoreMeta> {
-        self.metas.lock().values().cloned().collect()
+    /// One page of a listing of stores, and whether more follow (its cost
+    /// is what it returns, not how many stores there are).
+    pub fn list(&self, query: &metas::Query) -> (Vec<StoreMeta>, bool) {
+        self.metas.lock().page(query)
+    }
+
+    /// Where a listing's cursor that names a store stands.
+    pub fn position_of(&self, id: &str) -> Option<(String, String)> {
+        self.metas.lock().position_of(id)
     }
 
     pub fn count(&self) -> usize {
@@ -277,7 +263,7 @@ impl Registry {
             .create(self.root.join(&id).join("memories"))
             .map_err(io_error("make the store's data dir"))?;
         self.save_meta(&meta)?;
-        self.metas.lock().insert(id, meta.clone());
+        self.metas.lock().insert(meta.clone());
         Ok(meta)
     }
 
@@ -293,7 +279,7 @@ impl Registry {
         change(&mut meta)?;
         meta.updated_at = crate::journal::now_text();
         self.save_meta(&meta)?;
-        self.metas.lock().insert(id.to_string(), meta.clone());
+        self.metas.lock().insert(meta.clone());
         Ok(meta)
     }
 
@@ -306,7 +292,7 @@ impl Registry {
         meta.redactions
             .insert(version, (crate::journal::now_text(), token.to_string()));
         self.save_meta(&meta)?;
-        self.metas.lock().insert(id.to_string(), meta);
+        self.metas.lock().insert(meta);
         Ok(())
     }
 

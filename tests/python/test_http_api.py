@@ -358,3 +358,37 @@ def test_a_postgres_stores_root_is_refused_clearly_not_made_a_directory(memfs_bi
         assert run.returncode == 2, run
         assert "not built yet" in run.stderr and "--data 'postgres://" in run.stderr, run.stderr
         assert list(tmp_path.iterdir()) == [], list(tmp_path.iterdir())
+
+
+def test_listing_ten_thousand_stores_pages_each_once_and_a_token_sees_its_own(memfs_bin, tmp_path):
+    """A listing walks the stores newest first from its cursor, not a copy of
+    every record: as admin, every one of 10,000 stores comes back exactly
+    once, in order, archived ones only when asked; a token that reaches two
+    sees its two (its cost is what it returns: BENCHMARKS-HTTP.md)."""
+    root = tmp_path / "stores"
+    records = root / ".memfs" / "stores"
+    records.mkdir(parents=True)
+    made = []
+    for i in range(10_000):
+        sid = "memstore_%026x" % (i * 7919 + 1)
+        created = "2026-12-%02dT%02d:%02d:%02d.%03dZ" % (1 + i % 3, i % 24, i % 60, (i // 60) % 60, i % 1000)
+        archived = created if i % 10 == 0 else None
+        (records / f"{sid}.json").write_text(json.dumps({
+            "id": sid, "name": f"s{i}", "created_at": created, "updated_at": created, "archived_at": archived}))
+        (root / sid / "memories").mkdir(parents=True)
+        made.append((created, sid, archived))
+    s = Server(memfs_bin, root)
+    try:
+        admin = client(s, s.token("--admin"))
+        seen = [m.id for m in admin.beta.memory_stores.list(limit=100)]  # the SDK follows next_page
+        live = sorted((c, sid) for c, sid, a in made if a is None)
+        assert seen == [sid for _, sid in reversed(live)]
+        everything = [m.id for m in admin.beta.memory_stores.list(limit=100, include_archived=True)]
+        assert len(everything) == 10_000 and len(set(everything)) == 10_000
+        two = [made[5][1], made[4242][1]]
+        mine = client(s, s.token("--store", two[0], "--store", two[1]))
+        page = mine.beta.memory_stores.list(limit=1)
+        assert len(page.data) == 1 and page.next_page
+        assert sorted(m.id for m in mine.beta.memory_stores.list(limit=1)) == sorted(two)
+    finally:
+        assert s.stop() == 0, "".join(s.log)
