@@ -62,7 +62,10 @@ fn json_response(status: u16, body: &Value, extra: &[(&str, String)]) -> Respons
 fn error_response(e: &ApiError, request: u64) -> Response<Body> {
     let mut extra = vec![("request-id", format!("req_{request}"))];
     if let Some(s) = e.retry_after {
+        // The SDK's client reads `retry-after-ms` first, then `retry-after`.
         extra.push(("retry-after", s.to_string()));
+        extra.push(("retry-after-ms", (s * 1000).to_string()));
+        extra.push(("x-should-retry", "true".into()));
     }
     if e.status == 408 || e.status == 413 {
         extra.push(("connection", "close".into()));
@@ -77,7 +80,7 @@ fn error_response(e: &ApiError, request: u64) -> Response<Body> {
 /// it (it retries a 409 twice with back-off otherwise: three requests and
 /// about 1.5 s for an answer that was final the first time).
 fn final_answer(status: u16) -> bool {
-    matches!(status, 400 | 401 | 403 | 404 | 409 | 413 | 422)
+    matches!(status, 400 | 401 | 403 | 404 | 405 | 409 | 413 | 422)
 }
 
 /// The token a request presents: `Authorization: Bearer` or `x-api-key`.

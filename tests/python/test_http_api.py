@@ -325,7 +325,7 @@ def test_a_memorys_id_outlives_the_compaction_that_drops_its_first_versions(memf
 
 
 def test_a_final_answer_is_not_retried_by_the_sdks_client(server, admin):
-    """A 409 (a precondition, a path taken), a 404, a 400: the server says
+    """A 409 (a precondition, a path taken), a 404, a 400, a 405: the server says
     `x-should-retry: false`, so the SDK's client, with its default two
     retries, sends each request once (it sent three before, with back-off)."""
     import httpx2 as httpx
@@ -341,6 +341,7 @@ def test_a_final_answer_is_not_retried_by_the_sdks_client(server, admin):
         (lambda: ms.memories.create(store, path="/a.md", content="again\n"), anthropic.ConflictError),
         (lambda: ms.memories.retrieve("mem_999999", memory_store_id=store), anthropic.NotFoundError),
         (lambda: ms.memories.create(store, path="no-slash", content="x"), anthropic.BadRequestError),
+        (lambda: sdk.get(f"/v1/memory_stores/{store}/archive", cast_to=object), anthropic.APIStatusError),
     ]:
         sent.clear()
         with pytest.raises(error) as raised:

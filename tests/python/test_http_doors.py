@@ -123,6 +123,9 @@ def test_a_flooding_token_gets_429_with_retry_after_and_others_do_not(server):
         except anthropic.RateLimitError as e:
             codes.append(429)
             assert int(e.response.headers["retry-after"]) >= 1
+            # What the SDK's client reads first, and whether to retry at all.
+            assert int(e.response.headers["retry-after-ms"]) == 1000 * int(e.response.headers["retry-after"])
+            assert e.response.headers["x-should-retry"] == "true"
             assert e.type == "rate_limit_error"
     # The burst, plus one a second for the time the loop took.
     assert 10 <= codes.count(200) <= 10 + int(time.time() - t0) + 1, codes
