@@ -13,6 +13,17 @@ impl Sha {
         Sha(Sha256::digest(data).into())
     }
 
+    /// The sha256 of `parts`, each after its length (so no two lists of
+    /// parts hash alike by moving bytes from one part to the next).
+    pub fn of_parts(parts: &[&[u8]]) -> Sha {
+        let mut h = Sha256::new();
+        for part in parts {
+            h.update((part.len() as u64).to_le_bytes());
+            h.update(part);
+        }
+        Sha(h.finalize().into())
+    }
+
     /// Parses 64 hex digits (either case).
     pub fn parse(hex: &str) -> Option<Sha> {
         let bytes = hex.as_bytes();

@@ -29,6 +29,25 @@ pub struct Call<'a> {
     pub query: HashMap<String, String>,
     pub body: &'a [u8],
     pub token: &'a Token,
+    /// The request's tag ([`tag`]): what it writes carries it.
+    pub request: Option<String>,
+    /// A retry of an earlier request (the SDK's `x-stainless-retry-count` of
+    /// 1 or more, or an `Idempotency-Key`): what that request made, if it
+    /// reached the store, answers it.
+    pub retry: bool,
+}
+
+/// A request's tag: a hash of the token and the `Idempotency-Key` it sent,
+/// else of the token and everything it asked (method, path, query, body).
+/// The SDK's client sends the same request again on a retry, so a retry
+/// has the first attempt's tag.
+pub fn tag(token: &Token, key: Option<&str>, method: &str, target: &str, body: &[u8]) -> String {
+    let token = token.sha256.as_bytes();
+    let parts: &[&[u8]] = match key {
+        Some(key) => &[token, b"key", key.as_bytes()],
+        None => &[token, method.as_bytes(), target.as_bytes(), body],
+    };
+    crate::digest::Sha::of_parts(parts).hex()[..32].to_string()
 }
 
 /// Answers one call: a JSON body (status 200) or the error.
@@ -109,10 +128,29 @@ fn not_archived(meta: &StoreMeta) -> ApiResult<()> {
     }
 }
 
-fn origin(token: &Token) -> Origin {
+fn origin(call: &Call) -> Origin {
     Origin::Api {
-        token: Arc::from(token.name.as_str()),
+        token: Arc::from(call.token.name.as_str()),
+        request: call.request.as_deref().map(Arc::from),
     }
+}
+
+/// How long a request's tag answers its retries.
+const RETRY_WINDOW: std::time::Duration = std::time::Duration::from_secs(15 * 60);
+
+/// For a retry: what its first attempt made, if that reached the store
+/// within [`RETRY_WINDOW`] (the index is read up to the history's end).
+fn first_attempt(held: &Held, call: &Call) -> ApiResult<Option<ids::Made>> {
+    let (true, Some(tag)) = (call.retry, call.request.as_deref()) else {
+        return Ok(None);
+    };
+    resync(held)?;
+    let made = held.ids.lock().made_by(tag).cloned();
+    Ok(made.filter(|m| {
+        metas::parse_time(&m.time)
+            .and_then(|t| t.elapsed().ok())
+            .is_some_and(|age| age < RETRY_WINDOW)
+    }))
 }
 
 // ---- input --------------------------------------------------------------
@@ -549,12 +587,30 @@ fn create_memory(reg: &Registry, call: &Call, meta: &StoreMeta) -> ApiResult<Val
     let content = opt_str(&map, "content")?.unwrap_or("");
     let mem = memory_path(path)?;
     let held = held(reg, meta)?;
-    let ticket = held
+    // A retry whose first attempt made the memory answers with it (and a
+    // first attempt still in flight shows as a conflict, then as made).
+    let made_before = |held: &Held| -> ApiResult<Option<Value>> {
+        let Some(made) = first_attempt(held, call)?.filter(|m| !m.deleted) else {
+            return Ok(None);
+        };
+        let now = held.ids.lock().path_of(made.lineage).map(str::to_string);
+        now.map(|p| memory_at(held, meta, &p, full)).transpose()
+    };
+    if let Some(answer) = made_before(&held)? {
+        return Ok(answer);
+    }
+    let made = held
         .memory
         .store()
-        .create_file(&mem, content.as_bytes().to_vec(), false, origin(call.token))
-        .map_err(|e| refused(e, path))?;
-    wait(ticket, path)?;
+        .create_file(&mem, content.as_bytes().to_vec(), false, origin(call))
+        .map_err(|e| refused(e, path))
+        .and_then(|ticket| wait(ticket, path));
+    if let Err(e) = made {
+        return match made_before(&held)? {
+            Some(answer) if e.status == 409 => Ok(answer),
+            _ => Err(e),
+        };
+    }
     // (memory_at follows the history itself.)
     memory_at(&held, meta, path, full)
 }
@@ -613,6 +669,9 @@ fn precondition(given: Option<&Value>) -> ApiResult<Option<String>> {
     }
 }
 
+/// Long because an update is up to two changes in order (a move, then the
+/// content), each checked against the precondition once, after the retry
+/// check and the size check that come before anything moves.
 fn update_memory(reg: &Registry, call: &Call, meta: &StoreMeta, mid: &str) -> ApiResult<Value> {
     writer(call.token)?;
     not_archived(meta)?;
@@ -620,9 +679,14 @@ fn update_memory(reg: &Registry, call: &Call, meta: &StoreMeta, mid: &str) -> Ap
     let map = body(call)?;
     let content = opt_str(&map, "content")?;
     let new_path = opt_str(&map, "path")?;
-    let expect = precondition(map.get("precondition"))?;
+    let mut expect = precondition(map.get("precondition"))?;
     let held = held(reg, meta)?;
     let mut path = current(&held, mid)?;
+    match retried_update(&held, call, &path)? {
+        None => {}
+        Some(true) => expect = None,
+        Some(false) => return memory_at(&held, meta, &path, full),
+    }
     let store = held.memory.store();
     // A content over the file limit is refused before anything moves.
     let max = store.limits().max_file_size;
@@ -635,7 +699,7 @@ fn update_memory(reg: &Registry, call: &Call, meta: &StoreMeta, mid: &str) -> Ap
             &path,
         ));
     }
-    let who = origin(call.token);
+    let who = origin(call);
     let mut checked = false;
     if let Some(to) = new_path.filter(|p| *p != path) {
         let to_mem = memory_path(to)?;
@@ -672,6 +736,22 @@ fn update_memory(reg: &Registry, call: &Call, meta: &StoreMeta, mid: &str) -> Ap
     memory_at(&held, meta, &path, full)
 }
 
+/// For a retried update whose first attempt reached the store: Some(true)
+/// when its version is still the memory's (nothing changed it since: finish
+/// what it may have left, its precondition held then and the change is its
+/// own now), Some(false) when another changed it since (answer as it is,
+/// overwrite nothing).
+fn retried_update(held: &Held, call: &Call, path: &str) -> ApiResult<Option<bool>> {
+    let Some(made) = first_attempt(held, call)? else {
+        return Ok(None);
+    };
+    let ids = held.ids.lock();
+    let entry = ids.entry(path);
+    Ok(Some(entry.is_some_and(|e| {
+        e.lineage == made.lineage && e.version == made.version
+    })))
+}
+
 fn delete_memory(reg: &Registry, call: &Call, meta: &StoreMeta, mid: &str) -> ApiResult<Value> {
     writer(call.token)?;
     let expect = call.query.get("expected_content_sha256");
@@ -682,16 +762,31 @@ fn delete_memory(reg: &Registry, call: &Call, meta: &StoreMeta, mid: &str) -> Ap
         )));
     }
     let held = held(reg, meta)?;
-    let path = current(&held, mid)?;
-    let mem = memory_path(&path)?;
-    let ticket = held
-        .memory
-        .store()
-        .remove_expecting(&mem, origin(call.token), expect.map(String::as_str))
-        .map_err(|e| refused(e, &path))?;
-    wait(ticket, &path)?;
+    let deleted = json!({"type": "memory_deleted", "id": mid});
+    // A retry whose first attempt deleted this memory answers as it did.
+    let deleted_before = |held: &Held| -> ApiResult<bool> {
+        let made = first_attempt(held, call)?;
+        Ok(made.is_some_and(|m| m.deleted && Some(m.lineage) == ids::parse_memory_id(mid)))
+    };
+    if deleted_before(&held)? {
+        return Ok(deleted);
+    }
+    let done = current(&held, mid).and_then(|path| {
+        let mem = memory_path(&path)?;
+        let ticket = held
+            .memory
+            .store()
+            .remove_expecting(&mem, origin(call), expect.map(String::as_str))
+            .map_err(|e| refused(e, &path))?;
+        wait(ticket, &path)
+    });
+    match done {
+        Ok(()) => {}
+        Err(e) if matches!(e.status, 404 | 409) && deleted_before(&held)? => return Ok(deleted),
+        Err(e) => return Err(e),
+    }
     resync(&held)?;
-    Ok(json!({"type": "memory_deleted", "id": mid}))
+    Ok(deleted)
 }
 
 /// One item of a listing: a memory, or a directory marker at depth 1.

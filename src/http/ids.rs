@@ -10,7 +10,7 @@
 //! save of that file. The index is rebuilt from the journal when a store
 //! opens and brought up to date from the rows after the last one it saw.
 
-use std::collections::{BTreeMap, HashMap};
+use std::collections::{BTreeMap, HashMap, VecDeque};
 
 use crate::journal::{Cursor, History, Op, Row};
 
@@ -27,8 +27,26 @@ pub struct Entry {
     pub sha256: Option<String>,
 }
 
+/// What an API request made, by its tag: the newest version it made.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Made {
+    pub lineage: u64,
+    pub version: u64,
+    /// It deleted the memory.
+    pub deleted: bool,
+    /// When (RFC 3339).
+    pub time: String,
+}
+
+/// The most request tags a store remembers (a retry comes within seconds
+/// of its request; the oldest are forgotten first).
+const REQUESTS_KEPT: usize = 1024;
+
 #[derive(Debug, Default)]
 pub struct IdIndex {
+    /// What the latest API requests made, by their tags, and their order.
+    requests: HashMap<String, Made>,
+    request_order: VecDeque<String>,
     /// Where the journal was read up to.
     cursor: Option<Cursor>,
     /// Live memories by API path (`/notes/a.md`).
@@ -127,6 +145,11 @@ impl IdIndex {
                 }
             }
         }
+        for made in self.requests.values_mut() {
+            if let Some(old) = was.get(&made.lineage) {
+                made.lineage = *old;
+            }
+        }
         for (new, old) in &was {
             self.born.remove(new);
             if let Some(born) = before.born.get(old) {
@@ -169,8 +192,12 @@ impl IdIndex {
         let mut gone: Vec<String> = Vec::new();
         let mut set: Vec<(String, u64, u64, &Row)> = Vec::new();
         let mut lineages: Vec<(u64, Option<u64>)> = Vec::new();
+        let mut tagged: Vec<(&str, u64, bool, &str)> = Vec::new();
         for row in rows {
             let v = row.id();
+            if let Some(tag) = &row.actor.request {
+                tagged.push((tag, v, matches!(row.op, Op::Delete), &row.time));
+            }
             let Some(path) = api_path(&row.path) else {
                 continue;
             };
@@ -215,6 +242,10 @@ impl IdIndex {
             let lineage = lineage.unwrap_or(*v);
             self.lineage_of.insert(*v, lineage);
         }
+        for (tag, version, deleted, time) in tagged {
+            let lineage = self.lineage_of.get(&version).copied().unwrap_or(version);
+            self.note_request(tag, lineage, version, deleted, time);
+        }
         for (path, lineage, v, row) in set {
             let time = row.time.clone();
             let lineage = match lineage {
@@ -243,6 +274,29 @@ impl IdIndex {
                 },
             );
         }
+    }
+
+    fn note_request(&mut self, tag: &str, lineage: u64, version: u64, deleted: bool, time: &str) {
+        let made = Made {
+            lineage,
+            version,
+            deleted,
+            time: time.to_string(),
+        };
+        if self.requests.insert(tag.to_string(), made).is_none() {
+            self.request_order.push_back(tag.to_string());
+            if self.request_order.len() > REQUESTS_KEPT {
+                if let Some(oldest) = self.request_order.pop_front() {
+                    self.requests.remove(&oldest);
+                }
+            }
+        }
+    }
+
+    /// What the request tagged `tag` made (its newest version), if it is
+    /// among the latest the store remembers.
+    pub fn made_by(&self, tag: &str) -> Option<&Made> {
+        self.requests.get(tag)
     }
 
     pub fn entry(&self, path: &str) -> Option<&Entry> {
@@ -358,6 +412,40 @@ mod tests {
         // A memory made after the rebuild gets its own id.
         rebuilt.apply(&[row(5, 5, Op::Create, "/d.md", None)]);
         assert_eq!(rebuilt.entry("/d.md").unwrap().lineage, 5);
+    }
+
+    #[test]
+    fn a_requests_tag_names_what_it_made_and_the_oldest_tags_are_forgotten() {
+        let mut ix = IdIndex::default();
+        let mut made = row(1, 1, Op::Create, "/a.md", None);
+        made.actor.request = Some("t1".into());
+        let mut moved = row(2, 2, Op::Rename, "/b.md", Some("/a.md"));
+        moved.actor.request = Some("t2".into());
+        let mut gone = row(3, 3, Op::Delete, "/b.md", None);
+        gone.actor.request = Some("t3".into());
+        ix.apply(&[made, moved]);
+        assert_eq!(
+            (
+                ix.made_by("t1").unwrap().lineage,
+                ix.made_by("t1").unwrap().version
+            ),
+            (1, 1)
+        );
+        assert_eq!(ix.made_by("t2").unwrap().version, 2);
+        ix.apply(&[gone]);
+        let d = ix.made_by("t3").unwrap();
+        assert!(d.deleted && d.lineage == 1);
+        for i in 0..REQUESTS_KEPT as u64 {
+            let mut r = row(10 + i, 10 + i, Op::Create, &format!("/f{i}"), None);
+            r.actor.request = Some(format!("x{i}"));
+            ix.apply(&[r]);
+        }
+        assert!(
+            ix.made_by("t1").is_none(),
+            "the oldest tags are forgotten first"
+        );
+        assert!(ix.made_by("x0").is_some());
+        assert_eq!(ix.requests.len(), REQUESTS_KEPT);
     }
 
     #[test]

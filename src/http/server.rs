@@ -158,12 +158,20 @@ fn answer(
     if is_mcp {
         return mcp(state, &parts, &query, &token, &body, request_id);
     }
+    let header = |name: &str| parts.headers.get(name).and_then(|v| v.to_str().ok());
+    let key = header("idempotency-key");
+    let retried = header("x-stainless-retry-count")
+        .and_then(|n| n.trim().parse::<u32>().ok())
+        .is_some_and(|n| n >= 1);
+    let target = parts.uri.path_and_query().map_or(path, |pq| pq.as_str());
     let call = Call {
         method,
         segments,
         query,
         body: &body,
         token: &token,
+        request: (method != "GET").then(|| api::tag(&token, key, method, target, &body)),
+        retry: retried || key.is_some(),
     };
     let value = api::handle(&state.reg, &call)?;
     Ok(json_response(200, &value, &[request_id]))

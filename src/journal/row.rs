@@ -77,6 +77,10 @@ pub struct Actor {
     /// The name of the HTTP API token that made it (kind `api`).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub token: Option<String>,
+    /// The API request that made it (its tag: a hash of the token and what
+    /// it asked), by which a retry of that request is answered from it.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub request: Option<String>,
 }
 
 impl Actor {
@@ -122,9 +126,10 @@ impl Actor {
                 ..Actor::default()
             },
             Origin::Memfs | Origin::Expiry => Actor::memfs(),
-            Origin::Api { token } => Actor {
+            Origin::Api { token, request } => Actor {
                 kind: "api".into(),
                 token: Some(token.to_string()),
+                request: request.as_deref().map(str::to_string),
                 ..Actor::default()
             },
         }

@@ -33,8 +33,13 @@ pub enum Origin {
     /// memfs removing a file nobody read or wrote for a while (`memfs expire`).
     Expiry,
     /// A call of the memory stores API (`serve --http`), made with the
-    /// token named `token` (an application's act, not an agent's).
-    Api { token: Arc<str> },
+    /// token named `token` (an application's act, not an agent's);
+    /// `request` is the request's tag (a hash of the token and what it
+    /// asked), by which a retry of it is recognised.
+    Api {
+        token: Arc<str>,
+        request: Option<Arc<str>>,
+    },
 }
 
 impl Origin {

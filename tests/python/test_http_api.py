@@ -82,6 +82,8 @@ def test_memories_by_path_with_preconditions_and_the_other_doors(server, admin):
     assert "1\thello" in json.loads(seen.stdout)["content"], seen
     log = memfs(server, store, "log", "--json")
     rows = [json.loads(l) for l in log.stdout.splitlines()]
+    request = rows[0]["actor"].pop("request")  # the request's tag: its retry is answered from it
+    assert len(request) == 32 and int(request, 16) >= 0, request
     assert rows[0]["actor"] == {"kind": "api", "token": "admin"} and rows[0]["op"] == "create", rows
     with pytest.raises(anthropic.ConflictError) as e:
         ms.memories.create(store, path="/notes/a.md", content="again")
@@ -393,3 +395,48 @@ def test_listing_ten_thousand_stores_pages_each_once_and_a_token_sees_its_own(me
         assert sorted(m.id for m in mine.beta.memory_stores.list(limit=1)) == sorted(two)
     finally:
         assert s.stop() == 0, "".join(s.log)
+
+
+def test_a_retry_after_a_lost_answer_is_applied_once_and_answered_as_the_first(server, admin):
+    """The network loses the answer to a write the server made; the SDK's
+    client (its default two retries) sends the same request again. The
+    retry is answered as the first attempt was (a create with that memory,
+    not a 409; an update with a precondition with the memory, not a 409; a
+    delete as deleted, not a 404), and nothing is applied twice. Two first
+    attempts stay two requests: the second create of a path is a 409."""
+    from lossy_proxy import LossyProxy
+
+    proxy = LossyProxy(server.url)
+    token = server.token("--name", "retrying", "--admin")
+    sdk = anthropic.Anthropic(api_key=token, base_url=proxy.url)  # default max_retries
+    ms = sdk.beta.memory_stores
+    lose = {"x-lose-answer": "1"}
+    store = ms.create(name="retries").id
+
+    m = ms.memories.create(store, path="/a.md", content="one\n", extra_headers=lose)
+    assert m.path == "/a.md" and m.content_sha256 == sha("one\n")
+    assert [x.id for x in ms.memories.list(store)] == [m.id]
+    assert len(ms.memory_versions.list(store, memory_id=m.id).data) == 1
+
+    u = ms.memories.update(m.id, memory_store_id=store, content="two\n",
+                           precondition={"type": "content_sha256", "content_sha256": sha("one\n")},
+                           extra_headers=lose)
+    assert u.id == m.id and u.content_sha256 == sha("two\n")
+    assert len(ms.memory_versions.list(store, memory_id=m.id).data) == 2
+
+    d = ms.memories.delete(m.id, memory_store_id=store, extra_headers=lose)
+    assert d.id == m.id
+    assert ms.memories.list(store).data == []
+    assert len(proxy.lost) == 3, proxy.lost
+
+    # Two first attempts are two requests: the second is refused.
+    ms.memories.create(store, path="/b.md", content="x\n")
+    with pytest.raises(anthropic.ConflictError):
+        ms.memories.create(store, path="/b.md", content="x\n")
+    # An Idempotency-Key names one request across attempts the client makes itself.
+    key = {"Idempotency-Key": "order-42"}
+    first = ms.memories.create(store, path="/c.md", content="c\n", extra_headers=key)
+    again = ms.memories.create(store, path="/c.md", content="c\n", extra_headers=key)
+    assert again.id == first.id
+    assert len(ms.memory_versions.list(store, memory_id=first.id).data) == 1
+    proxy.close()
