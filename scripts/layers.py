@@ -42,8 +42,8 @@ LIBRARY = declared("lib.rs")
 LAYERS = [
     # Leaves everyone uses: paths, hashing, units, clipping and labels,
     # JSON from peers, forms, the HTTP listener, the one domain error, the
-    # ranked locks.
-    {"path", "digest", "text", "units", "json", "form", "listen", "error", "lock"},
+    # ranked locks, the shared worker threads.
+    {"path", "digest", "text", "units", "json", "form", "listen", "error", "lock", "pool"},
     # The tree, its one lock, change records.
     {"store"},
     # Below the store's changes: durability and history; policies on content.

@@ -42,6 +42,7 @@ pub mod lock;
 pub mod memory;
 pub mod path;
 pub mod persist;
+pub mod pool;
 pub mod serve;
 pub mod shared;
 pub mod store;

@@ -1,9 +1,7 @@
 //! [`Memory`]: a store opened on a data dir, with its journal and tool.
 
 use std::path::Path;
-use std::sync::mpsc;
 use std::sync::{Arc, Weak};
-use std::thread::JoinHandle;
 use std::time::Duration;
 
 use serde_json::Value;
@@ -46,10 +44,10 @@ pub struct Memory {
     journal: Journal,
     data_dir: DataDir,
     control: Arc<Control>,
-    /// Answers the journal's refused batches (the store decides recovery).
-    recovery: Option<JoinHandle<()>>,
-    /// Saves last reads now and then; stopped by dropping its sender.
-    saver: Option<(mpsc::Sender<()>, JoinHandle<()>)>,
+    /// Saves last reads once a minute on the background pool, while held.
+    saver: Option<Arc<UsageSaver>>,
+    /// Expires idle files on the background pool (`--expire-idle`), while held.
+    expiry: Option<Arc<crate::control::expire::Expiry>>,
     skipped: load::Skipped,
     warnings: Vec<String>,
     opened: journal::Opened,
@@ -151,27 +149,19 @@ impl Memory {
                 unsettled: journal.unsettled(),
             }
         });
-        let (refusals, refused) = mpsc::channel::<Refused>();
-        journal.recover_through(refusals);
-        let recovery = {
-            let store = store.clone();
-            std::thread::Builder::new()
-                .name("memfs-recover".into())
-                .spawn(move || {
-                    for r in refused {
-                        let undone = store.recover(&r.refused, &r.unconfirmed, r.clean);
-                        let _ = r.answer.send(undone);
-                    }
-                })
-                .map_err(fail("starting its recovery thread"))?
-        };
+        {
+            let store = Arc::downgrade(&store);
+            journal.recover_through(Box::new(move |r: Refused| match store.upgrade() {
+                Some(store) => store.recover(r.refused, r.unconfirmed, r.clean),
+                None => vec![false; r.refused.len()],
+            }));
+        }
         store.restore_usage(last_reads::load(&data_dir.state));
         let saver =
-            save_usage_now_and_then(&store, &data_dir).map_err(fail("starting a thread"))?;
-        if let Some(idle) = options.expire_idle {
-            crate::control::expire::schedule(&store, idle)
-                .map_err(fail("starting its expiry thread"))?;
-        }
+            save_usage_now_and_then(&store, &data_dir).map_err(fail("saving last reads"))?;
+        let expiry = options
+            .expire_idle
+            .map(|idle| crate::control::expire::schedule(&store, idle));
         let follower = match shared {
             Some(follow) => Some(
                 follow
@@ -198,8 +188,8 @@ impl Memory {
             journal,
             data_dir,
             control,
-            recovery: Some(recovery),
             saver: Some(saver),
+            expiry,
             skipped,
             warnings,
             opened,
@@ -292,27 +282,28 @@ impl Memory {
     }
 }
 
-/// Saves last reads once a minute until its sender is dropped.
+/// Saves a store's last reads (held by its memory; a save on the pool
+/// finds it gone once the memory closes).
+struct UsageSaver {
+    store: Weak<Store>,
+    state: std::os::fd::OwnedFd,
+}
+
+/// Saves last reads once a minute while the memory holds the saver.
 fn save_usage_now_and_then(
     store: &Arc<Store>,
     data_dir: &DataDir,
-) -> std::io::Result<(mpsc::Sender<()>, JoinHandle<()>)> {
-    let store: Weak<Store> = Arc::downgrade(store);
-    let state = data_dir.state.try_clone()?;
-    let (stop, stopped) = mpsc::channel::<()>();
-    let thread = std::thread::Builder::new()
-        .name("memfs-usage".into())
-        .spawn(move || {
-            while let Err(mpsc::RecvTimeoutError::Timeout) =
-                stopped.recv_timeout(Duration::from_secs(60))
-            {
-                let Some(store) = store.upgrade() else {
-                    return;
-                };
-                let _ = last_reads::save(&state, &store.usage());
-            }
-        })?;
-    Ok((stop, thread))
+) -> std::io::Result<Arc<UsageSaver>> {
+    let saver = Arc::new(UsageSaver {
+        store: Arc::downgrade(store),
+        state: data_dir.state.try_clone()?,
+    });
+    crate::pool::background().every(Duration::from_secs(60), Arc::downgrade(&saver), |s| {
+        if let Some(store) = s.store.upgrade() {
+            let _ = last_reads::save(&s.state, &store.usage());
+        }
+    });
+    Ok(saver)
 }
 
 /// Loading a large memory says how far it is, on a terminal only: every
@@ -370,14 +361,9 @@ impl Drop for Memory {
         if let Some(mut follower) = self.follower.take() {
             follower.stop();
         }
-        if let Some((stop, thread)) = self.saver.take() {
-            drop(stop);
-            let _ = thread.join();
-        }
+        self.saver.take();
+        self.expiry.take();
         self.journal.shutdown();
-        if let Some(thread) = self.recovery.take() {
-            let _ = thread.join();
-        }
     }
 }
 

@@ -47,20 +47,25 @@ pub fn run(store: &Store, at: &MemPath, idle: Duration, dry_run: bool) -> Result
     })
 }
 
+/// A store's expiry on a schedule, while its owner holds this.
+pub struct Expiry {
+    store: Weak<Store>,
+    idle: Duration,
+}
+
 /// Expires idle files of `store` on a schedule (`--expire-idle`), checking
-/// every tenth of `idle` (at least every second, at most every minute),
-/// until the store is gone.
-pub fn schedule(store: &Arc<Store>, idle: Duration) -> std::io::Result<()> {
-    let store: Weak<Store> = Arc::downgrade(store);
+/// every tenth of `idle` (at least every second, at most every minute), on
+/// the background pool, for as long as the returned value is held.
+pub fn schedule(store: &Arc<Store>, idle: Duration) -> Arc<Expiry> {
+    let expiry = Arc::new(Expiry {
+        store: Arc::downgrade(store),
+        idle,
+    });
     let every = (idle / 10).clamp(Duration::from_secs(1), Duration::from_secs(60));
-    std::thread::Builder::new()
-        .name("memfs-expire".into())
-        .spawn(move || loop {
-            std::thread::sleep(every);
-            let Some(store) = store.upgrade() else {
-                return;
-            };
-            let _ = run(&store, &MemPath::root(), idle, false);
-        })
-        .map(|_| ())
+    crate::pool::background().every(every, Arc::downgrade(&expiry), |e| {
+        if let Some(store) = e.store.upgrade() {
+            let _ = run(&store, &MemPath::root(), e.idle, false);
+        }
+    });
+    expiry
 }

@@ -47,7 +47,6 @@ mod writer;
 
 use crate::persist::storage::{self, Dir};
 use std::io;
-use std::sync::mpsc::Sender;
 use std::sync::Arc;
 use std::thread::JoinHandle;
 use std::time::{Duration, SystemTime};
@@ -59,7 +58,7 @@ pub use row::{Actor, Op, Row};
 pub use upstream::{Outgoing, Transaction, Upstream, UpstreamError};
 pub use writer::Stats;
 
-use crate::store::{ChangeSink, Refused, Tree};
+use crate::store::{ChangeSink, Recover, Tree};
 
 /// How much history is kept: versions younger than `age`, and at most
 /// `bytes` of journal (older versions are dropped first).
@@ -344,9 +343,9 @@ impl Journal {
         self.shared.clone()
     }
 
-    /// Where refused batches go for the store to decide what memory becomes.
-    pub fn recover_through(&self, tx: Sender<Refused>) {
-        *self.shared.recovery.lock() = Some(tx);
+    /// Who decides what memory becomes when a batch is refused (the store).
+    pub fn recover_through(&self, recover: Recover) {
+        *self.shared.recovery.lock() = Some(Arc::new(recover));
     }
 
     pub fn history(&self) -> History {

@@ -6,8 +6,6 @@
 use std::sync::atomic::Ordering;
 use std::sync::Arc;
 
-use std::sync::mpsc;
-
 use super::append::{free_bytes, RESERVE};
 use super::batch::needed_of;
 use super::deferred::ForCheckpointer;
@@ -165,20 +163,15 @@ impl Core {
         clean: bool,
     ) -> Vec<bool> {
         let none = vec![false; refused.len()];
-        let Some(tx) = self.recovery.lock().clone() else {
+        // Asked on this thread (no thread of the store's own waits for it).
+        let Some(recover) = self.recovery.lock().clone() else {
             return none;
         };
-        let (answer, rx) = mpsc::sync_channel(1);
-        let asked = tx.send(Refused {
-            refused: refused.to_vec(),
-            unconfirmed: unconfirmed.to_vec(),
+        recover(Refused {
+            refused,
+            unconfirmed,
             clean,
-            answer,
-        });
-        match asked {
-            Ok(()) => rx.recv().unwrap_or(none),
-            Err(_) => none,
-        }
+        })
     }
 
     /// A change was refused (or not confirmed) and kept in memory: its

@@ -37,7 +37,7 @@ use super::state::State;
 use super::versions::{Context, Needed};
 use super::Options;
 use crate::error::DiskError;
-use crate::store::{Change, Refused, Ticket};
+use crate::store::{Change, Recover, Ticket};
 
 /// Counters of the journal's work, for benchmarks and `--stats`.
 #[derive(Debug, Default, Clone, Copy, PartialEq, Eq)]
@@ -93,7 +93,7 @@ pub(super) struct Core {
     pub opts: Options,
     /// Where refused batches go (taken at shutdown, which ends the
     /// store's side of the channel).
-    pub recovery: Mutex<Option<Sender<Refused>>>,
+    pub recovery: Mutex<Option<Arc<Recover>>>,
     pub checkpointer: Mutex<Option<Sender<Msg>>>,
     /// The newest batch the checkpointer made the plain files current
     /// (and durable) through.

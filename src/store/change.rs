@@ -252,18 +252,23 @@ impl Ticket {
     }
 }
 
-/// A batch the disk refused, handed back to the store on a channel its
-/// owner made, so that the store decides what memory becomes before anyone
-/// is told (see `Store::recover`): `refused` changes did not reach the
-/// disk; `unconfirmed` ones were written but their flush failed. The store
-/// answers, for each refused change, whether it took it back.
+/// A batch the disk refused, handed back to the store through the
+/// [`Recover`] its owner gave the journal, so that the store decides what
+/// memory becomes before anyone is told (see `Store::recover`): `refused`
+/// changes did not reach the disk; `unconfirmed` ones were written but
+/// their flush failed. The store answers, for each refused change, whether
+/// it took it back.
 #[derive(Debug)]
-pub struct Refused {
-    pub refused: Vec<Change>,
-    pub unconfirmed: Vec<Change>,
+pub struct Refused<'a> {
+    pub refused: &'a [Change],
+    pub unconfirmed: &'a [Change],
     /// Nothing of the refused changes reached any storage (a shared store
     /// refused them before anything was written): one taken back leaves
     /// nothing to clear.
     pub clean: bool,
-    pub answer: std::sync::mpsc::SyncSender<Vec<bool>>,
 }
+
+/// How the journal asks the store what to do with refused changes (on the
+/// thread that committed them): for each refused change, whether the store
+/// took it back.
+pub type Recover = Box<dyn Fn(Refused) -> Vec<bool> + Send + Sync>;

@@ -36,7 +36,8 @@ use std::time::SystemTime;
 use crate::lock::{rank, Mutex, RwLock, RwLockWriteGuard};
 
 pub use change::{
-    Change, ChangeOp, ChangeSink, Door, Foreign, Meta, Origin, Process, Refused, Ticket, Touched,
+    Change, ChangeOp, ChangeSink, Door, Foreign, Meta, Origin, Process, Recover, Refused, Ticket,
+    Touched,
 };
 pub use follow::{Busy, Hold, Unsent};
 pub use inode_ops::{DirEntry, InfoKind, NewNode, NodeInfo, RenameMode, SetAttr};
