@@ -15,18 +15,19 @@
 //! journal holds everything meanwhile (and a start replays it), so nothing
 //! is lost and nobody is told: the plain files are only behind.
 
-use std::collections::{BTreeMap, BTreeSet};
+use std::collections::{BTreeMap, BTreeSet, VecDeque};
 use std::ffi::OsStr;
 use std::io;
-use std::sync::atomic::Ordering;
-use std::sync::mpsc::{Receiver, RecvTimeoutError, SyncSender};
-use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::mpsc::SyncSender;
+use std::sync::{Arc, Weak};
 use std::time::{Duration, Instant};
 
 pub use super::handoff::Msg;
 use super::stuck::Stuck;
 use super::writer::Core;
 use crate::error::DiskError;
+use crate::lock::{rank, Mutex};
 use crate::path::MemPath;
 use crate::persist::fsops;
 use crate::persist::storage::{Dir, File};
@@ -65,64 +66,169 @@ struct Turns {
     repair_every: Duration,
 }
 
-/// The checkpointer's thread: waits for batches (and a moment more), brings
-/// the plain files up to date with all it holds at once, backs off when
-/// the disk refuses, and answers those who asked to be told.
-pub fn run(files: Files, rx: Receiver<Msg>, journal: Arc<Core>, delay: Duration) {
-    let mut t = Turns {
-        held: Vec::new(),
-        held_bytes: 0,
-        since: None,
-        retry: Duration::from_millis(100),
-        failing: false,
-        progress: Progress::default(),
-        stuck: Stuck::from_paths(&journal.stuck.lock()),
-        repair_at: None,
-        repair_every: REPAIR_FIRST,
-    };
-    if !t.stuck.is_empty() {
-        t.repair_at = Some(Instant::now());
-    }
-    loop {
-        let msg = match next_wait(&t, delay) {
-            None => rx.recv().map_err(|_| RecvTimeoutError::Disconnected),
-            // Its time has come: under a steady stream of batches, never
-            // wait for one more.
-            Some(d) if d.is_zero() => Err(RecvTimeoutError::Timeout),
-            Some(d) => rx.recv_timeout(d),
+/// The checkpointer of one journal: no thread of its own, but steps on the
+/// checkpoint pool (`crate::pool::checkpoint`). It waits for batches (and a
+/// moment more), brings the plain files up to date with all it holds at
+/// once, backs off when the disk refuses, and answers those who asked to
+/// be told.
+pub struct Checkpointer {
+    files: Files,
+    delay: Duration,
+    journal: Weak<Core>,
+    me: Weak<Checkpointer>,
+    /// Messages not taken in yet, each with when it came.
+    inbox: Mutex<VecDeque<(Instant, Msg)>>,
+    /// What carries from one step to the next; held by the step that runs
+    /// (another step that finds it held leaves a note in `again`).
+    turns: Mutex<Turns>,
+    again: AtomicBool,
+    /// The earliest step scheduled and not begun.
+    next: Mutex<Option<Instant>>,
+    stopped: AtomicBool,
+}
+
+impl Checkpointer {
+    pub fn new(files: Files, journal: &Arc<Core>, delay: Duration) -> Arc<Checkpointer> {
+        let mut t = Turns {
+            held: Vec::new(),
+            held_bytes: 0,
+            since: None,
+            retry: Duration::from_millis(100),
+            failing: false,
+            progress: Progress::default(),
+            stuck: Stuck::from_paths(&journal.stuck.lock()),
+            repair_at: None,
+            repair_every: REPAIR_FIRST,
         };
-        let mut answers: Vec<SyncSender<bool>> = Vec::new();
-        let mut stop = false;
-        match msg {
-            Ok(Msg::Batch {
-                batch,
-                changes,
-                plain,
-            }) => {
-                t.held.push((batch, changes));
-                t.held_bytes += plain;
-                t.since.get_or_insert_with(Instant::now);
-                // Drain what else is there, then wait out the delay.
-                continue;
+        let repair = !t.stuck.is_empty();
+        if repair {
+            t.repair_at = Some(Instant::now());
+        }
+        let ck = Arc::new_cyclic(|me| Checkpointer {
+            files,
+            delay,
+            journal: Arc::downgrade(journal),
+            me: me.clone(),
+            inbox: Mutex::new(rank::CHECKPOINT_INBOX, VecDeque::new()),
+            turns: Mutex::new(rank::CHECKPOINT_TURNS, t),
+            again: AtomicBool::new(false),
+            next: Mutex::new(rank::CHECKPOINT_NEXT, None),
+            stopped: AtomicBool::new(false),
+        });
+        if repair {
+            ck.step_at(Instant::now());
+        }
+        ck
+    }
+
+    /// Waits for a step that runs now to end (at shutdown, after `Stop`).
+    fn wait_quiet(&self) {
+        drop(self.turns.lock());
+    }
+
+    /// Hands the checkpointer a message; false once it has stopped.
+    fn take_in(&self, msg: Msg) -> bool {
+        if self.stopped.load(Ordering::Acquire) {
+            return false;
+        }
+        let when = match msg {
+            Msg::Batch { .. } => Instant::now() + self.delay,
+            Msg::Flush(_) | Msg::Stop(_) => Instant::now(),
+        };
+        self.inbox.lock().push_back((Instant::now(), msg));
+        self.step_at(when);
+        true
+    }
+
+    /// Schedules a step at `when`, unless one is due by then already.
+    fn step_at(&self, when: Instant) {
+        {
+            let mut next = self.next.lock();
+            if next.is_some_and(|at| at <= when) {
+                return;
             }
-            Ok(msg) => take(msg, &mut t, &mut answers, &mut stop),
-            Err(RecvTimeoutError::Timeout) => {}
-            Err(RecvTimeoutError::Disconnected) => stop = true,
+            *next = Some(when);
         }
-        // Take in whatever else arrived, so one pass covers it.
-        while let Ok(msg) = rx.try_recv() {
-            take(msg, &mut t, &mut answers, &mut stop);
+        let me = self.me.clone();
+        crate::pool::checkpoint().at(
+            when,
+            Box::new(move || {
+                if let Some(ck) = me.upgrade() {
+                    ck.step();
+                }
+            }),
+        );
+    }
+
+    /// Takes in the inbox, makes a pass when one is due, answers; then
+    /// schedules the next step when one will be due.
+    fn step(&self) {
+        {
+            let mut next = self.next.lock();
+            if next.is_some_and(|at| at <= Instant::now()) {
+                *next = None;
+            }
         }
-        let repair_due = t.repair_at.is_some_and(|at| at <= Instant::now());
-        if !t.held.is_empty() || repair_due || (!t.stuck.is_empty() && !answers.is_empty()) {
-            pass(&files, &journal, &mut t);
-        }
-        for tx in answers {
-            let _ = tx.send(!t.failing);
-        }
-        if stop {
+        let Some(journal) = self.journal.upgrade() else {
+            return;
+        };
+        let Some(mut t) = self.turns.try_lock() else {
+            // The step that holds it looks at the inbox again.
+            self.again.store(true, Ordering::Release);
+            return;
+        };
+        if self.stopped.load(Ordering::Acquire) {
             return;
         }
+        loop {
+            self.again.store(false, Ordering::Release);
+            let mut answers: Vec<SyncSender<bool>> = Vec::new();
+            let mut stop = false;
+            let taken: Vec<(Instant, Msg)> = self.inbox.lock().drain(..).collect();
+            for (came, msg) in taken {
+                if let Msg::Batch { .. } = msg {
+                    t.since.get_or_insert(came);
+                }
+                take(msg, &mut t, &mut answers, &mut stop);
+            }
+            let now = Instant::now();
+            let due = next_wait(&t, self.delay).is_some_and(|d| d.is_zero());
+            let repair_due = t.repair_at.is_some_and(|at| at <= now);
+            let asked = !answers.is_empty();
+            if (!t.held.is_empty() && (due || asked || stop))
+                || repair_due
+                || (!t.stuck.is_empty() && asked)
+            {
+                pass(&self.files, &journal, &mut t);
+            }
+            for tx in answers {
+                let _ = tx.send(!t.failing);
+            }
+            if stop {
+                self.stopped.store(true, Ordering::Release);
+                return;
+            }
+            if !self.again.load(Ordering::Acquire) && self.inbox.lock().is_empty() {
+                break;
+            }
+        }
+        let wait = next_wait(&t, self.delay);
+        drop(t);
+        if !self.inbox.lock().is_empty() || self.again.load(Ordering::Acquire) {
+            self.step_at(Instant::now());
+        } else if let Some(d) = wait {
+            self.step_at(Instant::now() + d);
+        }
+    }
+}
+
+impl super::handoff::Inbox for Checkpointer {
+    fn send(&self, msg: Msg) -> bool {
+        self.take_in(msg)
+    }
+
+    fn quiet(&self) {
+        self.wait_quiet()
     }
 }
 
@@ -187,6 +293,8 @@ fn pass(files: &Files, journal: &Core, t: &mut Turns) {
                 }
             }
             say_what_changed(&was_stuck, &t.stuck);
+            // Written down once the journal is idle a while.
+            journal.idle_soon();
             journal.unwritten.fetch_sub(t.held_bytes, Ordering::AcqRel);
             t.held_bytes = 0;
             t.held.clear();

@@ -41,28 +41,25 @@ fn row_bytes(r: &Row) -> u64 {
     serde_json::to_vec(r).map_or(256, |v| v.len() as u64)
 }
 
-/// The compactor thread: compacts when the writer asks (see
-/// `retention::due`), until the journal stops.
-pub(super) fn run(sh: &Core) {
-    loop {
-        {
-            let mut c = sh.compact.lock();
-            while !c.asked && !c.stop {
-                sh.compact_wake.wait(&mut c);
-            }
-            if c.stop {
-                return;
-            }
-            c.asked = false;
+/// One compaction, on the background pool, when the journal asked (see
+/// `retention::due`) and is not stopping; the shutdown waits for one that
+/// runs (`journal::writer::Core::compacting`).
+pub(super) fn run_once(sh: &Core) {
+    let _one = sh.compacting.lock();
+    {
+        let mut c = sh.compact.lock();
+        if c.stop {
+            return;
         }
-        if let Err(e) = compact(sh, sh.opts.keep) {
-            tracing::warn!(
-                "old history could not be compacted ({}); memfs tries again later",
-                crate::units::describe_io(&e)
-            );
-        }
-        sh.compact.lock().last = Some(std::time::Instant::now());
+        c.asked = false;
     }
+    if let Err(e) = compact(sh, sh.opts.keep) {
+        tracing::warn!(
+            "old history could not be compacted ({}); memfs tries again later",
+            crate::units::describe_io(&e)
+        );
+    }
+    sh.compact.lock().last = Some(std::time::Instant::now());
 }
 
 /// Compacts what `keep` allows; says what it dropped (`None`: nothing to do).

@@ -1,9 +1,10 @@
 //! Group commit: a change is queued under the store's lock; whoever waits
 //! for it first and finds nobody committing leads, committing everything
 //! queued (the waiter's own thread: no hand-over to another thread and
-//! back); the writer thread commits what nobody waits for (a person's
-//! closed file) after leaving it a moment to a waiter. One committer at a
-//! time (`Core::leader`), in queue order.
+//! back); the commit pool (`crate::pool::commit`) commits what nobody waits
+//! for (a person's closed file) after leaving it a moment to a waiter. One
+//! committer at a time (`Core::leader`), in queue order. No thread is the
+//! journal's own: an open journal that is idle costs none.
 
 use std::io;
 use std::sync::atomic::Ordering;
@@ -14,74 +15,104 @@ use super::writer::Core;
 use crate::error::DiskError;
 use crate::store::{Change, ChangeSink, Ticket};
 
-/// How long the writer thread leaves a queued change to its waiter to write.
+/// How long the commit pool leaves a queued change to its waiter to write.
 const LEAD_FIRST: Duration = Duration::from_micros(500);
-/// How long an idle writer waits before it writes down how far the
-/// checkpointer got (so that a later start has less to replay).
+/// How long after the checkpointer reports, with nothing queued, the
+/// journal writes down how far it got (so that a later start has less to
+/// replay).
 const IDLE: Duration = Duration::from_secs(2);
 
 impl Core {
-    /// The writer thread: batches until stopped, then the last checkpoint.
-    pub fn run(&self) {
-        loop {
-            {
-                let mut queue = self.queue.lock();
-                loop {
-                    if self.flush_owed.load(Ordering::Acquire) {
-                        drop(queue);
-                        self.flush_deferred(&mut self.state.lock());
-                        queue = self.queue.lock();
-                        continue;
-                    }
-                    if !queue.items.is_empty() {
-                        // A moment for the submitter to lead its own write
-                        // (see `lead`), whatever else is submitted
-                        // meanwhile; what nobody waits for is written after.
-                        let until = std::time::Instant::now() + LEAD_FIRST;
-                        while !queue.items.is_empty() && !queue.stop {
-                            if self.wake.wait_until(&mut queue, until).timed_out() {
-                                break;
-                            }
-                        }
-                        if !queue.items.is_empty() || queue.stop {
-                            break;
-                        }
-                        continue;
-                    }
-                    if queue.stop {
-                        drop(queue);
-                        self.finish();
-                        return;
-                    }
-                    let idle = self.wake.wait_for(&mut queue, IDLE).timed_out();
-                    if idle && queue.items.is_empty() && !queue.stop {
-                        drop(queue);
-                        self.write_checkpoint();
-                        queue = self.queue.lock();
-                    }
+    /// Schedules a tick on the commit pool `after` from now, unless one is
+    /// scheduled and not begun.
+    pub(super) fn tick_after(&self, after: Duration) {
+        if self.ticking.swap(true, Ordering::AcqRel) {
+            return;
+        }
+        let me = self.me.get().cloned();
+        crate::pool::commit().at(
+            std::time::Instant::now() + after,
+            Box::new(move || {
+                if let Some(core) = me.as_ref().and_then(std::sync::Weak::upgrade) {
+                    core.tick();
                 }
-            }
-            // (A waiter may be leading them already: then there is nothing
-            // left once it is done.)
+            }),
+        );
+    }
+
+    /// One turn of what a writer thread once did, on the commit pool: a
+    /// deferred flush; then what is queued and nobody led within
+    /// [`LEAD_FIRST`] (a person's closed file), unless a leader is at it
+    /// (it looks again when it is done, see [`Core::lead`]).
+    fn tick(&self) {
+        self.ticking.store(false, Ordering::Release);
+        let _job = self.job.lock();
+        if self.queue.lock().stop {
+            return;
+        }
+        if self.flush_owed.load(Ordering::Acquire) {
+            self.flush_deferred(&mut self.state.lock());
+        }
+        self.lead();
+    }
+
+    /// After [`IDLE`] with nothing queued: a frame with how far the
+    /// checkpointer got, if that moved (so that a later start has less to
+    /// replay). Scheduled when the checkpointer reports.
+    pub(super) fn idle_soon(&self) {
+        let me = self.me.get().cloned();
+        crate::pool::commit().at(
+            std::time::Instant::now() + IDLE,
+            Box::new(move || {
+                let Some(core) = me.as_ref().and_then(std::sync::Weak::upgrade) else {
+                    return;
+                };
+                let _job = core.job.lock();
+                let queue = core.queue.lock();
+                if queue.stop || !queue.items.is_empty() {
+                    return; // the next batch's frame says it
+                }
+                drop(queue);
+                core.write_checkpoint();
+            }),
+        );
+    }
+
+    /// At shutdown, once no tick runs or will: commits what is still
+    /// queued, then the last checkpoint (see [`Core::finish`]).
+    pub(super) fn stop(&self) {
+        self.queue.lock().stop = true;
+        let _job = self.job.lock();
+        {
             let _leading = self.leader.lock();
             let items: Vec<(Change, Ticket)> = self.queue.lock().items.drain(..).collect();
             if !items.is_empty() {
                 self.commit(items);
             }
         }
+        self.finish();
     }
 
-    /// Run by a waiting ticket: when nobody commits now, the waiter commits
-    /// what is queued itself, on its own thread (no hand-over to the writer
-    /// thread and back, which costs two thread switches: for one write at a
-    /// time, a large part of its cost). Otherwise the waiter just waits.
+    /// Run by a waiting ticket, and by the commit pool: when nobody commits
+    /// now, commits what is queued, on this thread (a waiter's own: no
+    /// hand-over to another thread and back, which costs two thread
+    /// switches: for one write at a time, a large part of its cost).
+    /// Otherwise returns at once: the leader looks at the queue again when
+    /// it is done, and what it finds there is ticked.
     pub fn lead(&self) {
-        let Some(_leading) = self.leader.try_lock() else {
-            return;
-        };
-        let items: Vec<(Change, Ticket)> = self.queue.lock().items.drain(..).collect();
-        if !items.is_empty() {
-            self.commit(items);
+        {
+            let Some(_leading) = self.leader.try_lock() else {
+                return;
+            };
+            let items: Vec<(Change, Ticket)> = self.queue.lock().items.drain(..).collect();
+            if !items.is_empty() {
+                self.commit(items);
+            }
+        }
+        if !self.queue.lock().items.is_empty() {
+            // Queued while this leader committed: its waiter may be waiting
+            // for the leader's place; a moment for it, then the pool.
+            self.tick_after(LEAD_FIRST);
         }
     }
 
@@ -149,7 +180,9 @@ impl ChangeSink for Core {
             queue.items.push_back((change.clone(), ticket.clone()));
         }
         drop(queue);
-        self.wake.notify_one();
+        // A moment for the waiter to lead its own write; what nobody waits
+        // for is written by the commit pool after it.
+        self.tick_after(LEAD_FIRST);
         tickets
     }
 }
@@ -158,7 +191,7 @@ impl ChangeSink for Core {
 mod tests {
     //! Group commit on a journal over the in-memory disk: one committer at
     //! a time, each batch everything queued, in queue order; a waiter leads
-    //! its own write; the writer thread writes what nobody waits for.
+    //! its own write; the commit pool writes what nobody waits for.
     use super::*;
     use crate::journal::{Files, Journal, Options};
     use crate::path::MemPath;
@@ -224,7 +257,7 @@ mod tests {
             .map(|t| sink.submit(&write("/memories/f.md", t)))
             .collect();
         drop(held);
-        // The last ticket's waiter (or the writer thread) leads: one batch
+        // The last ticket's waiter (or the commit pool) leads: one batch
         // takes all three, and the last one queued is the file's content.
         tickets.last().unwrap().wait().unwrap();
         for t in &tickets {
@@ -288,12 +321,12 @@ mod tests {
     }
 
     #[test]
-    fn the_writer_thread_writes_what_nobody_waits_for_and_a_stopped_journal_refuses() {
+    fn the_commit_pool_writes_what_nobody_waits_for_and_a_stopped_journal_refuses() {
         let mut o = open();
         let sink = o.journal.sink();
         let before = o.journal.stats().batches;
         let _never_waited = sink.submit(&write("/memories/closed.md", "a person's file"));
-        // Liveness, not speed: the writer thread gets to it on its own.
+        // Liveness, not speed: the commit pool gets to it on its own.
         let deadline = std::time::Instant::now() + Duration::from_secs(30);
         while o.journal.stats().batches == before {
             assert!(std::time::Instant::now() < deadline, "never written");

@@ -5,6 +5,15 @@ use std::sync::mpsc::SyncSender;
 
 use crate::store::Change;
 
+/// Where the journal hands the checkpointer its messages (the checkpointer
+/// is scheduled on a pool; the writer names only this).
+pub trait Inbox: Send + Sync {
+    /// Hands over `msg`; false once the checkpointer has stopped.
+    fn send(&self, msg: Msg) -> bool;
+    /// Returns once no step of the checkpointer runs (after `Stop`).
+    fn quiet(&self);
+}
+
 /// A message to the checkpointer.
 pub enum Msg {
     /// A durable batch to bring the files up to date with, and the bytes

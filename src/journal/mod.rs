@@ -48,7 +48,6 @@ mod writer;
 use crate::persist::storage::{self, Dir};
 use std::io;
 use std::sync::Arc;
-use std::thread::JoinHandle;
 use std::time::{Duration, SystemTime};
 
 pub use checkpoint::Files;
@@ -179,9 +178,8 @@ impl Unsettled {
 
 pub struct Journal {
     shared: Arc<writer::Core>,
-    writer: Option<JoinHandle<()>>,
-    checkpointer: Option<JoinHandle<()>>,
-    compactor: Option<JoinHandle<()>>,
+    /// Not shut down yet.
+    running: bool,
 }
 
 impl Journal {
@@ -250,6 +248,7 @@ impl Journal {
             checkpointed,
         ));
         let _ = shared.me.set(Arc::downgrade(&shared));
+        let _ = shared.compaction.set(compact::run_once);
         // The start's own frame: what was found, and that the files are
         // current through everything before it.
         let must_write = squared.found.is_some() || !tail.is_empty() || opened.upgraded;
@@ -270,32 +269,19 @@ impl Journal {
             }
             shared.compact.lock().last = Some(std::time::Instant::now());
         }
-        let (tx, rx) = std::sync::mpsc::channel();
-        *shared.checkpointer.lock() = Some(tx);
-        let ck_files = files.clone();
-        let ck_shared = shared.clone();
-        let delay = opts.checkpoint_delay;
-        let checkpointer = std::thread::Builder::new()
-            .name("memfs-checkpoint".into())
-            .spawn(move || checkpoint::run(ck_files, rx, ck_shared, delay))?;
+        *shared.checkpointer.lock() = Some(checkpoint::Checkpointer::new(
+            files.clone(),
+            &shared,
+            opts.checkpoint_delay,
+        ));
         if replay_failed {
             let change = crate::store::Change::of_memfs(squared.replayed);
             shared.hand_over(batch, vec![change]);
         }
-        let worker = shared.clone();
-        let writer = std::thread::Builder::new()
-            .name("memfs-journal".into())
-            .spawn(move || worker.run())?;
-        let worker = shared.clone();
-        let compactor = std::thread::Builder::new()
-            .name("memfs-compact".into())
-            .spawn(move || compact::run(&worker))?;
         Ok((
             Journal {
                 shared,
-                writer: Some(writer),
-                checkpointer: Some(checkpointer),
-                compactor: Some(compactor),
+                running: true,
             },
             opened,
         ))
@@ -359,23 +345,17 @@ impl Journal {
     }
 
     /// Writes out everything queued, brings the plain files up to date,
-    /// then stops both threads.
+    /// and waits for every job of this journal's on the pools to end.
     pub fn shutdown(&mut self) {
-        if self.writer.is_none() {
+        if !std::mem::take(&mut self.running) {
             return; // stopped already
         }
-        if let Some(thread) = self.compactor.take() {
-            self.shared.compact.lock().stop = true;
-            self.shared.compact_wake.notify_all();
-            let _ = thread.join();
-        }
-        self.shared.queue.lock().stop = true;
-        self.shared.wake.notify_all();
-        if let Some(thread) = self.writer.take() {
-            let _ = thread.join();
-        }
-        // The writer's last act told the checkpointer to stop.
-        self.shared.checkpointer.lock().take();
+        // No compaction begins from now, and one that runs ends first.
+        self.shared.compact.lock().stop = true;
+        drop(self.shared.compacting.lock());
+        // What is queued is committed, then the checkpointer told to stop.
+        self.shared.stop();
+        let checkpointer = self.shared.checkpointer.lock().take();
         self.shared.recovery.lock().take();
         // A clean stop leaves the journal within its retention.
         let due = retention::due(&self.shared.state.lock(), &self.shared.opts.keep, None);
@@ -384,8 +364,9 @@ impl Journal {
                 tracing::warn!("old history could not be compacted: {e}");
             }
         }
-        if let Some(thread) = self.checkpointer.take() {
-            let _ = thread.join();
+        // (Its last step answered `Stop`; none runs past this.)
+        if let Some(ck) = checkpointer {
+            ck.quiet();
         }
     }
 }

@@ -22,7 +22,7 @@
 use std::collections::VecDeque;
 use std::io;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
-use std::sync::mpsc::{self, Sender};
+use std::sync::mpsc;
 use std::sync::Arc;
 use std::time::Duration;
 
@@ -84,7 +84,11 @@ impl Core {
 
 pub(super) struct Core {
     pub queue: Mutex<Queue>,
-    pub wake: Condvar,
+    /// A tick is scheduled on the commit pool and has not begun.
+    pub(super) ticking: AtomicBool,
+    /// Held by each of this journal's pool jobs while it runs, and by the
+    /// shutdown: once the shutdown holds it, no job of this journal runs.
+    pub(super) job: Mutex<()>,
     pub state: Mutex<State>,
     /// `DIR/.memfs/journal`.
     pub dir: Dir,
@@ -94,7 +98,7 @@ pub(super) struct Core {
     /// Where refused batches go (taken at shutdown, which ends the
     /// store's side of the channel).
     pub recovery: Mutex<Option<Arc<Recover>>>,
-    pub checkpointer: Mutex<Option<Sender<Msg>>>,
+    pub checkpointer: Mutex<Option<Arc<dyn super::handoff::Inbox>>>,
     /// The newest batch the checkpointer made the plain files current
     /// (and durable) through.
     pub checkpointed: AtomicU64,
@@ -130,22 +134,26 @@ pub(super) struct Core {
     /// The shared store this journal's batches are committed to first, if
     /// the memory is one (see `upstream.rs`).
     pub upstream: std::sync::OnceLock<Arc<dyn super::upstream::Upstream>>,
-    /// A frame waits for its flush (see `Deferred`): the writer thread
-    /// flushes it when it next wakes.
+    /// A frame waits for its flush (see `Deferred`): the commit pool
+    /// flushes it at once.
     pub flush_owed: AtomicBool,
     /// This host's changes handed over and not settled yet, with the paths
     /// they touch: another host's change to one of them waits (a shared
     /// store's follower asks, see `upstream.rs`).
     pub unsettled: Mutex<Vec<(u64, Vec<crate::path::MemPath>)>>,
     pub settled_now: Condvar,
-    /// Held by whoever commits batches (the writer thread, or a waiter that
+    /// Held by whoever commits batches (the commit pool, or a waiter that
     /// leads: see `lead`), so that batches go to disk one at a time, in order.
     pub(super) leader: Mutex<()>,
     /// This, for the tickets' helpers.
     pub me: std::sync::OnceLock<std::sync::Weak<Core>>,
-    /// Wakes the compactor; and when it last ran.
+    /// Whether a compaction is asked for, stopping; and when it last ran.
     pub compact: Mutex<Compaction>,
-    pub compact_wake: Condvar,
+    /// Held by the compaction that runs (on the background pool); the
+    /// shutdown takes it to wait for one.
+    pub(super) compacting: Mutex<()>,
+    /// The compaction a job runs (`journal::compact::run_once`, set at open).
+    pub(super) compaction: std::sync::OnceLock<fn(&Core)>,
 }
 
 #[derive(Default)]
@@ -159,7 +167,8 @@ impl Core {
     pub fn new(state: State, dir: Dir, memories: Dir, opts: Options, checkpointed: u64) -> Core {
         Core {
             queue: Mutex::new(rank::QUEUE, Queue::default()),
-            wake: Condvar::new(),
+            ticking: AtomicBool::new(false),
+            job: Mutex::new(rank::JOURNAL_JOB, ()),
             stuck: Mutex::new(rank::STUCK, state.stuck_written.clone()),
             stuck_reasons: Mutex::new(rank::STUCK_REASONS, Vec::new()),
             state: Mutex::new(rank::STATE, state),
@@ -186,16 +195,24 @@ impl Core {
             leader: Mutex::new(rank::LEADER, ()),
             me: std::sync::OnceLock::new(),
             compact: Mutex::new(rank::COMPACT, Compaction::default()),
-            compact_wake: Condvar::new(),
+            compacting: Mutex::new(rank::COMPACTING, ()),
+            compaction: std::sync::OnceLock::new(),
         }
     }
 
     /// Asks the compactor to run if the journal is past its retention.
     pub(super) fn compact_if_due(&self, st: &State) {
         let mut c = self.compact.lock();
-        if !c.asked && super::retention::due(st, &self.opts.keep, c.last) {
+        if !c.asked && !c.stop && super::retention::due(st, &self.opts.keep, c.last) {
             c.asked = true;
-            self.compact_wake.notify_one();
+            let (me, run) = (self.me.get().cloned(), self.compaction.get().copied());
+            crate::pool::background().now(Box::new(move || {
+                if let (Some(core), Some(run)) =
+                    (me.as_ref().and_then(std::sync::Weak::upgrade), run)
+                {
+                    run(&core);
+                }
+            }));
         }
     }
 
@@ -208,8 +225,9 @@ impl Core {
     }
 
     pub(super) fn send(&self, msg: Msg) -> bool {
-        match self.checkpointer.lock().as_ref() {
-            Some(tx) => tx.send(msg).is_ok(),
+        let ck = self.checkpointer.lock().clone();
+        match ck {
+            Some(ck) => ck.send(msg),
             None => false,
         }
     }
@@ -420,7 +438,7 @@ impl Core {
                 drop(st);
                 self.say_how_the_disk_is(None);
                 // Deferred: acknowledged now; the checkpointer has the
-                // batch once the frame is flushed (the writer thread does
+                // batch once the frame is flushed (the commit pool does
                 // that next). Otherwise what this frame held that was owed
                 // goes to it first.
                 if !deferred {
@@ -438,11 +456,8 @@ impl Core {
                     !deferred,
                 );
                 if deferred {
-                    // (Under the queue's lock, which the writer thread holds
-                    // from its look at `flush_owed` to its wait: the wake-up
-                    // cannot fall between them.)
-                    let _queue = self.queue.lock();
-                    self.wake.notify_one();
+                    // The commit pool flushes it.
+                    self.tick_after(Duration::ZERO);
                 }
             }
             Err(_) if self.upstream.get().is_some() => {

@@ -41,7 +41,9 @@ pub const ATTR_LAST: Rank = Rank::new(30, "fuse::attr::once_a_minute");
 pub const FLUSHER: Rank = Rank::new(30, "fuse::flusher::Flusher::state");
 pub const HTTP_PENDING: Rank = Rank::new(30, "listen::pending::Pending::queue");
 
-// Step 4: whoever commits a batch, then a shared store's connection.
+// Step 4: one journal's pool jobs (the shutdown waits for them), whoever
+// commits a batch, then a shared store's connection.
+pub const JOURNAL_JOB: Rank = Rank::new(39, "journal::writer::Core::job");
 pub const LEADER: Rank = Rank::new(40, "journal::writer::Core::leader");
 pub const DB_CONN: Rank = Rank::new(41, "shared::db::Db::conn");
 
@@ -54,8 +56,11 @@ pub const USED: Rank = Rank::new(51, "store::Store::used");
 pub const FRESH: Rank = Rank::new(51, "store::Store::fresh");
 pub const LOST: Rank = Rank::new(52, "store::Store::lost");
 
-// Step 6: one rewrite (compaction, redaction) at a time.
+// Step 6: one rewrite (compaction, redaction) at a time; one checkpoint
+// step of a journal at a time.
+pub const COMPACTING: Rank = Rank::new(59, "journal::writer::Core::compacting");
 pub const REWRITING: Rank = Rank::new(60, "journal::writer::Core::rewriting");
+pub const CHECKPOINT_TURNS: Rank = Rank::new(61, "journal::checkpoint::Checkpointer::turns");
 
 // Step 7: the journal's state, then what it guards beside it.
 pub const STATE: Rank = Rank::new(70, "journal::writer::Core::state");
@@ -72,6 +77,8 @@ pub const DB_UNKNOWN: Rank = Rank::new(71, "shared::db::Db::unknown");
 pub const QUEUE: Rank = Rank::new(80, "journal::writer::Core::queue");
 pub const UNSETTLED: Rank = Rank::new(81, "journal::writer::Core::unsettled");
 pub const TAINT: Rank = Rank::new(81, "journal::writer::Core::taint");
+pub const CHECKPOINT_INBOX: Rank = Rank::new(85, "journal::checkpoint::Checkpointer::inbox");
+pub const CHECKPOINT_NEXT: Rank = Rank::new(86, "journal::checkpoint::Checkpointer::next");
 
 // Step 9: leaves everywhere.
 pub const OUTCOME: Rank = Rank::new(90, "store::change::Part::outcome");
