@@ -160,18 +160,32 @@ def many_stores(memfs, root, n_stores, n_open, seconds):
         res["store_create_total"] = time.perf_counter() - t0
         # A restart: N stores known, none open.
         assert s.stop() == 0
-        s = Server(memfs, root, "--store-idle", "3600", "--http-rate", "1000000000", "--http-burst", "1000000000")
-        c = anthropic.Anthropic(api_key=token, base_url=s.url, max_retries=0)
+        s = Server(memfs, root, "--store-idle", "3600", "--http-rate", "1000000000", "--http-burst", "1000000000", "-v")
+        c = anthropic.Anthropic(api_key=token, base_url=s.url, max_retries=5)
         time.sleep(0.5)
         res["rss_none_open_kib"] = rss_kib(s.proc.pid)
+        m = re.search(r"open files: (\d+) at most; up to (\d+) stores", "".join(s.log))
+        res["limits"] = m.groups() if m else ("?", "?")
         first, second = [], []
         sample = made[:n_open]
-        for sid in sample:
+        res["at"] = []
+        for i, sid in enumerate(sample, 1):
             first.append(timed(lambda: c.beta.memory_stores.memories.create(sid, path="/first.md", content="one")))
             second.append(timed(lambda: c.beta.memory_stores.memories.create(sid, path="/second.md", content="two")))
+            if i in (100, 1000, 10000) or i == len(sample):
+                held = sum((root / x / ".memfs" / "sock").exists() for x in sample[:i])
+                res["at"].append((i, held, len(os.listdir(f"/proc/{s.proc.pid}/task")),
+                                  rss_kib(s.proc.pid), len(os.listdir(f"/proc/{s.proc.pid}/fd"))))
         res["first_use_p50"] = statistics.median(first)
         res["first_use_p99"] = pct(first, 99)
         res["later_call_p50"] = statistics.median(second)
+        # Listing with every store in the root: a token that reaches one,
+        # and an admin's first page.
+        one = anthropic.Anthropic(api_key=s.token("--store", made[-1]), base_url=s.url, max_retries=0)
+        res["list_one_p50"] = statistics.median(
+            [timed(lambda: one.beta.memory_stores.list(limit=1)) for _ in range(200)])
+        res["list_admin_p50"] = statistics.median(
+            [timed(lambda: c.beta.memory_stores.list(limit=1)) for _ in range(200)])
         time.sleep(0.5)
         res["rss_open_kib"] = rss_kib(s.proc.pid)
         res["rss_per_open_store_kib"] = (res["rss_open_kib"] - res["rss_none_open_kib"]) / max(1, n_open)
@@ -253,7 +267,13 @@ def main():
         f"| server RSS with {a.stores} stores, none open | {many['rss_none_open_kib'] / 1024:.1f} MiB |",
         f"| first use of a store (the server opens it; a create), p50 / p99 | {ms(many['first_use_p50'])} / {ms(many['first_use_p99'])} ms |",
         f"| a later create on the open store, p50 | {ms(many['later_call_p50'])} ms |",
-        f"| RSS per open idle store ({min(a.open, a.stores)} open) | {many['rss_per_open_store_kib']:.0f} KiB ({many['threads_open']} threads in all) |",
+        f"| RSS per open idle store ({min(a.open, a.stores)} used) | {many['rss_per_open_store_kib']:.0f} KiB ({many['threads_open']} threads in all) |",
+        f"| listing stores, `limit=1`, p50: a token that reaches one / an admin ({a.stores} stores) | {ms(many['list_one_p50'])} / {ms(many['list_admin_p50'])} ms |",
+        f"| the server's limit on open files / stores it holds open at most | {many['limits'][0]} / {many['limits'][1]} |",
+    ] + [
+        f"| after {i} stores used: open / threads / RSS / file descriptors | {held} / {th} / {rss / 1024:.1f} MiB / {fds} |"
+        for i, held, th, rss, fds in many["at"]
+    ] + [
         f"| creates/s across {min(a.open, a.stores)} stores, 64 connections (wrk, {a.seconds} s) | {many['wrk_rps']:.0f} (p50 {many['wrk_p50_ms']:.2f} ms, p99 {many['wrk_p99_ms']:.2f} ms) |",
         f"| errors / creates acknowledged to wrk / found afterwards (wrk drops the answers in flight at its deadline) | {many['wrk_errors']} / {many['wrk_created']} / {many['found']} |",
         f"| server exit after SIGTERM | {many['exit']} |",

@@ -431,6 +431,15 @@ pub struct HttpArgs {
         help_heading = "HTTP"
     )]
     pub http_timeout: u64,
+    /// Stores held open at once (past it, the one unused longest closes;
+    /// fewer when the limit on open files would not allow as many).
+    #[arg(
+        long,
+        default_value_t = 10_000,
+        value_name = "N",
+        help_heading = "HTTP"
+    )]
+    pub max_open_stores: usize,
     /// Seconds an unused store stays open.
     #[arg(
         long,

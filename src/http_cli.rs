@@ -49,6 +49,7 @@ pub fn serve(cli: &Cli, addr: &str, options: &HttpArgs) -> ExitCode {
             max_line,
         },
         idle: Duration::from_secs(options.store_idle),
+        max_open: options.max_open_stores,
     };
     match http::run(config) {
         Ok(true) => ExitCode::SUCCESS,

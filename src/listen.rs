@@ -68,6 +68,36 @@ pub fn add_headers(headers: &mut hyper::HeaderMap, extra: &[(&str, String)]) {
 pub type Precheck =
     dyn Fn(&hyper::http::request::Parts) -> Result<usize, Box<Response<Body>>> + Send + Sync;
 
+/// Raises this process's limit on open files as far as it may go (the soft
+/// limit to the hard one; the hard one too, up to 1,048,576 and the
+/// kernel's `fs.nr_open`, where the process may), so that a server holding
+/// many stores open runs out later; returns the limit now in force.
+pub fn raise_nofile() -> u64 {
+    use rustix::process::{getrlimit, setrlimit, Resource, Rlimit};
+    let was = getrlimit(Resource::Nofile);
+    let nr_open = std::fs::read_to_string("/proc/sys/fs/nr_open")
+        .ok()
+        .and_then(|t| t.trim().parse::<u64>().ok())
+        .unwrap_or(1 << 20);
+    let want = nr_open.min(1 << 20);
+    let hard = was.maximum.unwrap_or(want);
+    let raised = Rlimit {
+        current: Some(hard.max(want)),
+        maximum: Some(hard.max(want)),
+    };
+    if hard < want && setrlimit(Resource::Nofile, raised).is_ok() {
+        return want;
+    }
+    let soft = Rlimit {
+        current: was.maximum,
+        maximum: was.maximum,
+    };
+    match setrlimit(Resource::Nofile, soft) {
+        Ok(()) => hard,
+        Err(_) => was.current.unwrap_or(1024),
+    }
+}
+
 /// Binds `addr` (a failure is the caller's to report).
 pub fn bind(addr: &str) -> std::io::Result<(TcpListener, SocketAddr)> {
     let listener = TcpListener::bind(addr)?;
@@ -159,7 +189,7 @@ pub fn run(
 ) -> Result<(), String> {
     let runtime = tokio::runtime::Builder::new_multi_thread()
         .worker_threads(2)
-        .max_blocking_threads(64)
+        .max_blocking_threads(32)
         .thread_name("memfs-http")
         .enable_all()
         .build()

@@ -43,6 +43,8 @@ pub struct OpenStore {
     last_used: Mutex<Instant>,
     /// Requests that hold it now.
     busy: AtomicUsize,
+    /// A close of it is scheduled on the background pool.
+    closing: std::sync::atomic::AtomicBool,
 }
 
 impl OpenStore {
@@ -107,6 +109,9 @@ pub struct Registry {
     pub idle: Duration,
     metas: Mutex<Metas>,
     open: Mutex<HashMap<String, Arc<OpenStore>>>,
+    /// The most stores held open at once (past it, the one unused longest
+    /// is closed to make room; when every one is in use, 503).
+    max_open: AtomicUsize,
     /// One lock per store, serializing that store's opening, closing,
     /// deletion and record changes (never held while a request runs). Per
     /// store: one store that is slow to open (a long replay) or to close
@@ -126,6 +131,17 @@ fn write_atomic(path: &Path, bytes: &[u8]) -> io::Result<()> {
     f.sync_all()?;
     fs::rename(&tmp, path)?;
     fs::File::open(path.parent().unwrap_or(Path::new(".")))?.sync_all()
+}
+
+/// The process (or the system) has no file descriptor left.
+fn out_of_files(e: &io::Error) -> bool {
+    matches!(e.raw_os_error(), Some(libc::EMFILE) | Some(libc::ENFILE))
+}
+
+fn out_of_files_answer() -> ApiError {
+    ApiError::unavailable(
+        "the server has no file descriptor left to open this store; try again shortly",
+    )
 }
 
 fn io_error(doing: &str) -> impl Fn(io::Error) -> ApiError + '_ {
@@ -174,6 +190,7 @@ impl Registry {
             idle,
             metas: Mutex::new(rank::REGISTRY_METAS, metas),
             open: Mutex::new(rank::REGISTRY_OPEN, HashMap::new()),
+            max_open: AtomicUsize::new(usize::MAX),
             opening: Mutex::new(rank::REGISTRY_OPENING, HashMap::new()),
         })
     }
@@ -221,6 +238,58 @@ impl Registry {
 
     pub fn open_count(&self) -> usize {
         self.open.lock().len()
+    }
+
+    /// Sets the most stores held open at once.
+    pub fn set_max_open(&self, max: usize) {
+        self.max_open.store(max.max(1), Ordering::Relaxed);
+    }
+
+    /// Closes the open stores unused longest until there is room for
+    /// another (each closer takes its own: two requests never pick the same
+    /// one); an error when every open store is in use.
+    fn make_room(&self) -> ApiResult<()> {
+        let max = self.max_open.load(Ordering::Relaxed);
+        for _ in 0..64 {
+            let victim = {
+                let open = self.open.lock();
+                if open.len() < max {
+                    return Ok(());
+                }
+                let oldest = open
+                    .values()
+                    .filter(|s| !s.closing.load(Ordering::SeqCst) && s.is_idle(Duration::ZERO))
+                    .min_by_key(|s| *s.last_used.lock())
+                    .cloned();
+                oldest.filter(|s| !s.closing.swap(true, Ordering::SeqCst))
+            };
+            let Some(store) = victim else {
+                return Err(ApiError::unavailable(format!(
+                    "the server holds {max} stores open, each in use; try again shortly"
+                )));
+            };
+            self.close_if_idle(&store, Duration::ZERO);
+            store.closing.store(false, Ordering::SeqCst);
+        }
+        Ok(())
+    }
+
+    /// Closes `store` if it has been unused for `idle` (checked again under
+    /// its lock: a request may have taken it meanwhile).
+    fn close_if_idle(&self, store: &Arc<OpenStore>, idle: Duration) {
+        let lock = self.store_lock(&store.id);
+        let _one = lock.lock();
+        {
+            let mut open = self.open.lock();
+            if !store.is_idle(idle) || !open.get(&store.id).is_some_and(|s| Arc::ptr_eq(s, store)) {
+                return;
+            }
+            open.remove(&store.id);
+        }
+        if !store.close() {
+            tracing::warn!("store {}: some paths could not be written out", store.id);
+        }
+        tracing::debug!("closed idle store {}", store.id);
     }
 
     fn save_meta(&self, meta: &StoreMeta) -> ApiResult<()> {
@@ -304,6 +373,11 @@ impl Registry {
                 store: store.clone(),
             });
         }
+        if self.meta(id).is_none() {
+            return Err(ApiError::no_store(id));
+        }
+        // Before this store's lock: making room takes another store's.
+        self.make_room()?;
         let lock = self.store_lock(id);
         let _one = lock.lock();
         if self.meta(id).is_none() {
@@ -341,6 +415,10 @@ impl Registry {
                     pid.map(|p| format!(" (pid {p})")).unwrap_or_default()
                 )))
             }
+            Err(OpenError::Io { err, .. }) if out_of_files(&err) => {
+                tracing::warn!("opening store {id}: {err}");
+                return Err(out_of_files_answer());
+            }
             Err(e) => {
                 tracing::warn!("opening store {id}: {e}");
                 return Err(ApiError::internal(format!(
@@ -357,7 +435,10 @@ impl Registry {
             self.bounds.max_line,
             Some(hosted.clone()),
         )
-        .map_err(io_error("serve the store's socket"))?;
+        .map_err(|e| match out_of_files(&e) {
+            true => out_of_files_answer(),
+            false => io_error("serve the store's socket")(e),
+        })?;
         let mut ids = IdIndex::default();
         ids.sync(&memory.history())
             .map_err(|e| ApiError::internal(format!("the store's history cannot be read: {e}")))?;
@@ -370,34 +451,27 @@ impl Registry {
             ids: Mutex::new(rank::STORE_IDS, ids),
             last_used: Mutex::new(rank::STORE_LAST_USED, Instant::now()),
             busy: AtomicUsize::new(0),
+            closing: std::sync::atomic::AtomicBool::new(false),
         })
     }
 
-    /// Closes every store idle for `self.idle`, and serves the mounts other
-    /// processes asked for; run now and then.
-    pub fn tend(&self) {
+    /// Closes every store idle for `self.idle` (on the background pool,
+    /// two at a time), and serves the mounts other processes asked for; run
+    /// now and then.
+    pub fn tend(self: &Arc<Self>) {
         let stores: Vec<Arc<OpenStore>> = self.open.lock().values().cloned().collect();
         for store in &stores {
             store.hosted.reap();
         }
         for store in stores {
-            if !store.is_idle(self.idle) {
+            if !store.is_idle(self.idle) || store.closing.swap(true, Ordering::SeqCst) {
                 continue;
             }
-            let lock = self.store_lock(&store.id);
-            let _one = lock.lock();
-            {
-                let mut open = self.open.lock();
-                // A request may have taken it meanwhile.
-                if !store.is_idle(self.idle) {
-                    continue;
-                }
-                open.remove(&store.id);
-            }
-            if !store.close() {
-                tracing::warn!("store {}: some paths could not be written out", store.id);
-            }
-            tracing::debug!("closed idle store {}", store.id);
+            let reg = self.clone();
+            crate::pool::background().now(Box::new(move || {
+                reg.close_if_idle(&store, reg.idle);
+                store.closing.store(false, Ordering::SeqCst);
+            }));
         }
     }
 

@@ -33,7 +33,15 @@ pub struct Config {
     pub socket: SocketBounds,
     /// How long an unused store stays open.
     pub idle: Duration,
+    /// The most stores held open at once (fewer when the process's limit
+    /// on open files would not allow as many).
+    pub max_open: usize,
 }
+
+/// File descriptors an open store holds (its data dir's directories and
+/// lock, its journal directory, its socket), with room for the few it
+/// opens for a moment.
+const FDS_PER_STORE: u64 = 12;
 
 struct State {
     reg: Arc<Registry>,
@@ -287,6 +295,15 @@ pub fn run(config: Config) -> Result<bool, String> {
             crate::units::describe_io(&e)
         )
     })?;
+    let nofile = listen::raise_nofile();
+    let b = config.bounds;
+    // Room for every connection and request, and what the process itself
+    // holds (at most half of a small limit).
+    let sockets = (2 * (b.max_connections + b.max_pending) as u64 + 512).min(nofile / 2);
+    let fit = (nofile.saturating_sub(sockets) / FDS_PER_STORE).max(1) as usize;
+    let max_open = config.max_open.min(fit);
+    reg.set_max_open(max_open);
+    tracing::info!("open files: {nofile} at most; up to {max_open} stores open at once");
     let tokens = Tokens::new(reg.state_dir());
     if tokens.list().map(|t| t.is_empty()).unwrap_or(false) {
         crate::say!(
@@ -313,7 +330,6 @@ pub fn run(config: Config) -> Result<bool, String> {
         "memfs: serving {} store(s) on http://{local} (the memory stores API at /v1/memory_stores, MCP at /mcp)",
         state.reg.count()
     );
-    let b = config.bounds;
     let limits = listen::Limits {
         max_body: b.max_body,
         max_headers: b.max_headers,

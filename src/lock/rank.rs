@@ -22,6 +22,7 @@ pub const HOSTED_MOUNTS: Rank = Rank::new(23, "fuse::Hosted::mounts");
 pub const STORE_SERVER: Rank = Rank::new(23, "http::registry::OpenStore::server");
 pub const SOCKET_CLIENTS: Rank = Rank::new(24, "serve::socket::Clients");
 pub const SOCKET_LAST_CLIENT: Rank = Rank::new(25, "serve::socket::SocketServer::last_client");
+pub const SOCKET_HUB: Rank = Rank::new(26, "serve::hub::Hub::listening");
 
 // Step 3: the doors' leaves.
 pub const REGISTRY_METAS: Rank = Rank::new(30, "http::registry::Registry::metas");

@@ -2,6 +2,7 @@
 
 pub mod activity;
 pub mod attach;
+pub mod hub;
 pub mod line;
 pub mod mcp;
 pub mod pipeline;

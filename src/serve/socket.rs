@@ -16,7 +16,6 @@ use std::os::unix::net::{UnixListener, UnixStream};
 use std::path::Path;
 use std::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering};
 use std::sync::Arc;
-use std::thread::JoinHandle;
 use std::time::{Duration, Instant};
 
 use crate::lock::{rank, Mutex};
@@ -38,8 +37,8 @@ const POLL: Duration = Duration::from_millis(250);
 
 pub struct SocketServer {
     state: OwnedFd,
-    stop: Arc<AtomicBool>,
-    thread: Option<JoinHandle<()>>,
+    /// Its listener, accepted on by the process's one socket thread.
+    listening: Option<Arc<super::hub::Listening>>,
     clients: Clients,
     /// When a client last came or went (or the server started).
     last_client: Arc<Mutex<Instant>>,
@@ -74,9 +73,6 @@ impl SocketServer {
             Mode::from_raw_mode(0o600),
             AtFlags::empty(),
         )?;
-        listener.set_nonblocking(true)?;
-        let stop = Arc::new(AtomicBool::new(false));
-        let flag = stop.clone();
         let bounds = Bounds {
             max_line,
             line_timeout: Some(line_timeout),
@@ -84,20 +80,22 @@ impl SocketServer {
         let clients: Clients = Arc::new(Mutex::new(rank::SOCKET_CLIENTS, HashMap::new()));
         let registry = clients.clone();
         let last_client = Arc::new(Mutex::new(rank::SOCKET_LAST_CLIENT, Instant::now()));
-        let seen = last_client.clone();
-        let thread = std::thread::Builder::new()
-            .name("memfs-socket".into())
-            .spawn(move || {
-                let clients = Registry {
-                    clients: registry,
-                    last_client: seen,
-                };
-                accept_loop(&listener, &tool, &control, &flag, bounds, &clients, hosted)
-            })?;
+        let accepting = Accepting {
+            tool,
+            control,
+            bounds,
+            registry: Registry {
+                clients: registry,
+                last_client: last_client.clone(),
+            },
+            hosted,
+            epoch: Instant::now(),
+            next_id: AtomicU64::new(0),
+        };
+        let listening = super::hub::register(listener, Box::new(move |conn| accepting.take(conn)))?;
         Ok(SocketServer {
             state,
-            stop,
-            thread: Some(thread),
+            listening: Some(listening),
             clients,
             last_client,
         })
@@ -119,9 +117,8 @@ impl SocketServer {
     /// waited for longer than [`FINISH_CALLS`]. Never waits on the socket
     /// file (which may have been removed).
     pub fn stop(&mut self) {
-        self.stop.store(true, Ordering::SeqCst);
-        if let Some(thread) = self.thread.take() {
-            let _ = thread.join();
+        if let Some(listening) = self.listening.take() {
+            super::hub::close(&listening);
         }
         let _ = rfs::unlinkat(&self.state, SOCKET_NAME, AtFlags::empty());
         let deadline = Instant::now() + FINISH_CALLS;
@@ -207,51 +204,40 @@ struct Registry {
     last_client: Arc<Mutex<Instant>>,
 }
 
-fn accept_loop(
-    listener: &UnixListener,
-    tool: &Tool,
-    control: &Arc<Control>,
-    stop: &AtomicBool,
+/// What a socket does with each client it accepts (on the hub's thread).
+struct Accepting {
+    tool: Tool,
+    control: Arc<Control>,
     bounds: Bounds,
-    registry: &Registry,
+    registry: Registry,
     hosted: Option<Arc<Hosted>>,
-) {
-    let clients = &registry.clients;
-    let epoch = Instant::now();
-    let mut next_id = 0u64;
-    while !stop.load(Ordering::SeqCst) {
-        let conn = match listener.accept() {
-            Ok((conn, _)) => conn,
-            Err(e) if e.kind() == io::ErrorKind::WouldBlock => {
-                let mut ready = [rustix::event::PollFd::new(
-                    listener,
-                    rustix::event::PollFlags::IN,
-                )];
-                let timeout = rustix::event::Timespec::try_from(POLL).ok();
-                let _ = rustix::event::poll(&mut ready, timeout.as_ref());
-                continue;
-            }
-            Err(_) => continue,
-        };
+    epoch: Instant,
+    next_id: AtomicU64,
+}
+
+impl Accepting {
+    /// Makes room for the client (or refuses it) and serves it on a thread.
+    fn take(&self, conn: UnixStream) {
+        let clients = &self.registry.clients;
         if let Err(text) = make_room(clients) {
             let _ = conn.set_nonblocking(true);
             let _ = stream::refuse(&conn, &text);
-            continue;
+            return;
         }
-        let client = match prepare(conn, epoch, bounds) {
-            Ok(client) => Arc::new(client),
-            Err(_) => continue,
+        let Ok(client) = prepare(conn, self.epoch, self.bounds) else {
+            return;
         };
-        next_id += 1;
-        let id = next_id;
+        let client = Arc::new(client);
+        let id = self.next_id.fetch_add(1, Ordering::Relaxed) + 1;
         clients.lock().insert(id, client.clone());
-        *registry.last_client.lock() = Instant::now();
-        let (tool, control, mine, last_client, hosted) = (
-            tool.clone(),
-            control.clone(),
+        *self.registry.last_client.lock() = Instant::now();
+        let (tool, control, mine, last_client, hosted, bounds) = (
+            self.tool.clone(),
+            self.control.clone(),
             clients.clone(),
-            registry.last_client.clone(),
-            hosted.clone(),
+            self.registry.last_client.clone(),
+            self.hosted.clone(),
+            self.bounds,
         );
         let spawned = std::thread::Builder::new()
             .name("memfs-client".into())

@@ -7,11 +7,11 @@ import time
 
 
 class Server:
-    def __init__(self, memfs_bin, root, *extra):
+    def __init__(self, memfs_bin, root, *extra, wrap=()):
         self.memfs_bin = memfs_bin
         self.root = root
         self.proc = subprocess.Popen(
-            [memfs_bin, "--stores", str(root), "serve", "--http", "127.0.0.1:0", *extra],
+            [*wrap, memfs_bin, "--stores", str(root), "serve", "--http", "127.0.0.1:0", *extra],
             stdout=subprocess.DEVNULL,
             stderr=subprocess.PIPE,
             text=True,

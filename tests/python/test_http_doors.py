@@ -376,3 +376,79 @@ def test_mcp_from_a_web_page_is_refused_and_the_mcp_client_is_served(server):
             assert not r.is_error, r
 
     anyio.run(main)
+
+
+def proc_status(pid):
+    status = {}
+    with open(f"/proc/{pid}/status") as f:
+        for line in f:
+            k, _, v = line.partition(":")
+            status[k] = v.split()[0] if v.split() else ""
+    return int(status["Threads"]), len(os.listdir(f"/proc/{pid}/fd"))
+
+
+def open_sockets(root, ids):
+    return sum(os.path.exists(root / i / ".memfs" / "sock") for i in ids)
+
+
+def write_once_in_each(server, token, ids, workers=8):
+    """A memory made in each store through the SDK's client (its default
+    retries); every answer's status, and each store's memories after."""
+    import concurrent.futures
+    client = anthropic.Anthropic(api_key=token, base_url=server.url)  # default retries
+    statuses = []
+
+    def one(sid):
+        try:
+            client.beta.memory_stores.memories.create(sid, path="/a.md", content=sid + "\n")
+            return 200
+        except anthropic.APIStatusError as e:
+            return e.status_code
+
+    with concurrent.futures.ThreadPoolExecutor(workers) as ex:
+        statuses = list(ex.map(one, ids))
+    return statuses
+
+
+def test_open_stores_share_a_fixed_set_of_threads(server):
+    """The attack at 314f52f: each open store cost six threads (2,000 open
+    stores held 10,010). Now 300 stores open at once cost no thread each:
+    the server's threads stay under 64 however many are open, and each
+    store's write is acknowledged once."""
+    token = server.token("--admin")
+    admin = anthropic.Anthropic(api_key=token, base_url=server.url, max_retries=0)
+    ids = [admin.beta.memory_stores.create(name=f"s{i}").id for i in range(300)]
+    threads_before, _ = proc_status(server.proc.pid)
+    assert write_once_in_each(server, token, ids) == [200] * 300
+    threads, fds = proc_status(server.proc.pid)
+    assert open_sockets(server.root, ids) == 300, "all 300 are open at once"
+    assert threads <= 64, f"{threads} threads with 300 stores open (before: {threads_before})"
+    for sid in ids[::37]:
+        assert [m.path for m in admin.beta.memory_stores.memories.list(sid)] == ["/a.md"]
+
+
+def test_over_the_fd_limit_the_oldest_idle_store_closes_and_nothing_is_a_500(memfs_bin, tmp_path):
+    """The attack at 314f52f: at the 20,000-descriptor limit, 317 requests
+    answered 500 "Too many open files". Now the server sizes how many stores
+    it holds open by its limit (here 600 descriptors: a few dozen), closes
+    the one unused longest to open another, and answers 503 with
+    Retry-After when it cannot: 120 stores written through the SDK's client
+    all succeed, each once, never a 500."""
+    s = Server(memfs_bin, tmp_path / "stores", "--http-max-connections", "16",
+               "--http-max-pending", "32", wrap=("prlimit", "--nofile=600:600"))
+    try:
+        token = s.token("--admin")
+        admin = anthropic.Anthropic(api_key=token, base_url=s.url, max_retries=0)
+        ids = [admin.beta.memory_stores.create(name=f"s{i}").id for i in range(120)]
+        statuses = write_once_in_each(s, token, ids)
+        assert statuses == [200] * 120, statuses
+        held = open_sockets(s.root, ids)
+        assert 0 < held <= 40, f"{held} stores held open under a 600-descriptor limit"
+        _, fds = proc_status(s.proc.pid)
+        assert fds < 600
+        for sid in ids[::11]:
+            ms = admin.beta.memory_stores.memories.list(sid)
+            assert [m.path for m in ms] == ["/a.md"], sid
+        assert not any("Too many open files" in l for l in s.log), "".join(s.log[-20:])
+    finally:
+        assert s.stop() == 0, "".join(s.log)
