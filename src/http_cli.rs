@@ -1,6 +1,6 @@
 //! `memfs --stores ROOT serve --http ADDR` and `memfs --stores ROOT token ...`.
 
-use std::path::{Path, PathBuf};
+use std::path::PathBuf;
 use std::process::ExitCode;
 use std::time::Duration;
 
@@ -8,14 +8,24 @@ use memfs::http::{self, Access, Bounds, Config, SocketBounds, Tokens};
 
 use crate::cli::{Cli, HttpArgs, TokenCmd};
 
-fn root_of(cli: &Cli) -> Result<&Path, ExitCode> {
+/// A stores root: a directory, or a database.
+enum Root {
+    Dir(PathBuf),
+    Database(memfs::shared::Target),
+}
+
+fn root_of(cli: &Cli) -> Result<Root, ExitCode> {
     match cli.common.stores.as_deref() {
         Some(root) if memfs::shared::is_url(&root.to_string_lossy()) => {
-            // (Not a directory named `postgres:`: say what works today.)
-            memfs::say!("memfs: --stores takes a directory for now; stores in PostgreSQL for the HTTP door are not built yet. One shared store per process works: memfs --data 'postgres://...?store=NAME' ...");
-            Err(ExitCode::from(2))
+            match memfs::shared::Target::database(&root.to_string_lossy()) {
+                Ok(target) => Ok(Root::Database(target)),
+                Err(e) => {
+                    memfs::say!("memfs: {e}");
+                    Err(ExitCode::from(2))
+                }
+            }
         }
-        Some(root) => Ok(root),
+        Some(root) => Ok(Root::Dir(root.to_path_buf())),
         None => {
             memfs::say!("memfs: name the stores root with --stores ROOT (or MEMFS_STORES)");
             Err(ExitCode::from(2))
@@ -24,14 +34,23 @@ fn root_of(cli: &Cli) -> Result<&Path, ExitCode> {
 }
 
 pub fn serve(cli: &Cli, addr: &str, options: &HttpArgs) -> ExitCode {
-    let root: PathBuf = match root_of(cli) {
-        Ok(root) => root.to_path_buf(),
+    let (root, database) = match root_of(cli) {
+        Ok(Root::Dir(root)) => (root, None),
+        // This server's copy of each store it opens.
+        Ok(Root::Database(target)) => (
+            cli.common
+                .cache
+                .clone()
+                .unwrap_or_else(|| PathBuf::from("memory-shared").join(target.cache_name())),
+            Some(target),
+        ),
         Err(code) => return code,
     };
     let max_line = memfs::serve::max_line_bytes(cli.common.max_file_size);
     let timeout = Duration::from_secs(options.http_timeout.max(1));
     let config = Config {
         root,
+        database,
         addr: addr.to_string(),
         options: cli.common.options(),
         bounds: Bounds {
@@ -68,19 +87,30 @@ pub fn serve(cli: &Cli, addr: &str, options: &HttpArgs) -> ExitCode {
 /// set-up of the state directory and one error exit; most of it is the list
 /// arm's two output formats.
 pub fn token(cli: &Cli, action: &TokenCmd) -> ExitCode {
-    let root = match root_of(cli) {
-        Ok(root) => root,
+    let tokens = match root_of(cli) {
+        Ok(Root::Dir(root)) => {
+            let state = root.join(".memfs");
+            if let Err(e) = std::fs::create_dir_all(&state) {
+                memfs::say!(
+                    "memfs: cannot open the stores root: {}",
+                    memfs::units::describe_io(&e)
+                );
+                return ExitCode::from(2);
+            }
+            Tokens::new(&state)
+        }
+        Ok(Root::Database(target)) => match http::catalog_pg::PgCatalog::open(target.clone()) {
+            Ok(catalog) => Tokens::in_catalog(std::sync::Arc::new(catalog)),
+            Err(e) => {
+                memfs::say!(
+                    "memfs: cannot open the stores root in {}: {e}",
+                    target.shown_database()
+                );
+                return ExitCode::from(2);
+            }
+        },
         Err(code) => return code,
     };
-    let state = root.join(".memfs");
-    if let Err(e) = std::fs::create_dir_all(&state) {
-        memfs::say!(
-            "memfs: cannot open the stores root: {}",
-            memfs::units::describe_io(&e)
-        );
-        return ExitCode::from(2);
-    }
-    let tokens = Tokens::new(&state);
     let done = match action {
         TokenCmd::Create {
             name,

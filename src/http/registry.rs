@@ -16,6 +16,7 @@ use std::time::{Duration, Instant};
 
 use crate::lock::{rank, Mutex};
 
+use super::catalog_pg::PgCatalog;
 use super::error::{ApiError, ApiResult};
 use super::ids::IdIndex;
 pub use super::metas::StoreMeta;
@@ -112,6 +113,11 @@ pub struct Registry {
     /// The most stores held open at once (past it, the one unused longest
     /// is closed to make room; when every one is in use, 503).
     max_open: AtomicUsize,
+    /// The catalog in PostgreSQL of a stores root there (`root` is then
+    /// this server's cache: its copy of each store it opens).
+    catalog: Option<Arc<PgCatalog>>,
+    /// The catalog's `gen` this server's records are current through.
+    seen: std::sync::atomic::AtomicI64,
     /// One lock per store, serializing that store's opening, closing,
     /// deletion and record changes (never held while a request runs). Per
     /// store: one store that is slow to open (a long replay) or to close
@@ -191,8 +197,98 @@ impl Registry {
             metas: Mutex::new(rank::REGISTRY_METAS, metas),
             open: Mutex::new(rank::REGISTRY_OPEN, HashMap::new()),
             max_open: AtomicUsize::new(usize::MAX),
+            catalog: None,
+            seen: std::sync::atomic::AtomicI64::new(0),
             opening: Mutex::new(rank::REGISTRY_OPENING, HashMap::new()),
         })
+    }
+
+    /// The stores root in PostgreSQL that `catalog` holds, each store's copy
+    /// kept under `cache` (made if missing).
+    pub fn open_pg(
+        cache: &Path,
+        catalog: Arc<PgCatalog>,
+        options: Options,
+        bounds: SocketBounds,
+        idle: Duration,
+    ) -> Result<Registry, String> {
+        let mut reg = Registry::open(cache, options, bounds, idle).map_err(|e| {
+            format!(
+                "cannot make the cache {}: {}",
+                cache.display(),
+                crate::units::describe_io(&e)
+            )
+        })?;
+        let (gen, changed) = catalog.changed_since(0)?;
+        let mut metas = Metas::default();
+        for (_, meta) in changed {
+            if let Some(meta) = meta {
+                metas.insert(meta);
+            }
+        }
+        reg.metas = Mutex::new(rank::REGISTRY_METAS, metas);
+        reg.seen.store(gen, Ordering::SeqCst);
+        reg.catalog = Some(catalog);
+        Ok(reg)
+    }
+
+    /// Takes in the records another server changed since this one last
+    /// looked; a store deleted there is closed here.
+    fn refresh(&self) {
+        let Some(catalog) = &self.catalog else {
+            return;
+        };
+        let seen = self.seen.load(Ordering::SeqCst);
+        match catalog.gen() {
+            Ok(gen) if gen <= seen => return,
+            Ok(_) => {}
+            Err(e) => {
+                tracing::warn!("reading the catalog: {e}");
+                return;
+            }
+        }
+        let (gen, changed) = match catalog.changed_since(seen) {
+            Ok(c) => c,
+            Err(e) => {
+                tracing::warn!("reading the catalog: {e}");
+                return;
+            }
+        };
+        for (id, meta) in changed {
+            match meta {
+                Some(meta) => self.metas.lock().insert(meta),
+                None => {
+                    self.metas.lock().remove(&id);
+                    let open = self.open.lock().get(&id).cloned();
+                    if let Some(store) = open {
+                        self.close_if_idle(&store, Duration::ZERO);
+                    }
+                }
+            }
+        }
+        self.seen.fetch_max(gen, Ordering::SeqCst);
+    }
+
+    /// In a root in PostgreSQL: waits until this server's copy of `held`
+    /// holds every version the database does (a write another server
+    /// acknowledged is seen here on the next read).
+    fn caught_up(&self, held: &Held) -> ApiResult<()> {
+        let Some(catalog) = &self.catalog else {
+            return Ok(());
+        };
+        let head = catalog.head(&held.id).map_err(|e| {
+            ApiError::unavailable(format!("the store's database cannot be reached ({e})"))
+        })?;
+        let store = held.memory.store();
+        if !store.wait_followed(head, Duration::from_secs(5)) {
+            return Err(ApiError::unavailable(
+                "this server is still catching up with the store's database",
+            ));
+        }
+        // The tree has them; the history (which ids and versions come from)
+        // once the journal takes what the follower queued.
+        let _ = store.barrier(crate::store::Origin::Memfs).wait();
+        Ok(())
     }
 
     /// The lock that serializes opening, closing and changing store `id`.
@@ -217,13 +313,38 @@ impl Registry {
         &self.options
     }
 
+    /// Store `id`'s record. In a root in PostgreSQL it is read from the
+    /// database each time (another server may have made, changed or
+    /// deleted it a moment ago); this server's copy answers only while the
+    /// database cannot.
     pub fn meta(&self, id: &str) -> Option<StoreMeta> {
-        self.metas.lock().get(id).cloned()
+        let Some(catalog) = &self.catalog else {
+            return self.metas.lock().get(id).cloned();
+        };
+        if !is_store_id(id) {
+            return None;
+        }
+        match catalog.store(id) {
+            Ok(Some(meta)) => {
+                self.metas.lock().insert(meta.clone());
+                Some(meta)
+            }
+            Ok(None) => {
+                self.metas.lock().remove(id);
+                None
+            }
+            Err(e) => {
+                tracing::warn!("reading store {id}'s record: {e}");
+                self.metas.lock().get(id).cloned()
+            }
+        }
     }
 
     /// One page of a listing of stores, and whether more follow (its cost
     /// is what it returns, not how many stores there are).
     pub fn list(&self, query: &metas::Query) -> (Vec<StoreMeta>, bool) {
+        // (In PostgreSQL: what other servers changed first.)
+        self.refresh();
         self.metas.lock().page(query)
     }
 
@@ -293,6 +414,11 @@ impl Registry {
     }
 
     fn save_meta(&self, meta: &StoreMeta) -> ApiResult<()> {
+        if let Some(catalog) = &self.catalog {
+            return catalog.put_store(meta).map_err(|e| {
+                ApiError::unavailable(format!("the store's record could not be saved ({e})"))
+            });
+        }
         let text =
             serde_json::to_vec_pretty(meta).map_err(|e| ApiError::internal(e.to_string()))?;
         write_atomic(
@@ -367,11 +493,16 @@ impl Registry {
 
     /// Holds store `id` open for one request (opening it if it is not).
     pub fn hold(&self, id: &str) -> ApiResult<Held> {
-        if let Some(store) = self.open.lock().get(id) {
+        let held = self.hold_open(id)?;
+        self.caught_up(&held)?;
+        Ok(held)
+    }
+
+    fn hold_open(&self, id: &str) -> ApiResult<Held> {
+        let open = self.open.lock().get(id).cloned();
+        if let Some(store) = open {
             store.busy.fetch_add(1, Ordering::SeqCst);
-            return Ok(Held {
-                store: store.clone(),
-            });
+            return Ok(Held { store });
         }
         if self.meta(id).is_none() {
             return Err(ApiError::no_store(id));
@@ -404,10 +535,14 @@ impl Registry {
             "store held by a failpoint".to_string()
         )));
         let dir = self.root.join(id);
+        let mut options = self.options.clone();
+        if let Some(catalog) = &self.catalog {
+            options.shared = Some(catalog.store_target(id).map_err(ApiError::internal)?);
+        }
         // One try: a store another process owns now is answered 503 with
         // Retry-After (the SDK retries), never waited for under the lock
         // every store's first use takes.
-        let memory = match Memory::open(&dir, self.options.clone()) {
+        let memory = match Memory::open(&dir, options) {
             Ok(memory) => memory,
             Err(OpenError::Busy { pid, .. }) => {
                 return Err(ApiError::unavailable(format!(
@@ -459,6 +594,7 @@ impl Registry {
     /// two at a time), and serves the mounts other processes asked for; run
     /// now and then.
     pub fn tend(self: &Arc<Self>) {
+        self.refresh();
         let stores: Vec<Arc<OpenStore>> = self.open.lock().values().cloned().collect();
         for store in &stores {
             store.hosted.reap();
@@ -518,8 +654,13 @@ impl Registry {
             Err(e) if e.kind() == io::ErrorKind::NotFound => {}
             Err(e) => return Err(io_error("delete the store")(e)),
         }
-        fs::remove_file(self.state.join("stores").join(format!("{id}.json")))
-            .map_err(io_error("delete the store's record"))?;
+        match &self.catalog {
+            Some(catalog) => catalog.delete_store(id).map_err(|e| {
+                ApiError::unavailable(format!("the store could not be deleted ({e})"))
+            })?,
+            None => fs::remove_file(self.state.join("stores").join(format!("{id}.json")))
+                .map_err(io_error("delete the store's record"))?,
+        }
         self.metas.lock().remove(id);
         self.opening.lock().remove(id);
         if let Err(e) = fs::remove_dir_all(&gone) {

@@ -26,7 +26,10 @@ use crate::memory::Options;
 
 /// How a server is set up.
 pub struct Config {
+    /// The stores root; for a root in PostgreSQL, this server's cache.
     pub root: PathBuf,
+    /// The database of a stores root in PostgreSQL.
+    pub database: Option<crate::shared::Target>,
     pub addr: String,
     pub options: Options,
     pub bounds: Bounds,
@@ -276,6 +279,43 @@ fn body_error(state: &State, e: BodyError) -> ApiError {
     }
 }
 
+/// The stores root and its tokens: a directory, or a database (then
+/// `root` is this server's cache of it).
+fn open_root(config: &Config) -> Result<(Registry, Tokens), String> {
+    let Some(database) = &config.database else {
+        let reg = Registry::open(
+            &config.root,
+            config.options.clone(),
+            config.socket,
+            config.idle,
+        )
+        .map_err(|e| {
+            format!(
+                "cannot open the stores root: {}",
+                crate::units::describe_io(&e)
+            )
+        })?;
+        let tokens = Tokens::new(reg.state_dir());
+        return Ok((reg, tokens));
+    };
+    let catalog = Arc::new(
+        super::catalog_pg::PgCatalog::open(database.clone()).map_err(|e| {
+            format!(
+                "cannot open the stores root in {}: {e}",
+                database.shown_database()
+            )
+        })?,
+    );
+    let reg = Registry::open_pg(
+        &config.root,
+        catalog.clone(),
+        config.options.clone(),
+        config.socket,
+        config.idle,
+    )?;
+    Ok((reg, Tokens::in_catalog(catalog)))
+}
+
 /// Serves until SIGINT or SIGTERM; then closes every store. Ok(false) when
 /// some store could not write everything out.
 ///
@@ -283,18 +323,7 @@ fn body_error(state: &State, e: BodyError) -> ApiError {
 /// shared state, the handler, tend and precheck closures that capture it),
 /// then serves and closes every store.
 pub fn run(config: Config) -> Result<bool, String> {
-    let reg = Registry::open(
-        &config.root,
-        config.options.clone(),
-        config.socket,
-        config.idle,
-    )
-    .map_err(|e| {
-        format!(
-            "cannot open the stores root: {}",
-            crate::units::describe_io(&e)
-        )
-    })?;
+    let (reg, tokens) = open_root(&config)?;
     let nofile = listen::raise_nofile();
     let b = config.bounds;
     // Room for every connection and request, and what the process itself
@@ -304,7 +333,6 @@ pub fn run(config: Config) -> Result<bool, String> {
     let max_open = config.max_open.min(fit);
     reg.set_max_open(max_open);
     tracing::info!("open files: {nofile} at most; up to {max_open} stores open at once");
-    let tokens = Tokens::new(reg.state_dir());
     if tokens.list().map(|t| t.is_empty()).unwrap_or(false) {
         crate::say!(
             "memfs: no tokens yet; make one with `memfs --stores ROOT token create --admin`"

@@ -2,7 +2,8 @@
 //! of its secret (the secret is shown once, when it is made), with the
 //! stores it may reach and whether it may write. `memfs token` changes the
 //! file (atomically, under a lock) while a server runs; the server reads it
-//! again whenever it changed.
+//! again whenever it changed. In a stores root in PostgreSQL, the tokens
+//! are rows of its catalog instead (`catalog_pg.rs`), read on every request.
 
 use std::collections::HashMap;
 use std::fs;
@@ -83,6 +84,38 @@ pub struct Tokens {
     /// The tokens as last read, by the sha256 of their secrets, and what
     /// the file looked like then.
     cached: Mutex<(Stamp, HashMap<String, Token>)>,
+    /// The catalog that holds them instead, for a root in PostgreSQL.
+    catalog: Option<std::sync::Arc<dyn TokenStore>>,
+}
+
+/// Where a root keeps its tokens when not in its token file (a database:
+/// `catalog_pg.rs`).
+pub trait TokenStore: Send + Sync {
+    /// The token whose secret hashes to `sha256`.
+    fn token(&self, sha256: &str) -> Result<Option<Token>, String>;
+    fn tokens(&self) -> Result<Vec<Token>, String>;
+    /// Adds one; an error if its name is taken.
+    fn add_token(&self, token: &Token) -> Result<(), String>;
+    /// Revokes the one named `name`; false if there is none.
+    fn revoke(&self, name: &str) -> Result<bool, String>;
+}
+
+/// The name a new token gets: the one asked for (checked), else the first
+/// `token-N` free among `taken`.
+fn name_among(asked: Option<&str>, taken: &[Token]) -> Result<String, String> {
+    let name = match asked {
+        Some(n) => n.to_string(),
+        None => (1..)
+            .map(|i| format!("token-{i}"))
+            .find(|n| !taken.iter().any(|t| &t.name == n))
+            .expect("some name is free"),
+    };
+    check_name(&name)?;
+    Ok(name)
+}
+
+fn io_said(e: String) -> io::Error {
+    io::Error::other(e)
 }
 
 impl Tokens {
@@ -91,6 +124,17 @@ impl Tokens {
             path: state.join("tokens.json"),
             lock: state.join("tokens.lock"),
             cached: Mutex::new(rank::TOKENS, (None, HashMap::new())),
+            catalog: None,
+        }
+    }
+
+    /// The tokens of a stores root in PostgreSQL.
+    pub fn in_catalog(catalog: std::sync::Arc<dyn TokenStore>) -> Tokens {
+        Tokens {
+            path: PathBuf::new(),
+            lock: PathBuf::new(),
+            cached: Mutex::new(rank::TOKENS, (None, HashMap::new())),
+            catalog: Some(catalog),
         }
     }
 
@@ -111,6 +155,11 @@ impl Tokens {
 
     /// The token whose secret is `secret`, if any (read again if the file changed).
     pub fn find(&self, secret: &str) -> io::Result<Option<Token>> {
+        if let Some(catalog) = &self.catalog {
+            return catalog
+                .token(&Sha::of(secret.as_bytes()).hex())
+                .map_err(io_said);
+        }
         let stamp = match fs::metadata(&self.path) {
             Ok(m) => Some((m.mtime(), m.mtime_nsec(), m.ino(), m.len())),
             Err(e) if e.kind() == io::ErrorKind::NotFound => None,
@@ -184,29 +233,26 @@ impl Tokens {
             "memfs_{}",
             bytes.iter().map(|b| format!("{b:02x}")).collect::<String>()
         );
-        let sha256 = Sha::of(secret.as_bytes()).hex();
+        let made = |name: String| Token {
+            name,
+            sha256: Sha::of(secret.as_bytes()).hex(),
+            admin,
+            stores: stores.clone(),
+            access,
+            created_at: crate::journal::now_text(),
+        };
+        if let Some(catalog) = &self.catalog {
+            catalog.add_token(&made(name_among(name, &catalog.tokens()?)?))?;
+            return Ok(secret);
+        }
         self.change(|tokens| {
-            let name = match name {
-                Some(n) => n.to_string(),
-                None => (1..)
-                    .map(|i| format!("token-{i}"))
-                    .find(|n| !tokens.iter().any(|t| &t.name == n))
-                    .expect("some name is free"),
-            };
-            check_name(&name)?;
+            let name = name_among(name, tokens)?;
             if tokens.iter().any(|t| t.name == name) {
                 return Err(format!(
                     "a token named {name} exists; revoke it first, or pick another --name"
                 ));
             }
-            tokens.push(Token {
-                name,
-                sha256,
-                admin,
-                stores,
-                access,
-                created_at: crate::journal::now_text(),
-            });
+            tokens.push(made(name));
             Ok(())
         })?;
         Ok(secret)
@@ -214,10 +260,19 @@ impl Tokens {
 
     /// Every token (their hashes left out).
     pub fn list(&self) -> Result<Vec<Token>, String> {
+        if let Some(catalog) = &self.catalog {
+            return catalog.tokens();
+        }
         self.read_file().map_err(|e| crate::units::describe_io(&e))
     }
 
     pub fn revoke(&self, name: &str) -> Result<(), String> {
+        if let Some(catalog) = &self.catalog {
+            return match catalog.revoke(name)? {
+                true => Ok(()),
+                false => Err(format!("no token named {}", crate::text::label(name))),
+            };
+        }
         self.change(|tokens| {
             let before = tokens.len();
             tokens.retain(|t| t.name != name);

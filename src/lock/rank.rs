@@ -89,3 +89,4 @@ pub const DB_DISOWNED: Rank = Rank::new(90, "shared::db::Db::disowned");
 pub const DB_WRITE: Rank = Rank::new(90, "shared::db::Db::write");
 pub const MEM_DISK: Rank = Rank::new(90, "persist::storage::mem::MemDisk::state");
 pub const POOL_QUEUE: Rank = Rank::new(90, "pool::Pool::queue");
+pub const CATALOG_CONNS: Rank = Rank::new(90, "http::catalog_pg::PgCatalog::idle");

@@ -13,6 +13,6 @@ mod follow;
 mod target;
 pub mod unsent;
 
-pub use db::{Db, CHANNEL};
+pub use db::{classify, connect_as, prepare, Db, CHANNEL};
 pub use follow::{Follow, Follower, Progress};
-pub use target::{is_url, Target};
+pub use target::{is_url, StoreName, Target};

@@ -79,6 +79,46 @@ impl Target {
         Ok(Target { url, store })
     }
 
+    /// A database named by a `postgres://` URL without `store=`: a stores
+    /// root there (`--stores postgres://...`), each store in it one of its
+    /// shared stores ([`Target::with_store`]).
+    pub fn database(text: &str) -> Result<Target, String> {
+        if !is_url(text) {
+            return Err("a stores root in PostgreSQL is named by a postgres:// URL".into());
+        }
+        let has_store = text
+            .split_once('?')
+            .is_some_and(|(_, q)| q.split('&').any(|p| p.starts_with("store=")));
+        if has_store {
+            return Err(
+                "--stores names a database, not one store: drop ?store=... (each store of the root is one of its shared stores)"
+                    .into(),
+            );
+        }
+        let mut target = Target::parse(&format!(
+            "{text}{}store=_root",
+            if text.contains('?') { "&" } else { "?" }
+        ))?;
+        target.store = StoreName("_root".into());
+        Ok(target)
+    }
+
+    /// The database as it may be shown (no password, no store).
+    pub fn shown_database(&self) -> String {
+        let shown = self.shown();
+        shown
+            .split_once("?store=")
+            .map_or(shown.clone(), |(db, _)| db.to_string())
+    }
+
+    /// The store `store` in the same database.
+    pub fn with_store(&self, store: StoreName) -> Target {
+        Target {
+            url: self.url.clone(),
+            store,
+        }
+    }
+
     /// The connection settings, with the password found where libpq looks.
     pub fn config(&self) -> postgres::Config {
         let mut config = postgres::Config::from_str(&self.url).expect("checked when parsed");

@@ -1,0 +1,256 @@
+//! A stores root in PostgreSQL (`--stores postgres://...`): the stores'
+//! records and the tokens (their hashes) in tables beside the shared
+//! store's, so that any number of servers on any hosts serve one set of
+//! stores. Each store's memory is one of the database's shared stores
+//! (named by its id), so `--data postgres://...?store=ID` on any host is
+//! the same memory, live.
+//!
+//! - `memfs_catalog`: one row, `gen`, moved by every change of a record;
+//!   each server reads the records changed past the `gen` it holds, a few
+//!   times a second (`http::registry::Registry::tend`).
+//! - `memfs_catalog_stores`: each store's record (JSON, as a local root
+//!   keeps it), with the `gen` of its last change; a deleted store keeps
+//!   its row with no record, so that every server hears of the deletion.
+//! - `memfs_catalog_tokens`: each token's record by the sha256 of its
+//!   secret. A server looks a presented token up here on every request: a
+//!   token made on one host works on every server at once, and one revoked
+//!   is refused by every server from its next request.
+
+use postgres::error::SqlState;
+use postgres::Client;
+
+use super::metas::StoreMeta;
+use super::tokens::{Token, TokenStore};
+use crate::lock::{rank, Mutex};
+use crate::shared::{StoreName, Target};
+
+const SCHEMA: &str = "
+CREATE TABLE IF NOT EXISTS memfs_catalog (id INT PRIMARY KEY, gen BIGINT NOT NULL);
+INSERT INTO memfs_catalog (id, gen) VALUES (1, 0) ON CONFLICT DO NOTHING;
+CREATE TABLE IF NOT EXISTS memfs_catalog_stores (
+    id TEXT PRIMARY KEY,
+    record TEXT,
+    gen BIGINT NOT NULL
+);
+CREATE INDEX IF NOT EXISTS memfs_catalog_stores_by_gen ON memfs_catalog_stores (gen);
+CREATE TABLE IF NOT EXISTS memfs_catalog_tokens (
+    sha256 TEXT PRIMARY KEY,
+    name TEXT NOT NULL UNIQUE,
+    record TEXT NOT NULL
+);
+";
+
+/// Connections kept for the catalog's queries (more are made while busy).
+const KEPT: usize = 4;
+
+/// A record changed past a `gen`: the store's record, or none (deleted).
+pub type Changed = (String, Option<StoreMeta>);
+
+pub struct PgCatalog {
+    target: Target,
+    idle: Mutex<Vec<Client>>,
+}
+
+fn said(e: &postgres::Error) -> String {
+    match crate::shared::classify(e) {
+        crate::journal::UpstreamError::Unreachable(why) => format!("the database: {why}"),
+        _ => "the database asked to try again".into(),
+    }
+}
+
+impl PgCatalog {
+    /// Connects to the database `target` names and makes the tables (and
+    /// the shared store's) if missing.
+    pub fn open(target: Target) -> Result<PgCatalog, String> {
+        let catalog = PgCatalog {
+            target,
+            idle: Mutex::new(rank::CATALOG_CONNS, Vec::new()),
+        };
+        catalog.with(|c| {
+            let mut tries = 0;
+            loop {
+                match c.batch_execute(SCHEMA) {
+                    Err(e) if tries < 3 && e.code() == Some(&SqlState::UNIQUE_VIOLATION) => {
+                        tries += 1
+                    }
+                    done => return done,
+                }
+            }
+        })?;
+        Ok(catalog)
+    }
+
+    /// The database, as a shared store's target.
+    pub fn store_target(&self, id: &str) -> Result<Target, String> {
+        Ok(self.target.with_store(StoreName::parse(id)?))
+    }
+
+    /// Runs `f` on a connection of the catalog's (a broken one is dropped).
+    fn with<R>(
+        &self,
+        f: impl FnOnce(&mut Client) -> Result<R, postgres::Error>,
+    ) -> Result<R, String> {
+        let taken = self.idle.lock().pop();
+        let mut client = match taken {
+            Some(c) if !c.is_closed() => c,
+            _ => crate::shared::connect_as(&self.target, "memfs-catalog").map_err(|e| match e {
+                crate::journal::UpstreamError::Unreachable(why) => format!("the database: {why}"),
+                _ => "the database asked to try again".into(),
+            })?,
+        };
+        let done = f(&mut client);
+        match &done {
+            Err(e) if e.code().is_none() => {} // the connection is gone: not kept
+            _ => {
+                let mut idle = self.idle.lock();
+                if idle.len() < KEPT {
+                    idle.push(client);
+                }
+            }
+        }
+        done.map_err(|e| said(&e))
+    }
+
+    /// Writes a store's record (none: deleted) with a new `gen`.
+    fn put(&self, id: &str, record: Option<String>) -> Result<(), String> {
+        self.with(|c| {
+            let mut tx = c.transaction()?;
+            let gen: i64 = tx
+                .query_one(
+                    "UPDATE memfs_catalog SET gen = gen + 1 WHERE id = 1 RETURNING gen",
+                    &[],
+                )?
+                .get(0);
+            tx.execute(
+                "INSERT INTO memfs_catalog_stores (id, record, gen) VALUES ($1, $2, $3) \
+                 ON CONFLICT (id) DO UPDATE SET record = EXCLUDED.record, gen = EXCLUDED.gen",
+                &[&id, &record, &gen],
+            )?;
+            tx.commit()
+        })
+    }
+
+    pub fn put_store(&self, meta: &StoreMeta) -> Result<(), String> {
+        let record = serde_json::to_string(meta).map_err(|e| e.to_string())?;
+        self.put(&meta.id, Some(record))
+    }
+
+    /// Marks store `id` deleted, and deletes its memory's rows.
+    pub fn delete_store(&self, id: &str) -> Result<(), String> {
+        self.put(id, None)?;
+        self.with(|c| {
+            let mut tx = c.transaction()?;
+            for table in ["memfs_touches", "memfs_contents", "memfs_batches"] {
+                tx.execute(&format!("DELETE FROM {table} WHERE store = $1"), &[&id])?;
+            }
+            tx.execute("DELETE FROM memfs_stores WHERE name = $1", &[&id])?;
+            tx.commit()
+        })
+    }
+
+    /// The records changed past `gen`, and the `gen` they bring it to.
+    pub fn changed_since(&self, gen: i64) -> Result<(i64, Vec<Changed>), String> {
+        let rows = self.with(|c| {
+            c.query(
+                "SELECT id, record, gen FROM memfs_catalog_stores WHERE gen > $1 ORDER BY gen",
+                &[&gen],
+            )
+        })?;
+        let mut top = gen;
+        let mut out = Vec::with_capacity(rows.len());
+        for row in rows {
+            let id: String = row.get(0);
+            let record: Option<String> = row.get(1);
+            top = top.max(row.get::<_, i64>(2));
+            let meta = match record {
+                None => None,
+                Some(text) => match serde_json::from_str::<StoreMeta>(&text) {
+                    Ok(meta) if meta.id == id => Some(meta),
+                    _ => {
+                        tracing::warn!("the record of store {id} is damaged; it is left out");
+                        continue;
+                    }
+                },
+            };
+            out.push((id, meta));
+        }
+        Ok((top, out))
+    }
+
+    /// The newest `gen` of any record.
+    pub fn gen(&self) -> Result<i64, String> {
+        self.with(|c| {
+            c.query_one("SELECT gen FROM memfs_catalog WHERE id = 1", &[])
+                .map(|r| r.get(0))
+        })
+    }
+
+    /// Store `id`'s record now, if it has one.
+    pub fn store(&self, id: &str) -> Result<Option<StoreMeta>, String> {
+        let row = self.with(|c| {
+            c.query_opt(
+                "SELECT record FROM memfs_catalog_stores WHERE id = $1",
+                &[&id],
+            )
+        })?;
+        Ok(row
+            .and_then(|r| r.get::<_, Option<String>>(0))
+            .and_then(|t| serde_json::from_str::<StoreMeta>(&t).ok())
+            .filter(|m| m.id == id))
+    }
+
+    /// The newest version id of store `id`'s memory in the database.
+    pub fn head(&self, id: &str) -> Result<u64, String> {
+        let row =
+            self.with(|c| c.query_opt("SELECT seq FROM memfs_stores WHERE name = $1", &[&id]))?;
+        Ok(row.map_or(0, |r| r.get::<_, i64>(0).max(0) as u64))
+    }
+}
+
+impl TokenStore for PgCatalog {
+    /// The token whose secret hashes to `sha256`, if any.
+    fn token(&self, sha256: &str) -> Result<Option<Token>, String> {
+        let row = self.with(|c| {
+            c.query_opt(
+                "SELECT record FROM memfs_catalog_tokens WHERE sha256 = $1",
+                &[&sha256],
+            )
+        })?;
+        Ok(row.and_then(|r| serde_json::from_str::<Token>(&r.get::<_, String>(0)).ok()))
+    }
+
+    fn tokens(&self) -> Result<Vec<Token>, String> {
+        let rows =
+            self.with(|c| c.query("SELECT record FROM memfs_catalog_tokens ORDER BY name", &[]))?;
+        Ok(rows
+            .iter()
+            .filter_map(|r| serde_json::from_str::<Token>(&r.get::<_, String>(0)).ok())
+            .collect())
+    }
+
+    /// Adds `token`; an error if its name is taken.
+    fn add_token(&self, token: &Token) -> Result<(), String> {
+        let record = serde_json::to_string(token).map_err(|e| e.to_string())?;
+        let added = self.with(|c| {
+            c.execute(
+                "INSERT INTO memfs_catalog_tokens (sha256, name, record) VALUES ($1, $2, $3) \
+                 ON CONFLICT DO NOTHING",
+                &[&token.sha256, &token.name, &record],
+            )
+        })?;
+        match added {
+            1 => Ok(()),
+            _ => Err(format!(
+                "a token named {} exists; revoke it first, or pick another --name",
+                token.name
+            )),
+        }
+    }
+
+    /// Revokes the token named `name`; false if there is none.
+    fn revoke(&self, name: &str) -> Result<bool, String> {
+        let gone =
+            self.with(|c| c.execute("DELETE FROM memfs_catalog_tokens WHERE name = $1", &[&name]))?;
+        Ok(gone > 0)
+    }
+}

@@ -1,0 +1,76 @@
+"""Many `memfs --stores postgres://... serve --http` servers on one real
+PostgreSQL 15: one set of stores and tokens, every server serving every
+store, and a host's own `--data postgres://...?store=ID` seeing the same
+memory. The callers are the pinned SDK's own client and the memfs CLI."""
+import subprocess
+
+import anthropic
+import pytest
+
+from http_server import Server
+from test_shared import pg  # noqa: F401 (the throwaway PostgreSQL 15 fixture)
+
+
+@pytest.fixture
+def two(pg, memfs_bin, tmp_path):
+    servers = [Server(memfs_bin, pg.base, "--cache", str(tmp_path / name)) for name in ("a", "b")]
+    yield servers
+    for s in servers:
+        assert s.stop() == 0, "".join(s.log)
+
+
+def sdk(server, token):
+    return anthropic.Anthropic(api_key=token, base_url=server.url, max_retries=0)
+
+
+def test_two_servers_serve_one_databases_stores_and_tokens(two, pg, memfs_bin, tmp_path):
+    a, b = two
+    token = a.token("--admin", "--name", "app")  # made once, through the CLI
+    on_a, on_b = sdk(a, token), sdk(b, token)
+    store = on_a.beta.memory_stores.create(name="shared", description="one memory").id
+    assert on_b.beta.memory_stores.retrieve(store).name == "shared", "made on a, served by b"
+    assert [s.id for s in on_b.beta.memory_stores.list()] == [store]
+    # A write one server acknowledged is seen on the next read from the other.
+    stale = 0
+    m = on_a.beta.memory_stores.memories.create(store, path="/n.md", content="0\n")
+    for i in range(1, 101):
+        writer, reader = (on_a, on_b) if i % 2 else (on_b, on_a)
+        writer.beta.memory_stores.memories.update(m.id, memory_store_id=store, content=f"{i}\n")
+        got = reader.beta.memory_stores.memories.retrieve(m.id, memory_store_id=store)
+        stale += got.content != f"{i}\n"
+    assert stale == 0, f"{stale} of 100 reads on the other server were stale"
+    assert len(list(on_a.beta.memory_stores.memory_versions.list(store, memory_id=m.id, limit=100))) == 101
+    # A host's own copy of the same store, through the CLI.
+    url = f"{pg.base}?store={store}"
+    seen = subprocess.run([memfs_bin, "--data", url, "--cache", str(tmp_path / "host"), "exec",
+                           '{"command":"view","path":"/memories/n.md"}'], capture_output=True, text=True)
+    assert "100" in seen.stdout, seen
+    made = subprocess.run([memfs_bin, "--data", url, "--cache", str(tmp_path / "host"), "exec",
+                           '{"command":"create","path":"/memories/from-host.md","file_text":"hi\\n"}'],
+                          capture_output=True, text=True)
+    assert made.returncode == 0, made
+    paths = sorted(x.path for x in on_b.beta.memory_stores.memories.list(store))
+    assert paths == ["/from-host.md", "/n.md"]
+    # A token revoked through the CLI is refused by both from their next request.
+    subprocess.run([memfs_bin, "--stores", pg.base, "token", "revoke", "app"], check=True)
+    for server in (a, b):
+        with pytest.raises(anthropic.AuthenticationError):
+            sdk(server, token).beta.memory_stores.list()
+
+
+def test_a_store_deleted_on_one_server_is_gone_on_the_other(two):
+    a, b = two
+    token = a.token("--admin")
+    on_a, on_b = sdk(a, token), sdk(b, token)
+    store = on_a.beta.memory_stores.create(name="brief").id
+    on_b.beta.memory_stores.memories.create(store, path="/x.md", content="x\n")
+    on_a.beta.memory_stores.delete(store)
+    with pytest.raises(anthropic.NotFoundError):
+        on_b.beta.memory_stores.memories.list(store).data
+    # (b may hold the store open until it reads the catalog: a moment.)
+    assert on_b.beta.memory_stores.list().data == []
+
+
+def test_a_stores_root_url_naming_a_store_is_refused_clearly(memfs_bin, pg):
+    r = subprocess.run([memfs_bin, "--stores", pg.url("x"), "token", "list"], capture_output=True, text=True)
+    assert r.returncode == 2 and "drop ?store=" in r.stderr, r
