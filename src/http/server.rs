@@ -94,6 +94,13 @@ fn final_answer(status: u16) -> bool {
     matches!(status, 400 | 401 | 403 | 404 | 405 | 409 | 413 | 422)
 }
 
+/// The tokens cannot be read now (their file, or the database of a root in
+/// PostgreSQL): 503, which a client retries, never a 401 it would believe.
+fn tokens_unreadable(e: &std::io::Error) -> ApiError {
+    tracing::warn!("reading the tokens: {e}");
+    ApiError::unavailable("the server cannot read its tokens now; try again shortly")
+}
+
 /// The token a request presents: `Authorization: Bearer` or `x-api-key`.
 fn presented(headers: &HeaderMap) -> Option<String> {
     if let Some(v) = headers.get("authorization").and_then(|v| v.to_str().ok()) {
@@ -155,10 +162,7 @@ fn answer(
     let token = state
         .tokens
         .find(&secret)
-        .map_err(|e| {
-            tracing::warn!("reading the tokens: {e}");
-            ApiError::internal("the server cannot read its tokens; its log says why")
-        })?
+        .map_err(|e| tokens_unreadable(&e))?
         .ok_or_else(ApiError::unauthenticated)?;
     state
         .rates
@@ -387,14 +391,13 @@ pub fn run(config: Config) -> Result<bool, String> {
             if path == "/web" || path.starts_with("/web/") {
                 return state.web.precheck(parts, &state.tokens);
             }
-            let known = presented(&parts.headers)
-                .and_then(|secret| state.tokens.find(&secret).ok().flatten())
-                .is_some();
-            if known {
-                return Ok(body_cap(parts, state.bounds.max_body));
-            }
+            let refusal = match presented(&parts.headers).map(|s| state.tokens.find(&s)) {
+                Some(Ok(Some(_))) => return Ok(body_cap(parts, state.bounds.max_body)),
+                Some(Err(e)) => tokens_unreadable(&e),
+                None | Some(Ok(None)) => ApiError::unauthenticated(),
+            };
             let n = state.requests.fetch_add(1, Ordering::Relaxed) + 1;
-            let mut r = error_response(&ApiError::unauthenticated(), n);
+            let mut r = error_response(&refusal, n);
             r.headers_mut()
                 .insert("connection", HeaderValue::from_static("close"));
             Err(Box::new(r))

@@ -2,6 +2,7 @@
 PostgreSQL 15: one set of stores and tokens, every server serving every
 store, and a host's own `--data postgres://...?store=ID` seeing the same
 memory. The callers are the pinned SDK's own client and the memfs CLI."""
+import os
 import subprocess
 
 import anthropic
@@ -74,3 +75,30 @@ def test_a_store_deleted_on_one_server_is_gone_on_the_other(two):
 def test_a_stores_root_url_naming_a_store_is_refused_clearly(memfs_bin, pg):
     r = subprocess.run([memfs_bin, "--stores", pg.url("x"), "token", "list"], capture_output=True, text=True)
     assert r.returncode == 2 and "drop ?store=" in r.stderr, r
+
+
+def test_a_retry_through_the_other_server_is_answered_as_the_first(two):
+    """A write acknowledged by one server whose answer was lost, sent again
+    with the same Idempotency-Key through the other server: answered with
+    the same memory (the request's tag travels with the version)."""
+    a, b = two
+    token = a.token("--admin")
+    store = sdk(a, token).beta.memory_stores.create(name="retry").id
+    key = {"Idempotency-Key": "order-7"}
+    first = sdk(a, token).beta.memory_stores.memories.create(store, path="/o.md", content="o\n", extra_headers=key)
+    again = sdk(b, token).beta.memory_stores.memories.create(store, path="/o.md", content="o\n", extra_headers=key)
+    assert again.id == first.id
+    assert len(list(sdk(b, token).beta.memory_stores.memory_versions.list(store, memory_id=first.id))) == 1
+
+
+def test_fault_trials_quick(memfs_bin, pg):
+    """scripts/http_faults.py, bounded: one trial of each fault (kill -9 a
+    server, PostgreSQL crashed and started, every connection cut) while
+    writers retry through the other server; 0 lost, 0 applied twice, both
+    servers answering again. The long run is --trials 200."""
+    import sys
+    script = os.path.join(os.path.dirname(__file__), "..", "..", "scripts", "http_faults.py")
+    run = subprocess.run([sys.executable, script, memfs_bin, "--trials", "3", "--seconds", "3"],
+                         capture_output=True, text=True, timeout=600)
+    assert run.returncode == 0, run.stdout + run.stderr[-3000:]
+    assert "| kill | 1 |" in run.stdout and "| database | 1 |" in run.stdout, run.stdout
