@@ -72,6 +72,36 @@ def latency_api(server, calls):
     return out
 
 
+def latency_raw(server, calls):
+    """The same calls as plain HTTP/1.1 on one kept-alive connection: the
+    door's own cost, without the SDK's client (Python, httpx, pydantic)."""
+    import http.client
+    token = server.token("--admin", "--name", "raw")
+    host, port = server.url.split("//")[1].split(":")
+    conn = http.client.HTTPConnection(host, int(port))
+    auth = {"Authorization": f"Bearer {token}", "Content-Type": "application/json"}
+
+    def call(method, path, body=None):
+        conn.request(method, path, None if body is None else json.dumps(body), auth)
+        r = conn.getresponse()
+        data = r.read()
+        assert r.status == 200, (r.status, data)
+        return json.loads(data)
+
+    store = call("POST", "/v1/memory_stores", {"name": "raw"})["id"]
+    base = f"/v1/memory_stores/{store}/memories"
+    out = {"create": [], "update": [], "retrieve": []}
+    for i in range(calls):
+        made = []
+        out["create"].append(timed(lambda: made.append(
+            call("POST", base, {"path": f"/bench/{i}.md", "content": f"note {i}\n" * 10}))))
+        mid = made[0]["id"]
+        out["update"].append(timed(lambda: call("POST", f"{base}/{mid}", {"content": f"note {i} changed\n" * 10})))
+        out["retrieve"].append(timed(lambda: call("GET", f"{base}/{mid}?view=full")))
+    conn.close()
+    return out
+
+
 def latency_stdio(memfs, data, calls):
     p = subprocess.Popen([memfs, "--data", str(data), "serve", "--stdio"], stdin=subprocess.PIPE,
                          stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, text=True, bufsize=1)
@@ -112,6 +142,7 @@ WRK_LUA = r"""
 local stores = {}
 for line in io.lines(os.getenv("MEMFS_BENCH_STORES")) do stores[#stores + 1] = line end
 local token = os.getenv("MEMFS_BENCH_TOKEN")
+local prefix = os.getenv("MEMFS_BENCH_PREFIX") or "t"
 local counter = 0
 local thread_id = 0
 created = 0
@@ -127,7 +158,7 @@ end
 function request()
   counter = counter + 1
   local s = stores[math.random(#stores)]
-  local body = '{"path": "/load/t' .. thread_id .. '-' .. counter .. '.md", "content": "load ' .. counter .. '"}'
+  local body = '{"path": "/load/' .. prefix .. thread_id .. '-' .. counter .. '.md", "content": "load ' .. counter .. '"}'
   return wrk.format("POST", "/v1/memory_stores/" .. s .. "/memories",
     {["Authorization"] = "Bearer " .. token, ["Content-Type"] = "application/json"}, body)
 end
@@ -231,6 +262,7 @@ def main():
         s = Server(a.memfs, tmp / "lat", "--http-rate", "1000000000", "--http-burst", "1000000000")
         try:
             api = latency_api(s, a.calls)
+            raw = latency_raw(s, a.calls)
         finally:
             s.stop()
         stdio = latency_stdio(a.memfs, tmp / "stdio", a.calls)
@@ -246,16 +278,18 @@ def main():
         "",
         "## One call at a time: the API with the SDK's client, the tool over stdio, `memfs exec`",
         "",
-        "| op | API p50 ms | API p99 ms | stdio p50 ms | stdio p99 ms | exec p50 ms | exec p99 ms | API / stdio (p50) | API / exec (p50) |",
-        "|---|---|---|---|---|---|---|---|---|",
+        "| op | API (SDK) p50 ms | API (SDK) p99 ms | HTTP p50 ms | HTTP p99 ms | stdio p50 ms | stdio p99 ms | exec p50 ms | exec p99 ms | API (SDK) / stdio | HTTP / stdio | API (SDK) / exec |",
+        "|---|---|---|---|---|---|---|---|---|---|---|---|",
     ]
     for op in ["create", "update", "retrieve"]:
-        A, S, E = api[op], stdio[op], ex[op]
-        lines.append(f"| {op} | {ms(pct(A, 50))} | {ms(pct(A, 99))} | {ms(pct(S, 50))} | {ms(pct(S, 99))} | "
-                     f"{ms(pct(E, 50))} | {ms(pct(E, 99))} | {pct(A, 50) / pct(S, 50):.2f}x | {pct(A, 50) / pct(E, 50):.2f}x |")
+        A, R, S, E = api[op], raw[op], stdio[op], ex[op]
+        lines.append(f"| {op} | {ms(pct(A, 50))} | {ms(pct(A, 99))} | {ms(pct(R, 50))} | {ms(pct(R, 99))} | "
+                     f"{ms(pct(S, 50))} | {ms(pct(S, 99))} | {ms(pct(E, 50))} | {ms(pct(E, 99))} | "
+                     f"{pct(A, 50) / pct(S, 50):.2f}x | {pct(R, 50) / pct(S, 50):.2f}x | {pct(A, 50) / pct(E, 50):.2f}x |")
     lines += [
         "",
-        f"API: {a.calls} of each through `client.beta.memory_stores.memories` (create, update with new content, retrieve with content); "
+        f"API (SDK): {a.calls} of each through `client.beta.memory_stores.memories` (create, update with new content, retrieve with content); "
+        "HTTP: the same requests as plain HTTP/1.1 on one kept-alive connection (`http.client`), the door's own cost without the SDK's client; "
         f"stdio: {a.calls} of each (create, str_replace, view) on one `memfs serve --stdio`; exec: {max(10, a.calls // 5)} of each, one process per call on a data dir no other memfs owns. "
         "Every write is durable (one journal flush) before it is answered, through every door.",
         "",

@@ -1,0 +1,187 @@
+#!/usr/bin/env python3
+"""The HTTP door on a stores root in PostgreSQL, measured in one run beside
+what it stands on.
+
+1. One call at a time: a memory create through the memory stores API (the
+   pinned SDK's own client) on a root in PostgreSQL, against a bare
+   `INSERT` + `COMMIT` of a row of the same size on the same database
+   (`pgbench -c1`, one transaction at a time, per-transaction latencies), and
+   against the same create through the API on a local stores root.
+2. Scale-out: creates per second across N stores (`wrk`, 64 connections)
+   through one server, then through two servers on the same database at
+   once (32 connections each). The machine's cores are said: on 2 cores the
+   two servers share them with PostgreSQL and the load generators.
+3. What a server holds with N stores of the database open: threads, RSS,
+   file descriptors, and its connections to the database.
+
+usage: bench_http_pg.py MEMFS_BIN [--calls N] [--stores N] [--seconds S] [--out FILE]
+"""
+import argparse
+import os
+import pathlib
+import platform
+import re
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+
+import anthropic
+
+sys.path.insert(0, str(pathlib.Path(__file__).resolve().parent))
+sys.path.insert(0, str(pathlib.Path(__file__).resolve().parents[1] / "tests" / "python"))
+from bench_http import WRK_LUA, ms, pct, rss_kib, timed  # noqa: E402
+from http_server import Server  # noqa: E402
+from shared_hosts import Postgres  # noqa: E402
+
+PGBENCH = "/usr/lib/postgresql/15/bin/pgbench"
+FAST = ("--http-rate", "1000000000", "--http-burst", "1000000000", "--store-idle", "3600")
+
+
+def api_creates(server, calls):
+    c = anthropic.Anthropic(api_key=server.token("--admin"), base_url=server.url, max_retries=0)
+    store = c.beta.memory_stores.create(name="latency").id
+    m = c.beta.memory_stores.memories
+    m.create(store, path="/warm.md", content="warm")  # the store's first use (it opens)
+    return [timed(lambda i=i: m.create(store, path=f"/bench/{i}.md", content=f"note {i}\n" * 10))
+            for i in range(calls)]
+
+
+def bare_insert(pg, seconds, tmp):
+    pg.sql("CREATE TABLE IF NOT EXISTS bench_rows (id BIGSERIAL PRIMARY KEY, body TEXT NOT NULL)")
+    script = tmp / "insert.sql"
+    script.write_text("INSERT INTO bench_rows (body) VALUES (repeat('note 1', 10));\n")
+    logs = tmp / "pgbench"
+    logs.mkdir(exist_ok=True)
+    subprocess.run([PGBENCH, "-n", "-c", "1", "-T", str(seconds), "-f", str(script), "-l",
+                    "--log-prefix", str(logs / "log"), pg.base], check=True, capture_output=True, text=True)
+    lat = []
+    for f in logs.iterdir():
+        for line in f.read_text().splitlines():
+            parts = line.split()
+            if len(parts) >= 3:
+                lat.append(int(parts[2]) / 1e6)  # microseconds
+    return lat
+
+
+def wrk(url, token, stores, connections, seconds, tmp, tag):
+    stores_file = tmp / f"stores-{tag}"
+    stores_file.write_text("\n".join(stores) + "\n")
+    lua = tmp / "create.lua"
+    lua.write_text(WRK_LUA)
+    env = dict(os.environ, MEMFS_BENCH_STORES=str(stores_file), MEMFS_BENCH_TOKEN=token,
+               MEMFS_BENCH_PREFIX=f"{tag}-")
+    return subprocess.Popen(["wrk", "-t", "1", "-c", str(connections), "-d", f"{seconds}s", "--timeout", "10s",
+                             "-s", str(lua), url], stdout=subprocess.PIPE, stderr=subprocess.DEVNULL,
+                            text=True, env=env)
+
+
+def wrk_result(p):
+    out = p.communicate(timeout=600)[0]
+    m = re.search(r"MEMFS_RESULT (\d+) (\d+) (\d+) (\d+) (\d+)", out)
+    requests, created, status_errors, socket_errors, timeouts = map(int, m.groups())
+    return requests, created, status_errors + socket_errors + timeouts
+
+
+def held(server, pg):
+    pid = server.proc.pid
+    threads = len(os.listdir(f"/proc/{pid}/task"))
+    fds = len(os.listdir(f"/proc/{pid}/fd"))
+    conns = int(pg.sql("SELECT count(*) FROM pg_stat_activity WHERE application_name LIKE 'memfs%'")[0][0])
+    return threads, rss_kib(pid), fds, conns
+
+
+def main():
+    ap = argparse.ArgumentParser()
+    ap.add_argument("memfs")
+    ap.add_argument("--calls", type=int, default=300)
+    ap.add_argument("--stores", type=int, default=40)
+    ap.add_argument("--seconds", type=int, default=10)
+    ap.add_argument("--out")
+    a = ap.parse_args()
+    tmp = pathlib.Path(tempfile.mkdtemp(prefix="memfs-bench-pg-"))
+    pg = Postgres(tmp)
+    pg.start()
+    res = {}
+    try:
+        # 1. One call at a time.
+        local = Server(a.memfs, tmp / "local", *FAST)
+        try:
+            res["local"] = api_creates(local, a.calls)
+        finally:
+            local.stop()
+        one = Server(a.memfs, pg.base, "--cache", str(tmp / "cache-a"), *FAST)
+        two = None
+        try:
+            res["pg"] = api_creates(one, a.calls)
+            res["insert"] = bare_insert(pg, max(3, a.seconds // 2), tmp)
+            # 2. Scale-out.
+            token = one.token("--admin", "--name", "load")
+            admin = anthropic.Anthropic(api_key=token, base_url=one.url, max_retries=5)
+            stores = [admin.beta.memory_stores.create(name=f"s{i}").id for i in range(a.stores)]
+            for sid in stores:
+                admin.beta.memory_stores.memories.create(sid, path="/first.md", content="one")
+            res["held"] = held(one, pg)
+            p = wrk(one.url, token, stores, 64, a.seconds, tmp, "one")
+            res["one_server"] = wrk_result(p)
+            two = Server(a.memfs, pg.base, "--cache", str(tmp / "cache-b"), *FAST)
+            other = anthropic.Anthropic(api_key=token, base_url=two.url, max_retries=5)
+            for sid in stores:  # opened on b too
+                other.beta.memory_stores.memories.list(sid)
+            ps = [wrk(one.url, token, stores, 32, a.seconds, tmp, "a"),
+                  wrk(two.url, token, stores, 32, a.seconds, tmp, "b")]
+            res["two_servers"] = [wrk_result(p) for p in ps]
+            found = sum(1 for sid in stores for _ in admin.beta.memory_stores.memories.list(
+                sid, path_prefix="/load/", limit=100))
+            res["found"] = found
+        finally:
+            codes = [s.stop() for s in (one, two) if s]
+    finally:
+        pg.remove()
+    cpu = next((l.split(":", 1)[1].strip() for l in open("/proc/cpuinfo") if l.startswith("model name")), "?")
+    L, P, I = res["local"], res["pg"], res["insert"]
+    r1, c1, e1 = res["one_server"]
+    r2 = sum(r for r, _, _ in res["two_servers"])
+    c2 = sum(c for _, c, _ in res["two_servers"])
+    e2 = sum(e for _, _, e in res["two_servers"])
+    th, rss, fds, conns = res["held"]
+    lines = [
+        "## A stores root in PostgreSQL",
+        "",
+        f"Machine: {cpu}, {os.cpu_count()} cores, Linux {platform.release()}; PostgreSQL 15 on the same machine "
+        f"(fsync on). Command: `scripts/bench_http_pg.py target/release/memfs --calls {a.calls} --stores {a.stores} "
+        f"--seconds {a.seconds}` at {subprocess.run(['git', 'rev-parse', '--short', 'HEAD'], capture_output=True, text=True).stdout.strip()}.",
+        "",
+        "| one call at a time | p50 ms | p99 ms | / bare INSERT+COMMIT (p50) |",
+        "|---|---|---|---|",
+        f"| bare `INSERT` + `COMMIT` (pgbench -c1, {len(I)} transactions) | {ms(pct(I, 50))} | {ms(pct(I, 99))} | 1.00x |",
+        f"| memory create through the API, root in PostgreSQL ({len(P)}) | {ms(pct(P, 50))} | {ms(pct(P, 99))} | {pct(P, 50) / pct(I, 50):.2f}x |",
+        f"| memory create through the API, local root ({len(L)}) | {ms(pct(L, 50))} | {ms(pct(L, 99))} | {pct(L, 50) / pct(I, 50):.2f}x |",
+        "",
+        "The API's figures include the SDK's own client (Python, httpx) on each call.",
+        "",
+        f"| across {a.stores} stores (wrk, {a.seconds} s) | creates/s | errors |",
+        "|---|---|---|",
+        f"| one server, 64 connections | {r1 / a.seconds:.0f} | {e1} |",
+        f"| two servers on one database, 32 connections each | {r2 / a.seconds:.0f} | {e2} |",
+        f"| scale-out (two / one) | {r2 / max(1, r1):.2f}x | |",
+        "",
+        f"Creates acknowledged to wrk {c1 + c2}, found afterwards {res['found']} (wrk drops the answers in flight "
+        f"at its deadline). On {os.cpu_count()} cores both servers, PostgreSQL and the two wrk processes share the "
+        "same cores: the ratio says what a second server costs here, not what a second machine would add.",
+        "",
+        f"A server with {a.stores} stores of the database open: {th} threads, {rss / 1024:.1f} MiB resident, "
+        f"{fds} file descriptors, {conns} connections to the database (each open store still follows the database "
+        "on a connection of its own and its writer's: the next step is one listening connection per server).",
+        "",
+        f"Servers' exit codes after SIGTERM: {codes}.",
+    ]
+    text = "\n".join(lines) + "\n"
+    if a.out:
+        pathlib.Path(a.out).write_text(text)
+    print(text)
+
+
+if __name__ == "__main__":
+    main()
