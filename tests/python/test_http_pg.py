@@ -102,3 +102,42 @@ def test_fault_trials_quick(memfs_bin, pg):
                          capture_output=True, text=True, timeout=600)
     assert run.returncode == 0, run.stdout + run.stderr[-3000:]
     assert "| kill | 1 |" in run.stdout and "| database | 1 |" in run.stdout, run.stdout
+
+
+def test_every_door_on_two_servers_is_one_memory(two, pg):
+    """The memory tool over remote MCP (the official `mcp` client) on one
+    server, the page (a real headless browser) and the SDK on the other:
+    what the agent writes through a is on b's page and in b's API."""
+    import anyio
+    from mcp import Client
+    from mcp.client.streamable_http import streamable_http_client
+    from mcp.shared._httpx_utils import create_mcp_http_client
+    from test_web import CHROMIUM, need, sync_api
+
+    a, b = two
+    admin = sdk(a, a.token("--admin"))
+    store = admin.beta.memory_stores.create(name="doors").id
+    agent = a.token("--name", "agent", "--store", store)
+
+    async def write():
+        http = create_mcp_http_client(headers={"Authorization": f"Bearer {agent}"})
+        async with Client(streamable_http_client(a.url + "/mcp", http_client=http)) as c:
+            r = await c.call_tool("memory", {"command": "create", "path": "/memories/from-mcp.md",
+                                             "file_text": "the agent's note\n"})
+            assert not r.is_error, r
+
+    anyio.run(write)
+    on_b = sdk(b, agent)
+    [m] = [x for x in on_b.beta.memory_stores.memories.list(store)]
+    assert m.path == "/from-mcp.md"
+    assert on_b.beta.memory_stores.memories.retrieve(m.id, memory_store_id=store).content == "the agent's note\n"
+    need(os.path.exists(CHROMIUM), "Debian's chromium")
+    with sync_api.sync_playwright() as p:
+        browser = p.chromium.launch(executable_path=CHROMIUM, headless=True, args=["--no-sandbox"])
+        page = browser.new_page()
+        page.goto(b.url + "/web/")
+        page.fill("input[name=token]", agent)
+        page.click("button[type=submit]")
+        assert page.url == f"{b.url}/web/{store}/"
+        assert "from-mcp.md" in page.inner_text("main")
+        browser.close()
