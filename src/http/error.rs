@@ -4,6 +4,8 @@
 
 use serde_json::{json, Value};
 
+use crate::error::Error;
+
 /// One refused request.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct ApiError {
@@ -15,6 +17,31 @@ pub struct ApiError {
 }
 
 impl ApiError {
+    /// A store error as the API answers it, for the memory at `path`: every
+    /// mapping of the store's errors to answers is here (the answer's
+    /// headers are `http::server`'s).
+    pub fn from_store(e: Error, path: &str) -> ApiError {
+        let path = crate::text::label(path);
+        match e {
+            Error::Changed { actual } => ApiError::precondition(format!(
+                "the memory's content_sha256 is {actual}, not the one the precondition names; nothing was changed"
+            )),
+            Error::Exists | Error::IsDir | Error::Root => {
+                ApiError::path_conflict(format!("{path} is taken (a memory or a directory is there)"))
+            }
+            Error::NotDir => ApiError::path_conflict(format!(
+                "a segment of {path} is a memory, not a directory"
+            )),
+            Error::NotFound => ApiError::not_found(format!("no memory at {path}")),
+            Error::FileTooLarge { .. } | Error::StoreFull { .. } => ApiError::too_large(e.to_string()),
+            e @ (Error::TooDeep { .. } | Error::TooManyEntries { .. } | Error::DirFull { .. } | Error::Path(_)) => {
+                ApiError::invalid(e.to_string())
+            }
+            e @ (Error::Disk(_) | Error::Unsaved(_)) => ApiError::unavailable(e.to_string()),
+            e => ApiError::invalid(e.to_string()),
+        }
+    }
+
     fn new(status: u16, kind: &'static str, message: impl Into<String>) -> ApiError {
         ApiError {
             status,

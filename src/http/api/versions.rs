@@ -1,0 +1,245 @@
+//! Versions: list with filters, retrieve, redact; who made each.
+
+use super::*;
+
+pub(super) fn operation(row: &Row) -> Option<&'static str> {
+    match row.op {
+        Op::Create => Some("created"),
+        Op::Found if row.found_gone() => Some("deleted"),
+        Op::Found => Some("created"),
+        Op::Write | Op::Overwrite | Op::Rename | Op::Revert => Some("modified"),
+        Op::Delete | Op::Expire => Some("deleted"),
+        Op::Prune | Op::Void => None,
+    }
+}
+
+/// Who made a version, as one of the API's actor kinds.
+pub fn actor_json(actor: &Actor) -> Value {
+    match actor.kind.as_str() {
+        "agent" => {
+            let door = actor.door.as_deref().unwrap_or("agent");
+            let session = match &actor.session {
+                Some(s) => format!("{door}:{s}"),
+                None => door.to_string(),
+            };
+            json!({"type": "session_actor", "session_id": session})
+        }
+        "person" => json!({
+            "type": "user_actor",
+            "user_id": format!(
+                "uid:{}:{}",
+                actor.uid.map_or("?".into(), |u| u.to_string()),
+                actor.process.as_deref().unwrap_or("?")
+            ),
+        }),
+        "api" => json!({"type": "api_actor", "api_key_id": actor.token.as_deref().unwrap_or("?")}),
+        _ => json!({"type": "service_account_actor", "service_account_id": "memfs"}),
+    }
+}
+
+pub(super) fn version_json(held: &Held, meta: &StoreMeta, row: &Row, full: bool) -> Option<Value> {
+    let op = operation(row)?;
+    let v = row.id();
+    let lineage = held.ids.lock().lineage_of(v).unwrap_or(v);
+    let deleted = op == "deleted";
+    let gone = row.redacted || deleted;
+    let redaction = held_redaction(meta, v);
+    let content = match (full, gone, row.sha256.as_deref()) {
+        (true, false, Some(sha)) => held
+            .memory
+            .history()
+            .blob(sha)
+            .map(|b| String::from_utf8_lossy(&b).into_owned()),
+        _ => None,
+    };
+    Some(json!({
+        "type": "memory_version",
+        "id": version_id(v),
+        "memory_id": memory_id(lineage),
+        "memory_store_id": meta.id,
+        "operation": op,
+        "created_at": row.time,
+        "created_by": actor_json(&row.actor),
+        "path": (!row.redacted).then(|| api_path(&row.path)).flatten(),
+        "content": content,
+        "content_sha256": if gone { None } else { row.sha256.clone() },
+        "content_size_bytes": if gone { None } else { row.size },
+        "redacted_at": row.redacted.then(|| redaction.as_ref().map(|r| r.0.clone()).unwrap_or_else(|| row.time.clone())),
+        "redacted_by": row.redacted.then(|| redaction.map(|r| json!({"type": "api_actor", "api_key_id": r.1}))
+            .unwrap_or_else(|| json!({"type": "service_account_actor", "service_account_id": "memfs"}))),
+    }))
+}
+
+/// When, and with which token, the API redacted version `v` of a store.
+pub(super) fn held_redaction(meta: &StoreMeta, v: u64) -> Option<(String, String)> {
+    meta.redactions.get(&v).cloned()
+}
+
+/// What a versions listing keeps, checked: newest first, before `before`.
+pub(super) struct VersionFilter<'a> {
+    gte: Option<std::time::SystemTime>,
+    lte: Option<std::time::SystemTime>,
+    op: Option<&'a str>,
+    memory: Option<u64>,
+    before: Option<u64>,
+    api_key: Option<&'a String>,
+    session: Option<&'a String>,
+    service_account: Option<&'a String>,
+}
+
+impl<'a> VersionFilter<'a> {
+    fn parse(call: &'a Call) -> ApiResult<VersionFilter<'a>> {
+        // Checked in this order, so a query with several faults names the
+        // same one as before.
+        let gte = time_query(call, "created_at[gte]")?;
+        let lte = time_query(call, "created_at[lte]")?;
+        let op = call.query.get("operation").map(String::as_str);
+        if let Some(o) = op.filter(|o| !matches!(*o, "created" | "modified" | "deleted")) {
+            return Err(ApiError::invalid(format!(
+                "`operation` is `created`, `modified` or `deleted`, not `{}`",
+                crate::text::label(o)
+            )));
+        }
+        let memory = match call.query.get("memory_id") {
+            None => None,
+            Some(m) => Some(ids::parse_memory_id(m).ok_or_else(|| {
+                ApiError::not_found(format!("no memory {}", crate::text::label(m)))
+            })?),
+        };
+        let before =
+            match call.query.get("page") {
+                None => None,
+                Some(p) => Some(ids::parse_version_id(p).ok_or_else(|| {
+                    ApiError::invalid("`page` is not a page this server handed out")
+                })?),
+            };
+        Ok(VersionFilter {
+            gte,
+            lte,
+            op,
+            memory,
+            before,
+            api_key: call.query.get("api_key_id"),
+            session: call.query.get("session_id"),
+            service_account: call.query.get("service_account_id"),
+        })
+    }
+
+    /// Whether `row` is listed; `lineage` names the memory a version is of.
+    fn keeps(&self, row: &Row, lineage: &dyn Fn(u64) -> u64) -> bool {
+        let v = row.id();
+        if self.before.is_some_and(|b| v >= b) {
+            return false;
+        }
+        let Some(this_op) = operation(row) else {
+            return false;
+        };
+        if api_path(&row.path).is_none() && !row.redacted {
+            return false;
+        }
+        if self.op.is_some_and(|o| o != this_op) {
+            return false;
+        }
+        if self.memory.is_some_and(|m| lineage(v) != m) {
+            return false;
+        }
+        let t = metas::parse_time(&row.time);
+        if self.gte.is_some_and(|g| t.is_none_or(|t| t < g))
+            || self.lte.is_some_and(|l| t.is_none_or(|t| t > l))
+        {
+            return false;
+        }
+        let actor = &row.actor;
+        if let Some(k) = self.api_key {
+            if actor.kind != "api" || actor.token.as_deref() != Some(k.as_str()) {
+                return false;
+            }
+        }
+        if let Some(s) = self.session {
+            match actor_json(actor).get("session_id").and_then(Value::as_str) {
+                Some(id) if id == s => {}
+                _ => return false,
+            }
+        }
+        if let Some(s) = self.service_account {
+            if actor.kind != "memfs" || s != "memfs" {
+                return false;
+            }
+        }
+        true
+    }
+}
+
+pub(super) fn list_versions(on: On) -> ApiResult<Value> {
+    let On { reg, call, meta } = on;
+    let full = view(call, false)?;
+    let limit = limit(call, full)?;
+    let filter = VersionFilter::parse(call)?;
+    let held = held(reg, meta)?;
+    let rows = held
+        .memory
+        .history()
+        .all()
+        .map_err(|r| ApiError::internal(r.0))?;
+    let lineage = |v: u64| held.ids.lock().lineage_of(v).unwrap_or(v);
+    let mut data = Vec::new();
+    let mut more = false;
+    let mut last = None;
+    for row in rows.iter().rev().filter(|row| filter.keeps(row, &lineage)) {
+        if data.len() == limit {
+            more = true;
+            break;
+        }
+        if let Some(json) = version_json(&held, meta, row, full) {
+            data.push(json);
+            last = Some(row.id());
+        }
+    }
+    Ok(json!({
+        "data": data,
+        "next_page": more.then(|| last.map(version_id)).flatten(),
+    }))
+}
+
+pub(super) fn version_row(held: &Held, vid: &str) -> ApiResult<Row> {
+    let missing = || ApiError::not_found(format!("no memory version {}", crate::text::label(vid)));
+    let v = ids::parse_version_id(vid).ok_or_else(missing)?;
+    let row = held
+        .memory
+        .history()
+        .row(v)
+        .map_err(|r| ApiError::internal(r.0))?
+        .ok_or_else(missing)?;
+    match operation(&row) {
+        Some(_) if api_path(&row.path).is_some() || row.redacted => Ok(row),
+        _ => Err(missing()),
+    }
+}
+
+pub(super) fn retrieve_version(on: On, vid: &str) -> ApiResult<Value> {
+    let On { reg, call, meta } = on;
+    let full = view(call, true)?;
+    let held = held(reg, meta)?;
+    let row = version_row(&held, vid)?;
+    version_json(&held, meta, &row, full).ok_or_else(|| ApiError::not_found("no such version"))
+}
+
+pub(super) fn redact_version(on: On, vid: &str) -> ApiResult<Value> {
+    let On { reg, call, meta } = on;
+    writer(call.token)?;
+    let held = held(reg, meta)?;
+    let row = version_row(&held, vid)?;
+    let v = row.id();
+    if !row.redacted {
+        held.memory
+            .history()
+            .redact(v, false)
+            .map_err(|r| ApiError::conflict(r.0))?;
+        reg.note_redaction(&meta.id, v, &call.token.name)?;
+    }
+    let meta = reg
+        .meta(&meta.id)
+        .ok_or_else(|| ApiError::no_store(&meta.id))?;
+    let row = version_row(&held, vid)?;
+    version_json(&held, &meta, &row, false).ok_or_else(|| ApiError::not_found("no such version"))
+}
