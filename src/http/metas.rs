@@ -28,6 +28,10 @@ pub struct StoreMeta {
     /// marks a version redacted; it does not say when or by whom).
     #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
     pub redactions: BTreeMap<u64, (String, String)>,
+    /// The tag of the API request that made it (a retry of that request
+    /// is answered with this store, not a second one).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub request: Option<String>,
 }
 
 /// A store's place in a listing: `(created_at, id)`, newest first.
@@ -86,6 +90,13 @@ impl Metas {
         self.all.remove(&key);
         self.unarchived.remove(&key);
         Some(old)
+    }
+
+    /// The store the API request tagged `tag` made, if any.
+    pub fn made_by(&self, tag: &str) -> Option<&StoreMeta> {
+        self.by_id
+            .values()
+            .find(|m| m.request.as_deref() == Some(tag))
     }
 
     /// The `(created_at, id)` a page cursor that is a store's id stands for.
@@ -190,6 +201,7 @@ mod tests {
             updated_at: created.into(),
             archived_at: archived.then(|| created.to_string()),
             redactions: BTreeMap::new(),
+            request: None,
         }
     }
 

@@ -348,6 +348,17 @@ impl Registry {
         self.metas.lock().page(query)
     }
 
+    /// The store the API request tagged `tag` made within `window`, if any
+    /// (its retry is answered with it).
+    pub fn made_by(&self, tag: &str, window: Duration) -> Option<StoreMeta> {
+        self.refresh();
+        let meta = self.metas.lock().made_by(tag).cloned()?;
+        let young = metas::parse_time(&meta.created_at)
+            .and_then(|t| t.elapsed().ok())
+            .is_some_and(|age| age < window);
+        young.then_some(meta)
+    }
+
     /// Where a listing's cursor that names a store stands.
     pub fn position_of(&self, id: &str) -> Option<(String, String)> {
         self.metas.lock().position_of(id)
@@ -434,6 +445,7 @@ impl Registry {
         name: String,
         description: String,
         metadata: BTreeMap<String, String>,
+        request: Option<String>,
     ) -> ApiResult<StoreMeta> {
         let mut bytes = [0u8; 12];
         super::tokens::random(&mut bytes).map_err(io_error("make a store id"))?;
@@ -451,6 +463,7 @@ impl Registry {
             updated_at: now,
             archived_at: None,
             redactions: BTreeMap::new(),
+            request,
         };
         fs::DirBuilder::new()
             .recursive(true)

@@ -19,10 +19,17 @@ pub(super) fn create_store(reg: &Registry, call: &Call) -> ApiResult<Value> {
     admin(call.token)?;
     writer(call.token)?;
     let asked = CreateStore::parse(call)?;
+    // A retry whose first attempt made the store answers with it.
+    if let (true, Some(tag)) = (call.retry, call.request.as_deref()) {
+        if let Some(made) = reg.made_by(tag, RETRY_WINDOW) {
+            return Ok(store_json(&made));
+        }
+    }
     Ok(store_json(&reg.create(
         asked.name,
         asked.description,
         asked.metadata,
+        call.request.clone(),
     )?))
 }
 
