@@ -13,6 +13,9 @@ what it stands on.
    two servers share them with PostgreSQL and the load generators.
 3. What a server holds with N stores of the database open: threads, RSS,
    file descriptors, and its connections to the database.
+4. A catalog of 100,000 stores (records written straight into the
+   database): a server's start, and listing stores (`limit=20`) as an admin
+   and as a token that reaches one store.
 
 usage: bench_http_pg.py MEMFS_BIN [--calls N] [--stores N] [--seconds S] [--out FILE]
 """
@@ -73,13 +76,14 @@ def wrk(url, token, stores, connections, seconds, tmp, tag):
     env = dict(os.environ, MEMFS_BENCH_STORES=str(stores_file), MEMFS_BENCH_TOKEN=token,
                MEMFS_BENCH_PREFIX=f"{tag}-")
     return subprocess.Popen(["wrk", "-t", "1", "-c", str(connections), "-d", f"{seconds}s", "--timeout", "10s",
-                             "-s", str(lua), url], stdout=subprocess.PIPE, stderr=subprocess.DEVNULL,
+                             "-s", str(lua), url], stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
                             text=True, env=env)
 
 
 def wrk_result(p):
     out = p.communicate(timeout=600)[0]
     m = re.search(r"MEMFS_RESULT (\d+) (\d+) (\d+) (\d+) (\d+)", out)
+    assert m, out
     requests, created, status_errors, socket_errors, timeouts = map(int, m.groups())
     return requests, created, status_errors + socket_errors + timeouts
 
@@ -92,12 +96,38 @@ def held(server, pg):
     return threads, rss_kib(pid), fds, conns
 
 
+def big_catalog(memfs, pg, tmp, n):
+    """n store records written straight into the catalog, then a server's
+    start and its listings."""
+    pg.sql(
+        "INSERT INTO memfs_catalog_stores (id, record, gen) SELECT "
+        "'memstore_' || lpad(i::text, 24, '0'), "
+        "json_build_object('id', 'memstore_' || lpad(i::text, 24, '0'), 'name', 's' || i, "
+        "'created_at', to_char(timestamp '2026-01-01' + i * interval '1 second', 'YYYY-MM-DD\"T\"HH24:MI:SS.MS\"Z\"'), "
+        "'updated_at', '2026-01-01T00:00:00.000Z')::text, "
+        f"(SELECT gen FROM memfs_catalog) FROM generate_series(1, {n}) AS i ON CONFLICT DO NOTHING")
+    t0 = time.perf_counter()
+    s = Server(memfs, pg.base, "--cache", str(tmp / "cache-big"), *FAST)
+    started = time.perf_counter() - t0
+    try:
+        admin = anthropic.Anthropic(api_key=s.token("--admin", "--name", "big"), base_url=s.url, max_retries=0)
+        one = anthropic.Anthropic(api_key=s.token("--store", "memstore_" + "1".zfill(24)), base_url=s.url,
+                                  max_retries=0)
+        a = [timed(lambda: admin.beta.memory_stores.list(limit=20)) for _ in range(100)]
+        o = [timed(lambda: one.beta.memory_stores.list(limit=20)) for _ in range(100)]
+        rss = rss_kib(s.proc.pid)
+    finally:
+        s.stop()
+    return started, a, o, rss
+
+
 def main():
     ap = argparse.ArgumentParser()
     ap.add_argument("memfs")
     ap.add_argument("--calls", type=int, default=300)
     ap.add_argument("--stores", type=int, default=40)
     ap.add_argument("--seconds", type=int, default=10)
+    ap.add_argument("--catalog", type=int, default=100000)
     ap.add_argument("--out")
     a = ap.parse_args()
     tmp = pathlib.Path(tempfile.mkdtemp(prefix="memfs-bench-pg-"))
@@ -137,6 +167,7 @@ def main():
             res["found"] = found
         finally:
             codes = [s.stop() for s in (one, two) if s]
+        res["big"] = big_catalog(a.memfs, pg, tmp, a.catalog)
     finally:
         pg.remove()
     cpu = next((l.split(":", 1)[1].strip() for l in open("/proc/cpuinfo") if l.startswith("model name")), "?")
@@ -151,7 +182,7 @@ def main():
         "",
         f"Machine: {cpu}, {os.cpu_count()} cores, Linux {platform.release()}; PostgreSQL 15 on the same machine "
         f"(fsync on). Command: `scripts/bench_http_pg.py target/release/memfs --calls {a.calls} --stores {a.stores} "
-        f"--seconds {a.seconds}` at {subprocess.run(['git', 'rev-parse', '--short', 'HEAD'], capture_output=True, text=True).stdout.strip()}.",
+        f"--seconds {a.seconds} --catalog {a.catalog}` at {subprocess.run(['git', 'rev-parse', '--short', 'HEAD'], capture_output=True, text=True).stdout.strip()}.",
         "",
         "| one call at a time | p50 ms | p99 ms | / bare INSERT+COMMIT (p50) |",
         "|---|---|---|---|",
@@ -176,6 +207,13 @@ def main():
         "on a connection of its own and its writer's: the next step is one listening connection per server).",
         "",
         f"Servers' exit codes after SIGTERM: {codes}.",
+        "",
+        f"| {a.catalog} stores in the database | figure |",
+        "|---|---|",
+        f"| a server's start (reads every record), until it listens | {res['big'][0]:.2f} s |",
+        f"| listing stores, `limit=20`, admin: p50 / p99 | {ms(pct(res['big'][1], 50))} / {ms(pct(res['big'][1], 99))} ms |",
+        f"| listing stores, `limit=20`, a token that reaches one: p50 / p99 | {ms(pct(res['big'][2], 50))} / {ms(pct(res['big'][2], 99))} ms |",
+        f"| the server's RSS | {res['big'][3] / 1024:.1f} MiB |",
     ]
     text = "\n".join(lines) + "\n"
     if a.out:

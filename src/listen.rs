@@ -65,8 +65,10 @@ pub fn add_headers(headers: &mut hyper::HeaderMap, extra: &[(&str, String)]) {
 /// Looks at a request's head before its body is read: an answer here (a
 /// missing token, say) is sent without reading the body at all; otherwise
 /// the body is read up to the cap it returns (its route's largest body).
+/// What it found out (the token) it may leave in the head's extensions for
+/// the handler.
 pub type Precheck =
-    dyn Fn(&hyper::http::request::Parts) -> Result<usize, Box<Response<Body>>> + Send + Sync;
+    dyn Fn(&mut hyper::http::request::Parts) -> Result<usize, Box<Response<Body>>> + Send + Sync;
 
 /// Raises this process's limit on open files as far as it may go (the soft
 /// limit to the hard one; the hard one too, up to 1,048,576 and the
@@ -152,8 +154,9 @@ async fn serve_one(
     let (parts, cap) = match precheck {
         None => (parts, limits.max_body),
         Some(check) => {
+            let mut parts = parts;
             let checked = tokio::task::spawn_blocking(move || {
-                let answer = check(&parts);
+                let answer = check(&mut parts);
                 (parts, answer)
             })
             .await;

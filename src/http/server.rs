@@ -158,12 +158,17 @@ fn answer(
             ))
         }
     };
-    let secret = presented(&parts.headers).ok_or_else(ApiError::unauthenticated)?;
-    let token = state
-        .tokens
-        .find(&secret)
-        .map_err(|e| tokens_unreadable(&e))?
-        .ok_or_else(ApiError::unauthenticated)?;
+    let token = match parts.extensions.get::<super::tokens::Token>() {
+        Some(found) => found.clone(),
+        None => {
+            let secret = presented(&parts.headers).ok_or_else(ApiError::unauthenticated)?;
+            state
+                .tokens
+                .find(&secret)
+                .map_err(|e| tokens_unreadable(&e))?
+                .ok_or_else(ApiError::unauthenticated)?
+        }
+    };
     state
         .rates
         .take(&token.name)
@@ -386,22 +391,28 @@ pub fn run(config: Config) -> Result<bool, String> {
     // an allowed one's body is read up to its route's cap.
     let precheck = {
         let state = state.clone();
-        Arc::new(move |parts: &Parts| -> Result<usize, Box<Response<Body>>> {
-            let path = parts.uri.path();
-            if path == "/web" || path.starts_with("/web/") {
-                return state.web.precheck(parts, &state.tokens);
-            }
-            let refusal = match presented(&parts.headers).map(|s| state.tokens.find(&s)) {
-                Some(Ok(Some(_))) => return Ok(body_cap(parts, state.bounds.max_body)),
-                Some(Err(e)) => tokens_unreadable(&e),
-                None | Some(Ok(None)) => ApiError::unauthenticated(),
-            };
-            let n = state.requests.fetch_add(1, Ordering::Relaxed) + 1;
-            let mut r = error_response(&refusal, n);
-            r.headers_mut()
-                .insert("connection", HeaderValue::from_static("close"));
-            Err(Box::new(r))
-        })
+        Arc::new(
+            move |parts: &mut Parts| -> Result<usize, Box<Response<Body>>> {
+                let path = parts.uri.path();
+                if path == "/web" || path.starts_with("/web/") {
+                    return state.web.precheck(parts, &state.tokens);
+                }
+                let refusal = match presented(&parts.headers).map(|s| state.tokens.find(&s)) {
+                    Some(Ok(Some(token))) => {
+                        // The handler takes it from here: one lookup a request.
+                        parts.extensions.insert(token);
+                        return Ok(body_cap(parts, state.bounds.max_body));
+                    }
+                    Some(Err(e)) => tokens_unreadable(&e),
+                    None | Some(Ok(None)) => ApiError::unauthenticated(),
+                };
+                let n = state.requests.fetch_add(1, Ordering::Relaxed) + 1;
+                let mut r = error_response(&refusal, n);
+                r.headers_mut()
+                    .insert("connection", HeaderValue::from_static("close"));
+                Err(Box::new(r))
+            },
+        )
     };
     listen::run(listener, limits, handler, Some(precheck), tend)?;
     Ok(state.reg.close_all())
