@@ -134,6 +134,11 @@ fn serve_request(state: &State, parts: Parts, body: Result<Vec<u8>, BodyError>) 
     })
 }
 
+/// One API or MCP request, in order: its path and query, its token (left
+/// by the precheck, or looked up), its rate, its body, then the call.
+///
+/// Long because each of those steps refuses with its own answer, and the
+/// retry tag is made from the request's parts on the way to the call.
 fn answer(
     state: &State,
     parts: Parts,
