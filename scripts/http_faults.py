@@ -13,7 +13,9 @@ acknowledged. During each trial one fault strikes, in turn:
 
 After each trial every writer's versions are read through the API: each
 acknowledged update must be there exactly once (0 lost, 0 applied twice),
-and both servers must answer again (the time they took is reported).
+and both servers must answer again (the time they took is reported). A
+token made before the fault and revoked (through the CLI) right after it
+must then be refused by both servers on their next request.
 
 usage: http_faults.py MEMFS_BIN [--trials N] [--seconds S] [--writers W] [--out FILE]
 """
@@ -124,7 +126,23 @@ def answers_within(pair, token, limit=30.0):
     return time.time() - t0
 
 
+def revoked_everywhere(pair, name, secret):
+    """Revokes token `name` through the CLI; whether both servers then
+    refuse it on their next request."""
+    subprocess.run([pair.memfs, "--stores", pair.pg.base, "token", "revoke", name],
+                   check=True, capture_output=True, timeout=60)
+    refused = 0
+    for i in range(2):
+        try:
+            anthropic.Anthropic(api_key=secret, base_url=pair.url(i), max_retries=0,
+                                timeout=10).beta.memory_stores.list()
+        except anthropic.AuthenticationError:
+            refused += 1
+    return refused == 2
+
+
 def trial(n, fault, pair, pg, token, store, mids, seconds, rng):
+    doomed = pair.servers[0].token("--name", f"doomed-{n}", "--store", store)
     stop = threading.Event()
     writers = [Writer(k, pair, token, store, mid, stop) for k, mid in enumerate(mids)]
     for w in writers:
@@ -144,6 +162,7 @@ def trial(n, fault, pair, pg, token, store, mids, seconds, rng):
         pg.sql("SELECT pg_terminate_backend(pid) FROM pg_stat_activity "
                "WHERE application_name LIKE 'memfs%' AND pid <> pg_backend_pid()")
     recovered = answers_within(pair, token)
+    revoked = revoked_everywhere(pair, f"doomed-{n}", doomed)
     time.sleep(max(0.0, seconds - (time.time() - t_fault) - seconds / 3))
     stop.set()
     for w in writers:
@@ -162,6 +181,7 @@ def trial(n, fault, pair, pg, token, store, mids, seconds, rng):
             twice += c > 1
     return {"trial": n, "fault": fault, "acked": acked, "lost": lost, "twice": twice,
             "failed_attempts": sum(w.failed for w in writers),
+            "revoked": revoked,
             "recovered_s": recovered}
 
 
@@ -204,8 +224,8 @@ def main():
         f"Command: `scripts/http_faults.py target/release/memfs --trials {a.trials} --seconds {a.seconds} "
         f"--writers {a.writers} --seed {a.seed}`",
         "",
-        "| fault | trials | updates acknowledged | lost | applied twice | attempts that failed (then retried) | slowest recovery s |",
-        "|---|---|---|---|---|---|---|",
+        "| fault | trials | updates acknowledged | lost | applied twice | attempts that failed (then retried) | slowest recovery s | a token revoked after it, refused by both |",
+        "|---|---|---|---|---|---|---|---|",
     ]
     for f in FAULTS:
         rs = [r for r in results if r["fault"] == f]
@@ -214,13 +234,14 @@ def main():
         recs = [r["recovered_s"] for r in rs]
         slow = "never" if any(x is None for x in recs) else f"{max(recs):.2f}"
         lines.append(f"| {f} | {len(rs)} | {sum(r['acked'] for r in rs)} | {sum(r['lost'] for r in rs)} | "
-                     f"{sum(r['twice'] for r in rs)} | {sum(r['failed_attempts'] for r in rs)} | {slow} |")
+                     f"{sum(r['twice'] for r in rs)} | {sum(r['failed_attempts'] for r in rs)} | {slow} | "
+                     f"{sum(r['revoked'] for r in rs)} of {len(rs)} |")
     lines += ["", f"Servers' exit codes after SIGTERM: {codes}."]
     text = "\n".join(lines) + "\n"
     if a.out:
         pathlib.Path(a.out).write_text(text)
     print(text)
-    ok = lost == 0 and twice == 0 and worst is not None
+    ok = lost == 0 and twice == 0 and worst is not None and all(r["revoked"] for r in results)
     sys.exit(0 if ok else 1)
 
 
