@@ -51,8 +51,8 @@ pub struct PgCatalog {
     idle: Mutex<Vec<Client>>,
 }
 
-fn said(e: &postgres::Error) -> String {
-    match crate::shared::classify(e) {
+fn said(e: crate::journal::UpstreamError) -> String {
+    match e {
         crate::journal::UpstreamError::Unreachable(why) => format!("the database: {why}"),
         _ => "the database asked to try again".into(),
     }
@@ -93,10 +93,7 @@ impl PgCatalog {
         let taken = self.idle.lock().pop();
         let mut client = match taken {
             Some(c) if !c.is_closed() => c,
-            _ => crate::shared::connect_as(&self.target, "memfs-catalog").map_err(|e| match e {
-                crate::journal::UpstreamError::Unreachable(why) => format!("the database: {why}"),
-                _ => "the database asked to try again".into(),
-            })?,
+            _ => crate::shared::connect_as(&self.target, "memfs-catalog").map_err(said)?,
         };
         let done = f(&mut client);
         match &done {
@@ -108,7 +105,7 @@ impl PgCatalog {
                 }
             }
         }
-        done.map_err(|e| said(&e))
+        done.map_err(|e| said(crate::shared::classify(&e)))
     }
 
     /// Writes a store's record (none: deleted) with a new `gen`.
@@ -175,14 +172,6 @@ impl PgCatalog {
             out.push((id, meta));
         }
         Ok((top, out))
-    }
-
-    /// The newest `gen` of any record.
-    pub fn gen(&self) -> Result<i64, String> {
-        self.with(|c| {
-            c.query_one("SELECT gen FROM memfs_catalog WHERE id = 1", &[])
-                .map(|r| r.get(0))
-        })
     }
 
     /// Store `id`'s record now, if it has one.

@@ -219,41 +219,26 @@ impl Registry {
                 crate::units::describe_io(&e)
             )
         })?;
-        let (gen, changed) = catalog.changed_since(0)?;
-        let mut metas = Metas::default();
-        for (_, meta) in changed {
-            if let Some(meta) = meta {
-                metas.insert(meta);
-            }
-        }
-        reg.metas = Mutex::new(rank::REGISTRY_METAS, metas);
-        reg.seen.store(gen, Ordering::SeqCst);
         reg.catalog = Some(catalog);
+        reg.take_in_catalog()?;
         Ok(reg)
     }
 
     /// Takes in the records another server changed since this one last
     /// looked; a store deleted there is closed here.
     fn refresh(&self) {
-        let Some(catalog) = &self.catalog else {
-            return;
-        };
-        let seen = self.seen.load(Ordering::SeqCst);
-        match catalog.gen() {
-            Ok(gen) if gen <= seen => return,
-            Ok(_) => {}
-            Err(e) => {
-                tracing::warn!("reading the catalog: {e}");
-                return;
-            }
+        if let Err(e) = self.take_in_catalog() {
+            tracing::warn!("reading the catalog: {e}");
         }
-        let (gen, changed) = match catalog.changed_since(seen) {
-            Ok(c) => c,
-            Err(e) => {
-                tracing::warn!("reading the catalog: {e}");
-                return;
-            }
+    }
+
+    /// [`Registry::refresh`]'s one round trip: the records changed past
+    /// the `gen` this server holds (none, most times).
+    fn take_in_catalog(&self) -> Result<(), String> {
+        let Some(catalog) = &self.catalog else {
+            return Ok(());
         };
+        let (gen, changed) = catalog.changed_since(self.seen.load(Ordering::SeqCst))?;
         for (id, meta) in changed {
             match meta {
                 Some(meta) => self.metas.lock().insert(meta),
@@ -267,6 +252,7 @@ impl Registry {
             }
         }
         self.seen.fetch_max(gen, Ordering::SeqCst);
+        Ok(())
     }
 
     /// In a root in PostgreSQL: waits until this server's copy of `held`
@@ -517,14 +503,17 @@ impl Registry {
             store.busy.fetch_add(1, Ordering::SeqCst);
             return Ok(Held { store });
         }
-        if self.meta(id).is_none() {
+        // (This server's copy of the records: the request has read the
+        // store's from the database already, in a root in PostgreSQL.)
+        let known = || self.metas.lock().get(id).is_some();
+        if !known() {
             return Err(ApiError::no_store(id));
         }
         // Before this store's lock: making room takes another store's.
         self.make_room()?;
         let lock = self.store_lock(id);
         let _one = lock.lock();
-        if self.meta(id).is_none() {
+        if !known() {
             return Err(ApiError::no_store(id));
         }
         let mut open = self.open.lock();

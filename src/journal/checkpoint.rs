@@ -121,25 +121,6 @@ impl Checkpointer {
         ck
     }
 
-    /// Waits for a step that runs now to end (at shutdown, after `Stop`).
-    fn wait_quiet(&self) {
-        drop(self.turns.lock());
-    }
-
-    /// Hands the checkpointer a message; false once it has stopped.
-    fn take_in(&self, msg: Msg) -> bool {
-        if self.stopped.load(Ordering::Acquire) {
-            return false;
-        }
-        let when = match msg {
-            Msg::Batch { .. } => Instant::now() + self.delay,
-            Msg::Flush(_) | Msg::Stop(_) => Instant::now(),
-        };
-        self.inbox.lock().push_back((Instant::now(), msg));
-        self.step_at(when);
-        true
-    }
-
     /// Schedules a step at `when`, unless one is due by then already.
     fn step_at(&self, when: Instant) {
         {
@@ -223,12 +204,23 @@ impl Checkpointer {
 }
 
 impl super::handoff::Inbox for Checkpointer {
+    /// Hands the checkpointer a message; false once it has stopped.
     fn send(&self, msg: Msg) -> bool {
-        self.take_in(msg)
+        if self.stopped.load(Ordering::Acquire) {
+            return false;
+        }
+        let when = match msg {
+            Msg::Batch { .. } => Instant::now() + self.delay,
+            Msg::Flush(_) | Msg::Stop(_) => Instant::now(),
+        };
+        self.inbox.lock().push_back((Instant::now(), msg));
+        self.step_at(when);
+        true
     }
 
+    /// Waits for a step that runs now to end (at shutdown, after `Stop`).
     fn quiet(&self) {
-        self.wait_quiet()
+        drop(self.turns.lock());
     }
 }
 

@@ -89,13 +89,8 @@ pub(super) fn memory_at(held: &Held, meta: &StoreMeta, path: &str, full: bool) -
     Ok(memory_json(&meta.id, path, entry, &bytes, full))
 }
 
-/// A store error as the API answers it ([`ApiError::from_store`]).
-pub(super) fn refused(e: Error, path: &str) -> ApiError {
-    ApiError::from_store(e, path)
-}
-
 pub(super) fn wait(ticket: crate::store::Ticket, path: &str) -> ApiResult<()> {
-    ticket.wait().map_err(|e| refused(e, path))
+    ticket.wait().map_err(|e| ApiError::from_store(e, path))
 }
 
 pub(super) fn create_memory(on: On) -> ApiResult<Value> {
@@ -122,7 +117,7 @@ pub(super) fn create_memory(on: On) -> ApiResult<Value> {
         .memory
         .store()
         .create_file(&mem, content.as_bytes().to_vec(), false, origin(call))
-        .map_err(|e| refused(e, path))
+        .map_err(|e| ApiError::from_store(e, path))
         .and_then(|ticket| wait(ticket, path));
     if let Err(e) = made {
         return match made_before(&held)? {
@@ -190,7 +185,7 @@ pub(super) fn update_memory(on: On, mid: &str) -> ApiResult<Value> {
     // A content over the file limit is refused before anything moves.
     let max = store.limits().max_file_size;
     if let Some(text) = content.filter(|t| t.len() as u64 > max) {
-        return Err(refused(
+        return Err(ApiError::from_store(
             Error::FileTooLarge {
                 size: text.len() as u64,
                 limit: max,
@@ -205,7 +200,7 @@ pub(super) fn update_memory(on: On, mid: &str) -> ApiResult<Value> {
         let from_mem = memory_path(&path)?;
         let ticket = store
             .rename_expecting(&from_mem, &to_mem, who.clone(), expect.as_deref())
-            .map_err(|e| refused(e, to))?;
+            .map_err(|e| ApiError::from_store(e, to))?;
         wait(ticket, to)?;
         path = to.to_string();
         checked = true;
@@ -216,7 +211,7 @@ pub(super) fn update_memory(on: On, mid: &str) -> ApiResult<Value> {
     if !checked {
         if let Some(e) = &expect {
             if Sha::of(&now).hex() != *e {
-                return Err(refused(
+                return Err(ApiError::from_store(
                     Error::Changed {
                         actual: Sha::of(&now).hex(),
                     },
@@ -228,7 +223,7 @@ pub(super) fn update_memory(on: On, mid: &str) -> ApiResult<Value> {
     if let Some(text) = content.filter(|t| t.as_bytes() != now.as_slice()) {
         let ticket = store
             .create_file_expecting(&mem, text.as_bytes().to_vec(), true, who, expect.as_deref())
-            .map_err(|e| refused(e, &path))?;
+            .map_err(|e| ApiError::from_store(e, &path))?;
         wait(ticket, &path)?;
     }
     // (memory_at follows the history itself.)
@@ -277,7 +272,7 @@ pub(super) fn delete_memory(on: On, mid: &str) -> ApiResult<Value> {
             .memory
             .store()
             .remove_expecting(&mem, origin(call), expect.map(String::as_str))
-            .map_err(|e| refused(e, &path))?;
+            .map_err(|e| ApiError::from_store(e, &path))?;
         wait(ticket, &path)
     });
     match done {
