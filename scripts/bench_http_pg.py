@@ -11,13 +11,14 @@ what it stands on.
    through one server, then through two servers on the same database at
    once (32 connections each). The machine's cores are said: on 2 cores the
    two servers share them with PostgreSQL and the load generators.
-3. What a server holds with N stores of the database open: threads, RSS,
-   file descriptors, and its connections to the database.
+3. What a server holds with N stores of the database open (100, 1,000 by
+   default: `--held`): threads, RSS, file descriptors, and its connections
+   to the database.
 4. A catalog of 100,000 stores (records written straight into the
    database): a server's start, and listing stores (`limit=20`) as an admin
    and as a token that reaches one store.
 
-usage: bench_http_pg.py MEMFS_BIN [--calls N] [--stores N] [--seconds S] [--out FILE]
+usage: bench_http_pg.py MEMFS_BIN [--calls N] [--stores N] [--seconds S] [--held N,N] [--out FILE]
 """
 import argparse
 import os
@@ -96,6 +97,32 @@ def held(server, pg):
     return threads, rss_kib(pid), fds, conns
 
 
+def open_many(memfs, pg, tmp, counts):
+    """One server opening more and more stores of the database (a memory
+    made in each, eight at a time): what it holds at each count."""
+    import concurrent.futures
+    server = Server(memfs, pg.base, "--cache", str(tmp / "cache-open"), *FAST)
+    out = []
+    try:
+        token = server.token("--admin", "--name", "opener")
+        admin = anthropic.Anthropic(api_key=token, base_url=server.url, max_retries=5)
+        ids = []
+
+        def one(i):
+            sid = admin.beta.memory_stores.create(name=f"open{i}").id
+            admin.beta.memory_stores.memories.create(sid, path="/a.md", content="a")
+            return sid
+
+        with concurrent.futures.ThreadPoolExecutor(8) as ex:
+            for n in counts:
+                ids += list(ex.map(one, range(len(ids), n)))
+                time.sleep(2)  # the pools' connections given back
+                out.append((n, *held(server, pg)))
+    finally:
+        server.stop()
+    return out
+
+
 def big_catalog(memfs, pg, tmp, n):
     """n store records written straight into the catalog, then a server's
     start and its listings."""
@@ -128,6 +155,7 @@ def main():
     ap.add_argument("--stores", type=int, default=40)
     ap.add_argument("--seconds", type=int, default=10)
     ap.add_argument("--catalog", type=int, default=100000)
+    ap.add_argument("--held", default="100,1000")
     ap.add_argument("--out")
     a = ap.parse_args()
     tmp = pathlib.Path(tempfile.mkdtemp(prefix="memfs-bench-pg-"))
@@ -167,6 +195,7 @@ def main():
             res["found"] = found
         finally:
             codes = [s.stop() for s in (one, two) if s]
+        res["open"] = open_many(a.memfs, pg, tmp, [int(n) for n in a.held.split(",") if n])
         res["big"] = big_catalog(a.memfs, pg, tmp, a.catalog)
     finally:
         pg.remove()
@@ -203,8 +232,11 @@ def main():
         "same cores: the ratio says what a second server costs here, not what a second machine would add.",
         "",
         f"A server with {a.stores} stores of the database open: {th} threads, {rss / 1024:.1f} MiB resident, "
-        f"{fds} file descriptors, {conns} connections to the database (each open store still follows the database "
-        "on a connection of its own and its writer's: the next step is one listening connection per server).",
+        f"{fds} file descriptors, {conns} connections to the database.",
+        "",
+        "| stores of the database open in one server | threads | RSS MiB | fds | connections to the database |",
+        "|---|---|---|---|---|",
+        *[f"| {n} | {t} | {r / 1024:.1f} | {f} | {c} |" for n, t, r, f, c in res["open"]],
         "",
         f"Servers' exit codes after SIGTERM: {codes}.",
         "",

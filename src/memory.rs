@@ -162,14 +162,7 @@ impl Memory {
         let expiry = options
             .expire_idle
             .map(|idle| crate::control::expire::schedule(&store, idle));
-        let follower = match shared {
-            Some(follow) => Some(
-                follow
-                    .start(Duration::from_secs(30))
-                    .map_err(fail("starting its follower thread"))?,
-            ),
-            None => None,
-        };
+        let follower = shared.map(|follow| follow.start(Duration::from_secs(30)));
         if follower.is_some() {
             match crate::shared::unsent::send(&data_dir.state_dir, &store) {
                 Ok(0) => {}

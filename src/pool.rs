@@ -9,7 +9,9 @@
 //! The classes wait on one another in one order only (DESIGN's "Waits under
 //! locks"): a [`commit`] job may wait for the [`checkpoint`] class (a full
 //! disk, bounded), a [`background`] job for both; a [`checkpoint`] job
-//! waits on neither. No job waits for a job of its own class.
+//! waits on neither. A [`follow`] job may wait for the [`commit`] and
+//! [`checkpoint`] classes (the journal taking what it applied), never the
+//! other way. No job waits for a job of its own class.
 
 use std::cmp::Reverse;
 use std::collections::{BinaryHeap, HashMap};
@@ -144,6 +146,12 @@ pub fn commit() -> &'static Pool {
 pub fn checkpoint() -> &'static Pool {
     static P: OnceLock<Pool> = OnceLock::new();
     class(&P, "checkpoint", 2)
+}
+
+/// Catching shared stores up with their database (other hosts' changes).
+pub fn follow() -> &'static Pool {
+    static P: OnceLock<Pool> = OnceLock::new();
+    class(&P, "follow", 4)
 }
 
 /// Compaction, last reads, expiry, closing idle stores.

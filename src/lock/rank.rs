@@ -80,13 +80,18 @@ pub const UNSETTLED: Rank = Rank::new(81, "journal::writer::Core::unsettled");
 pub const TAINT: Rank = Rank::new(81, "journal::writer::Core::taint");
 pub const CHECKPOINT_INBOX: Rank = Rank::new(85, "journal::checkpoint::Checkpointer::inbox");
 pub const CHECKPOINT_NEXT: Rank = Rank::new(86, "journal::checkpoint::Checkpointer::next");
+pub const FOLLOW_TURN: Rank = Rank::new(87, "shared::follow::Tracked::turn");
 
 // Step 9: leaves everywhere.
 pub const OUTCOME: Rank = Rank::new(90, "store::change::Part::outcome");
 pub const INVALIDATOR: Rank = Rank::new(90, "fuse::invalidate::Invalidator::queue");
 pub const RECOVERY: Rank = Rank::new(90, "journal::writer::Core::recovery");
 pub const DB_DISOWNED: Rank = Rank::new(90, "shared::db::Db::disowned");
-pub const DB_WRITE: Rank = Rank::new(90, "shared::db::Db::write");
+pub const DATABASES: Rank = Rank::new(90, "shared::database::of");
+pub const DATABASE_WRITERS: Rank = Rank::new(90, "shared::database::Database::writers");
+pub const DATABASE_READERS: Rank = Rank::new(90, "shared::database::Database::readers");
+pub const DATABASE_FOLLOWED: Rank = Rank::new(90, "shared::database::Database::followed");
+pub const FOLLOW_FIRST: Rank = Rank::new(90, "shared::follow::Tracked::first");
 pub const MEM_DISK: Rank = Rank::new(90, "persist::storage::mem::MemDisk::state");
 pub const POOL_QUEUE: Rank = Rank::new(90, "pool::Pool::queue");
 pub const CATALOG_CONNS: Rank = Rank::new(90, "http::catalog_pg::PgCatalog::idle");

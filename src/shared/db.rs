@@ -17,53 +17,22 @@
 //!   by it, so a batch is applied once.
 //! - `memfs_contents`: contents by sha256.
 //! - `memfs_touches`: each path a batch touched, for telling races.
+//!
+//! (`connect.rs` makes them.) A batch's transaction runs on a connection
+//! the database keeps for any of its stores' batches (`database.rs`),
+//! taken for the batch and given back when it ends.
 
 use std::sync::Arc;
 use std::time::Duration;
 
 use crate::lock::{rank, Mutex, MutexGuard};
 use postgres::error::SqlState;
-use postgres::{Client, NoTls};
+use postgres::Client;
 
+use super::connect::{classify, connect, lost_connection, prepare, CHANNEL};
+use super::database::{self, Conn, Database};
 use super::target::Target;
-use crate::journal::{ChangeRec, Outgoing, Transaction, Upstream, UpstreamError};
-
-/// The NOTIFY channel; the payload names the store and the origin that
-/// committed (`STORE ORIGIN`).
-pub const CHANNEL: &str = "memfs";
-
-const SCHEMA: &str = "
-CREATE TABLE IF NOT EXISTS memfs_stores (
-    name TEXT PRIMARY KEY,
-    seq BIGINT NOT NULL DEFAULT 0,
-    created TIMESTAMPTZ NOT NULL DEFAULT now()
-);
-CREATE TABLE IF NOT EXISTS memfs_batches (
-    store TEXT NOT NULL,
-    seq BIGINT NOT NULL,
-    first BIGINT NOT NULL,
-    origin TEXT NOT NULL,
-    batch BIGINT NOT NULL,
-    time TEXT NOT NULL,
-    changes TEXT NOT NULL,
-    PRIMARY KEY (store, seq),
-    UNIQUE (store, origin, batch)
-);
-CREATE TABLE IF NOT EXISTS memfs_contents (
-    store TEXT NOT NULL,
-    sha TEXT NOT NULL,
-    data BYTEA NOT NULL,
-    PRIMARY KEY (store, sha)
-);
-CREATE TABLE IF NOT EXISTS memfs_touches (
-    store TEXT NOT NULL,
-    path TEXT NOT NULL,
-    seq BIGINT NOT NULL,
-    origin TEXT NOT NULL,
-    PRIMARY KEY (store, path, seq)
-);
-CREATE INDEX IF NOT EXISTS memfs_touches_by_seq ON memfs_touches (store, seq);
-";
+use crate::journal::{Outgoing, Transaction, Upstream, UpstreamError};
 
 /// One batch's write, as one statement: the store's counter moved from
 /// the head the batch was numbered after ($2) to its last id ($3), its
@@ -95,28 +64,19 @@ pub type Ours = Arc<Mutex<std::collections::BTreeMap<u64, (bool, u64)>>>;
 /// How long the lookup of a COMMIT whose answer was lost goes on, in all.
 const LOOKUP: Duration = Duration::from_secs(10);
 
-/// One committed batch, as the follower reads it.
-#[derive(Debug, Clone)]
-pub struct Batch {
-    pub seq: u64,
-    pub origin: String,
-    pub batch: u64,
-    pub changes: Vec<ChangeRec>,
-}
-
-/// The shared store's database, for this host's journal (the writer's
-/// connection; the follower has its own).
+/// The shared store's database, for this host's journal.
 pub struct Db {
     target: Target,
     origin: String,
-    conn: Mutex<Option<Client>>,
-    /// [`WRITE`], prepared on the connection `conn` holds (none once it
-    /// is replaced).
-    write: Mutex<Option<postgres::Statement>>,
+    database: Arc<Database>,
+    /// The connection of the batch being sent (none between batches: it
+    /// is the database's again).
+    conn: Mutex<Option<Conn>>,
     /// Numbers this journal's batches past every one of its origin the
     /// store holds (a crash may have kept some out of the journal), once,
     /// at the first connection.
     renumber: Box<dyn Fn(u64) + Send + Sync>,
+    /// The store's row is made and the batches numbered (once).
     numbered: std::sync::atomic::AtomicBool,
     /// Told of each batch this host committed (the head it found, its last
     /// id): a tree that had followed to the head has followed past it now.
@@ -135,89 +95,6 @@ pub struct Db {
     /// The store's head as this host last knew it (from a transaction or a
     /// commit of its own; `u64::MAX` while unknown): see [`Db::begin_after`].
     last_head: std::sync::atomic::AtomicU64,
-}
-
-/// Connects with bounds: a database that does not answer is given up on
-/// in seconds, not minutes.
-pub fn connect(target: &Target) -> Result<Client, UpstreamError> {
-    connect_as(target, "memfs")
-}
-
-/// [`connect`], naming the connection (`application_name`: `memfs` for
-/// the writer's, `memfs-follow` for the follower's).
-///
-/// Every session is bounded on the server too: a lock waited for longer
-/// than `lock_timeout` is an error (55P03, the store is "unreachable" to
-/// that write, which fails fast), and a session idle inside a transaction
-/// for `idle_in_transaction_session_timeout` is ended by the server, so a
-/// host cut off in the middle of a batch holds the store's head for
-/// seconds, not until TCP gives up on it. The idle bound is below the lock
-/// bound: a write that waits behind a dead host's transaction gets the
-/// head when the server ends it.
-pub fn connect_as(target: &Target, name: &str) -> Result<Client, UpstreamError> {
-    let mut config = target.config();
-    let mut options = config.get_options().unwrap_or("").to_string();
-    options.push_str(
-        " -c lock_timeout=8s -c idle_in_transaction_session_timeout=4s -c standard_conforming_strings=on",
-    );
-    config.options(options.trim());
-    config
-        .connect_timeout(Duration::from_secs(3))
-        .tcp_user_timeout(Duration::from_secs(6))
-        .keepalives(true)
-        .keepalives_idle(Duration::from_secs(5))
-        .keepalives_interval(Duration::from_secs(2))
-        .keepalives_retries(2)
-        .application_name(name);
-    config.connect(NoTls).map_err(|e| classify(&e))
-}
-
-/// Makes the tables and the store's row if they are missing (hosts that
-/// start at once may race to make them: the loser tries again).
-pub fn prepare(client: &mut Client, store: &str) -> Result<(), UpstreamError> {
-    let mut tries = 0;
-    loop {
-        let made = client.batch_execute(SCHEMA).and_then(|_| {
-            client.execute(
-                "INSERT INTO memfs_stores (name) VALUES ($1) ON CONFLICT DO NOTHING",
-                &[&store],
-            )
-        });
-        match made {
-            Ok(_) => return Ok(()),
-            Err(e) if tries < 3 && e.code() == Some(&SqlState::UNIQUE_VIOLATION) => tries += 1,
-            Err(e) => return Err(classify(&e)),
-        }
-    }
-}
-
-/// Why a call failed, in words that name no host path.
-pub fn classify(e: &postgres::Error) -> UpstreamError {
-    if let Some(code) = e.code() {
-        if *code == SqlState::T_R_SERIALIZATION_FAILURE || *code == SqlState::T_R_DEADLOCK_DETECTED
-        {
-            return UpstreamError::Again;
-        }
-        return UpstreamError::Unreachable(format!(
-            "the database refused the request, SQLSTATE {}",
-            code.code()
-        ));
-    }
-    let io = std::error::Error::source(e).and_then(|s| s.downcast_ref::<std::io::Error>());
-    let cause = match io.map(|io| io.kind()) {
-        Some(std::io::ErrorKind::ConnectionRefused) => "connection refused",
-        Some(std::io::ErrorKind::TimedOut) => "no answer in time",
-        Some(std::io::ErrorKind::NotFound) => "no such host",
-        _ if e.is_closed() => "the connection was lost",
-        _ if e.to_string().contains("timed out") => "no answer in time",
-        _ if e.to_string().contains("password") => "the database did not take the password",
-        _ => "the connection failed",
-    };
-    UpstreamError::Unreachable(cause.to_string())
-}
-
-fn lost_connection(e: &postgres::Error) -> bool {
-    e.code().is_none()
 }
 
 /// Whether [`WRITE`] failed because the head is no longer the one the
@@ -242,10 +119,10 @@ impl Db {
     /// connects later if the database cannot be reached now.
     pub fn new(target: Target, origin: String, renumber: Box<dyn Fn(u64) + Send + Sync>) -> Db {
         Db {
+            database: database::of(&target),
             target,
             origin,
             conn: Mutex::new(rank::DB_CONN, None),
-            write: Mutex::new(rank::DB_WRITE, None),
             renumber,
             numbered: Default::default(),
             on_commit: std::sync::OnceLock::new(),
@@ -274,11 +151,16 @@ impl Db {
             .store(head, std::sync::atomic::Ordering::Release);
     }
 
-    /// Makes `client` the writer's connection: what was prepared on the
-    /// one before does not exist on it.
-    fn install(&self, conn: &mut Option<Client>, client: Client) {
-        *self.write.lock() = None;
-        *conn = Some(client);
+    /// The batch's connection back to the database, for any next batch.
+    fn give_back(&self, conn: &mut Option<Conn>) {
+        if let Some(conn) = conn.take() {
+            self.database.keep_writer(conn);
+        }
+    }
+
+    /// Makes `client` the batch's connection.
+    fn install(&self, conn: &mut Option<Conn>, client: Client) {
+        *conn = Some(Conn::new(client));
     }
 
     pub fn target(&self) -> &Target {
@@ -290,13 +172,19 @@ impl Db {
         self.confirmed.clone()
     }
 
-    /// The connection, made (and the tables with it) if there is none.
-    fn client(&self) -> Result<MutexGuard<'_, Option<Client>>, UpstreamError> {
+    /// The batch's connection: one the database kept, else a new one;
+    /// the first time, the store's row is made (with the tables) and this
+    /// journal's batches numbered.
+    fn client(&self) -> Result<MutexGuard<'_, Option<Conn>>, UpstreamError> {
         let mut conn = self.conn.lock();
-        if conn.as_ref().is_none_or(|c| c.is_closed()) {
-            let mut client = connect(&self.target)?;
-            prepare(&mut client, self.target.store.as_str())?;
+        if conn.as_ref().is_none_or(|c| c.client.is_closed()) {
+            let mut taken = match self.database.writer() {
+                Some(kept) => kept,
+                None => Conn::new(connect(&self.target)?),
+            };
             if !self.numbered.load(std::sync::atomic::Ordering::Acquire) {
+                let client = &mut taken.client;
+                prepare(client, self.target.store.as_str())?;
                 let row = client
                     .query_one(
                         "SELECT COALESCE(MAX(batch), 0) FROM memfs_batches WHERE store = $1 AND origin = $2",
@@ -307,63 +195,77 @@ impl Db {
                 self.numbered
                     .store(true, std::sync::atomic::Ordering::Release);
             }
-            self.install(&mut conn, client);
+            *conn = Some(taken);
         }
         Ok(conn)
     }
 }
 
 impl Upstream for Db {
+    /// Long because it is one round trip with its three outcomes, and the
+    /// one retry on a new connection when a kept one turns out dead.
     fn begin(&self) -> Result<Box<dyn Transaction + '_>, UpstreamError> {
-        let mut conn = self.client()?;
-        let client = conn.as_mut().expect("connected");
-        // One round trip for both (the simple protocol takes two
-        // statements at once). The store's name is inlined as a literal: a
-        // StoreName is letters, digits, '-', '_' and '.' only (no other
-        // value can be made).
-        let head = client
-            .simple_query(&format!(
-                "BEGIN; SELECT seq FROM memfs_stores WHERE name = {} FOR UPDATE",
-                self.target.store.literal()
-            ))
-            .map(|messages| {
-                messages.iter().find_map(|m| match m {
-                    postgres::SimpleQueryMessage::Row(row) => {
-                        row.get(0).and_then(|v| v.parse::<u64>().ok())
-                    }
-                    _ => None,
-                })
-            });
-        match head {
-            Ok(Some(head)) => {
-                // (Tests: a host that stops here holds the head, as one cut
-                // off inside its transaction does.)
-                fail::fail_point!("shared-holding-head");
-                self.knew_head(head);
-                let mut tx = Tx {
-                    db: self,
-                    conn,
-                    head,
-                    open: true,
-                };
-                tx.resolve_unknown()?;
-                Ok(Box::new(tx))
-            }
-            Ok(None) => {
-                let _ = client.batch_execute("ROLLBACK");
-                Err(UpstreamError::Unreachable(
-                    "the store is no longer in the database".into(),
+        for attempt in 0.. {
+            let mut conn = self.client()?;
+            let client = &mut conn.as_mut().expect("connected").client;
+            // One round trip for both (the simple protocol takes two
+            // statements at once). The store's name is inlined as a
+            // literal: a StoreName is letters, digits, '-', '_' and '.' only
+            // (no other value can be made).
+            let head = client
+                .simple_query(&format!(
+                    "BEGIN; SELECT seq FROM memfs_stores WHERE name = {} FOR UPDATE",
+                    self.target.store.literal()
                 ))
-            }
-            Err(e) => {
-                if lost_connection(&e) {
-                    *conn = None;
-                } else {
-                    let _ = client.batch_execute("ROLLBACK");
+                .map(|messages| {
+                    messages.iter().find_map(|m| match m {
+                        postgres::SimpleQueryMessage::Row(row) => {
+                            row.get(0).and_then(|v| v.parse::<u64>().ok())
+                        }
+                        _ => None,
+                    })
+                });
+            match head {
+                Ok(Some(head)) => {
+                    // (Tests: a host that stops here holds the head, as one
+                    // cut off inside its transaction does.)
+                    fail::fail_point!("shared-holding-head");
+                    self.knew_head(head);
+                    let mut tx = Tx {
+                        db: self,
+                        conn,
+                        head,
+                        open: true,
+                    };
+                    tx.resolve_unknown()?;
+                    return Ok(Box::new(tx));
                 }
-                Err(classify(&e))
+                Ok(None) => {
+                    let _ = client.batch_execute("ROLLBACK");
+                    self.give_back(&mut conn);
+                    return Err(UpstreamError::Unreachable(
+                        "the store is no longer in the database".into(),
+                    ));
+                }
+                Err(e) if lost_connection(&e) => {
+                    // A kept connection the database ended (a restart, an
+                    // administrator): the others kept are likely gone too,
+                    // and nothing was sent; once more on a new one.
+                    *conn = None;
+                    self.database.forget_writers();
+                    if attempt == 0 {
+                        continue;
+                    }
+                    return Err(classify(&e));
+                }
+                Err(e) => {
+                    let _ = client.batch_execute("ROLLBACK");
+                    self.give_back(&mut conn);
+                    return Err(classify(&e));
+                }
             }
         }
+        unreachable!("the loop returns")
     }
 
     /// A batch whose changes were all made after the tree had followed to
@@ -393,7 +295,7 @@ impl Upstream for Db {
 /// One batch's transaction; rolled back if dropped uncommitted.
 struct Tx<'a> {
     db: &'a Db,
-    conn: MutexGuard<'a, Option<Client>>,
+    conn: MutexGuard<'a, Option<Conn>>,
     head: u64,
     /// [`Db::begin`]'s transaction is open on the connection (rolled back
     /// if dropped). None is for a head taken without asking
@@ -403,14 +305,14 @@ struct Tx<'a> {
 
 impl Drop for Tx<'_> {
     fn drop(&mut self) {
-        if !self.open {
-            return;
-        }
-        if let Some(client) = self.conn.as_mut() {
-            if client.is_closed() || client.batch_execute("ROLLBACK").is_err() {
-                *self.conn = None;
+        if self.open {
+            if let Some(conn) = self.conn.as_mut() {
+                if conn.client.is_closed() || conn.client.batch_execute("ROLLBACK").is_err() {
+                    *self.conn = None;
+                }
             }
         }
+        self.db.give_back(&mut self.conn);
     }
 }
 
@@ -449,9 +351,11 @@ fn related(a: &str, b: &str) -> bool {
 
 impl Tx<'_> {
     fn client(&mut self) -> &mut Client {
-        self.conn
+        &mut self
+            .conn
             .as_mut()
             .expect("connected while the transaction lives")
+            .client
     }
 
     fn failed(&mut self, e: postgres::Error) -> UpstreamError {
@@ -511,11 +415,15 @@ impl Tx<'_> {
 
     /// [`WRITE`], prepared on this connection once.
     fn write_statement(&mut self) -> Result<postgres::Statement, postgres::Error> {
-        if let Some(s) = self.db.write.lock().clone() {
-            return Ok(s);
+        let conn = self
+            .conn
+            .as_mut()
+            .expect("connected while the transaction lives");
+        if let Some(s) = &conn.write {
+            return Ok(s.clone());
         }
-        let s = self.client().prepare(WRITE)?;
-        *self.db.write.lock() = Some(s.clone());
+        let s = conn.client.prepare(WRITE)?;
+        conn.write = Some(s.clone());
         Ok(s)
     }
 
@@ -747,115 +655,6 @@ impl Transaction for Tx<'_> {
             // administrator's shutdown, an I/O error on the server): it
             // may have committed, so the database is asked.
             Err(_) => self.settle_lookup(batch.batch, batch.last),
-        }
-    }
-}
-
-/// The follower's reads, on its own connection.
-pub struct Reader {
-    pub client: Client,
-    store: String,
-    origin: String,
-    /// The follower's two queries, prepared once on its connection: each
-    /// is asked at every wake-up, and unprepared each would be planned
-    /// again and cost a second round trip (the crate's unnamed statement).
-    after: postgres::Statement,
-    contents: postgres::Statement,
-}
-
-impl Reader {
-    /// Connects, makes the tables if missing, and listens for wake-ups.
-    pub fn open(target: &Target, origin: &str) -> Result<Reader, UpstreamError> {
-        let mut client = connect_as(target, "memfs-follow")?;
-        prepare(&mut client, target.store.as_str())?;
-        client
-            .batch_execute(&format!("LISTEN {CHANNEL}"))
-            .map_err(|e| classify(&e))?;
-        let after = client
-            .prepare(
-                "SELECT seq, origin, batch, changes FROM memfs_batches \
-                 WHERE store = $1 AND seq > $2 ORDER BY seq LIMIT $3",
-            )
-            .map_err(|e| classify(&e))?;
-        let contents = client
-            .prepare("SELECT sha, data FROM memfs_contents WHERE store = $1 AND sha = ANY($2)")
-            .map_err(|e| classify(&e))?;
-        Ok(Reader {
-            client,
-            store: target.store.as_str().to_string(),
-            origin: origin.to_string(),
-            after,
-            contents,
-        })
-    }
-
-    /// Up to `limit` batches after `after`, in order.
-    pub fn batches_after(&mut self, after: u64, limit: i64) -> Result<Vec<Batch>, UpstreamError> {
-        let rows = self
-            .client
-            .query(&self.after, &[&self.store, &(after as i64), &limit])
-            .map_err(|e| classify(&e))?;
-        rows.iter()
-            .map(|r| {
-                let text: String = r.get(3);
-                let changes = serde_json::from_str(&text).map_err(|_| {
-                    UpstreamError::Unreachable(
-                        "the database holds a batch this memfs cannot read".into(),
-                    )
-                })?;
-                Ok(Batch {
-                    seq: r.get::<_, i64>(0) as u64,
-                    origin: r.get(1),
-                    batch: r.get::<_, i64>(2) as u64,
-                    changes,
-                })
-            })
-            .collect()
-    }
-
-    /// The contents of these sha256s the store holds.
-    pub fn contents(
-        &mut self,
-        shas: &[String],
-    ) -> Result<std::collections::HashMap<String, Arc<Vec<u8>>>, UpstreamError> {
-        if shas.is_empty() {
-            return Ok(Default::default());
-        }
-        let rows = self
-            .client
-            .query(&self.contents, &[&self.store, &shas])
-            .map_err(|e| classify(&e))?;
-        Ok(rows
-            .iter()
-            .map(|r| (r.get::<_, String>(0), Arc::new(r.get::<_, Vec<u8>>(1))))
-            .collect())
-    }
-
-    /// Waits up to `limit` for a wake-up for this store from another host
-    /// (or any sign the connection is gone, which is an error). This host's
-    /// own commits and other stores' wake-ups do not end the wait, nor
-    /// lengthen it past `limit`: this host's batches are in its tree, and
-    /// the poll after `limit` moves past them.
-    pub fn wait(&mut self, limit: Duration) -> Result<(), UpstreamError> {
-        let store = self.store.clone();
-        let own = format!("{} {}", self.store, self.origin);
-        let until = std::time::Instant::now() + limit;
-        loop {
-            let left = until.saturating_duration_since(std::time::Instant::now());
-            if left.is_zero() {
-                return Ok(());
-            }
-            let mut notes = self.client.notifications();
-            let mut iter = notes.timeout_iter(left);
-            match postgres::fallible_iterator::FallibleIterator::next(&mut iter) {
-                Ok(Some(n)) if n.payload() == own => continue,
-                Ok(Some(n)) if n.payload().split(' ').next() == Some(store.as_str()) => {
-                    return Ok(())
-                }
-                Ok(Some(_)) => continue,
-                Ok(None) => return Ok(()),
-                Err(e) => return Err(classify(&e)),
-            }
         }
     }
 }

@@ -1,48 +1,36 @@
-//! The follower: one thread per host that reads the shared store's
-//! batches in id order, on a connection of its own, and applies other
-//! hosts' changes to this tree (and so to the journal and the mount).
+//! The follower of one store: reads the shared store's batches in id
+//! order and applies other hosts' changes to this tree (and so to the
+//! journal and the mount).
 //!
-//! It wakes on `NOTIFY`, and reads everything after the last id it holds
-//! after every wake-up, every reconnection, and every second without one
-//! (polling: a wake-up lost with a connection is never a change lost). A
-//! batch of this host's own is skipped when the tree shows it already
-//! (committed by this process, or written to the journal before a
-//! restart); one a crash kept out of the journal is applied like another
-//! host's.
+//! It has no thread or connection of its own: a catch-up is a job on the
+//! follow pool, on a reader's connection of the database's, when the
+//! database's listener wakes it (`database.rs`: a wake-up, the poll
+//! finding the store's head past the tree, a reconnection), and once when
+//! the store opens. A catch-up reads everything after the last id the
+//! tree holds; a batch of this host's own is skipped when the tree shows
+//! it already (committed by this process, or written to the journal
+//! before a restart); one a crash kept out of the journal is applied like
+//! another host's.
 
 use std::collections::HashMap;
-use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Weak};
-use std::thread::JoinHandle;
 use std::time::Duration;
 
-use super::db::{Batch, Reader};
+use super::connect::prepare;
+use super::database::{self, cause, Database, Followed};
+use super::reader::{Batch, Reader};
 use super::target::Target;
 use crate::journal::{ChangeRec, OpRec, OwnHeld, Unsettled, UpstreamError};
+use crate::lock::{rank, Condvar, Mutex};
 use crate::store::{ChangeOp, Foreign, Store};
 
-/// Polling, when no wake-up comes.
-const POLL: Duration = Duration::from_secs(1);
-/// How often a long outage is said again.
-const STILL_DOWN: Duration = Duration::from_secs(60);
 /// Batches read at once.
 const PAGE: i64 = 256;
 
-/// What the follower knows, for `memfs status` and tests.
-#[derive(Default)]
-pub struct Progress {
-    /// The newest id applied (or skipped as this host's own).
-    pub applied: AtomicU64,
-    /// The newest id read.
-    pub head: AtomicU64,
-    /// Whether the database answers now.
-    pub connected: AtomicBool,
-}
-
+/// A store followed: stops following when stopped or dropped.
 pub struct Follower {
-    stop: Arc<AtomicBool>,
-    thread: Option<JoinHandle<()>>,
-    pub progress: Arc<Progress>,
+    tracked: Option<Arc<Tracked>>,
 }
 
 /// Everything the follower works with.
@@ -56,133 +44,61 @@ pub struct Follow {
     pub unsettled: Unsettled,
 }
 
+/// A followed store, as its jobs and the listener share it.
+struct Tracked {
+    follow: Follow,
+    database: Arc<Database>,
+    turn: Mutex<Turn>,
+    /// Told when a catch-up ends (see [`Follower::stop`]).
+    ended: Condvar,
+    stopping: AtomicBool,
+    /// The store's row is made (once, on the first catch-up).
+    prepared: AtomicBool,
+    /// Told when the first catch-up has run ([`Follow::start`] waits).
+    first: Mutex<Option<std::sync::mpsc::Sender<()>>>,
+}
+
+/// Where the store's catch-up is: at most one runs, and one more is owed
+/// at most.
+#[derive(Default)]
+struct Turn {
+    queued: bool,
+    running: bool,
+    again: bool,
+    stopped: bool,
+}
+
 impl Follow {
     /// Starts following; the first catch-up runs before this returns (at
     /// most `first` long), so a host opening a store shows what it holds.
-    pub fn start(self, first: Duration) -> std::io::Result<Follower> {
-        let stop = Arc::new(AtomicBool::new(false));
-        let progress = Arc::new(Progress::default());
-        if let Some(store) = self.store.upgrade() {
-            progress.applied.store(store.followed(), Ordering::Release);
-        }
+    pub fn start(self, first: Duration) -> Follower {
         let (ready_tx, ready) = std::sync::mpsc::channel();
-        let thread = {
-            let stop = stop.clone();
-            let progress = progress.clone();
-            std::thread::Builder::new()
-                .name("memfs-follow".into())
-                .spawn(move || self.run(&stop, &progress, ready_tx))?
-        };
+        let database = database::of(&self.target);
+        let tracked = Arc::new(Tracked {
+            follow: self,
+            database: database.clone(),
+            turn: Mutex::new(rank::FOLLOW_TURN, Turn::default()),
+            ended: Condvar::new(),
+            stopping: AtomicBool::new(false),
+            prepared: AtomicBool::new(false),
+            first: Mutex::new(rank::FOLLOW_FIRST, Some(ready_tx)),
+        });
+        database.follow(tracked.clone());
+        tracked.clone().wake();
         let _ = ready.recv_timeout(first);
-        Ok(Follower {
-            stop,
-            thread: Some(thread),
-            progress,
-        })
-    }
-
-    /// Long because it is the follower's reconnect loop (outage reports and
-    /// back-off, then the catch-up-and-wait loop), whose back-off and
-    /// outage state is shared by both.
-    fn run(self, stop: &AtomicBool, progress: &Progress, ready: std::sync::mpsc::Sender<()>) {
-        // (Tests turn following off here: nothing of other hosts' is applied.)
-        fail::fail_point!("shared::follow-off", |_| ());
-        let mut backoff = Duration::from_millis(100);
-        let mut said_down = false;
-        let mut down_since = std::time::Instant::now();
-        let mut said_at = down_since;
-        let mut ready = Some(ready);
-        while !stop.load(Ordering::Acquire) {
-            let mut reader = match Reader::open(&self.target, &self.origin) {
-                Ok(r) => r,
-                Err(e) => {
-                    progress.connected.store(false, Ordering::Release);
-                    if !said_down {
-                        tracing::warn!(
-                            "the shared store cannot be reached ({}); reads keep working from memory, and memfs keeps trying",
-                            cause(&e)
-                        );
-                        said_down = true;
-                        down_since = std::time::Instant::now();
-                        said_at = down_since;
-                    } else if said_at.elapsed() >= STILL_DOWN {
-                        // A long outage says so again, with its cause now,
-                        // so that it is never silent after its first line.
-                        said_at = std::time::Instant::now();
-                        tracing::warn!(
-                            "the shared store still cannot be reached after {} s ({}); reads keep working from memory, and memfs keeps trying",
-                            down_since.elapsed().as_secs(),
-                            cause(&e)
-                        );
-                    }
-                    if let Some(r) = ready.take() {
-                        let _ = r.send(());
-                    }
-                    sleep_unless(stop, backoff);
-                    backoff = (backoff * 2).min(Duration::from_secs(2));
-                    continue;
-                }
-            };
-            if said_down {
-                tracing::warn!(
-                    "the shared store answers again after {} s; catching up",
-                    down_since.elapsed().as_secs()
-                );
-                said_down = false;
-            }
-            progress.connected.store(true, Ordering::Release);
-            backoff = Duration::from_millis(100);
-            // Catch up after every wake-up (and the first time, and after
-            // every reconnection), then wait for the next.
-            let mut ended = None;
-            while !stop.load(Ordering::Acquire) {
-                if let Err(e) = self.catch_up(&mut reader, progress, stop) {
-                    ended = Some(e);
-                    break;
-                }
-                // What memory holds that the store has not taken (a person's
-                // save that lost a race, or made while the store could not be
-                // reached) goes again, over what was just applied.
-                if let Some(store) = self.store.upgrade() {
-                    self.forget_passed(&store);
-                    if store.unsaved_paths() > 0 {
-                        let _ = store.barrier(crate::store::Origin::Memfs);
-                    }
-                }
-                if let Some(r) = ready.take() {
-                    let _ = r.send(());
-                }
-                if let Err(e) = reader.wait(POLL) {
-                    ended = Some(e);
-                    break;
-                }
-            }
-            if let Some(e) = ended {
-                progress.connected.store(false, Ordering::Release);
-                tracing::info!(
-                    "the shared store's connection ended ({}); reconnecting",
-                    cause(&e)
-                );
-            }
+        Follower {
+            tracked: Some(tracked),
         }
     }
 
     /// Reads and applies every batch past what the tree shows.
-    fn catch_up(
-        &self,
-        reader: &mut Reader,
-        progress: &Progress,
-        stop: &AtomicBool,
-    ) -> Result<(), UpstreamError> {
+    fn catch_up(&self, reader: &mut Reader, stop: &AtomicBool) -> Result<(), UpstreamError> {
         loop {
             let Some(store) = self.store.upgrade() else {
                 return Ok(());
             };
             let after = store.followed();
-            let page = reader.batches_after(after, PAGE)?;
-            if let Some(last) = page.last() {
-                progress.head.fetch_max(last.seq, Ordering::AcqRel);
-            }
+            let page = reader.batches_after(self.name(), after, PAGE)?;
             if page.is_empty() {
                 return Ok(());
             }
@@ -202,13 +118,12 @@ impl Follow {
                     .filter(|b| b.origin != self.origin)
                     .flat_map(shas_of)
                     .collect();
-                let mut contents = reader.contents(&shas)?;
+                let mut contents = reader.contents(self.name(), &shas)?;
                 for batch in group {
                     if stop.load(Ordering::Acquire) {
                         return Ok(());
                     }
                     tickets.extend(self.apply(reader, &store, batch, &mut contents, stop)?);
-                    progress.applied.store(batch.seq, Ordering::Release);
                 }
             }
             for ticket in tickets {
@@ -239,7 +154,7 @@ impl Follow {
                     return Ok(Vec::new());
                 }
                 Own::Stopping => return Ok(Vec::new()),
-                Own::Missing => contents.extend(reader.contents(&shas_of(batch))?),
+                Own::Missing => contents.extend(reader.contents(self.name(), &shas_of(batch))?),
             }
         }
         let whole = whole_of(batch, contents);
@@ -405,26 +320,130 @@ fn ops_of(
     Some(ops)
 }
 
-fn cause(e: &UpstreamError) -> String {
-    match e {
-        UpstreamError::Unreachable(c) => c.clone(),
-        UpstreamError::Again | UpstreamError::Taken(_) => "a transient refusal".into(),
+impl Follow {
+    /// The store's name in the database.
+    fn name(&self) -> &str {
+        self.target.store.as_str()
     }
 }
 
-fn sleep_unless(stop: &AtomicBool, d: Duration) {
-    let until = std::time::Instant::now() + d;
-    while !stop.load(Ordering::Acquire) && std::time::Instant::now() < until {
-        std::thread::sleep(Duration::from_millis(50));
+impl Tracked {
+    /// One catch-up, on a follow-pool thread: every batch past what the
+    /// tree shows, then what the tree holds that the store has not taken
+    /// (a person's save that lost a race, or made while the store could
+    /// not be reached) sent again, over what was just applied. A failure
+    /// ends it; the listener's next poll wakes the store again.
+    fn catch_up_once(&self) {
+        // (Tests turn following off here: nothing of other hosts' is applied.)
+        fail::fail_point!("shared::follow-off", |_| self.ready());
+        match self.database.reader() {
+            Ok(mut reader) => match self.read(&mut reader) {
+                Ok(()) => {
+                    self.database.keep_reader(reader);
+                    if let Some(store) = self.follow.store.upgrade() {
+                        self.follow.forget_passed(&store);
+                        if store.unsaved_paths() > 0 {
+                            let _ = store.barrier(crate::store::Origin::Memfs);
+                        }
+                    }
+                }
+                Err(e) => {
+                    self.database.forget_readers();
+                    tracing::info!(
+                        "catching up with the shared store failed ({}); trying again",
+                        cause(&e)
+                    )
+                }
+            },
+            Err(e) => tracing::debug!("no connection to catch up on ({})", cause(&e)),
+        }
+        self.ready();
+    }
+
+    fn read(&self, reader: &mut Reader) -> Result<(), UpstreamError> {
+        if !self.prepared.load(Ordering::Acquire) {
+            prepare(&mut reader.client, self.follow.name())?;
+            self.prepared.store(true, Ordering::Release);
+        }
+        self.follow.catch_up(reader, &self.stopping)
+    }
+
+    fn ready(&self) {
+        if let Some(tx) = self.first.lock().take() {
+            let _ = tx.send(());
+        }
+    }
+
+    /// The job: the catch-up, then one more if woken meanwhile.
+    fn turn(self: Arc<Self>) {
+        {
+            let mut turn = self.turn.lock();
+            turn.queued = false;
+            if turn.stopped {
+                return;
+            }
+            turn.running = true;
+        }
+        self.catch_up_once();
+        let again = {
+            let mut turn = self.turn.lock();
+            turn.running = false;
+            let again = turn.again && !turn.stopped;
+            turn.again = false;
+            self.ended.notify_all();
+            again
+        };
+        if again {
+            self.wake();
+        }
+    }
+}
+
+impl Followed for Tracked {
+    fn store(&self) -> &str {
+        self.follow.name()
+    }
+
+    fn origin(&self) -> &str {
+        &self.follow.origin
+    }
+
+    fn due(&self, head: u64) -> bool {
+        self.follow
+            .store
+            .upgrade()
+            .is_some_and(|s| s.followed() < head || s.unsaved_paths() > 0)
+    }
+
+    fn wake(self: Arc<Self>) {
+        let mut turn = self.turn.lock();
+        if turn.stopped || turn.queued {
+            return;
+        }
+        if turn.running {
+            turn.again = true;
+            return;
+        }
+        turn.queued = true;
+        drop(turn);
+        crate::pool::follow().now(Box::new(move || self.turn()));
     }
 }
 
 impl Follower {
-    /// Stops following (before the journal shuts down).
+    /// Stops following (before the journal shuts down): no catch-up starts
+    /// after this, and the one running has ended when it returns.
     pub fn stop(&mut self) {
-        self.stop.store(true, Ordering::Release);
-        if let Some(t) = self.thread.take() {
-            let _ = t.join();
+        let Some(t) = self.tracked.take() else {
+            return;
+        };
+        t.stopping.store(true, Ordering::Release);
+        let followed: Arc<dyn Followed> = t.clone();
+        t.database.unfollow(&followed);
+        let mut turn = t.turn.lock();
+        turn.stopped = true;
+        while turn.running {
+            t.ended.wait(&mut turn);
         }
     }
 }

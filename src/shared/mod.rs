@@ -6,13 +6,20 @@
 //! batch of this host's changes is committed there (`db.rs`, through the
 //! journal's upstream, `journal/upstream.rs`) before it is acknowledged,
 //! and the follower (`follow.rs`) applies every other host's batches to the
-//! copy in the store's order. `target.rs` reads the URL.
+//! copy in the store's order, read on `reader.rs`'s connections.
+//! `database.rs` is what the open stores of one database share (kept
+//! connections, the one listener), `connect.rs` how a connection is made,
+//! and `target.rs` reads the URL.
 
+mod connect;
+mod database;
 mod db;
 mod follow;
+mod reader;
 mod target;
 pub mod unsent;
 
-pub use db::{classify, connect_as, prepare, Db, CHANNEL};
-pub use follow::{Follow, Follower, Progress};
+pub use connect::{classify, connect_as, prepare, CHANNEL};
+pub use db::Db;
+pub use follow::{Follow, Follower};
 pub use target::{is_url, StoreName, Target};

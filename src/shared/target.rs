@@ -111,6 +111,12 @@ impl Target {
             .map_or(shown.clone(), |(db, _)| db.to_string())
     }
 
+    /// What tells one database from another in this process (the URL
+    /// without `store`; never shown: it may hold a password).
+    pub fn database_key(&self) -> &str {
+        &self.url
+    }
+
     /// The store `store` in the same database.
     pub fn with_store(&self, store: StoreName) -> Target {
         Target {

@@ -141,3 +141,40 @@ def test_every_door_on_two_servers_is_one_memory(two, pg):
         assert page.url == f"{b.url}/web/{store}/"
         assert "from-mcp.md" in page.inner_text("main")
         browser.close()
+
+
+def test_open_stores_in_postgresql_share_threads_and_connections(two, pg):
+    """A store in PostgreSQL once cost a thread and two connections of its
+    own (its follower's and its writer's): 10,000 open stores would have
+    needed 20,000 connections. Now 200 stores open on one server cost a
+    fixed few of each, and every one of them still follows what another
+    server writes to it, on its next read."""
+    import concurrent.futures
+    from test_http_doors import proc_status
+    a, b = two
+    token = a.token("--admin")
+    on_a, on_b = sdk(a, token), sdk(b, token)
+    ids = [on_a.beta.memory_stores.create(name=f"s{i}").id for i in range(200)]
+
+    def write(client, sid, text):
+        m = client.beta.memory_stores.memories.list(sid).data
+        if m:
+            client.beta.memory_stores.memories.update(m[0].id, memory_store_id=sid, content=text)
+        else:
+            client.beta.memory_stores.memories.create(sid, path="/a.md", content=text)
+
+    with concurrent.futures.ThreadPoolExecutor(8) as ex:
+        list(ex.map(lambda sid: write(on_a, sid, "a\n"), ids))  # all 200 open on a
+        list(ex.map(lambda sid: write(on_b, sid, "b\n"), ids))  # changed through b
+    threads, _ = proc_status(a.proc.pid)
+    assert threads <= 64, f"{threads} threads on a with 200 stores in PostgreSQL open"
+    # Each server's connections (application_name memfs...): a handful.
+    by_server = pg.sql(
+        "SELECT client_port, count(*) FROM pg_stat_activity "
+        "WHERE application_name LIKE 'memfs%' GROUP BY client_addr, client_port")
+    total = int(pg.sql("SELECT count(*) FROM pg_stat_activity WHERE application_name LIKE 'memfs%'")[0][0])
+    assert total <= 2 * 20, f"{total} connections for two servers with 200 stores open ({by_server})"
+    # a follows every store b changed: its next read of each shows b's write.
+    stale = [sid for sid in ids
+             if on_a.beta.memory_stores.memories.list(sid, view="full").data[0].content != "b\n"]
+    assert stale == [], f"{len(stale)} of 200 stores on a did not follow b's write"
