@@ -197,7 +197,7 @@ def source_dirs(limit):
     """A real source tree: the crates memfs builds from (as cargo unpacked
     them), leaving out Windows bindings and generated giants over 4 MiB."""
     repo = Path(__file__).resolve().parents[1]
-    meta = json.loads(sh("cargo", "metadata", "--format-version", "1", cwd=repo).stdout)
+    meta = json.loads(sh("cargo", "metadata", "--locked", "--format-version", "1", cwd=repo).stdout)
 
     def size(d):
         return sum(os.path.getsize(os.path.join(r, f)) for r, _, fs in os.walk(d) for f in fs)

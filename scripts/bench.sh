@@ -14,7 +14,7 @@ if [ ${#need[@]} -gt 0 ]; then
   apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends "${need[@]}" >/dev/null
 fi
 python=$(scripts/pyenv.sh)
-cargo build --release --quiet --bin memfs --example bench_tool --example bench_floor --example floorfs
+cargo build --locked --release --quiet --bin memfs --example bench_tool --example bench_floor --example floorfs
 out=docs/BENCHMARKS.md
 case " $* " in *" --smoke "*) out=target/bench-smoke.md ;; esac
 "$python" scripts/bench.py --memfs target/release/memfs --lib-bench target/release/examples/bench_tool --disk-floor target/release/examples/bench_floor --floor target/release/examples/floorfs --python "$python" --out "$out" "$@"

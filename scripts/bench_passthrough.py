@@ -95,7 +95,7 @@ def main():
     ap.add_argument("--runs", type=int, default=3)
     ap.add_argument("--out")
     args = ap.parse_args()
-    subprocess.run(["cargo", "build", "--release", "--quiet", "--example", "passthrough_probe"],
+    subprocess.run(["cargo", "build", "--locked", "--release", "--quiet", "--example", "passthrough_probe"],
                    cwd=REPO, check=True)
     times = {"classic": [], "passthrough": [], "tmpfs": []}
     tmp = tempfile.mkdtemp(prefix="memfs-probe-tmpfs-")

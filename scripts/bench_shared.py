@@ -173,7 +173,7 @@ def main():
     ap.add_argument("--seconds", type=float, default=10)
     ap.add_argument("--out")
     args = ap.parse_args()
-    subprocess.run(["cargo", "build", "--release", "--quiet", "--example", "pg_floor"],
+    subprocess.run(["cargo", "build", "--locked", "--release", "--quiet", "--example", "pg_floor"],
                    cwd=REPO, check=True)
     root = pathlib.Path(tempfile.mkdtemp(prefix="memfs-bench-shared-"))
     pg = Postgres(root)

@@ -7,5 +7,5 @@
 set -euo pipefail
 cd "$(dirname "$0")/.."
 python=$(scripts/pyenv.sh)   # the pinned anthropic package, among others
-cargo build --release --quiet
+cargo build --locked --release --quiet
 exec "$python" scripts/conformance.py target/release/memfs docs/SEMANTICS.md "$@"

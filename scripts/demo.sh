@@ -21,7 +21,7 @@ while [ $# -gt 0 ]; do
     *) echo "usage: scripts/demo.sh [--pace SECONDS] [--no-wait]" >&2; exit 2 ;;
   esac
 done
-(cd "$repo" && cargo build --release --quiet)
+(cd "$repo" && cargo build --locked --release --quiet)
 memfs=$repo/target/release/memfs
 demo=$PWD/memfs-demo
 rm -rf "$demo/memory"

@@ -10,9 +10,9 @@
 set -euo pipefail
 cd "$(dirname "$0")/.."
 python=$(scripts/pyenv.sh)
-cargo build --release --quiet
+cargo build --locked --release --quiet
 # A failpoints build, for the tests that stop a host at a chosen step.
-cargo build --release --quiet --features failpoints --target-dir target/failpoints
+cargo build --locked --release --quiet --features failpoints --target-dir target/failpoints
 if command -v npm >/dev/null 2>&1; then
   (cd packages/npm/memfs-memory && npm install --silent --no-audit --no-fund && MEMFS_BIN="$OLDPWD/target/release/memfs" npm test --silent)
 elif [ "${CI:-}" = true ]; then

@@ -13,6 +13,6 @@ if [ ! -x "$venv/bin/maturin" ]; then
   "$venv/bin/pip" install --quiet --disable-pip-version-check maturin==1.16.0 ziglang==0.17.1 >&2
 fi
 rm -rf target/wheels
-(cd packages/python && PATH="$PWD/../../$venv/bin:$PATH" maturin build --quiet --release --zig \
+(cd packages/python && PATH="$PWD/../../$venv/bin:$PATH" maturin build --quiet --locked --release --zig \
   --compatibility manylinux_2_28 --out ../../target/wheels >&2)
 ls "$PWD"/target/wheels/memfs_memory-*.whl

@@ -25,7 +25,7 @@ if [ ! -x "$tools/bin/pjdfstest" ] || [ ! -x "$tools/bin/fsx" ]; then
 fi
 id tests >/dev/null 2>&1 || echo 'tests:x:::pjdfstest dummy user:/:/usr/sbin/nologin' | newusers
 nobody_group=$(id -gn nobody)
-cargo build --release --quiet
+cargo build --locked --release --quiet
 
 work=$(mktemp -d)
 chmod 755 "$work"   # pjdfstest's dummy users must reach both file systems

@@ -37,13 +37,13 @@ echo "soak: PROPTEST_RNG_SEED=$seed"
 export PROPTEST_RNG_SEED="$seed"
 export MEMFS_PROPTEST_SCALE="${MEMFS_SOAK_SCALE:-4}"
 MEMFS_FAILPOINT_CASES="${MEMFS_SOAK_FAILPOINT_CASES:-1000}" \
-  cargo test --quiet --features failpoints --test failpoints tool_and_person
-cargo test --quiet --test model --test fuzz --test secrets
+  cargo test --locked --quiet --features failpoints --test failpoints tool_and_person
+cargo test --locked --quiet --test model --test fuzz --test secrets
 MEMFS_KILL_TRIALS="${MEMFS_KILL_TRIALS:-30}" MEMFS_SOAK_EDITS="${MEMFS_SOAK_EDITS:-20000}" \
-  cargo test --quiet --test journal -- kill_9_at_random_instants retention_bounds
+  cargo test --locked --quiet --test journal -- kill_9_at_random_instants retention_bounds
 power="${MEMFS_SOAK_POWER_CASES:-100000}"
 MEMFS_POWER_CASES="$power" MEMFS_POWER_WRITERS_CASES="$((power / 10))" MEMFS_POWER_SEEDS="$((power / 1000 + 3))" \
-  cargo test --quiet --test power_loss
+  cargo test --locked --quiet --test power_loss
 echo "soak: passed with PROPTEST_RNG_SEED=$seed"
 if [ "$mode" = "--record" ]; then
   git rev-parse HEAD > .ci/soaked

@@ -14,19 +14,19 @@ cd "$(dirname "$0")/.."
 export PROPTEST_RNG_SEED="${PROPTEST_RNG_SEED:-2026120125}"
 echo "property tests: PROPTEST_RNG_SEED=$PROPTEST_RNG_SEED"
 cargo fmt --all -- --check
-cargo clippy --all-targets --quiet -- -D warnings
-cargo clippy --all-targets --quiet --features failpoints -- -D warnings
+cargo clippy --locked --all-targets --quiet -- -D warnings
+cargo clippy --locked --all-targets --quiet --features failpoints -- -D warnings
 # No new import circle between modules (the known ones are in .ci/layers-baseline).
 python3 scripts/layers.py
 # No function over 60 lines without a reason (the known ones are in .ci/long-functions-baseline).
 python3 scripts/long_functions.py
 # docs/DESIGN.md names code by item, never by line, and every item it names exists.
 python3 scripts/design_refs.py
-cargo test --quiet
+cargo test --locked --quiet
 # Every disk step failing, once and repeatedly, with a fake kernel checking
 # the caches (bounded here; MEMFS_FAILPOINT_CASES=N and MEMFS_FUZZ_CASES=N
 # run the property tests longer).
-cargo test --quiet --features failpoints --test failpoints
+cargo test --locked --quiet --features failpoints --test failpoints
 # A change to the store, the persister, the journal or the history since the
 # last soak (.ci/soaked) gets the randomized runs, with a fresh seed.
 MEMFS_SOAK_POWER_CASES="${MEMFS_SOAK_POWER_CASES:-10000}" scripts/soak.sh --if-changed
@@ -49,7 +49,7 @@ echo "bench http smoke run: ok (target/bench-http-smoke.md)"
 # its bench, in bounded sizes; scripts/shared_faults.py --trials 200 and
 # scripts/shared_counter.py --hosts 8 --agents 4 are the long runs.
 if [ "$(id -u)" = 0 ] && [ -e /dev/fuse ]; then
-  cargo build --release --quiet --features failpoints --target-dir target/failpoints
+  cargo build --locked --release --quiet --features failpoints --target-dir target/failpoints
   "$(scripts/pyenv.sh)" scripts/shared_faults.py target/release/memfs --trials 8 \
     --failpoints target/failpoints/release/memfs > target/shared-faults-smoke.md
   echo "shared store fault trials: ok (target/shared-faults-smoke.md)"
