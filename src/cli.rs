@@ -262,6 +262,9 @@ pub enum Cmd {
         /// hidden names, which are left out by default.
         #[arg(long)]
         all: bool,
+        /// Only the newest N versions.
+        #[arg(short = 'n', long = "max-count", value_name = "N")]
+        max_count: Option<usize>,
     },
     /// Prints a file's bytes at VERSION.
     Show { version: String },

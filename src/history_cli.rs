@@ -16,7 +16,9 @@ use crate::cli::{Cli, Cmd};
 /// The request a history subcommand makes; `None` for the other subcommands.
 pub fn request_of(cli: &Cli) -> Option<Request> {
     Some(match &cli.command {
-        Cmd::Log { path, json, all } => Request::Log {
+        Cmd::Log {
+            path, json, all, ..
+        } => Request::Log {
             path: path.clone(),
             json: *json,
             all: *all,
@@ -121,8 +123,26 @@ pub fn run(cli: &Cli, request: Request) -> ExitCode {
     }
     // A paged log: each page printed as it comes, the next asked for until
     // the last (an owner from before pages answers all in one).
+    // `log -n N`: one line a version, the first N of the pages.
+    let mut left = match &cli.command {
+        Cmd::Log { max_count, .. } => *max_count,
+        _ => None,
+    };
     let mut request = request;
-    while let (Some(next), Request::Log { page, .. }) = (reply.next.take(), &mut request) {
+    loop {
+        if let Some(n) = &mut left {
+            let kept = keep_lines(&mut reply.out, *n);
+            *n -= kept;
+            if *n == 0 {
+                reply.next = None;
+            }
+        }
+        let Some(next) = reply.next.take() else {
+            break;
+        };
+        let Request::Log { page, .. } = &mut request else {
+            break;
+        };
         if print(&reply) != ExitCode::SUCCESS {
             return ExitCode::FAILURE;
         }
@@ -137,6 +157,25 @@ pub fn run(cli: &Cli, request: Request) -> ExitCode {
         }
     }
     code
+}
+
+/// Cuts `out` after its first `n` lines; says how many it kept.
+fn keep_lines(out: &mut Vec<u8>, n: usize) -> usize {
+    let mut kept = 0;
+    let mut end = 0;
+    for (i, b) in out.iter().enumerate() {
+        if kept == n {
+            break;
+        }
+        if *b == b'\n' {
+            kept += 1;
+            end = i + 1;
+        }
+    }
+    if kept == n {
+        out.truncate(end);
+    }
+    kept
 }
 
 fn print(reply: &Reply) -> ExitCode {

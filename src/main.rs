@@ -67,9 +67,19 @@ fn without_a_memory(cli: &Cli) -> Option<ExitCode> {
     match &cli.command {
         Cmd::Scan { path, json } => return Some(scan_cli::scan(&cli.common.data, path, *json)),
         Cmd::Completions { shell } => {
+            // Made whole first: the generator panics on a write error, and a
+            // reader that stops early (`| head`) is no error.
             let mut command = <Cli as clap::CommandFactory>::command();
-            clap_complete::generate(*shell, &mut command, "memfs", &mut io::stdout());
-            return Some(ExitCode::SUCCESS);
+            let mut script = Vec::new();
+            clap_complete::generate(*shell, &mut command, "memfs", &mut script);
+            return Some(match io::Write::write_all(&mut io::stdout(), &script) {
+                Ok(()) => ExitCode::SUCCESS,
+                Err(e) if e.kind() == io::ErrorKind::BrokenPipe => ExitCode::SUCCESS,
+                Err(e) => {
+                    memfs::say!("memfs: cannot write the completions: {e}");
+                    ExitCode::FAILURE
+                }
+            });
         }
         Cmd::Man => {
             let page = clap_mangen::Man::new(<Cli as clap::CommandFactory>::command());

@@ -28,6 +28,11 @@ pub fn scan(data: &Path, at: &str, json: bool) -> ExitCode {
         memfs::say!("memfs: versions in the history hold credentials too; `memfs redact VERSION` erases one");
     }
     if found == 0 && in_history == 0 {
+        if !json {
+            memfs::say!(
+                "memfs: nothing found that looks like a credential, in the files or the history"
+            );
+        }
         ExitCode::SUCCESS
     } else {
         ExitCode::FAILURE

@@ -681,3 +681,76 @@ fn the_docs_link_only_to_files_that_exist() {
     }
     assert!(missing.is_empty(), "{missing:#?}");
 }
+
+/// `memfs ... | head -1`: a reader that stops early is no error, and no
+/// command panics writing into the closed pipe.
+#[test]
+fn no_command_panics_on_a_closed_pipe() {
+    let dir = tempfile::tempdir().unwrap();
+    let lines: String = (0..400)
+        .map(|i| {
+            format!(
+                "{{\"command\":\"create\",\"path\":\"/memories/f{i}.md\",\"file_text\":\"{}\\n\"}}\n",
+                "x".repeat(200)
+            )
+        })
+        .collect();
+    let mut serve = memfs()
+        .args(["--data", dir.path().to_str().unwrap(), "serve", "--stdio"])
+        .stdin(std::process::Stdio::piped())
+        .stdout(std::process::Stdio::null())
+        .spawn()
+        .unwrap();
+    std::io::Write::write_all(serve.stdin.as_mut().unwrap(), lines.as_bytes()).unwrap();
+    drop(serve.stdin.take());
+    assert!(serve.wait().unwrap().success());
+    let data = dir.path().to_str().unwrap();
+    for args in [
+        "completions zsh",
+        "completions bash",
+        "completions fish",
+        "man",
+        "--help",
+        "log",
+        "log --json",
+        r#"exec {"command":"view","path":"/memories"}"#,
+        "show 3",
+        "serve --help",
+    ] {
+        let out = std::process::Command::new("bash")
+            .arg("-c")
+            .arg(r#""$0" --data "$1" $2 | head -c 10 > /dev/null; exit "${PIPESTATUS[0]}""#)
+            .arg(env!("CARGO_BIN_EXE_memfs"))
+            .arg(data)
+            .arg(args)
+            .output()
+            .unwrap();
+        let err = String::from_utf8_lossy(&out.stderr);
+        assert!(!err.contains("panicked"), "memfs {args}: {err}");
+        assert_ne!(out.status.code(), Some(101), "memfs {args}: {err}");
+    }
+}
+
+#[test]
+fn log_n_lists_only_the_newest_versions() {
+    let dir = tempfile::tempdir().unwrap();
+    for i in 0..5 {
+        let input =
+            format!(r#"{{"command":"create","path":"/memories/n{i}.md","file_text":"x\n"}}"#);
+        assert_eq!(exec(dir.path(), &input).0, 0);
+    }
+    let data = dir.path().to_str().unwrap();
+    for flags in [&["-n", "3"][..], &["--max-count", "3", "--json"][..]] {
+        let out = memfs()
+            .args(["--data", data, "log"])
+            .args(flags)
+            .output()
+            .unwrap();
+        assert!(out.status.success(), "{out:?}");
+        let text = String::from_utf8(out.stdout).unwrap();
+        let lines: Vec<&str> = text.lines().collect();
+        assert_eq!(lines.len(), 3, "{text}");
+        assert!(lines[0].contains("/memories/n4.md"), "newest first: {text}");
+        assert!(lines[2].contains("/memories/n2.md"), "{text}");
+    }
+}

@@ -486,6 +486,12 @@ fn expire_removes_only_idle_files_as_memfs_and_revert_brings_them_back() {
     );
     let (_, table, _) = run(d, &["log"]);
     assert!(table.contains("expire"), "{table}");
+    let (code, out, err) = run(d, &["expire", "--idle", "1h", "--dry-run"]);
+    assert_eq!(code, 0, "{err}");
+    assert!(
+        out.starts_with("nothing to expire"),
+        "a line says so: {out}"
+    );
     let (code, _, err) = run(d, &["expire", "--idle", "soon"]);
     assert_eq!(code, 2);
     assert!(err.contains("not a duration"), "{err}");
@@ -687,8 +693,9 @@ fn scan_finds_a_credential_in_a_kept_version_until_it_is_redacted() {
         .to_string();
     let (code, _, err) = run(d, &["redact", &version]);
     assert_eq!(code, 0, "{err}");
-    let (code, out, _) = run(d, &["scan"]);
+    let (code, out, err) = run(d, &["scan"]);
     assert_eq!((code, out.as_str()), (0, ""));
+    assert!(err.contains("nothing found"), "a line says so: {err}");
 }
 
 /// `--no-history` keeps no old versions: the journal, which makes every

@@ -39,6 +39,9 @@ pub fn run(store: &Store, at: &MemPath, idle: Duration, dry_run: bool) -> Result
             Err(e) => failed.push(format!("{path}: {e}")),
         }
     }
+    if out.is_empty() && failed.is_empty() {
+        out.push_str("nothing to expire: every file was used within that time\n");
+    }
     Ok(Reply {
         code: u8::from(!failed.is_empty()),
         out: out.into_bytes(),
