@@ -117,18 +117,33 @@ pub fn run(cli: &Cli, request: Request) -> ExitCode {
         Some(memory) => handle(memory.store(), memory.control(), request),
         None => through_owner(&data.join(".memfs"), request),
     };
-    let mut reply = ask(&request);
+    let reply = ask(&request);
     if let (Cmd::Export { git }, 0) = (&cli.command, reply.code) {
         return export(git, &reply.out);
     }
-    // A paged log: each page printed as it comes, the next asked for until
-    // the last (an owner from before pages answers all in one).
-    // `log -n N`: one line a version, the first N of the pages.
-    let mut left = match &cli.command {
+    let max_count = match &cli.command {
         Cmd::Log { max_count, .. } => *max_count,
         _ => None,
     };
-    let mut request = request;
+    let code = print_pages(reply, request, max_count, &ask);
+    if let Some(memory) = memory {
+        if !memory.write_out() {
+            memfs::say!("memfs: some changes could not be written to disk");
+            return ExitCode::FAILURE;
+        }
+    }
+    code
+}
+
+/// Prints a reply and, for a paged log, each next page as it comes, asking
+/// for it until the last (an owner from before pages answers all in one);
+/// with `log -n N` (one line a version), the first N lines of the pages.
+fn print_pages(
+    mut reply: Reply,
+    mut request: Request,
+    mut left: Option<usize>,
+    ask: &dyn Fn(&Request) -> Reply,
+) -> ExitCode {
     loop {
         if let Some(n) = &mut left {
             let kept = keep_lines(&mut reply.out, *n);
@@ -149,14 +164,7 @@ pub fn run(cli: &Cli, request: Request) -> ExitCode {
         *page = Some(next);
         reply = ask(&request);
     }
-    let code = print(&reply);
-    if let Some(memory) = memory {
-        if !memory.write_out() {
-            memfs::say!("memfs: some changes could not be written to disk");
-            return ExitCode::FAILURE;
-        }
-    }
-    code
+    print(&reply)
 }
 
 /// Cuts `out` after its first `n` lines; says how many it kept.
