@@ -153,7 +153,7 @@ pub fn run(cmd: &ClaudeCodeCmd) -> ExitCode {
     };
     match result {
         Ok(said) => {
-            print!("{said}");
+            crate::out::write(format_args!("{said}"));
             ExitCode::SUCCESS
         }
         Err(e) => fail(e),

@@ -249,7 +249,7 @@ fn export(dir: &Path, stream: &[u8]) -> ExitCode {
         }
     }
     if stream.is_empty() {
-        println!(
+        crate::out!(
             "the history is empty: {} is an empty repository",
             dir.display()
         );
@@ -279,7 +279,7 @@ fn export(dir: &Path, stream: &[u8]) -> ExitCode {
     }
     match git(&["reset", "-q", "--hard"]) {
         Ok(s) if s.success() => {
-            println!("exported the history to {}", dir.display());
+            crate::out!("exported the history to {}", dir.display());
             ExitCode::SUCCESS
         }
         _ => {

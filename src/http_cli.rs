@@ -135,7 +135,7 @@ pub fn token(cli: &Cli, action: &TokenCmd) -> ExitCode {
             };
             tokens
                 .create(name.as_deref(), *admin, stores.clone(), access)
-                .map(|secret| println!("{secret}"))
+                .map(|secret| crate::out!("{secret}"))
         }
         TokenCmd::List { json } => tokens.list().map(|list| {
             for t in list {
@@ -144,7 +144,7 @@ pub fn token(cli: &Cli, action: &TokenCmd) -> ExitCode {
                     Access::ReadWrite => "read_write",
                 };
                 if *json {
-                    println!(
+                    crate::out!(
                         "{}",
                         serde_json::json!({"name": t.name, "admin": t.admin, "stores": t.stores, "access": access, "created_at": t.created_at})
                     );
@@ -153,7 +153,7 @@ pub fn token(cli: &Cli, action: &TokenCmd) -> ExitCode {
                         true => "admin, every store".to_string(),
                         false => t.stores.join(","),
                     };
-                    println!("{}  {access}  {reach}  {}", t.name, t.created_at);
+                    crate::out!("{}  {access}  {reach}  {}", t.name, t.created_at);
                 }
             }
         }),

@@ -6,6 +6,7 @@ mod history_cli;
 mod http_cli;
 mod lifecycle;
 mod logging;
+mod out;
 mod scan_cli;
 mod web_cli;
 
@@ -386,12 +387,12 @@ fn print_answer(answer: &str, raw: bool) -> ExitCode {
     match value.as_ref().map(|v| &v["content"]) {
         Some(serde_json::Value::String(text)) if raw => {
             if is_error == Some(false) {
-                println!("{text}");
+                crate::out!("{text}");
             } else {
                 memfs::say!("{text}");
             }
         }
-        _ => println!("{answer}"),
+        _ => crate::out!("{answer}"),
     }
     if is_error == Some(false) {
         ExitCode::SUCCESS

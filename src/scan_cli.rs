@@ -45,16 +45,16 @@ fn report_tree(tree: &memfs::store::Tree, at: &memfs::path::MemPath, json: bool)
     for found in &found {
         let (path, f) = (&found.shown, &found.finding);
         match (json, found.in_name) {
-            (true, true) => println!(
+            (true, true) => crate::out!(
                 "{}",
                 serde_json::json!({"path": path, "name": true, "kind": f.kind})
             ),
-            (true, false) => println!(
+            (true, false) => crate::out!(
                 "{}",
                 serde_json::json!({"path": path, "line": f.line, "kind": f.kind})
             ),
-            (false, true) => println!("{path}: {} in the name", f.kind),
-            (false, false) => println!("{path}:{}: {}", f.line, f.kind),
+            (false, true) => crate::out!("{path}: {} in the name", f.kind),
+            (false, false) => crate::out!("{path}:{}: {}", f.line, f.kind),
         }
     }
     found.len()
@@ -91,12 +91,12 @@ fn report_history(
             for f in &findings {
                 in_history += 1;
                 if json {
-                    println!(
+                    crate::out!(
                         "{}",
                         serde_json::json!({"version": row.version, "path": memfs::guard::shown_path(&row.path), "line": f.line, "kind": f.kind})
                     );
                 } else {
-                    println!(
+                    crate::out!(
                         "version {} {}:{}: {}",
                         row.version,
                         memfs::guard::shown_path(&row.path),
