@@ -520,11 +520,14 @@ impl Common {
     /// copy of it as the data dir every door works on.
     pub fn resolve(&mut self) -> Result<(), String> {
         let Some(text) = self.data.to_str().filter(|t| memfs::shared::is_url(t)) else {
-            return Ok(());
+            return parent_exists("--data", &self.data);
         };
         let target = memfs::shared::Target::parse(text)?;
         self.data = match &self.cache {
-            Some(dir) => dir.clone(),
+            Some(dir) => {
+                parent_exists("--cache", dir)?;
+                dir.clone()
+            }
             None => PathBuf::from("memory-shared").join(target.cache_name()),
         };
         self.shared = Some(target);
@@ -562,5 +565,22 @@ impl Common {
                 ),
             },
         }
+    }
+}
+
+/// A data dir the command line names is made if missing, but only its last
+/// directory: a typo in a parent (`/nonexistent/x`) is an error, not a new
+/// tree of directories holding an empty memory.
+fn parent_exists(flag: &str, dir: &std::path::Path) -> Result<(), String> {
+    if dir.exists() {
+        return Ok(());
+    }
+    match dir.parent() {
+        Some(parent) if !parent.as_os_str().is_empty() && !parent.is_dir() => Err(format!(
+            "{flag} {}: {} does not exist (memfs makes the memory's own directory, not its parents)",
+            dir.display(),
+            parent.display()
+        )),
+        _ => Ok(()),
     }
 }

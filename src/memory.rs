@@ -162,7 +162,10 @@ impl Memory {
         let expiry = options
             .expire_idle
             .map(|idle| crate::control::expire::schedule(&store, idle));
-        let follower = shared.map(|follow| follow.start(Duration::from_secs(30)));
+        let follower = match shared {
+            Some(follow) => Some(first_follow(follow, options.shared.as_ref(), &store)?),
+            None => None,
+        };
         if follower.is_some() {
             match crate::shared::unsent::send(&data_dir.state_dir, &store) {
                 Ok(0) => {}
@@ -357,6 +360,34 @@ impl Drop for Memory {
         self.saver.take();
         self.expiry.take();
         self.journal.shutdown();
+    }
+}
+
+/// Starts following a shared store. A store this host has no copy of
+/// (nothing followed, no file) that cannot be reached is an error: an
+/// empty answer would tell an agent its memory is empty. With a copy, the
+/// copy is served while memfs keeps trying.
+fn first_follow(
+    follow: crate::shared::Follow,
+    target: Option<&crate::shared::Target>,
+    store: &Store,
+) -> Result<crate::shared::Follower, OpenError> {
+    let (mut follower, reached) = follow.start(Duration::from_secs(30));
+    match reached {
+        Err(crate::journal::UpstreamError::Unreachable(cause))
+            if store.followed() == 0 && store.with_tree(|t| t.entry_count() == 0) =>
+        {
+            follower.stop();
+            Err(OpenError::SharedUnreachable {
+                store: target.map(|t| t.shown()).unwrap_or_default(),
+                cause,
+            })
+        }
+        Err(_) => {
+            store.set_unreachable(Some(std::time::SystemTime::now()));
+            Ok(follower)
+        }
+        Ok(()) => Ok(follower),
     }
 }
 

@@ -757,3 +757,26 @@ fn log_n_lists_only_the_newest_versions() {
         assert!(lines[2].contains("/memories/n2.md"), "{text}");
     }
 }
+
+#[test]
+fn a_typo_in_data_is_an_error_not_a_new_memory() {
+    let dir = tempfile::tempdir().unwrap();
+    let typo = dir.path().join("no-such-parent").join("memory");
+    let out = memfs()
+        .args(["--data", typo.to_str().unwrap(), "exec"])
+        .arg(r#"{"command":"view","path":"/memories"}"#)
+        .output()
+        .unwrap();
+    assert_eq!(out.status.code(), Some(2), "{out:?}");
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(err.contains("does not exist"), "{err}");
+    assert!(out.stdout.is_empty(), "nothing answered: {out:?}");
+    assert!(!dir.path().join("no-such-parent").exists(), "nothing made");
+    // The memory's own directory is made, as before.
+    let fresh = dir.path().join("fresh");
+    assert_eq!(
+        exec(&fresh, r#"{"command":"view","path":"/memories"}"#).0,
+        0
+    );
+    assert!(fresh.join("memories").is_dir());
+}

@@ -26,6 +26,8 @@ pub enum OpenError {
     NotADir { dir: String },
     #[error("{dir} looks like a memories folder itself (it holds files, but no memories/ and no .memfs/); pass the folder above it: --data {parent}")]
     MemoriesItself { dir: String, parent: String },
+    #[error("the shared store {store} cannot be reached ({cause}), and this host has no copy of it yet: check the URL, the user and the password (nothing was answered)")]
+    SharedUnreachable { store: String, cause: String },
     #[error("cannot open the data dir {dir} while {doing}: {err}")]
     Io {
         dir: String,

@@ -115,6 +115,17 @@ pub fn classify(e: &postgres::Error) -> UpstreamError {
         {
             return UpstreamError::Again;
         }
+        // A login the server refused, or a database it does not have: its
+        // own words say which ("password authentication failed for user
+        // \"x\"", "database \"y\" does not exist"), and name no path here.
+        let login = code.code().starts_with("28") || *code == SqlState::INVALID_CATALOG_NAME;
+        if let Some(db) = e.as_db_error().filter(|_| login) {
+            return UpstreamError::Unreachable(format!(
+                "{} (SQLSTATE {})",
+                db.message(),
+                code.code()
+            ));
+        }
         return UpstreamError::Unreachable(format!(
             "the database refused the request, SQLSTATE {}",
             code.code()

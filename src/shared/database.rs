@@ -61,6 +61,8 @@ pub trait Followed: Send + Sync {
     fn due(&self, head: u64) -> bool;
     /// Catches the store up soon (a job; never waits).
     fn wake(self: Arc<Self>);
+    /// The database stopped answering at `since`, or answers again (`None`).
+    fn reachable(&self, down_since: Option<std::time::SystemTime>);
 }
 
 /// One database, as this process uses it.
@@ -70,6 +72,9 @@ pub struct Database {
     readers: Mutex<Vec<Reader>>,
     followed: Mutex<HashMap<String, Vec<Arc<dyn Followed>>>>,
     listening: std::sync::Once,
+    /// Since when the listener cannot reach the database (seconds since
+    /// the epoch; 0 while it can).
+    down_since: std::sync::atomic::AtomicU64,
 }
 
 /// The database `target` names (its store does not matter), one per
@@ -86,6 +91,7 @@ pub fn of(target: &Target) -> Arc<Database> {
                 readers: Mutex::new(rank::DATABASE_READERS, Vec::new()),
                 followed: Mutex::new(rank::DATABASE_FOLLOWED, HashMap::new()),
                 listening: std::sync::Once::new(),
+                down_since: Default::default(),
             })
         })
         .clone()
@@ -145,6 +151,10 @@ impl Database {
     /// Follows a store: wake-ups and the poll wake it from now on. The
     /// listening thread starts with the first.
     pub fn follow(self: &Arc<Self>, store: Arc<dyn Followed>) {
+        let down = self.down_since.load(std::sync::atomic::Ordering::Acquire);
+        if down != 0 {
+            store.reachable(Some(std::time::UNIX_EPOCH + Duration::from_secs(down)));
+        }
         self.followed
             .lock()
             .entry(store.store().to_string())
@@ -193,6 +203,7 @@ impl Database {
                                 cause(&e)
                             );
                             down = Some((Instant::now(), Instant::now()));
+                            self.set_down(Some(std::time::SystemTime::now()));
                         }
                         Some((since, said)) if said.elapsed() >= STILL_DOWN => {
                             // A long outage says so again, with its cause
@@ -218,12 +229,28 @@ impl Database {
                     since.elapsed().as_secs()
                 );
             }
+            self.set_down(None);
             backoff = Duration::from_millis(100);
             let ended = self.hear(&mut client, &heads);
             tracing::info!(
                 "the shared store's connection ended ({}); reconnecting",
                 cause(&ended)
             );
+        }
+    }
+
+    /// Notes, and tells every followed store, that the database stopped
+    /// answering at `since` or answers again.
+    fn set_down(&self, since: Option<std::time::SystemTime>) {
+        let secs = since
+            .and_then(|t| t.duration_since(std::time::UNIX_EPOCH).ok())
+            .map_or(0, |d| d.as_secs().max(1));
+        self.down_since
+            .store(secs, std::sync::atomic::Ordering::Release);
+        let all: Vec<Arc<dyn Followed>> =
+            self.followed.lock().values().flatten().cloned().collect();
+        for f in all {
+            f.reachable(since);
         }
     }
 

@@ -54,8 +54,9 @@ struct Tracked {
     stopping: AtomicBool,
     /// The store's row is made (once, on the first catch-up).
     prepared: AtomicBool,
-    /// Told when the first catch-up has run ([`Follow::start`] waits).
-    first: Mutex<Option<std::sync::mpsc::Sender<()>>>,
+    /// Told when the first catch-up has run, and how it went
+    /// ([`Follow::start`] waits).
+    first: Mutex<Option<std::sync::mpsc::Sender<Result<(), UpstreamError>>>>,
 }
 
 /// Where the store's catch-up is: at most one runs, and one more is owed
@@ -71,7 +72,9 @@ struct Turn {
 impl Follow {
     /// Starts following; the first catch-up runs before this returns (at
     /// most `first` long), so a host opening a store shows what it holds.
-    pub fn start(self, first: Duration) -> Follower {
+    /// Says whether the first catch-up reached the database (a catch-up
+    /// still running after `first` counts as reached).
+    pub fn start(self, first: Duration) -> (Follower, Result<(), UpstreamError>) {
         let (ready_tx, ready) = std::sync::mpsc::channel();
         let database = database::of(&self.target);
         let tracked = Arc::new(Tracked {
@@ -85,10 +88,11 @@ impl Follow {
         });
         database.follow(tracked.clone());
         tracked.clone().wake();
-        let _ = ready.recv_timeout(first);
-        Follower {
+        let reached = ready.recv_timeout(first).unwrap_or(Ok(()));
+        let follower = Follower {
             tracked: Some(tracked),
-        }
+        };
+        (follower, reached)
     }
 
     /// Reads and applies every batch past what the tree shows.
@@ -335,29 +339,30 @@ impl Tracked {
     /// ends it; the listener's next poll wakes the store again.
     fn catch_up_once(&self) {
         // (Tests turn following off here: nothing of other hosts' is applied.)
-        fail::fail_point!("shared::follow-off", |_| self.ready());
-        match self.database.reader() {
-            Ok(mut reader) => match self.read(&mut reader) {
-                Ok(()) => {
-                    self.database.keep_reader(reader);
-                    if let Some(store) = self.follow.store.upgrade() {
-                        self.follow.forget_passed(&store);
-                        if store.unsaved_paths() > 0 {
-                            let _ = store.barrier(crate::store::Origin::Memfs);
-                        }
+        fail::fail_point!("shared::follow-off", |_| self.ready(Ok(())));
+        let outcome = self.database.reader().and_then(|mut reader| {
+            let read = self.read(&mut reader);
+            match &read {
+                Ok(()) => self.database.keep_reader(reader),
+                Err(_) => self.database.forget_readers(),
+            }
+            read
+        });
+        match &outcome {
+            Ok(()) => {
+                if let Some(store) = self.follow.store.upgrade() {
+                    self.follow.forget_passed(&store);
+                    if store.unsaved_paths() > 0 {
+                        let _ = store.barrier(crate::store::Origin::Memfs);
                     }
                 }
-                Err(e) => {
-                    self.database.forget_readers();
-                    tracing::info!(
-                        "catching up with the shared store failed ({}); trying again",
-                        cause(&e)
-                    )
-                }
-            },
-            Err(e) => tracing::debug!("no connection to catch up on ({})", cause(&e)),
+            }
+            Err(e) => tracing::info!(
+                "catching up with the shared store failed ({}); trying again",
+                cause(e)
+            ),
         }
-        self.ready();
+        self.ready(outcome);
     }
 
     fn read(&self, reader: &mut Reader) -> Result<(), UpstreamError> {
@@ -368,9 +373,9 @@ impl Tracked {
         self.follow.catch_up(reader, &self.stopping)
     }
 
-    fn ready(&self) {
+    fn ready(&self, outcome: Result<(), UpstreamError>) {
         if let Some(tx) = self.first.lock().take() {
-            let _ = tx.send(());
+            let _ = tx.send(outcome);
         }
     }
 
@@ -413,6 +418,12 @@ impl Followed for Tracked {
             .store
             .upgrade()
             .is_some_and(|s| s.followed() < head || s.unsaved_paths() > 0)
+    }
+
+    fn reachable(&self, down_since: Option<std::time::SystemTime>) {
+        if let Some(store) = self.follow.store.upgrade() {
+            store.set_unreachable(down_since);
+        }
     }
 
     fn wake(self: Arc<Self>) {

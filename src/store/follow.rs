@@ -51,6 +51,34 @@ impl Store {
         self.followed.load(Ordering::Acquire)
     }
 
+    /// Since when a shared store's database has not answered (`None`
+    /// while it answers): what this copy shows may be stale since then.
+    pub fn unreachable_since(&self) -> Option<std::time::SystemTime> {
+        match self.unreachable_since.load(Ordering::Acquire) {
+            0 => None,
+            secs => Some(std::time::UNIX_EPOCH + std::time::Duration::from_secs(secs)),
+        }
+    }
+
+    /// Notes that the database stopped answering at `since` (kept if it
+    /// was already down), or answers again (`None`).
+    pub fn set_unreachable(&self, since: Option<std::time::SystemTime>) {
+        match since {
+            Some(t) => {
+                let secs = t
+                    .duration_since(std::time::UNIX_EPOCH)
+                    .map_or(1, |d| d.as_secs().max(1));
+                let _ = self.unreachable_since.compare_exchange(
+                    0,
+                    secs,
+                    Ordering::AcqRel,
+                    Ordering::Acquire,
+                );
+            }
+            None => self.unreachable_since.store(0, Ordering::Release),
+        }
+    }
+
     /// Marks the store as one several hosts share (see `Pending::finish`):
     /// an agent's change waits for a change of this host's at its paths
     /// that is not settled yet, so that one that loses a race to another

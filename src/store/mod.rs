@@ -77,6 +77,9 @@ pub struct Store {
     lost: Mutex<HashMap<MemPath, Origin>>,
     /// How far the tree has followed a shared store (see `follow.rs`).
     followed: std::sync::atomic::AtomicU64,
+    /// Since when a shared store's database has not answered (seconds
+    /// since the epoch; 0 while it answers).
+    unreachable_since: std::sync::atomic::AtomicU64,
     /// Several hosts share the store.
     shared: std::sync::atomic::AtomicBool,
     /// A shared store's changes of this host's not settled yet (see
@@ -98,6 +101,7 @@ impl Store {
             used: Mutex::new(rank::USED, HashMap::new()),
             fresh: Mutex::new(rank::FRESH, Default::default()),
             followed: Default::default(),
+            unreachable_since: Default::default(),
             lost: Mutex::new(rank::LOST, HashMap::new()),
             shared: Default::default(),
             hold: std::sync::OnceLock::new(),

@@ -245,11 +245,17 @@ impl Tool {
                 Error::Path(_) | Error::Disk(_) => format!("Error: {e}"),
                 _ => format!("The path {path} does not exist. Please provide a valid path."),
             })?;
-        Ok(Pending::ready(match &snapshot {
+        let mut result = match &snapshot {
             Snapshot::Dir(listing) => view::directory(&path, listing, range),
             Snapshot::File(bytes) => view::file(&path, bytes, range),
             Snapshot::Other => view::other(&path, &snapshot),
-        }))
+        };
+        if let (Some(since), Content::Text(text)) =
+            (self.store.unreachable_since(), &mut result.content)
+        {
+            text.push_str(&view::stale_note(since));
+        }
+        Ok(Pending::ready(result))
     }
 
     fn create(&self, raw: &str, text: String, expect: Option<&str>) -> Outcome {

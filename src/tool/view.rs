@@ -169,3 +169,12 @@ pub fn other(path: &MemPath, snapshot: &Snapshot) -> ToolResult {
         clip(&path.to_string())
     ))
 }
+
+/// Said after a view while a shared store's database cannot be reached:
+/// what the view shows is this host's copy, maybe behind other hosts.
+pub fn stale_note(since: std::time::SystemTime) -> String {
+    format!(
+        "\n\n(memfs: this memory is shared through a database that cannot be reached since {}; this is this host's copy, which may be stale, and changes fail until the database answers again)",
+        humantime::format_rfc3339_seconds(since)
+    )
+}

@@ -435,3 +435,40 @@ def test_a_batch_whose_frame_a_crash_lost_is_taken_back_after_a_second_crash(
     finally:
         a.stop()
         b.stop()
+
+
+def test_a_store_that_cannot_be_reached_and_has_no_copy_here_is_a_clear_error(pg, memfs_bin, tmp_path):
+    """A wrong port, user or database on a host with no copy of the store:
+    exit 2 with the server's address and the cause in plain words; nothing
+    answered as an empty memory. With a copy, the copy is served, and a view
+    says it may be stale and since when."""
+    view = '{"command":"view","path":"/memories"}'
+    port = pg.base.rsplit(":", 1)[1].split("/")[0]
+    cases = [
+        ("postgres://postgres@127.0.0.1:1/postgres?store=team", "connection refused"),
+        (f"postgres://nobody@127.0.0.1:{port}/postgres?store=team", 'role "nobody" does not exist'),
+        (f"postgres://postgres@127.0.0.1:{port}/nodb?store=team", 'database "nodb" does not exist'),
+    ]
+    for i, (url, cause) in enumerate(cases):
+        r = subprocess.run([memfs_bin, "--data", url, "--cache", str(tmp_path / f"c{i}"), "exec", view],
+                           capture_output=True, text=True, timeout=60)
+        assert r.returncode == 2, r
+        assert r.stdout == "", r
+        assert cause in r.stderr, r.stderr
+        assert url.split("?")[0] in r.stderr, r.stderr
+    # A host with a copy: served from it while the database is away.
+    url = pg.url("team")
+    made = subprocess.run([memfs_bin, "--data", url, "--cache", str(tmp_path / "copy"), "exec",
+                           '{"command":"create","path":"/memories/kept.md","file_text":"kept\\n"}'],
+                          capture_output=True, text=True, timeout=60)
+    assert made.returncode == 0, made
+    pg.crash()
+    seen = subprocess.run([memfs_bin, "--data", url, "--cache", str(tmp_path / "copy"), "exec", view],
+                          capture_output=True, text=True, timeout=60)
+    assert seen.returncode == 0 and "kept.md" in seen.stdout, seen
+    assert "cannot be reached since" in seen.stdout and "may be stale" in seen.stdout, seen
+    pg.start()
+    seen = subprocess.run([memfs_bin, "--data", url, "--cache", str(tmp_path / "copy"), "exec", view],
+                          capture_output=True, text=True, timeout=60)
+    assert seen.returncode == 0 and "kept.md" in seen.stdout, seen
+    assert "may be stale" not in seen.stdout, seen
