@@ -229,6 +229,18 @@ impl fmt::Display for MemPath {
     }
 }
 
+/// The directories version-control tools keep their own state in: a
+/// repository a person makes inside the memory works through the mount as
+/// anywhere, and stays out of what memfs shows of the memory (the sizes in
+/// the agent's view, `memfs log` and the page unless asked, export,
+/// `memfs scan`).
+pub const TOOL_STATE: [&str; 5] = [".git", ".hg", ".svn", ".jj", ".bzr"];
+
+/// Whether `path` is, or lies under, a version-control tool's state.
+pub fn is_tool_state(path: &str) -> bool {
+    path.split('/').any(|n| TOOL_STATE.contains(&n))
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

@@ -85,8 +85,9 @@ fn report_history(
                 })
         };
         for row in rows.iter().filter(|r| {
-            memfs::path::MemPath::parse(&r.path)
-                .is_ok_and(|p| p.starts_with(at) && current(&p).as_ref() != r.sha256.as_ref())
+            !memfs::path::is_tool_state(&r.path)
+                && memfs::path::MemPath::parse(&r.path)
+                    .is_ok_and(|p| p.starts_with(at) && current(&p).as_ref() != r.sha256.as_ref())
         }) {
             for f in &findings {
                 in_history += 1;

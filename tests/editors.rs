@@ -10,7 +10,7 @@ use std::path::Path;
 use std::process::Command;
 use std::time::{Duration, Instant};
 
-use common::{skip, skip_without_fuse, Mounted};
+use common::{memfs, skip, skip_without_fuse, Mounted};
 
 const ORIGINAL: &str = "# Notes\nThe customer prefers email.\nSecond line.\n";
 const EDITED: &str = "# Notes\nThe customer prefers phone.\nSecond line.\n";
@@ -253,10 +253,35 @@ fn git_in_the_mount() {
     assert_eq!(git(&["status", "--porcelain"]), "");
     assert_eq!(git(&["show", "HEAD~1:notes.md"]), ORIGINAL);
     assert_view(&m, "/memories/notes.md", EDITED);
+    let view = m.view("/memories");
+    assert!(!view.contains(".git"), "hidden from the agent: {view}");
+    // The repository is the person's tool state: not the memory's size...
+    let size = view.lines().nth(1).unwrap_or_default();
     assert!(
-        !m.view("/memories").contains(".git"),
-        "hidden from the agent"
+        size.starts_with(&format!("{}\t", EDITED.len())),
+        "the memory's size counts notes.md only: {view}"
     );
+    // ...not in the log (unless asked), not in an export, not scanned.
+    let data = m.data.path().to_str().unwrap();
+    let memfs_out = |args: &[&str]| {
+        let out = memfs().args(["--data", data]).args(args).output().unwrap();
+        assert!(out.status.success(), "memfs {args:?}: {out:?}");
+        String::from_utf8(out.stdout).unwrap()
+    };
+    let log = memfs_out(&["log"]);
+    assert!(!log.contains(".git"), "{log}");
+    assert_eq!(log.lines().count(), 2, "the create and the edit: {log}");
+    assert!(memfs_out(&["log", "--all"]).contains("/memories/.git/"));
+    let export = tempfile::tempdir().unwrap();
+    let into = export.path().join("repo");
+    memfs_out(&["export", "--git", into.to_str().unwrap()]);
+    let files = Command::new("git")
+        .arg("-C")
+        .arg(&into)
+        .args(["ls-files"])
+        .output()
+        .unwrap();
+    assert_eq!(String::from_utf8_lossy(&files.stdout), "notes.md\n");
 }
 
 fn make_tree(root: &Path) {

@@ -85,7 +85,9 @@ fn data(out: &mut Vec<u8>, bytes: &[u8]) {
 pub fn fast_import(history: &History) -> Result<Vec<u8>, Refusal> {
     let mut out = Vec::new();
     for row in history.all()? {
-        if matches!(row.op, Op::Prune | Op::Void) {
+        // A repository a person keeps inside the memory is its tool's state,
+        // not the memory's (`crate::path::TOOL_STATE`).
+        if matches!(row.op, Op::Prune | Op::Void) || crate::path::is_tool_state(&row.path) {
             continue;
         }
         let Some(path) = quoted(&row.path) else {
@@ -107,7 +109,11 @@ pub fn fast_import(history: &History) -> Result<Vec<u8>, Refusal> {
         }
         message.push('\n');
         data(&mut out, message.as_bytes());
-        if let Some(from) = row.from.as_deref().filter(|_| !row.is_exchanged()) {
+        let from = row
+            .from
+            .as_deref()
+            .filter(|f| !row.is_exchanged() && !crate::path::is_tool_state(f));
+        if let Some(from) = from {
             if let Some(from) = quoted(from) {
                 let _ = writeln!(out, "D {from}");
             }

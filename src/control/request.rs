@@ -173,8 +173,7 @@ fn run(store: &Arc<Store>, history: &History, request: &Request) -> Result<Reply
             };
             let mut out = String::new();
             for row in rows {
-                let name = row.path.rsplit('/').next().unwrap_or_default();
-                if !*all && row.op != Op::Prune && scratch.hides(name) {
+                if !*all && row.op != Op::Prune && scratch.hides_path(&row.path) {
                     continue;
                 }
                 if *json {

@@ -33,6 +33,11 @@ pub fn scan_tree(tree: &Tree, at: &MemPath) -> Vec<Found> {
             continue;
         }
         let full = path.to_string();
+        // A person's repository in the memory is its tool's state (compressed
+        // objects, hooks), not the memory's content.
+        if crate::path::is_tool_state(&full) {
+            continue;
+        }
         let shown = shown_path(&full);
         // A name's own credentials: those its parent's path did not hold.
         let parent = full.rsplit_once('/').map_or("", |(p, _)| p);

@@ -524,12 +524,20 @@ impl Tree {
     }
 
     /// Bytes of all files at or below `ino`, hidden ones included (as `du` counts).
+    /// The bytes of the files at or below `ino`, but those of a
+    /// version-control tool's state (`crate::path::TOOL_STATE`: a person's
+    /// repository in the memory is not the memory's size).
     pub fn subtree_bytes(&self, ino: Ino) -> u64 {
         let mut total = 0;
         let mut stack = vec![ino];
         while let Some(ino) = stack.pop() {
             match &self.node(ino).kind {
-                NodeKind::Dir(entries) => stack.extend(entries.values().copied()),
+                NodeKind::Dir(entries) => stack.extend(
+                    entries
+                        .iter()
+                        .filter(|(name, _)| !crate::path::TOOL_STATE.contains(&name.as_str()))
+                        .map(|(_, ino)| *ino),
+                ),
                 NodeKind::File(data) => total += data.len() as u64,
                 _ => {}
             }

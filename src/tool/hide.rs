@@ -73,6 +73,12 @@ impl Hide {
             || name == "node_modules"
             || self.patterns.iter().any(|p| p.matches(name))
     }
+
+    /// Whether `path` (`/memories/...`) is hidden or lies under a hidden
+    /// name: `/memories/.git/config` is as hidden as `.git` itself.
+    pub fn hides_path(&self, path: &str) -> bool {
+        path.split('/').any(|n| !n.is_empty() && self.hides(n))
+    }
 }
 
 /// Matches `name` against a glob of `*` and `?` (no character classes).

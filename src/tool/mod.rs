@@ -17,6 +17,7 @@ use std::sync::Arc;
 
 use serde_json::Value;
 
+pub use crate::path::{is_tool_state, TOOL_STATE};
 use crate::text::clip as clip_text;
 pub use format::human_size;
 pub use hide::{Hide, EDITOR_ARTIFACTS};

@@ -218,7 +218,7 @@ pub fn history(model: &Model, hide: &dyn Fn(&str) -> bool, before: Option<u64>, 
         .rev()
         .filter(|r| before.is_none_or(|b| r.id() < b))
         .filter(|r| !matches!(r.op, Op::Prune | Op::Void))
-        .filter(|r| !r.path.rsplit('/').next().is_some_and(hide))
+        .filter(|r| !r.path.split('/').any(|n| !n.is_empty() && hide(n)))
         .take(PAGE + 1)
         .collect();
     out.push_str(&history_table(&rows[..rows.len().min(PAGE)]));
