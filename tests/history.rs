@@ -612,7 +612,7 @@ fn a_stale_save_in_vim_is_marked_as_an_overwrite_and_one_revert_undoes_it() {
         table.contains("overwrite") && table.contains("over agent's"),
         "{table}"
     );
-    let (code, _, err) = run(
+    let (code, said, err) = run(
         m.data.path(),
         &["revert", rows[0]["version"].as_str().unwrap()],
     );
@@ -620,6 +620,22 @@ fn a_stale_save_in_vim_is_marked_as_an_overwrite_and_one_revert_undoes_it() {
     assert_eq!(
         fs::read_to_string(m.at("plan.md")).unwrap(),
         "step one\nstep two (agent)\n"
+    );
+    // It says what it did in the words the log uses, and what the file is
+    // now (the agent's version the person's save went over), not "back to"
+    // the overwrite.
+    let (overwrite, agents) = (
+        rows[0]["version"].as_str().unwrap(),
+        rows[1]["version"].as_str().unwrap(),
+    );
+    assert_eq!(
+        said,
+        format!("/memories/plan.md: undoes version {overwrite} (overwrite): the file is version {agents}'s text again\n")
+    );
+    let newest = &log(m.data.path(), Some("/memories/plan.md"))[0];
+    assert_eq!(
+        newest["note"],
+        format!("undoes version {overwrite} (overwrite)")
     );
     // The swap file's own versions are left out unless asked for.
     let (_, all, _) = run(m.data.path(), &["log", "--all"]);

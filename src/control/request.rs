@@ -226,6 +226,17 @@ fn run(store: &Arc<Store>, history: &History, request: &Request) -> Result<Reply
                 }
                 _ => format!("back to version {v}"),
             };
+            // Said in the words `memfs log` uses for the new version, and
+            // with what the file now is.
+            let said = match (row.op, row.replaces) {
+                (Op::Delete | Op::Expire | Op::Overwrite, Some(r)) => {
+                    format!("{at}: {note}: the file is version {}'s text again", r.0)
+                }
+                (Op::Delete | Op::Expire | Op::Overwrite, None) => {
+                    format!("{at}: {note}: the file is what it took away")
+                }
+                _ => format!("{at}: {note}"),
+            };
             let origin = Origin::Revert {
                 uid: *uid,
                 pid: *pid,
@@ -238,7 +249,7 @@ fn run(store: &Arc<Store>, history: &History, request: &Request) -> Result<Reply
             ticket
                 .wait()
                 .map_err(|e| Refusal(format!("cannot revert {at}: {e}")))?;
-            Ok(Reply::ok(format!("{at}: back to version {v}\n")))
+            Ok(Reply::ok(format!("{said}\n")))
         }
         Request::Undo {
             version: v,
@@ -365,7 +376,7 @@ fn undo(
     let (ticket, said) = match (row.op, from, replaced) {
         (Op::Rename, Some(from), _) => (
             store.rename_expecting(&at, &from, origin, expect),
-            format!("{at}: moved back to {from}"),
+            format!("{at}: undoes version {v} (rename): moved back to {from}"),
         ),
         (_, _, Some(r)) => {
             let (_, data) = history.content(r)?;
@@ -374,11 +385,20 @@ fn undo(
                 None => store.create_file(&at, data, false, origin),
                 Some(_) => store.create_file_expecting(&at, data, true, origin, expect),
             };
-            (made, format!("{at}: back to version {r}"))
+            (
+                made,
+                format!(
+                    "{at}: undoes version {v} ({}): the file is version {r}'s text again",
+                    row.op.as_str()
+                ),
+            )
         }
         (Op::Create | Op::Found | Op::Write | Op::Overwrite | Op::Revert, _, None) => (
             store.remove_expecting(&at, origin, expect),
-            format!("{at}: deleted (version {v} made it)"),
+            format!(
+                "{at}: undoes version {v} ({}): deleted, as before it",
+                row.op.as_str()
+            ),
         ),
         _ => return Err(Refusal(format!("version {v} names nothing to bring back"))),
     };

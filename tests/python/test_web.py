@@ -117,7 +117,7 @@ def test_follow_review_and_undo_an_agents_memory_from_the_page(setup):
         # Undo the agent's edit: the old content is back in the mount and in the tool's view.
         write.locator("button.undo").click()
         page.wait_for_selector(".said")
-        assert "back to version" in page.inner_text(".said")
+        assert "undoes version" in page.inner_text(".said") and "text again" in page.inner_text(".said")
         assert (s["mnt"] / "plan.md").read_text() == "step one\nstep two\n"
         view = s["agent"].call(command="view", path="/memories/plan.md")
         assert view.endswith("1\tstep one\n     2\tstep two"), view
