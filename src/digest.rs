@@ -64,6 +64,29 @@ pub fn sha256_hex(data: &[u8]) -> String {
     Sha::of(data).hex()
 }
 
+/// HMAC-SHA256 of `message` under `key` (RFC 2104): what a server signs
+/// an id it hands out with, so that another server with the same key knows
+/// it made it.
+pub fn hmac_sha256(key: &[u8], message: &[u8]) -> [u8; 32] {
+    use sha2::{Digest, Sha256};
+    let mut block = [0u8; 64];
+    if key.len() > 64 {
+        block[..32].copy_from_slice(&Sha256::digest(key));
+    } else {
+        block[..key.len()].copy_from_slice(key);
+    }
+    let pad = |byte: u8| block.map(|b| b ^ byte);
+    let inner = Sha256::new()
+        .chain_update(pad(0x36))
+        .chain_update(message)
+        .finalize();
+    Sha256::new()
+        .chain_update(pad(0x5c))
+        .chain_update(inner)
+        .finalize()
+        .into()
+}
+
 /// Compares two byte strings in time that depends on their lengths only
 /// (secrets: tokens, session ids, CSRF tokens).
 pub fn same(a: &[u8], b: &[u8]) -> bool {
@@ -90,6 +113,26 @@ pub fn random(bytes: &mut [u8]) -> std::io::Result<()> {
 
 #[cfg(test)]
 mod tests {
+    #[test]
+    fn hmac_sha256_matches_rfc_4231() {
+        let hex = |b: &[u8]| b.iter().map(|x| format!("{x:02x}")).collect::<String>();
+        // Test case 2, and case 6 (a key longer than the block).
+        assert_eq!(
+            hex(&super::hmac_sha256(
+                b"Jefe",
+                b"what do ya want for nothing?"
+            )),
+            "5bdcc146bf60754e6a042426089575c75a003f089d2739839dec58b964ec3843"
+        );
+        assert_eq!(
+            hex(&super::hmac_sha256(
+                &[0xaa; 131],
+                b"Test Using Larger Than Block-Size Key - Hash Key First"
+            )),
+            "60e431591ee0b67f0d8a26aacbf5b77f8e0bc6213728c5140546040f0ee37f54"
+        );
+    }
+
     use super::*;
 
     #[test]

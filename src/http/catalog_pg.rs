@@ -33,6 +33,11 @@ CREATE TABLE IF NOT EXISTS memfs_catalog_stores (
     gen BIGINT NOT NULL
 );
 CREATE INDEX IF NOT EXISTS memfs_catalog_stores_by_gen ON memfs_catalog_stores (gen);
+CREATE TABLE IF NOT EXISTS memfs_catalog_secret (id INT PRIMARY KEY, secret TEXT NOT NULL);
+CREATE TABLE IF NOT EXISTS memfs_catalog_mcp_ended (
+    id TEXT PRIMARY KEY,
+    at TIMESTAMPTZ NOT NULL DEFAULT now()
+);
 CREATE TABLE IF NOT EXISTS memfs_catalog_tokens (
     sha256 TEXT PRIMARY KEY,
     name TEXT NOT NULL UNIQUE,
@@ -186,6 +191,49 @@ impl PgCatalog {
             .and_then(|r| r.get::<_, Option<String>>(0))
             .and_then(|t| serde_json::from_str::<StoreMeta>(&t).ok())
             .filter(|m| m.id == id))
+    }
+
+    /// The key every server of the database signs what it hands out with
+    /// (MCP session ids): made once, by the first server.
+    pub fn secret(&self) -> Result<Vec<u8>, String> {
+        let mut bytes = [0u8; 32];
+        crate::digest::random(&mut bytes).map_err(|e| format!("no randomness: {e}"))?;
+        let mine: String = bytes.iter().map(|b| format!("{b:02x}")).collect();
+        let row = self.with(|c| {
+            c.execute(
+                "INSERT INTO memfs_catalog_secret (id, secret) VALUES (1, $1) ON CONFLICT DO NOTHING",
+                &[&mine],
+            )?;
+            c.query_one("SELECT secret FROM memfs_catalog_secret WHERE id = 1", &[])
+        })?;
+        Ok(row.get::<_, String>(0).into_bytes())
+    }
+
+    /// Notes that MCP session `id` ended (a client's DELETE through any
+    /// server), and forgets those ended more than a week ago.
+    pub fn end_mcp_session(&self, id: &str) -> Result<(), String> {
+        self.with(|c| {
+            c.execute(
+                "INSERT INTO memfs_catalog_mcp_ended (id) VALUES ($1) ON CONFLICT DO NOTHING",
+                &[&id],
+            )?;
+            c.execute(
+                "DELETE FROM memfs_catalog_mcp_ended WHERE at < now() - interval '7 days'",
+                &[],
+            )
+        })
+        .map(|_| ())
+    }
+
+    /// Whether MCP session `id` was ended through some server.
+    pub fn mcp_session_ended(&self, id: &str) -> Result<bool, String> {
+        let row = self.with(|c| {
+            c.query_opt(
+                "SELECT 1 FROM memfs_catalog_mcp_ended WHERE id = $1",
+                &[&id],
+            )
+        })?;
+        Ok(row.is_some())
     }
 
     /// The newest version id of store `id`'s memory in the database.

@@ -6,6 +6,15 @@
 //! store the connection names (`/mcp?store=ID`, or the one store its token
 //! reaches); tool calls are credited to the `http` door and the session
 //! the client named.
+//!
+//! A session's id says what it is (its store, its token's name, its
+//! client) and is signed with a key (HMAC-SHA256): in a stores root in
+//! PostgreSQL every server holds the catalog's key, so a session made on
+//! one server is taken up by another the first time a request of it
+//! arrives there (a load balancer need not keep a client on one server),
+//! unless it was ended (`DELETE`) through any server: every request of a
+//! session asks the catalog whether it was. On a local root the key is the
+//! process's own.
 
 use std::collections::HashMap;
 use std::sync::Arc;
@@ -14,6 +23,7 @@ use std::time::{Duration, Instant};
 use crate::lock::{rank, Mutex};
 use serde_json::Value;
 
+use super::catalog_pg::PgCatalog;
 use super::error::{ApiError, ApiResult};
 use super::registry::Registry;
 use super::tokens::Token;
@@ -39,12 +49,33 @@ pub struct Sessions {
     map: Mutex<HashMap<String, Session>>,
     max: usize,
     per_token: usize,
+    /// What session ids are signed with.
+    key: Vec<u8>,
+    /// Where sessions ended through any server are noted (a root in
+    /// PostgreSQL).
+    catalog: Option<Arc<PgCatalog>>,
 }
 
 impl Default for Sessions {
     fn default() -> Self {
         Sessions::with_caps(MAX_SESSIONS, PER_TOKEN)
     }
+}
+
+/// A session's id: `RANDOM.STORE.TOKEN.CLIENT.MAC`, each part hex.
+fn hex(bytes: &[u8]) -> String {
+    bytes.iter().map(|b| format!("{b:02x}")).collect()
+}
+
+fn unhex(text: &str) -> Option<String> {
+    if text.len() % 2 != 0 || text.len() > 512 {
+        return None;
+    }
+    let bytes: Option<Vec<u8>> = (0..text.len())
+        .step_by(2)
+        .map(|i| u8::from_str_radix(text.get(i..i + 2)?, 16).ok())
+        .collect();
+    String::from_utf8(bytes?).ok()
 }
 
 /// What goes back: a status, the session id to send, and a body.
@@ -56,11 +87,61 @@ pub struct Answer {
 
 impl Sessions {
     fn with_caps(max: usize, per_token: usize) -> Sessions {
+        let mut key = [0u8; 32];
+        // (No randomness: a key no other server holds is as good.)
+        let _ = super::tokens::random(&mut key);
         Sessions {
             map: Mutex::new(rank::HTTP_MCP_SESSIONS, HashMap::new()),
             max,
             per_token,
+            key: key.to_vec(),
+            catalog: None,
         }
+    }
+
+    /// Sessions every server of a root in PostgreSQL takes up: signed with
+    /// the catalog's key, ended for all through it.
+    pub fn across(catalog: Arc<PgCatalog>) -> Result<Sessions, String> {
+        Ok(Sessions {
+            key: catalog.secret()?,
+            catalog: Some(catalog),
+            ..Sessions::default()
+        })
+    }
+
+    fn sign(&self, parts: &str) -> String {
+        hex(&crate::digest::hmac_sha256(&self.key, parts.as_bytes()))
+    }
+
+    /// The session an id signed here (or by a server with the same key)
+    /// names: its store, token and client.
+    fn read_id(&self, id: &str) -> Option<Session> {
+        let (body, mac) = id.rsplit_once('.')?;
+        if !crate::digest::same(self.sign(body).as_bytes(), mac.as_bytes()) {
+            return None;
+        }
+        let mut parts = body.split('.');
+        let (_random, store, token, client) =
+            (parts.next()?, parts.next()?, parts.next()?, parts.next()?);
+        let client = unhex(client)?;
+        Some(Session {
+            store: unhex(store)?,
+            token: unhex(token)?,
+            client: (!client.is_empty()).then_some(client),
+            last: Instant::now(),
+        })
+    }
+
+    /// A session of `token`'s this server has not seen: taken up if its id
+    /// is signed with the key and it was not ended through any server.
+    fn adopt(&self, id: &str, token: &Token) -> ApiResult<Option<Session>> {
+        let Some(session) = self.read_id(id).filter(|s| s.token == token.name) else {
+            return Ok(None);
+        };
+        if self.ended(id)? {
+            return Ok(None);
+        }
+        Ok(Some(session))
     }
 
     pub fn expire(&self) {
@@ -73,7 +154,21 @@ impl Sessions {
         let mut bytes = [0u8; 16];
         super::tokens::random(&mut bytes)
             .map_err(|_| ApiError::internal("no randomness for a session id"))?;
-        let id: String = bytes.iter().map(|b| format!("{b:02x}")).collect();
+        let client: Option<String> = client.map(|c| c.chars().take(64).collect());
+        let body = format!(
+            "{}.{}.{}.{}",
+            hex(&bytes),
+            hex(store.as_bytes()),
+            hex(token.as_bytes()),
+            hex(client.as_deref().unwrap_or("").as_bytes())
+        );
+        let id = format!("{body}.{}", self.sign(&body));
+        self.keep(id.clone(), store, token, client)?;
+        Ok(id)
+    }
+
+    /// Keeps a session in this server's map (within the caps).
+    fn keep(&self, id: String, store: &str, token: &str, client: Option<String>) -> ApiResult<()> {
         let mut map = self.map.lock();
         let own = map.values().filter(|s| s.token == token).count();
         if own >= self.per_token {
@@ -91,7 +186,7 @@ impl Sessions {
             ));
         }
         map.insert(
-            id.clone(),
+            id,
             Session {
                 store: store.to_string(),
                 token: token.to_string(),
@@ -99,14 +194,65 @@ impl Sessions {
                 last: Instant::now(),
             },
         );
-        Ok(id)
+        Ok(())
     }
 
-    pub fn close(&self, id: &str, token: &Token) -> bool {
-        let mut map = self.map.lock();
-        match map.get(id) {
-            Some(s) if s.token == token.name => map.remove(id).is_some(),
-            _ => false,
+    /// Ends `token`'s session `id`, here and (in a root in PostgreSQL) on
+    /// every server; whether there was one.
+    pub fn close(&self, id: &str, token: &Token) -> ApiResult<bool> {
+        let here = {
+            let mut map = self.map.lock();
+            match map.get(id) {
+                Some(s) if s.token == token.name => map.remove(id).is_some(),
+                _ => false,
+            }
+        };
+        let known = here || self.read_id(id).is_some_and(|s| s.token == token.name);
+        if let (true, Some(catalog)) = (known, &self.catalog) {
+            catalog.end_mcp_session(id).map_err(|e| {
+                ApiError::unavailable(format!("the store's database cannot be reached ({e})"))
+            })?;
+        }
+        Ok(known)
+    }
+
+    /// The store and client of `token`'s session `id`: this server's, or
+    /// one another server made (taken up now).
+    fn find(&self, id: &str, token: &Token) -> ApiResult<Option<(String, Option<String>)>> {
+        let held = {
+            let mut map = self.map.lock();
+            match map.get_mut(id) {
+                Some(s) if s.token != token.name => return Ok(None),
+                Some(s) => {
+                    s.last = Instant::now();
+                    Some((s.store.clone(), s.client.clone()))
+                }
+                None => None,
+            }
+        };
+        let Some(held) = held else {
+            let Some(s) = self.adopt(id, token)? else {
+                return Ok(None);
+            };
+            self.keep(id.to_string(), &s.store, &s.token, s.client.clone())?;
+            return Ok(Some((s.store, s.client)));
+        };
+        // Ended through another server since: ended here too.
+        if self.ended(id)? {
+            self.map.lock().remove(id);
+            return Ok(None);
+        }
+        Ok(Some(held))
+    }
+
+    /// Whether session `id` was ended through any server (a root in
+    /// PostgreSQL; one round trip).
+    fn ended(&self, id: &str) -> ApiResult<bool> {
+        match &self.catalog {
+            Some(catalog) => catalog.mcp_session_ended(id).map_err(|e| {
+                ApiError::unavailable(format!("the store's database cannot be reached ({e})"))
+            }),
+            None => Ok(false),
         }
     }
 }
@@ -147,17 +293,11 @@ pub fn post(
             let id = sessions.open(&store, &token.name, client.clone())?;
             (store, client, Some(id))
         }
-        (Some(id), _) => {
-            let mut map = sessions.map.lock();
-            match map.get_mut(id) {
-                Some(s) if s.token == token.name && token.reaches(&s.store) => {
-                    s.last = Instant::now();
-                    (s.store.clone(), s.client.clone(), None)
-                }
-                // Unknown, expired, or another token's: the client starts anew.
-                _ => return Err(ApiError::not_found("no such MCP session; initialize again")),
-            }
-        }
+        (Some(id), _) => match sessions.find(id, token)? {
+            Some((store, client)) if token.reaches(&store) => (store, client, None),
+            // Unknown, ended, or another token's: the client starts anew.
+            _ => return Err(ApiError::not_found("no such MCP session; initialize again")),
+        },
         // No session (a probe, or a stateless client): answered as one.
         (None, _) => (store_of(token, asked_store)?, None, None),
     };

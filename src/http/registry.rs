@@ -203,6 +203,11 @@ impl Registry {
         })
     }
 
+    /// The catalog in PostgreSQL, for a root there.
+    pub fn catalog(&self) -> Option<&Arc<PgCatalog>> {
+        self.catalog.as_ref()
+    }
+
     /// The stores root in PostgreSQL that `catalog` holds, each store's copy
     /// kept under `cache` (made if missing).
     pub fn open_pg(

@@ -229,7 +229,11 @@ fn mcp(
     match method {
         "POST" => {}
         "DELETE" => {
-            return match session.is_some_and(|s| state.sessions.close(s, token)) {
+            let closed = match session {
+                Some(s) => state.sessions.close(s, token)?,
+                None => false,
+            };
+            return match closed {
                 true => Ok(json_response(200, &Value::Object(Default::default()), &[])),
                 false => Err(ApiError::not_found("no such MCP session")),
             };
@@ -359,12 +363,16 @@ pub fn run(config: Config) -> Result<bool, String> {
             crate::units::describe_io(&e)
         )
     })?;
+    let sessions = match reg.catalog() {
+        Some(catalog) => Sessions::across(catalog.clone())?,
+        None => Sessions::default(),
+    };
     let state = Arc::new(State {
         reg: Arc::new(reg),
         web: super::web::WebDoor::default(),
         tokens,
         rates: Rates::new(&config.bounds),
-        sessions: Sessions::default(),
+        sessions,
         bounds: config.bounds,
         requests: AtomicU64::new(0),
     });

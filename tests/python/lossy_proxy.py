@@ -3,7 +3,10 @@ the server and its whole answer read, but for a request that carries
 `x-lose-answer: 1` and is a first attempt (`x-stainless-retry-count: 0`),
 the client's connection is closed instead of the answer relayed, as a
 network that drops a connection after the server acted would. The SDK's
-client then retries the same request."""
+client then retries the same request.
+
+Given several servers, it sends each request to the next one in turn: a
+load balancer that keeps no client on one server."""
 import socket
 import threading
 
@@ -27,9 +30,14 @@ def header(head, name):
 
 
 class LossyProxy:
-    def __init__(self, upstream_url):
-        host, port = upstream_url.split("//", 1)[1].split(":")
-        self.upstream = (host, int(port))
+    def __init__(self, *upstream_urls):
+        self.upstreams = []
+        for url in upstream_urls:
+            host, port = url.split("//", 1)[1].split(":")
+            self.upstreams.append((host, int(port)))
+        self.turn = 0
+        self.turn_lock = threading.Lock()
+        self.sent = [0] * len(self.upstreams)  # requests sent to each
         self.listener = socket.create_server(("127.0.0.1", 0))
         self.url = "http://127.0.0.1:%d" % self.listener.getsockname()[1]
         self.lost = []  # (method, target) of each answer lost
@@ -58,7 +66,11 @@ class LossyProxy:
                     buf += chunk
                 body, buf = buf[:length], buf[length:]
                 lines = [l for l in head.split(b"\r\n") if not l.lower().startswith(b"connection:")]
-                upstream = socket.create_connection(self.upstream)
+                with self.turn_lock:
+                    i = self.turn % len(self.upstreams)
+                    self.turn += 1
+                    self.sent[i] += 1
+                upstream = socket.create_connection(self.upstreams[i])
                 upstream.sendall(b"\r\n".join(lines) + b"\r\nConnection: close\r\n\r\n" + body)
                 answer = b""
                 while True:

@@ -178,3 +178,60 @@ def test_open_stores_in_postgresql_share_threads_and_connections(two, pg):
     stale = [sid for sid in ids
              if on_a.beta.memory_stores.memories.list(sid, view="full").data[0].content != "b\n"]
     assert stale == [], f"{len(stale)} of 200 stores on a did not follow b's write"
+
+
+def test_an_mcp_session_is_served_by_whichever_server_a_request_reaches(two):
+    """Behind a load balancer that keeps no client on one server (each
+    request to the next server in turn), the official `mcp` client's session
+    works: its id is signed with the catalog's key, so the other server
+    takes it up. A session ended through one server is refused by both."""
+    import anyio
+    import httpx2 as httpx  # (the pinned SDK's HTTP client)
+    from lossy_proxy import LossyProxy
+    from mcp import Client
+    from mcp.client.streamable_http import streamable_http_client
+    from mcp.shared._httpx_utils import create_mcp_http_client
+
+    a, b = two
+    admin = sdk(a, a.token("--admin"))
+    store = admin.beta.memory_stores.create(name="balanced").id
+    agent = a.token("--name", "agent", "--store", store)
+    balancer = LossyProxy(a.url, b.url)
+    seen = {}
+
+    async def session():
+        http = create_mcp_http_client(headers={"Authorization": f"Bearer {agent}"})
+        async with Client(streamable_http_client(balancer.url + "/mcp", http_client=http)) as c:
+            for i in range(6):
+                r = await c.call_tool("memory", {"command": "create", "path": f"/memories/n{i}.md",
+                                                 "file_text": f"{i}\n"})
+                assert not r.is_error, r
+            r = await c.call_tool("memory", {"command": "view", "path": "/memories"})
+            seen["view"] = r.content[0].text
+
+    anyio.run(session)
+    assert all(n > 2 for n in balancer.sent), f"both servers served the session: {balancer.sent}"
+    assert all(f"n{i}.md" in seen["view"] for i in range(6)), seen["view"]
+    # A session made on a, ended through b: refused by both.
+    headers = {"Authorization": f"Bearer {agent}", "Accept": "application/json, text/event-stream",
+               "Content-Type": "application/json"}
+    init = {"jsonrpc": "2.0", "id": 1, "method": "initialize",
+            "params": {"protocolVersion": "2025-06-18", "capabilities": {},
+                       "clientInfo": {"name": "probe", "version": "1"}}}
+    r = httpx.post(a.url + "/mcp", json=init, headers=headers)
+    sid = r.headers["mcp-session-id"]
+    call = {"jsonrpc": "2.0", "id": 2, "method": "tools/list"}
+    assert httpx.post(b.url + "/mcp", json=call, headers={**headers, "Mcp-Session-Id": sid}).status_code == 200
+    assert httpx.delete(b.url + "/mcp", headers={**headers, "Mcp-Session-Id": sid}).status_code == 200
+    for server in (a, b):
+        r = httpx.post(server.url + "/mcp", json=call, headers={**headers, "Mcp-Session-Id": sid})
+        assert r.status_code == 404, (server.url, r.status_code, r.text)
+    # An id another token's, or one not signed with the key, is no session.
+    other = a.token("--name", "other", "--store", store)
+    r = httpx.post(b.url + "/mcp", json=call,
+                   headers={**headers, "Authorization": f"Bearer {other}", "Mcp-Session-Id": sid})
+    assert r.status_code == 404
+    forged = sid.rsplit(".", 1)[0] + "." + "0" * 64
+    r = httpx.post(b.url + "/mcp", json=call, headers={**headers, "Mcp-Session-Id": forged})
+    assert r.status_code == 404
+    balancer.close()
