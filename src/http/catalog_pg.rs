@@ -17,6 +17,8 @@
 //!   is refused by every server from its next request.
 
 use postgres::error::SqlState;
+use std::time::Duration;
+
 use postgres::Client;
 
 use super::metas::StoreMeta;
@@ -47,13 +49,16 @@ CREATE TABLE IF NOT EXISTS memfs_catalog_tokens (
 
 /// Connections kept for the catalog's queries (more are made while busy).
 const KEPT: usize = 4;
+/// A kept connection unused this long is checked before it is used.
+const RECHECK: Duration = Duration::from_secs(2);
 
 /// A record changed past a `gen`: the store's record, or none (deleted).
 pub type Changed = (String, Option<StoreMeta>);
 
 pub struct PgCatalog {
     target: Target,
-    idle: Mutex<Vec<Client>>,
+    /// Connections kept, each with when it was last used.
+    idle: Mutex<Vec<(Client, std::time::Instant)>>,
 }
 
 fn said(e: crate::journal::UpstreamError) -> String {
@@ -97,8 +102,20 @@ impl PgCatalog {
     ) -> Result<R, String> {
         let taken = self.idle.lock().pop();
         let mut client = match taken {
-            Some(c) if !c.is_closed() => c,
-            _ => crate::shared::connect_as(&self.target, "memfs-catalog").map_err(said)?,
+            Some((c, _)) if c.is_closed() => None,
+            // Kept a while: the network may have dropped it meanwhile (a
+            // cut that ended), which the client only learns when it next
+            // uses it; one empty round trip asks first, rather than fail
+            // the request on it.
+            Some((mut c, last)) if last.elapsed() >= RECHECK => {
+                c.is_valid(Duration::from_secs(1)).ok().map(|()| c)
+            }
+            Some((c, _)) => Some(c),
+            None => None,
+        };
+        let mut client = match client.take() {
+            Some(c) => c,
+            None => crate::shared::connect_as(&self.target, "memfs-catalog").map_err(said)?,
         };
         let done = f(&mut client);
         match &done {
@@ -106,7 +123,7 @@ impl PgCatalog {
             _ => {
                 let mut idle = self.idle.lock();
                 if idle.len() < KEPT {
-                    idle.push(client);
+                    idle.push((client, std::time::Instant::now()));
                 }
             }
         }

@@ -1,4 +1,7 @@
-"""A real `memfs --stores ROOT serve --http 127.0.0.1:0` for the tests, and tokens made with `memfs token create`."""
+"""A real `memfs --stores ROOT serve --http 127.0.0.1:0` for the tests, and tokens made with `memfs token create`.
+
+`listen` is the address it serves on (default 127.0.0.1:0, a free port on
+loopback); `wrap` a command it runs under (e.g. `ip netns exec NS`)."""
 import re
 import signal
 import subprocess
@@ -7,11 +10,11 @@ import time
 
 
 class Server:
-    def __init__(self, memfs_bin, root, *extra, wrap=()):
+    def __init__(self, memfs_bin, root, *extra, wrap=(), listen="127.0.0.1:0"):
         self.memfs_bin = memfs_bin
         self.root = root
         self.proc = subprocess.Popen(
-            [*wrap, memfs_bin, "--stores", str(root), "serve", "--http", "127.0.0.1:0", *extra],
+            [*wrap, memfs_bin, "--stores", str(root), "serve", "--http", listen, *extra],
             stdout=subprocess.DEVNULL,
             stderr=subprocess.PIPE,
             text=True,
@@ -24,7 +27,7 @@ class Server:
             if not line:
                 break
             self.log.append(line)
-            m = re.search(r"on (http://127\.0\.0\.1:\d+)", line)
+            m = re.search(r"on (http://\S+:\d+)", line)
             if m:
                 self.url = m.group(1)
                 break
