@@ -208,12 +208,17 @@ pub enum Cmd {
     },
     /// Serves a page for people on loopback: the memory's files, every
     /// version with its diff, the agent's changes to review (keep or undo),
-    /// live. Prints a one-time login URL on stdout. Works beside a running
+    /// live. Prints a login link on stdout (valid 15 minutes; --link prints a
+    /// fresh one for a running page). Works beside a running
     /// memfs (a mount, a server) as well as alone.
     Web {
         /// Where to listen (loopback only; port 0 picks a free one).
         #[arg(long, default_value = "127.0.0.1:0", value_name = "ADDR")]
         listen: String,
+        /// Print a fresh login link for the page already running on this
+        /// data dir (each link works for 15 minutes, as often as opened).
+        #[arg(long)]
+        link: bool,
     },
     /// Claude Code's auto memory for the project in this directory, on a
     /// memfs mount (enable), back to a plain directory (disable), or which

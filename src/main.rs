@@ -98,7 +98,8 @@ fn without_a_memory(cli: &Cli) -> Option<ExitCode> {
     match &cli.command {
         Cmd::Token { action } => return Some(http_cli::token(cli, action)),
         Cmd::ClaudeCode { action } => return Some(claude_code_cli::run(action)),
-        Cmd::Web { listen } if cli.common.stores.is_none() => {
+        Cmd::Web { link: true, .. } => return Some(web_cli::link(&cli.common.data)),
+        Cmd::Web { listen, .. } if cli.common.stores.is_none() => {
             return Some(web_cli::web(cli, listen))
         }
         Cmd::Serve {

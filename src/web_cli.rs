@@ -1,6 +1,7 @@
 //! `memfs --data DIR web [--listen ADDR]`: the page for one memory.
 
 use std::io::Write;
+use std::path::Path;
 use std::process::ExitCode;
 use std::sync::Arc;
 use std::time::Duration;
@@ -63,28 +64,39 @@ pub fn web(cli: &Cli, listen: &str) -> ExitCode {
             return ExitCode::from(2);
         }
     };
-    let (app, login) = match App::new(source, &data.join(".memfs")) {
+    let port = local.port();
+    let app = match App::new(source, &data.join(".memfs"), port) {
         Ok(made) => made,
         Err(e) => {
             memfs::say!("memfs: {e}");
             return ExitCode::from(2);
         }
     };
-    let port = local.port();
     let host = match local {
         std::net::SocketAddr::V6(_) => "[::1]".to_string(),
         std::net::SocketAddr::V4(v4) => v4.ip().to_string(),
     };
+    let instance = app
+        .instance(&format!("http://{host}:{port}"))
+        .expect("memfs web's page has its own logins");
+    // For `memfs web --link` (.memfs is the owner's alone, mode 0700).
+    let kept = data.join(".memfs").join(INSTANCE);
+    if let Err(e) = keep_instance(&kept, &instance) {
+        memfs::say!(
+            "memfs: cannot keep the page's login key ({e}); `memfs web --link` will not find it"
+        );
+    }
     let mut out = std::io::stdout().lock();
-    let _ = writeln!(out, "http://{host}:{port}/login?token={login}");
+    let _ = writeln!(out, "{}", instance.link());
     let _ = out.flush();
     drop(out);
-    memfs::say!("memfs: the page is on http://{host}:{port}/ (open the login URL above once; Ctrl-C to stop)");
+    memfs::say!("memfs: the page is on http://{host}:{port}/: open the login link above (it works for 15 minutes; `memfs web --link` prints a fresh one); Ctrl-C to stop");
     let tend = {
         let hosted = hosted.clone();
         Box::new(move || hosted.reap())
     };
     let served = memfs::web::serve(Arc::new(app), listener, tend);
+    let _ = std::fs::remove_file(&kept);
     let mut code = ExitCode::SUCCESS;
     if let Err(e) = served {
         memfs::say!("memfs: {e}");
@@ -101,4 +113,47 @@ pub fn web(cli: &Cli, listen: &str) -> ExitCode {
         }
     }
     code
+}
+
+/// Where a running page keeps what `memfs web --link` signs with.
+const INSTANCE: &str = "web.json";
+
+fn keep_instance(at: &Path, instance: &memfs::web::session::Instance) -> std::io::Result<()> {
+    use std::os::unix::fs::OpenOptionsExt;
+    let text = serde_json::to_string(instance).map_err(std::io::Error::other)?;
+    let tmp = at.with_extension("json.tmp");
+    let mut f = std::fs::OpenOptions::new()
+        .write(true)
+        .create(true)
+        .truncate(true)
+        .mode(0o600)
+        .open(&tmp)?;
+    f.write_all(text.as_bytes())?;
+    drop(f);
+    std::fs::rename(&tmp, at)
+}
+
+/// `memfs web --link`: a fresh login link for the page running on `data`.
+pub fn link(data: &Path) -> ExitCode {
+    let at = data.join(".memfs").join(INSTANCE);
+    let instance = std::fs::read_to_string(&at)
+        .ok()
+        .and_then(|t| serde_json::from_str::<memfs::web::session::Instance>(&t).ok());
+    // SAFETY: kill(2) with signal 0 sends nothing and touches no memory; it
+    // only says whether the process exists.
+    let alive = |pid: u32| unsafe { libc::kill(pid as libc::pid_t, 0) } == 0;
+    match instance {
+        Some(i) if alive(i.pid) => {
+            crate::out!("{}", i.link());
+            ExitCode::SUCCESS
+        }
+        _ => {
+            memfs::say!(
+                "memfs: no page is running on {} (start one with `memfs --data {} web`)",
+                data.display(),
+                data.display()
+            );
+            ExitCode::from(2)
+        }
+    }
 }

@@ -27,13 +27,22 @@ const COOKIE: &str = "memfs_web_http";
 
 struct Login {
     secret: String,
+    /// The token's name (its logins are bounded together).
+    name: String,
     store: String,
     csrf: String,
     last: Instant,
 }
 
+/// Logins one token may make a minute.
+const LOGINS_A_MINUTE: usize = 30;
+/// Sessions one token keeps (its next login ends the one used longest ago).
+const SESSIONS_PER_TOKEN: usize = 16;
+
 pub struct WebDoor {
     logins: Mutex<HashMap<String, Login>>,
+    /// When each token's logins of the last minute were made.
+    recent: Mutex<HashMap<String, Vec<Instant>>>,
     pages: Mutex<HashMap<String, Arc<App>>>,
 }
 
@@ -41,6 +50,7 @@ impl Default for WebDoor {
     fn default() -> Self {
         WebDoor {
             logins: Mutex::new(rank::WEB_LOGINS, HashMap::new()),
+            recent: Mutex::new(rank::WEB_RECENT_LOGINS, HashMap::new()),
             pages: Mutex::new(rank::WEB_PAGES, HashMap::new()),
         }
     }
@@ -71,9 +81,31 @@ fn too_large() -> Response<Body> {
 
 fn login_form(said: &str) -> String {
     format!(
-        "<!doctype html><html lang=\"en\"><head><meta charset=\"utf-8\"><title>memfs: log in</title></head><body><h1>memfs</h1><p>{}</p><form method=\"post\" action=\"/web/login\"><p><label>Token <input type=\"password\" name=\"token\" autocomplete=\"off\" required></label></p><p><label>Store <input name=\"store\" placeholder=\"memstore_... (if the token reaches several)\"></label></p><p><button type=\"submit\">Log in</button></p></form></body></html>",
+        "<!doctype html><html lang=\"en\"><head><meta charset=\"utf-8\"><meta name=\"viewport\" content=\"width=device-width\"><title>memfs: log in</title><link rel=\"icon\" href=\"/web/static/favicon.svg\"><link rel=\"stylesheet\" href=\"/web/static/app.css\"></head><body><header><a class=\"brand\" href=\"/web/\">memfs</a></header><main><h1>Log in</h1><p>{}</p><form method=\"post\" action=\"/web/login\" class=\"login\"><p><label>Token<br><input type=\"password\" name=\"token\" autocomplete=\"off\" required></label></p><p><label>Store<br><input name=\"store\" placeholder=\"memstore_... (if the token reaches several)\"></label></p><p><button type=\"submit\">Log in</button></p></form></main></body></html>",
         esc(said)
     )
+}
+
+/// A static file of the page's, for the login form too.
+fn asset(path: &str) -> Response<Body> {
+    let (kind, body) = match path {
+        "/web/static/app.css" => ("text/css; charset=utf-8", crate::web::APP_CSS),
+        _ => ("image/svg+xml", crate::web::FAVICON),
+    };
+    let mut r = page(200, body.to_string(), &[]);
+    r.headers_mut()
+        .insert("content-type", HeaderValue::from_static(kind));
+    r
+}
+
+/// Whether a TLS proxy in front says the request came over TLS (then the
+/// cookie is sent over TLS only).
+fn behind_tls(parts: &Parts) -> bool {
+    parts
+        .headers
+        .get("x-forwarded-proto")
+        .and_then(|v| v.to_str().ok())
+        .is_some_and(|p| p.eq_ignore_ascii_case("https"))
 }
 
 /// The largest login form, and the largest form of a logged-in page.
@@ -126,6 +158,7 @@ impl WebDoor {
             ("GET", "/web" | "/web/") => {
                 return page(200, login_form("Log in with a memfs token."), &[])
             }
+            ("GET", "/web/static/app.css" | "/web/static/favicon.svg") => return asset(&path),
             ("POST", _) if matches!(body, Err(BodyError::TooLarge)) => return too_large(),
             ("POST", "/web/login") => {
                 if foreign {
@@ -139,7 +172,7 @@ impl WebDoor {
                     .ok()
                     .and_then(|b| crate::form::parse(&String::from_utf8_lossy(&b)))
                     .unwrap_or_default();
-                return self.log_in(reg, tokens, &form);
+                return self.log_in(reg, tokens, &form, behind_tls(&parts));
             }
             _ => {}
         }
@@ -173,6 +206,7 @@ impl WebDoor {
         reg: &Registry,
         tokens: &Tokens,
         form: &HashMap<String, String>,
+        tls: bool,
     ) -> Response<Body> {
         let secret = form
             .get("token")
@@ -195,6 +229,21 @@ impl WebDoor {
         let store = match asked {
             Some(s) => s.to_string(),
             None if !token.admin && token.stores.len() == 1 => token.stores[0].clone(),
+            // An admin token in a root of one store reaches one store too.
+            None if token.admin && reg.count() == 1 => {
+                let (only, _) = reg.list(&super::metas::Query {
+                    after: None,
+                    include_archived: true,
+                    created_gte: None,
+                    created_lte: None,
+                    limit: 1,
+                    only: None,
+                });
+                match only.first() {
+                    Some(m) => m.id.clone(),
+                    None => return refused(),
+                }
+            }
             None => {
                 return page(
                     400,
@@ -209,12 +258,45 @@ impl WebDoor {
         let (Ok(id), Ok(csrf)) = (session::secret(), session::secret()) else {
             return page(503, login_form("No randomness for a session."), &[]);
         };
+        // A token's logins are bounded: at most LOGINS_A_MINUTE a minute,
+        // and its SESSIONS_PER_TOKEN newest sessions kept.
+        {
+            let mut recent = self.recent.lock();
+            recent.retain(|_, times| {
+                times.retain(|t| t.elapsed() < Duration::from_secs(60));
+                !times.is_empty()
+            });
+            let times = recent.entry(token.name.clone()).or_default();
+            if times.len() >= LOGINS_A_MINUTE {
+                return page(
+                    429,
+                    login_form("Too many logins with this token in the last minute; try again in a minute."),
+                    &[("retry-after", "60".into())],
+                );
+            }
+            times.push(Instant::now());
+        }
         let mut logins = self.logins.lock();
         logins.retain(|_, l| l.last.elapsed() < IDLE);
+        let own: Vec<(&String, Instant)> = logins
+            .iter()
+            .filter(|(_, l)| l.name == token.name)
+            .map(|(k, l)| (k, l.last))
+            .collect();
+        if own.len() >= SESSIONS_PER_TOKEN {
+            if let Some(oldest) = own
+                .iter()
+                .min_by_key(|(_, last)| *last)
+                .map(|(k, _)| (*k).clone())
+            {
+                logins.remove(&oldest);
+            }
+        }
         logins.insert(
             id.clone(),
             Login {
                 secret,
+                name: token.name.clone(),
                 store: store.clone(),
                 csrf,
                 last: Instant::now(),
@@ -227,7 +309,10 @@ impl WebDoor {
                 ("location", format!("/web/{store}/")),
                 (
                     "set-cookie",
-                    format!("{COOKIE}={id}; HttpOnly; SameSite=Strict; Path=/web"),
+                    format!(
+                        "{COOKIE}={id}; HttpOnly; SameSite=Strict; Path=/web{}",
+                        if tls { "; Secure" } else { "" }
+                    ),
                 ),
             ],
         )

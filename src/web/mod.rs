@@ -32,7 +32,10 @@ pub use source::Source;
 
 const CSP: &str = "default-src 'none'; script-src 'self'; style-src 'self'; img-src 'self'; connect-src 'self'; form-action 'self'; frame-ancestors 'none'; base-uri 'none'";
 const APP_JS: &str = include_str!("static/app.js");
-const APP_CSS: &str = include_str!("static/app.css");
+/// The page's stylesheet (also the `serve --http` login form's).
+pub const APP_CSS: &str = include_str!("static/app.css");
+/// The page's icon.
+pub const FAVICON: &str = include_str!("static/favicon.svg");
 
 pub struct App {
     /// Where the page is mounted in its server's URLs (`""`, or `/web/STORE_ID`).
@@ -98,9 +101,24 @@ impl Page {
 
 fn shell(title: &str, main: &str, head: u64, review: usize) -> String {
     format!(
-        "<!doctype html><html lang=\"en\"><head><meta charset=\"utf-8\"><meta name=\"viewport\" content=\"width=device-width\"><title>memfs: {}</title><link rel=\"stylesheet\" href=\"/static/app.css\"><script src=\"/static/app.js\" defer></script></head><body><header><a class=\"brand\" href=\"/\">memfs</a><a href=\"/\">memory</a><a href=\"/history\">history</a><a href=\"/review\">review <span id=\"review-count\">{review}</span></a><a href=\"/deleted\">deleted</a><span id=\"live\" class=\"live\">live</span></header><main id=\"main\" data-head=\"{head}\" data-base=\"\">{main}</main></body></html>",
+        "<!doctype html><html lang=\"en\"><head><meta charset=\"utf-8\"><meta name=\"viewport\" content=\"width=device-width\"><title>memfs: {}</title><link rel=\"icon\" href=\"/static/favicon.svg\"><link rel=\"stylesheet\" href=\"/static/app.css\"><script src=\"/static/app.js\" defer></script></head><body><header><a class=\"brand\" href=\"/\">memfs</a><a href=\"/\">memory</a><a href=\"/history\">history</a><a href=\"/review\">review <span id=\"review-count\">{review}</span></a><a href=\"/deleted\">deleted</a><span id=\"live\" class=\"live\">live</span></header><main id=\"main\" data-head=\"{head}\" data-base=\"\">{main}</main></body></html>",
         html::esc(title)
     )
+}
+
+/// `/login?t=...` of `memfs web`: a session for a valid link.
+fn log_in(sessions: &Sessions, t: &str) -> Page {
+    match sessions.log_in(t) {
+        Ok(id) => Page {
+            headers: vec![
+                ("location", "/".into()),
+                ("set-cookie", sessions.cookie_for(&id)),
+            ],
+            ..Page::redirect("/")
+        },
+        Err(session::Refused::Link) => Page::text(403, "this login link is not valid, or its time is up; `memfs web --link` prints a fresh one for the running page"),
+        Err(session::Refused::TooMany) => Page::text(429, "too many logins in the last minute; try again in a minute"),
+    }
 }
 
 /// A version number a query or form names.
@@ -117,11 +135,18 @@ fn back(to: Option<&String>) -> String {
 }
 
 impl App {
-    /// The page for `memfs web`, with its one-time login token.
-    pub fn new(source: Source, state_dir: &std::path::Path) -> Result<(App, String), String> {
-        let (sessions, login) = Sessions::new()?;
-        let app = App::mounted(source, state_dir, String::new(), Some(sessions))?;
-        Ok((app, login))
+    /// The page for `memfs web` listening on `port`, with its logins
+    /// (every page under the instance's own path, see `session.rs`).
+    pub fn new(source: Source, state_dir: &std::path::Path, port: u16) -> Result<App, String> {
+        let sessions = Sessions::new(port)?;
+        let base = sessions.base().to_string();
+        App::mounted(source, state_dir, base, Some(sessions))
+    }
+
+    /// What `memfs web --link` needs to sign a login link for this page at
+    /// `url` (none on a server that checks who asks itself).
+    pub fn instance(&self, url: &str) -> Option<session::Instance> {
+        self.sessions.as_ref().map(|s| s.instance(url))
     }
 
     /// The page at `base` of a server that checks who asks itself
@@ -181,39 +206,34 @@ impl App {
         };
         let path = match parts.uri.path().strip_prefix(self.base.as_str()) {
             Some("") => "/",
-            Some(p) => p,
-            None => return Page::text(404, "no such page"),
+            Some(p) if p.starts_with('/') => p,
+            _ if self.sessions.is_some() => return Page::text(404, "no such page: the page's address is in the login link memfs web printed (`memfs web --link` prints a fresh one)"),
+            _ => return Page::text(404, "no such page"),
         };
         match path {
             "/static/app.js" => return Page::asset("text/javascript; charset=utf-8", APP_JS),
             "/static/app.css" => return Page::asset("text/css; charset=utf-8", APP_CSS),
-            "/login" if self.sessions.is_some() => {
-                let given = query.get("token").map(String::as_str).unwrap_or("");
-                let sessions = self.sessions.as_ref().expect("checked above");
-                return match sessions.log_in(given) {
-                    Some(id) => Page {
-                        headers: vec![
-                            ("location", "/".into()),
-                            (
-                                "set-cookie",
-                                format!("memfs_web={id}; HttpOnly; SameSite=Strict; Path=/"),
-                            ),
-                        ],
-                        ..Page::redirect("/")
-                    },
-                    None => Page::text(403, "this login link is not valid, or was used already; restart memfs web for a new one"),
-                };
+            "/static/favicon.svg" => return Page::asset("image/svg+xml", FAVICON),
+            "/login" => {
+                if let Some(sessions) = &self.sessions {
+                    return log_in(sessions, query.get("t").map(String::as_str).unwrap_or(""));
+                }
             }
             _ => {}
         }
         let cookie = parts.headers.get("cookie").and_then(|v| v.to_str().ok());
         let csrf = match (&self.sessions, checked) {
             (_, Some(csrf)) => Some(csrf.to_string()),
-            (Some(sessions), None) => sessions.check(session::cookie(cookie, "memfs_web")),
+            (Some(sessions), None) => {
+                sessions.check(session::cookie(cookie, sessions.cookie_name()))
+            }
             (None, None) => None,
         };
         let Some(csrf) = csrf else {
-            return Page::text(401, "log in with the URL memfs web printed");
+            return Page::text(
+                401,
+                "log in with the link memfs web printed (`memfs web --link` prints a fresh one)",
+            );
         };
         if let Err(e) = self.refresh() {
             return Page::text(503, &e);

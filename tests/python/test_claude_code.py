@@ -372,7 +372,7 @@ def review_page(memfs_bin, data, env):
                            stderr=subprocess.DEVNULL, text=True)
     try:
         url = web.stdout.readline().strip()
-        assert "/login?token=" in url, url
+        assert "/login?t=" in url, url
         opener = urllib.request.build_opener(urllib.request.HTTPCookieProcessor(http.cookiejar.CookieJar()))
         opener.open(url, timeout=30).read()
         return opener.open(url.split("/login")[0] + "/review", timeout=30).read().decode()

@@ -2,6 +2,7 @@
 (Debian's, driven by Playwright) beside a real mount, with the agent writing
 through `memfs serve --stdio`. Screenshots of each view go to target/web-*.png."""
 import json
+import re
 import os
 import pathlib
 import subprocess
@@ -65,7 +66,7 @@ def setup(memfs_bin, tmp_path):
     web = subprocess.Popen([memfs_bin, "--data", str(data), "web"], stdout=subprocess.PIPE,
                            stderr=subprocess.PIPE, text=True)
     url = web.stdout.readline().strip()
-    assert url.startswith("http://127.0.0.1:") and "/login?token=" in url, url
+    assert re.fullmatch(r"http://127\.0\.0\.1:\d+/p/[0-9a-f]{32}/login\?t=\d+\.[0-9a-f]{64}", url), url
     base = url.split("/login")[0]
     agent = Agent(memfs_bin, data)
     yield {"data": data, "mnt": mnt, "url": url, "base": base, "agent": agent, "memfs": memfs_bin}
@@ -93,12 +94,29 @@ def test_follow_review_and_undo_an_agents_memory_from_the_page(setup):
         assert page.url == s["base"] + "/"
         assert "people/ana.md" in page.inner_text("main")
         shot(page, "tree")
-        # The login link works once.
-        other = browser.new_page()
-        other.goto(s["url"])
-        assert "not valid" in other.inner_text("main")
+        # The login link works again while it is valid (a second browser
+        # context: a session of its own); a link whose time or signature
+        # was changed does not, nor does the page without a session or
+        # outside the instance's own path.
+        again = browser.new_context().new_page()
+        again.goto(s["url"])
+        assert again.url == s["base"] + "/", again.inner_text("body")
+        again.close()
+        other = browser.new_context().new_page()
+        until, mac = s["url"].split("?t=")[1].split(".")
+        other.goto(s["url"].replace(f"t={until}.", f"t={int(until) + 60}."))
+        assert "not valid" in other.inner_text("body")
         other.goto(s["base"] + "/review")
-        assert "log in" in other.inner_text("main")
+        assert "log in" in other.inner_text("body")
+        port_root = s["base"].rsplit("/p/", 1)[0]
+        other.goto(port_root + "/review")
+        assert "no such page" in other.inner_text("body")
+        # `memfs web --link` prints a fresh link for this running page.
+        fresh = subprocess.run([s["memfs"], "--data", str(s["data"]), "web", "--link"],
+                               capture_output=True, text=True, timeout=30)
+        assert fresh.returncode == 0 and fresh.stdout.startswith(s["base"] + "/login?t="), fresh
+        other.goto(fresh.stdout.strip())
+        assert other.url == s["base"] + "/"
         other.close()
 
         # The page is open on the review queue; the agent writes; the change appears without a reload.
@@ -235,3 +253,109 @@ def test_the_page_on_the_http_server_logs_in_with_a_token_and_follows_the_api(me
             browser.close()
     finally:
         assert server.stop() == 0, "".join(server.log)
+
+
+def test_two_pages_side_by_side_keep_their_sessions_and_a_stolen_cookie_is_not_enough(memfs_bin, tmp_path):
+    """A browser sends a loopback cookie to every port: two `memfs web` on
+    one machine, logged in from one browser, stay logged in both; and a
+    local program that is sent a page's cookie cannot use it without the
+    instance's own path."""
+    import urllib.error
+    import urllib.request
+    need(os.path.exists(CHROMIUM), "Debian's chromium")
+    pages = []
+    for name in ("one", "two"):
+        data = tmp_path / name
+        data.mkdir()
+        Agent(memfs_bin, data).close()
+        web = subprocess.Popen([memfs_bin, "--data", str(data), "web"], stdout=subprocess.PIPE,
+                               stderr=subprocess.PIPE, text=True)
+        url = web.stdout.readline().strip()
+        pages.append((web, url, url.split("/login")[0]))
+    try:
+        with sync_api.sync_playwright() as p:
+            browser = p.chromium.launch(executable_path=CHROMIUM, headless=True, args=["--no-sandbox"])
+            context = browser.new_context()
+            tab = context.new_page()
+            for _, url, base in pages:
+                tab.goto(url)
+                assert tab.url == base + "/"
+            for _, _, base in pages:  # both still logged in
+                tab.goto(base + "/review")
+                assert "log in" not in tab.inner_text("body"), base
+            cookies = context.cookies()
+            assert len({c["name"] for c in cookies}) == 2, cookies
+            browser.close()
+        # The first page's cookie, replayed by another program: refused
+        # outside the instance's path, and the path alone is no session.
+        one = next(c for c in cookies if pages[0][2].split("/p/")[1] in c["path"])
+        port_root = pages[0][2].split("/p/")[0]
+        for target, headers in ((port_root + "/review", {"Cookie": f"{one['name']}={one['value']}"}),
+                                (pages[0][2] + "/review", {})):
+            try:
+                body = urllib.request.urlopen(urllib.request.Request(target, headers=headers), timeout=10).read()
+                raise AssertionError(f"served {target}: {body[:200]!r}")
+            except urllib.error.HTTPError as e:
+                assert e.code in (401, 404), (target, e.code)
+    finally:
+        for web, _, _ in pages:
+            web.terminate()
+            assert web.wait(timeout=30) == 0
+
+
+def test_the_http_servers_login_is_styled_bounded_and_goes_straight_to_the_one_store(memfs_bin, tmp_path):
+    """The `serve --http` page's login: styled like the page, with its icon;
+    an admin token in a root of one store goes straight to it; behind a TLS
+    proxy (X-Forwarded-Proto: https) the cookie is Secure; one token's logins
+    are rate-limited and its sessions bounded; the page fits a 390 px
+    screen."""
+    need(os.path.exists(CHROMIUM), "Debian's chromium")
+    import urllib.error
+    import urllib.parse
+    import urllib.request
+    import anthropic
+    from http_server import Server
+
+    server = Server(memfs_bin, tmp_path / "stores")
+    try:
+        token = server.token("--admin", "--name", "ops")
+        ms = anthropic.Anthropic(api_key=token, base_url=server.url, max_retries=0).beta.memory_stores
+        store = ms.create(name="only").id
+        ms.memories.create(store, path="/a-rather-long-name-for-a-memory-file-that-needs-room.md", content="x\n")
+        with sync_api.sync_playwright() as p:
+            browser = p.chromium.launch(executable_path=CHROMIUM, headless=True, args=["--no-sandbox"])
+            page = browser.new_page(viewport={"width": 390, "height": 800})
+            page.goto(server.url + "/web/")
+            assert page.evaluate("getComputedStyle(document.querySelector('header')).display") == "flex"
+            assert page.request.get(server.url + "/web/static/favicon.svg").ok
+            page.fill("input[name=token]", token)
+            page.click("button[type=submit]")
+            assert page.url == f"{server.url}/web/{store}/", "straight to the root's one store"
+            width = page.evaluate("document.documentElement.scrollWidth")
+            assert width <= 390, f"the page is {width} px wide on a 390 px screen"
+            shot(page, "http-390px")
+            browser.close()
+
+        def login(headers=None):
+            data = urllib.parse.urlencode({"token": token}).encode()
+            req = urllib.request.Request(server.url + "/web/login", data=data, headers=headers or {})
+            opener = urllib.request.build_opener(NoRedirect)
+            try:
+                return opener.open(req, timeout=10)
+            except urllib.error.HTTPError as e:
+                return e
+
+        r = login({"X-Forwarded-Proto": "https"})
+        assert r.status == 303 and "; Secure" in r.headers["set-cookie"], r.headers
+        r = login()
+        assert r.status == 303 and "Secure" not in r.headers["set-cookie"], r.headers
+        # 30 a minute: the browser's and the two above, then 27 more.
+        statuses = [login().status for _ in range(40)]
+        assert statuses.count(303) == 27 and statuses[-1] == 429, statuses
+    finally:
+        assert server.stop() == 0, "".join(server.log)
+
+
+class NoRedirect(__import__("urllib.request").request.HTTPRedirectHandler):
+    def redirect_request(self, *args, **kwargs):
+        return None
