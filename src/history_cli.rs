@@ -43,6 +43,7 @@ pub fn request_of(cli: &Cli) -> Option<Request> {
             force,
             dry_run,
         } => Request::UndoSession {
+            path: None,
             by: by.clone(),
             since: since.as_deref().map(since_time),
             force: *force,

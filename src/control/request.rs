@@ -61,6 +61,9 @@ pub enum Request {
         by: String,
         #[serde(default, skip_serializing_if = "Option::is_none")]
         since: Option<String>,
+        /// Only its changes to this file.
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        path: Option<String>,
         #[serde(default)]
         force: bool,
         #[serde(default)]
@@ -278,6 +281,7 @@ fn run(store: &Arc<Store>, history: &History, request: &Request) -> Result<Reply
         Request::UndoSession {
             by,
             since,
+            path: only,
             force,
             dry_run,
             uid,
@@ -288,6 +292,7 @@ fn run(store: &Arc<Store>, history: &History, request: &Request) -> Result<Reply
             &super::undo_session::Ask {
                 by,
                 since: since.as_deref(),
+                path: only.as_deref(),
                 force: *force,
                 dry_run: *dry_run,
                 uid: *uid,

@@ -55,12 +55,16 @@ pub struct Ask<'a> {
     pub dry_run: bool,
     pub uid: u32,
     pub pid: u32,
+    /// Only its changes to this file (`/memories/...`; the review page's
+    /// undo of one file). None: every file.
+    pub path: Option<&'a str>,
 }
 
 fn chosen(row: &Row, ask: &Ask) -> bool {
     let actor = &row.actor;
     let by = actor.short() == ask.by || actor.session.as_deref() == Some(ask.by);
     by && ask.since.is_none_or(|s| row.time.as_str() >= s)
+        && ask.path.is_none_or(|p| row.path == p)
         && !matches!(row.op, Op::Prune | Op::Void | Op::Found)
 }
 

@@ -10,6 +10,7 @@
 pub mod html;
 pub mod model;
 pub mod pages;
+pub mod review;
 pub mod session;
 pub mod source;
 
@@ -249,30 +250,62 @@ impl App {
         self.get(path, &query, &ctx)
     }
 
-    /// Everything `by` changed, taken back (the review page's button), and
-    /// off the review queue.
-    fn undo_by(&self, by: Option<&String>, to: &str) -> Page {
-        let Some(by) = by else {
-            return Page::text(400, "whose changes?");
-        };
-        let said = match self.source.undo_by(by) {
-            Ok(s) => {
-                let _ = self.reload();
-                let theirs: Vec<u64> = {
-                    let model = self.model.lock();
-                    let rows = model.rows.iter().filter(|r| r.actor.short() == *by);
-                    rows.map(crate::journal::Row::id).collect()
-                };
-                let mut reviewed = self.reviewed.lock();
-                for v in theirs {
-                    let _ = reviewed.mark(v);
-                }
-                s.lines().next().unwrap_or_default().to_string()
-            }
-            Err(e) => format!("not done: {e}"),
-        };
+    /// The changes of the review queue's groups (a file, a session, all
+    /// shown) marked reviewed.
+    fn keep_groups(&self, field: Option<&String>, to: &str) -> Page {
+        let groups = review::groups_of(field);
+        let n = self.mark_groups(&groups);
+        let said = format!("kept {n} change{}", if n == 1 { "" } else { "s" });
         let sep = if to.contains('?') { '&' } else { '?' };
         Page::redirect(&format!("{to}{sep}said={}", crate::form::encode(&said)))
+    }
+
+    /// The review queue's groups taken back (each a session's changes
+    /// since its first to review, to one file or all), and off the queue.
+    fn undo_groups(&self, field: Option<&String>, to: &str) -> Page {
+        let groups = review::groups_of(field);
+        if groups.is_empty() {
+            return Page::text(400, "which changes?");
+        }
+        let mut said = Vec::new();
+        let mut done = Vec::new();
+        for g in &groups {
+            match self
+                .source
+                .undo_by(&g.by, Some(&g.since), g.path.as_deref())
+            {
+                Ok(s) => {
+                    said.extend(s.lines().map(str::to_string));
+                    done.push(g.clone());
+                }
+                Err(e) => said.push(format!("not done: {e}")),
+            }
+        }
+        let _ = self.reload();
+        self.mark_groups(&done);
+        let said = said.join("; ");
+        let sep = if to.contains('?') { '&' } else { '?' };
+        Page::redirect(&format!("{to}{sep}said={}", crate::form::encode(&said)))
+    }
+
+    /// Marks every agent's change the groups hold reviewed; how many.
+    fn mark_groups(&self, groups: &[review::Group]) -> usize {
+        let versions: Vec<u64> = {
+            let model = self.model.lock();
+            model
+                .rows
+                .iter()
+                .filter(|r| model::is_agents_change(r) && groups.iter().any(|g| g.holds(r)))
+                .map(crate::journal::Row::id)
+                .collect()
+        };
+        let mut reviewed = self.reviewed.lock();
+        let fresh = versions
+            .iter()
+            .filter(|v| !reviewed.versions.contains(v))
+            .count();
+        let _ = reviewed.mark_all(&versions);
+        fresh
     }
 
     /// A keep, an undo or a redaction, from a form of this page.
@@ -305,8 +338,10 @@ impl App {
             );
         }
         let to = back(form.get("back"));
-        if path == "/undo-session" {
-            return self.undo_by(form.get("by"), &to);
+        match path {
+            "/keep-groups" => return self.keep_groups(form.get("groups"), &to),
+            "/undo-groups" => return self.undo_groups(form.get("groups"), &to),
+            _ => {}
         }
         let Some(v) = version(&form, "version") else {
             return Page::text(400, "which version?");
@@ -338,7 +373,7 @@ impl App {
     fn get(&self, path: &str, query: &HashMap<String, String>, ctx: &Ctx) -> Page {
         let model = self.model.lock();
         let reviewed = self.reviewed.lock().versions.clone();
-        let review = pages::unreviewed(&model, &reviewed).len();
+        let review = review::waiting(&model, &reviewed);
         let hide = |n: &str| self.hide.hides(n);
         let view: Option<View> = match path {
             "/head" => {
@@ -357,7 +392,10 @@ impl App {
                 .map(|p| pages::file(&model, &self.source, p, ctx)),
             "/history" => Some(pages::history(&model, &hide, version(query, "before"), ctx)),
             "/deleted" => Some(pages::deleted(&model, &hide, ctx)),
-            "/review" => Some(pages::review(&model, &self.source, &reviewed, ctx)),
+            "/review" => {
+                let page = query.get("page").and_then(|p| p.parse().ok()).unwrap_or(0);
+                Some(review::review(&model, &self.source, &reviewed, page, ctx))
+            }
             "/diff" => version(query, "version")
                 .and_then(|v| model.row(v))
                 .map(|row| {

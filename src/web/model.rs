@@ -141,7 +141,12 @@ impl Reviewed {
     }
 
     pub fn mark(&mut self, version: u64) -> Result<(), String> {
-        self.versions.insert(version);
+        self.mark_all(&[version])
+    }
+
+    /// Marks many at once (one write of the file).
+    pub fn mark_all(&mut self, versions: &[u64]) -> Result<(), String> {
+        self.versions.extend(versions.iter().copied());
         let text = serde_json::to_vec(&self.versions).map_err(|e| e.to_string())?;
         let tmp = self.file.with_extension("json.tmp");
         std::fs::write(&tmp, text)

@@ -21,11 +21,11 @@ pub struct Ctx<'a> {
     pub said: Option<&'a str>,
 }
 
-fn rel(path: &str) -> &str {
+pub(super) fn rel(path: &str) -> &str {
     path.strip_prefix("/memories/").unwrap_or(path)
 }
 
-fn file_link(path: &str) -> String {
+pub(super) fn file_link(path: &str) -> String {
     format!(
         "<a href=\"/file?path={}\">{}</a>",
         encode(path),
@@ -41,7 +41,7 @@ fn version_link(row: &Row) -> String {
     )
 }
 
-fn actor(row: &Row) -> String {
+pub(super) fn actor(row: &Row) -> String {
     let a = &row.actor;
     let class = match a.kind.as_str() {
         "agent" => "agent",
@@ -52,7 +52,7 @@ fn actor(row: &Row) -> String {
     format!("<span class=\"actor {class}\">{}</span>", esc(&a.short()))
 }
 
-fn said(ctx: &Ctx) -> String {
+pub(super) fn said(ctx: &Ctx) -> String {
     match ctx.said {
         Some(s) if !s.is_empty() => format!("<p class=\"said\" role=\"status\">{}</p>", esc(s)),
         _ => String::new(),
@@ -362,65 +362,6 @@ pub fn version(
     }
     View {
         title: format!("version {}", row.version),
-        main: out,
-    }
-}
-
-/// The agent's changes not yet reviewed, oldest first.
-pub fn unreviewed<'a>(
-    model: &'a Model,
-    reviewed: &std::collections::BTreeSet<u64>,
-) -> Vec<&'a Row> {
-    model
-        .rows
-        .iter()
-        .filter(|r| is_agents_change(r) && !reviewed.contains(&r.id()))
-        .collect()
-}
-
-/// `/review`: the agent's changes since the person last reviewed, one after another.
-/// One button for each actor whose changes wait for review: everything it
-/// changed, taken back in one step (`memfs undo --by`).
-fn undo_by_forms(queue: &[&Row], ctx: &Ctx) -> String {
-    let mut actors: Vec<String> = queue.iter().map(|r| r.actor.short()).collect();
-    actors.sort();
-    actors.dedup();
-    let forms: String = actors
-        .iter()
-        .map(|by| {
-            format!(
-                "<form method=\"post\" action=\"/undo-session\" class=\"inline\"><input type=\"hidden\" name=\"csrf\" value=\"{}\"><input type=\"hidden\" name=\"by\" value=\"{}\"><input type=\"hidden\" name=\"back\" value=\"/review\"><button class=\"undo\" type=\"submit\">Undo everything by {}</button></form>",
-                esc(ctx.csrf),
-                esc(by),
-                esc(by)
-            )
-        })
-        .collect();
-    match forms.is_empty() {
-        true => String::new(),
-        false => format!("<div class=\"undo-by\">{forms}</div>"),
-    }
-}
-
-pub fn review(
-    model: &Model,
-    source: &Source,
-    reviewed: &std::collections::BTreeSet<u64>,
-    ctx: &Ctx,
-) -> View {
-    let mut out = said(ctx);
-    let queue = unreviewed(model, reviewed);
-    out.push_str(&format!(
-        "<h1>Review</h1><p class=\"summary\">{} change{} by an agent or an application to review.</p>",
-        queue.len(),
-        if queue.len() == 1 { "" } else { "s" }
-    ));
-    out.push_str(&undo_by_forms(&queue, ctx));
-    for row in queue.iter().take(50) {
-        out.push_str(&change_block(model, source, row, ctx, "/review", false));
-    }
-    View {
-        title: "review".into(),
         main: out,
     }
 }

@@ -102,11 +102,18 @@ impl Source {
         .map(|b| String::from_utf8_lossy(&b).trim().to_string())
     }
 
-    /// Everything `by` changed, taken back (`memfs undo --by`).
-    pub fn undo_by(&self, by: &str) -> Result<String, String> {
+    /// What `by` changed since `since` (to `path` only, when given), taken
+    /// back (`memfs undo --by`).
+    pub fn undo_by(
+        &self,
+        by: &str,
+        since: Option<&str>,
+        path: Option<&str>,
+    ) -> Result<String, String> {
         ok(self.request(&Request::UndoSession {
             by: by.to_string(),
-            since: None,
+            since: since.map(str::to_string),
+            path: path.map(str::to_string),
             force: false,
             dry_run: false,
             // SAFETY: getuid(2) cannot fail and touches no memory.

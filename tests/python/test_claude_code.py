@@ -224,9 +224,10 @@ def test_memfs_claude_code_enable_puts_this_projects_auto_memory_on_memfs(claude
         claude_rows = [r for r in rows if r["actor"].get("process") == "claude"]
         assert claude_rows and all(r["actor"]["kind"] == "agent" for r in claude_rows), rows
         assert any(r["op"] == "found" and r["path"] == "/memories/MEMORY.md" for r in rows), rows
-        # The page's review queue lists them as the agent's, with one button for all.
+        # The page's review queue lists them as the agent's session, with one
+        # button for all of it.
         review = review_page(memfs_bin, data, env)
-        assert "agent:mount(claude)" in review and "Undo everything by agent:mount(claude)" in review, review
+        assert "agent:mount(claude)" in review and "Undo this session" in review, review
         # Everything Claude Code did, taken back in one step.
         undo = memfs("--data", str(data), "undo", "--by", "agent:mount(claude)")
         assert undo.returncode == 0, undo.stderr

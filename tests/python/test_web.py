@@ -120,30 +120,40 @@ def test_follow_review_and_undo_an_agents_memory_from_the_page(setup):
         other.close()
 
         # The page is open on the review queue; the agent writes; the change appears without a reload.
+        # The queue reads like a pull request: by session, by file, one net diff a file.
         page.goto(s["base"] + "/review")
         page.evaluate("window.__same_page = 1")
         s["agent"].call(command="create", path="/memories/plan.md", file_text="step one\nstep two\n")
         s["agent"].call(command="str_replace", path="/memories/plan.md", old_str="step two", new_str="step 2")
-        page.wait_for_selector("section.change:has-text('plan.md') >> text=write", timeout=5000)
+        page.wait_for_selector("section.change:has-text('plan.md') >> text=2 changes", timeout=5000)
         assert page.evaluate("window.__same_page") == 1, "the page reloaded"
         assert page.inner_text("#review-count") == "2"
-        write = page.locator("section.change", has_text="write")
-        assert write.locator("pre.diff .del").all_inner_texts() == ["-step two"]
-        assert write.locator("pre.diff .add").all_inner_texts() == ["+step 2"]
+        plan = page.locator("section.change", has_text="plan.md")
+        assert plan.locator("pre.diff .del").all_inner_texts() == []
+        assert plan.locator("pre.diff .add").all_inner_texts() == ["+step one", "+step 2"]
+        assert "agent:stdio(claude)" in page.inner_text("section.session h2")
         shot(page, "review")
-
-        # Undo the agent's edit: the old content is back in the mount and in the tool's view.
-        write.locator("button.undo").click()
+        # Keep the file: the queue is empty.
+        plan.locator("button.keep").click()
         page.wait_for_selector(".said")
-        assert "undoes version" in page.inner_text(".said") and "text again" in page.inner_text(".said")
-        assert (s["mnt"] / "plan.md").read_text() == "step one\nstep two\n"
-        view = s["agent"].call(command="view", path="/memories/plan.md")
-        assert view.endswith("1\tstep one\n     2\tstep two"), view
-        # Keep the create: the queue is empty.
-        page.locator("section.change", has_text="create").locator("button.keep").click()
-        page.wait_for_selector(".said")
+        assert "kept 2 changes" in page.inner_text(".said")
         assert page.inner_text("#review-count") == "0"
         assert "0 changes" in page.inner_text("main")
+
+        # Two more edits, undone together (the older is not refused for the newer).
+        s["agent"].call(command="str_replace", path="/memories/plan.md", old_str="step 2", new_str="step three")
+        s["agent"].call(command="str_replace", path="/memories/plan.md", old_str="step one", new_str="step 1")
+        page.wait_for_selector("section.change:has-text('plan.md') >> text=2 changes", timeout=5000)
+        plan = page.locator("section.change", has_text="plan.md")
+        assert plan.locator("pre.diff .del").all_inner_texts() == ["-step one", "-step 2"]
+        assert plan.locator("pre.diff .add").all_inner_texts() == ["+step 1", "+step three"]
+        plan.locator("button.undo", has_text="undo these 2 together").click()
+        page.wait_for_selector(".said")
+        assert "undid 1 file(s)" in page.inner_text(".said"), page.inner_text(".said")
+        assert (s["mnt"] / "plan.md").read_text() == "step one\nstep 2\n"
+        view = s["agent"].call(command="view", path="/memories/plan.md")
+        assert view.endswith("1\tstep one\n     2\tstep 2"), view
+        assert page.inner_text("#review-count") == "0"
 
         # A file holding markup shows as text, and runs nothing.
         s["agent"].call(command="create", path="/memories/x.html",
@@ -226,8 +236,12 @@ def test_the_page_on_the_http_server_logs_in_with_a_token_and_follows_the_api(me
             # Another store stays out of reach with this session.
             r = page.request.get(f"{server.url}/web/{other}/")
             assert r.status == 401 and "secret.md" not in r.text()
-            # A change through the API appears on the open page without a reload.
+            # A change through the API appears on the open page without a reload
+            # (the create before it kept first: everything shown).
             page.goto(f"{server.url}/web/{store}/review")
+            page.locator("button.keep", has_text="Keep everything shown").click()
+            page.wait_for_selector(".said")
+            assert page.inner_text("#review-count") == "0"
             page.evaluate("window.__same_page = 1")
             ms.memories.update(mem.id, memory_store_id=store, content="second\n")
             page.wait_for_selector("section.change >> text=write", timeout=5000)
@@ -359,3 +373,54 @@ def test_the_http_servers_login_is_styled_bounded_and_goes_straight_to_the_one_s
 class NoRedirect(__import__("urllib.request").request.HTTPRedirectHandler):
     def redirect_request(self, *args, **kwargs):
         return None
+
+
+def test_the_review_queue_is_by_session_newest_first_and_paged(memfs_bin, tmp_path):
+    """Twelve agent sessions each change a file: the queue shows the ten
+    newest sessions first, the rest on the next page; "Keep everything shown"
+    keeps those ten; "Undo this session" takes one back whole."""
+    need(os.path.exists(CHROMIUM), "Debian's chromium")
+    data = tmp_path / "data"
+    for i in range(12):
+        for text in ("one\n", "two\n"):
+            r = subprocess.run([memfs_bin, "--data", str(data), "--as", f"s{i:02}", "exec",
+                                json.dumps({"command": "create", "path": f"/memories/f{i:02}.md",
+                                            "file_text": text})] if text == "one\n" else
+                               [memfs_bin, "--data", str(data), "--as", f"s{i:02}", "exec",
+                                json.dumps({"command": "str_replace", "path": f"/memories/f{i:02}.md",
+                                            "old_str": "one", "new_str": "two"})],
+                               capture_output=True, text=True, timeout=30)
+            assert r.returncode == 0, r
+    web = subprocess.Popen([memfs_bin, "--data", str(data), "web"], stdout=subprocess.PIPE,
+                           stderr=subprocess.PIPE, text=True)
+    url = web.stdout.readline().strip()
+    base = url.split("/login")[0]
+    try:
+        with sync_api.sync_playwright() as p:
+            browser = p.chromium.launch(executable_path=CHROMIUM, headless=True, args=["--no-sandbox"])
+            page = browser.new_page()
+            page.goto(url)
+            page.goto(base + "/review")
+            assert "24 changes to 12 files by 12 sessions" in page.inner_text("main")
+            heads = page.locator("section.session h2").all_inner_texts()
+            assert len(heads) == 10 and "(s11)" in heads[0] and "(s02)" in heads[-1], heads
+            assert page.locator("section.change", has_text="f11.md").inner_text().count("2 changes") == 1
+            page.click("text=older")
+            heads = page.locator("section.session h2").all_inner_texts()
+            assert len(heads) == 2 and "(s01)" in heads[0] and "(s00)" in heads[1], heads
+            page.goto(base + "/review")
+            page.locator("button.keep", has_text="Keep everything shown").click()
+            page.wait_for_selector(".said")
+            assert "kept 20 changes" in page.inner_text(".said")
+            assert page.inner_text("#review-count") == "4"
+            page.goto(base + "/review")
+            page.locator("section.session", has_text="(s01)").locator("button.undo", has_text="Undo this session").click()
+            page.wait_for_selector(".said")
+            assert not (data / "memories" / "f01.md").exists() or subprocess.run(
+                [memfs_bin, "--data", str(data), "exec", '{"command":"view","path":"/memories/f01.md"}'],
+                capture_output=True, text=True).returncode == 1
+            assert page.inner_text("#review-count") == "2"
+            browser.close()
+    finally:
+        web.terminate()
+        assert web.wait(timeout=30) == 0

@@ -1,0 +1,374 @@
+//! The review queue, as a person reviews a pull request: the agent's
+//! changes not reviewed yet, grouped by session (newest session first), and
+//! in each session by file (newest first), each file shown as one net diff,
+//! from what it held before the session's first unreviewed change to it to
+//! what it holds after the last. Keep and undo act on a file, a session,
+//! or everything on the page; undoing a file takes back all of that
+//! session's changes to it together, so an older change is never refused
+//! for a newer one of the same session. Paged by sessions.
+//!
+//! A group is named in forms as `BY\tSINCE\tPATH` lines (PATH empty: every
+//! file of the session): [`Group`], read back by [`groups_of`].
+
+use std::collections::BTreeSet;
+
+use super::html::{diff, esc, time};
+use super::model::{is_agents_change, Model};
+use super::pages::{actor, file_link, said, Ctx, View};
+use super::source::Source;
+use crate::journal::Row;
+
+/// Sessions on one page of the queue.
+const SESSIONS_PER_PAGE: usize = 10;
+/// Files shown of one session (keep and undo still take all of them).
+const FILES_SHOWN: usize = 50;
+
+/// Changes of one session to review, as forms name them.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Group {
+    /// The session as `memfs log` shows its actor.
+    pub by: String,
+    /// Its first change to review (RFC 3339): every change at or after it.
+    pub since: String,
+    /// One file, or all of them.
+    pub path: Option<String>,
+}
+
+impl Group {
+    fn line(&self) -> String {
+        format!(
+            "{}\t{}\t{}",
+            self.by,
+            self.since,
+            self.path.as_deref().unwrap_or("")
+        )
+    }
+
+    /// Whether `row` is one of the group's changes.
+    pub fn holds(&self, row: &Row) -> bool {
+        row.actor.short() == self.by
+            && row.time >= self.since
+            && self.path.as_deref().is_none_or(|p| row.path == p)
+    }
+}
+
+/// The groups a form names (its `groups` field, one per line).
+pub fn groups_of(field: Option<&String>) -> Vec<Group> {
+    field
+        .map(|text| {
+            text.lines()
+                .filter_map(|line| {
+                    let mut parts = line.split('\t');
+                    let (by, since) = (parts.next()?, parts.next()?);
+                    let path = parts.next().filter(|p| !p.is_empty());
+                    (!by.is_empty()).then(|| Group {
+                        by: by.to_string(),
+                        since: since.to_string(),
+                        path: path.map(str::to_string),
+                    })
+                })
+                .collect()
+        })
+        .unwrap_or_default()
+}
+
+/// One session's changes to review: its files, newest first, each with its
+/// changes oldest first.
+struct Session<'a> {
+    by: String,
+    files: Vec<(String, Vec<&'a Row>)>,
+}
+
+impl Session<'_> {
+    fn newest(&self) -> &Row {
+        self.files
+            .iter()
+            .filter_map(|(_, rows)| rows.last().copied())
+            .max_by_key(|r| r.id())
+            .expect("a session has a change")
+    }
+
+    fn oldest(&self) -> &Row {
+        self.files
+            .iter()
+            .filter_map(|(_, rows)| rows.first().copied())
+            .min_by_key(|r| r.id())
+            .expect("a session has a change")
+    }
+
+    fn count(&self) -> usize {
+        self.files.iter().map(|(_, rows)| rows.len()).sum()
+    }
+
+    fn group(&self, path: Option<&str>) -> Group {
+        let since = match path {
+            Some(p) => self
+                .files
+                .iter()
+                .find(|(f, _)| f == p)
+                .and_then(|(_, rows)| rows.first())
+                .map_or(String::new(), |r| r.time.clone()),
+            None => self.oldest().time.clone(),
+        };
+        Group {
+            by: self.by.clone(),
+            since,
+            path: path.map(str::to_string),
+        }
+    }
+}
+
+/// The queue: every unreviewed change of an agent's, by session and file.
+fn sessions<'a>(model: &'a Model, reviewed: &BTreeSet<u64>) -> Vec<Session<'a>> {
+    let mut out: Vec<Session<'a>> = Vec::new();
+    for row in model
+        .rows
+        .iter()
+        .filter(|r| is_agents_change(r) && !reviewed.contains(&r.id()))
+    {
+        let by = row.actor.short();
+        let at = match out.iter().position(|s| s.by == by) {
+            Some(i) => i,
+            None => {
+                out.push(Session {
+                    by,
+                    files: Vec::new(),
+                });
+                out.len() - 1
+            }
+        };
+        let files = &mut out[at].files;
+        match files.iter_mut().find(|(p, _)| *p == row.path) {
+            Some((_, rows)) => rows.push(row),
+            None => files.push((row.path.clone(), vec![row])),
+        }
+    }
+    for s in &mut out {
+        s.files
+            .sort_by_key(|(_, rows)| std::cmp::Reverse(rows.last().map(|r| r.id())));
+    }
+    out.sort_by_key(|s| std::cmp::Reverse(s.newest().id()));
+    out
+}
+
+/// A file's net change over `rows` (oldest first): from what the first
+/// replaced to what the last left.
+fn net_diff(model: &Model, source: &Source, rows: &[&Row]) -> Result<String, String> {
+    let (first, last) = (rows[0], rows[rows.len() - 1]);
+    if rows.iter().any(|r| r.redacted) {
+        return Ok(String::new());
+    }
+    let old = match first.replaces.map(|r| r.0) {
+        Some(r) => match model.row(r) {
+            Some(row) => source.content(row)?,
+            None => {
+                return Err(format!(
+                    "version {r}, which this replaced, is no longer kept"
+                ))
+            }
+        },
+        None => Vec::new(),
+    };
+    let new = match last.leaves_content() {
+        true => source.content(last)?,
+        false => Vec::new(),
+    };
+    let before = match first.replaces {
+        Some(r) => format!("{} (version {})", first.path, r.0),
+        None => "/dev/null".to_string(),
+    };
+    let after = match last.leaves_content() {
+        true => format!("{} (version {})", last.path, last.version),
+        false => "/dev/null".to_string(),
+    };
+    let text = crate::control::request::unified(&before, &old, &after, &new);
+    Ok(String::from_utf8_lossy(&text).into_owned())
+}
+
+/// A form acting on groups (`/keep-groups`, `/undo-groups`).
+fn act(ctx: &Ctx, action: &str, groups: &[Group], label: &str, class: &str, back: &str) -> String {
+    let lines: Vec<String> = groups.iter().map(Group::line).collect();
+    format!(
+        "<form method=\"post\" action=\"{action}\" class=\"inline\"><input type=\"hidden\" name=\"csrf\" value=\"{}\"><input type=\"hidden\" name=\"groups\" value=\"{}\"><input type=\"hidden\" name=\"back\" value=\"{}\"><button class=\"{class}\" type=\"submit\">{label}</button></form>",
+        esc(ctx.csrf),
+        esc(&lines.join("\n")),
+        esc(back)
+    )
+}
+
+/// How many changes wait for review.
+pub fn waiting(model: &Model, reviewed: &BTreeSet<u64>) -> usize {
+    model
+        .rows
+        .iter()
+        .filter(|r| is_agents_change(r) && !reviewed.contains(&r.id()))
+        .count()
+}
+
+/// `/review[?page=N]`.
+pub fn review(
+    model: &Model,
+    source: &Source,
+    reviewed: &BTreeSet<u64>,
+    page: usize,
+    ctx: &Ctx,
+) -> View {
+    let all = sessions(model, reviewed);
+    let changes: usize = all.iter().map(Session::count).sum();
+    let files: usize = all.iter().map(|s| s.files.len()).sum();
+    let pages = all.len().div_ceil(SESSIONS_PER_PAGE).max(1);
+    let page = page.min(pages - 1);
+    let shown: Vec<&Session> = all
+        .iter()
+        .skip(page * SESSIONS_PER_PAGE)
+        .take(SESSIONS_PER_PAGE)
+        .collect();
+    let back = format!("/review?page={page}");
+    let mut out = said(ctx);
+    out.push_str(&format!(
+        "<h1>Review</h1><p class=\"summary\">{changes} change{} to {files} file{} by {} session{} of agents or applications, newest first.</p>",
+        plural(changes),
+        plural(files),
+        all.len(),
+        plural(all.len())
+    ));
+    let everything: Vec<Group> = shown.iter().map(|s| s.group(None)).collect();
+    if !everything.is_empty() {
+        out.push_str("<p class=\"acts\">");
+        out.push_str(&act(
+            ctx,
+            "/keep-groups",
+            &everything,
+            "Keep everything shown",
+            "keep",
+            &back,
+        ));
+        out.push_str(&act(
+            ctx,
+            "/undo-groups",
+            &everything,
+            "Undo everything shown",
+            "undo",
+            &back,
+        ));
+        out.push_str("</p>");
+    }
+    for session in &shown {
+        out.push_str(&session_block(model, source, session, ctx, &back));
+    }
+    out.push_str(&pager(page, pages));
+    View {
+        title: "review".into(),
+        main: out,
+    }
+}
+
+fn session_block(
+    model: &Model,
+    source: &Source,
+    session: &Session,
+    ctx: &Ctx,
+    back: &str,
+) -> String {
+    let whole = session.group(None);
+    let mut out = format!(
+        "<section class=\"session\"><h2>{} <span class=\"summary\">{} change{} to {} file{}, {} to {}</span></h2><p class=\"acts\">{}{}</p>",
+        actor(session.newest()),
+        session.count(),
+        plural(session.count()),
+        session.files.len(),
+        plural(session.files.len()),
+        time(&session.oldest().time),
+        time(&session.newest().time),
+        act(ctx, "/keep-groups", std::slice::from_ref(&whole), "Keep this session", "keep", back),
+        act(ctx, "/undo-groups", std::slice::from_ref(&whole), "Undo this session", "undo", back),
+    );
+    for (path, rows) in session.files.iter().take(FILES_SHOWN) {
+        out.push_str(&file_block(model, source, session, path, rows, ctx, back));
+    }
+    if session.files.len() > FILES_SHOWN {
+        out.push_str(&format!(
+            "<p class=\"note\">and {} more files (kept or undone with the session)</p>",
+            session.files.len() - FILES_SHOWN
+        ));
+    }
+    out.push_str("</section>");
+    out
+}
+
+/// One file of a session: its net change, with keep and undo for all of
+/// the session's changes to it.
+fn file_block(
+    model: &Model,
+    source: &Source,
+    session: &Session,
+    path: &str,
+    rows: &[&Row],
+    ctx: &Ctx,
+    back: &str,
+) -> String {
+    let group = session.group(Some(path));
+    let last = rows[rows.len() - 1];
+    let versions = match rows.len() {
+        1 => format!("v{} {}", rows[0].version, esc(rows[0].op.as_str())),
+        n => format!("{n} changes, v{} to v{}", rows[0].version, last.version),
+    };
+    let mut out = format!(
+        "<section class=\"change\"><h3>{} <span class=\"summary\">{versions}</span> <span class=\"when\">{}</span></h3>",
+        file_link(path),
+        time(&last.time)
+    );
+    match net_diff(model, source, rows) {
+        Ok(text) if text.is_empty() => out.push_str(
+            "<p class=\"note\">No change to the content shown (a redaction, a move, or back as it was).</p>",
+        ),
+        Ok(text) => out.push_str(&diff(&text)),
+        Err(e) => out.push_str(&format!("<p class=\"error\">{}</p>", esc(&e))),
+    }
+    out.push_str("<p class=\"acts\">");
+    out.push_str(&act(
+        ctx,
+        "/keep-groups",
+        std::slice::from_ref(&group),
+        "keep",
+        "keep",
+        back,
+    ));
+    let undo = match rows.len() {
+        1 => "undo".to_string(),
+        n => format!("undo these {n} together"),
+    };
+    out.push_str(&act(
+        ctx,
+        "/undo-groups",
+        std::slice::from_ref(&group),
+        &undo,
+        "undo",
+        back,
+    ));
+    out.push_str("</p></section>");
+    out
+}
+
+fn pager(page: usize, pages: usize) -> String {
+    if pages <= 1 {
+        return String::new();
+    }
+    let mut out = format!("<p class=\"pager\">page {} of {pages} ", page + 1);
+    if page > 0 {
+        out.push_str(&format!("<a href=\"/review?page={}\">newer</a> ", page - 1));
+    }
+    if page + 1 < pages {
+        out.push_str(&format!("<a href=\"/review?page={}\">older</a>", page + 1));
+    }
+    out.push_str("</p>");
+    out
+}
+
+fn plural(n: usize) -> &'static str {
+    if n == 1 {
+        ""
+    } else {
+        "s"
+    }
+}
