@@ -21,6 +21,40 @@ pub struct Cli {
     pub command: Cmd,
 }
 
+impl Cli {
+    /// Parses the command line. A subcommand's `--help` lists its own
+    /// options and points to `memfs --help` for the global ones (data dir,
+    /// limits, output, ...), which every subcommand takes but which would
+    /// otherwise repeat some forty lines under each.
+    pub fn parse_args() -> Cli {
+        use clap::{CommandFactory, FromArgMatches};
+        let args: Vec<std::ffi::OsString> = std::env::args_os().collect();
+        match Cli::command().try_get_matches_from(&args) {
+            Ok(matches) => Cli::from_arg_matches(&matches).unwrap_or_else(|e| e.exit()),
+            Err(e) if e.kind() == clap::error::ErrorKind::DisplayHelp => {
+                // The same help from a command whose options are not global
+                // (so a subcommand's lists only its own); if that cannot
+                // read the line (a global option before --help), the full one.
+                let short = Cli::command()
+                    .mut_args(|a| match a.is_global_set() {
+                        true => a.global(false),
+                        false => a,
+                    })
+                    .mut_subcommands(|s| {
+                        s.after_help(
+                            "Global options (--data, --cache, --stores, limits, output, --as, ...): memfs --help",
+                        )
+                    });
+                match short.try_get_matches_from(&args) {
+                    Err(help) if help.kind() == clap::error::ErrorKind::DisplayHelp => help.exit(),
+                    _ => e.exit(),
+                }
+            }
+            Err(e) => e.exit(),
+        }
+    }
+}
+
 #[derive(Args, Debug)]
 pub struct Common {
     /// Say more on stderr: -v what memfs does (mounts, recoveries, limits

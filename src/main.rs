@@ -15,8 +15,6 @@ use std::path::Path;
 use std::process::ExitCode;
 use std::time::Duration;
 
-use clap::Parser;
-
 use cli::{Cli, Cmd};
 use lifecycle::Doors;
 use memfs::persist::OpenError;
@@ -32,7 +30,7 @@ fn main() -> ExitCode {
     // FAILPOINTS=... in the environment, in builds for fault-injection tests.
     #[cfg(feature = "failpoints")]
     let _failpoints = fail::FailScenario::setup();
-    let mut cli = Cli::parse();
+    let mut cli = Cli::parse_args();
     logging::init(&cli.common);
     if let Err(e) = cli.common.resolve() {
         memfs::say!("memfs: {e}");

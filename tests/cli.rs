@@ -518,22 +518,24 @@ fn the_example_systemd_units_start_serve_and_stop_cleanly() {
 
 #[test]
 fn every_subcommand_groups_its_options_the_same_way() {
+    // The global options, grouped, in `memfs --help`; each subcommand's
+    // help points there rather than repeating them.
+    let out = memfs().arg("--help").output().unwrap();
+    let help = String::from_utf8(out.stdout).unwrap();
+    for part in [
+        "Data:",
+        "--data <DIR>",
+        "Limits:",
+        "--max-file-size <SIZE>",
+        "Sessions:",
+        "What the agent may write:",
+    ] {
+        assert!(help.contains(part), "`memfs --help` lacks {part}:\n{help}");
+    }
     for sub in ["exec", "serve", "mcp", "mount", "scan"] {
         let out = memfs().args([sub, "--help"]).output().unwrap();
         let help = String::from_utf8(out.stdout).unwrap();
-        for part in [
-            "Data:",
-            "--data <DIR>",
-            "Limits:",
-            "--max-file-size <SIZE>",
-            "Sessions:",
-            "What the agent may write:",
-        ] {
-            assert!(
-                help.contains(part),
-                "`memfs {sub} --help` lacks {part}:\n{help}"
-            );
-        }
+        assert!(help.contains("memfs --help"), "{sub}:\n{help}");
     }
     let out = memfs().args(["mount", "--help"]).output().unwrap();
     assert!(String::from_utf8(out.stdout)
@@ -779,4 +781,32 @@ fn a_typo_in_data_is_an_error_not_a_new_memory() {
         0
     );
     assert!(fresh.join("memories").is_dir());
+}
+
+#[test]
+fn a_subcommands_help_lists_its_own_options_and_points_to_the_global_ones() {
+    let help = |args: &[&str]| {
+        let out = memfs().args(args).output().unwrap();
+        assert!(out.status.success(), "{out:?}");
+        String::from_utf8(out.stdout).unwrap()
+    };
+    for sub in ["log", "exec", "mount", "web"] {
+        let text = help(&[sub, "--help"]);
+        assert!(!text.contains("--max-file-size"), "{sub}: {text}");
+        assert!(text.contains("memfs --help"), "{sub}: {text}");
+        assert!(text.lines().count() < 30, "{sub}: {text}");
+    }
+    let top = help(&["--help"]);
+    assert!(
+        top.contains("--max-file-size") && top.contains("--data"),
+        "{top}"
+    );
+    // The global options still work after the subcommand.
+    let dir = tempfile::tempdir().unwrap();
+    let out = memfs()
+        .args(["exec", "--data", dir.path().to_str().unwrap()])
+        .arg(r#"{"command":"view","path":"/memories"}"#)
+        .output()
+        .unwrap();
+    assert!(out.status.success(), "{out:?}");
 }
