@@ -14,6 +14,9 @@ use memfs::Memory;
 use crate::cli::{Cli, Cmd};
 
 /// The request a history subcommand makes; `None` for the other subcommands.
+///
+/// Long because it is one match from each history subcommand to its
+/// request, field by field.
 pub fn request_of(cli: &Cli) -> Option<Request> {
     Some(match &cli.command {
         Cmd::Log {
@@ -36,6 +39,7 @@ pub fn request_of(cli: &Cli) -> Option<Request> {
             // SAFETY: getuid(2) cannot fail and touches no memory.
             uid: unsafe { libc::getuid() },
             pid: std::process::id(),
+            via: None,
         },
         Cmd::Undo {
             by,
@@ -51,6 +55,7 @@ pub fn request_of(cli: &Cli) -> Option<Request> {
             // SAFETY: getuid(2) cannot fail and touches no memory.
             uid: unsafe { libc::getuid() },
             pid: std::process::id(),
+            via: None,
         },
         Cmd::Redact { version, path } => Request::Redact {
             version: version.clone(),

@@ -1097,8 +1097,9 @@ fn undo_by_a_session_takes_back_everything_it_did_and_nothing_else() {
     assert!(err.contains("no changes by nobody"), "{err}");
 }
 
-/// The same from the page: the review queue has one button per actor, and
-/// it takes back everything that actor changed (and clears it from the queue).
+/// The same from the page: the review queue has a button for each session,
+/// and it takes back everything that session changed (and clears it from
+/// the queue).
 #[test]
 fn the_review_page_undoes_a_sessions_changes_in_one_step() {
     let dir = tempfile::tempdir().unwrap();
@@ -1120,19 +1121,23 @@ fn the_review_page_undoes_a_sessions_changes_in_one_step() {
     let page = Page::start(&d);
     let (_, body) = page.get("/review");
     let by = "agent:exec(consolidate)";
-    assert!(body.contains(&format!("Undo everything by {by}")), "{body}");
+    assert!(
+        body.contains(by) && body.contains("Undo this session"),
+        "{body}"
+    );
     let csrf = body
         .split("name=\"csrf\" value=\"")
         .nth(1)
         .and_then(|rest| rest.split('"').next())
         .expect("a CSRF token on the page")
         .to_string();
+    // The session's undo form, as the page makes it (its first change on).
     let form = format!(
-        "csrf={}&by={}&back=%2Freview",
+        "csrf={}&groups={}&back=%2Freview",
         memfs::form::encode(&csrf),
-        memfs::form::encode(by)
+        memfs::form::encode(&format!("{by}\t\t"))
     );
-    let (head, _) = page.post("/undo-session", &form);
+    let (head, _) = page.post("/undo-groups", &form);
     assert!(head.starts_with("http/1.1 303"), "{head}");
     assert!(head.contains("said=undid%203%20file"), "{head}");
     // (The page's memfs owns the memory: its plain files, brought up to date.)
@@ -1143,12 +1148,9 @@ fn the_review_page_undoes_a_sessions_changes_in_one_step() {
         assert_eq!(text, format!("note {i}\n"));
     }
     let (_, body) = page.get("/review");
-    assert!(
-        !body.contains(&format!("Undo everything by {by}")),
-        "{body}"
-    );
+    assert!(!body.contains(by), "{body}");
     // Without the page's CSRF token: refused, nothing done.
-    let (head, _) = page.post("/undo-session", "by=agent%3Aexec%28writer%29");
+    let (head, _) = page.post("/undo-groups", "groups=agent%3Aexec%28writer%29%09%09");
     assert!(head.starts_with("http/1.1 403"), "{head}");
     assert!(d.join("memories/n0.md").exists());
 }

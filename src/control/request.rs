@@ -40,6 +40,9 @@ pub enum Request {
         version: String,
         uid: u32,
         pid: u32,
+        /// Who asks, when memfs knows better than the process (the page).
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        via: Option<String>,
     },
     Redact {
         version: String,
@@ -52,6 +55,9 @@ pub enum Request {
         version: String,
         uid: u32,
         pid: u32,
+        /// Who asks, when memfs knows better than the process (the page).
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        via: Option<String>,
     },
     Export,
     /// Everything `by` (an actor as `memfs log` shows it, or a session's
@@ -70,6 +76,9 @@ pub enum Request {
         dry_run: bool,
         uid: u32,
         pid: u32,
+        /// Who asks, when memfs knows better than the process (the page).
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        via: Option<String>,
     },
     /// The plain files brought up to date now.
     Checkpoint,
@@ -220,6 +229,7 @@ fn run(store: &Arc<Store>, history: &History, request: &Request) -> Result<Reply
             version: v,
             uid,
             pid,
+            via,
         } => {
             let v = version(v)?;
             let (at, data, row) = history.revert_target(v)?;
@@ -245,6 +255,7 @@ fn run(store: &Arc<Store>, history: &History, request: &Request) -> Result<Reply
                 pid: *pid,
                 version: v,
                 note: Some(note.into()),
+                by: via.as_deref().map(Into::into),
             };
             let ticket = store
                 .create_file(&at, data, true, origin)
@@ -258,7 +269,8 @@ fn run(store: &Arc<Store>, history: &History, request: &Request) -> Result<Reply
             version: v,
             uid,
             pid,
-        } => undo(store, history, version(v)?, *uid, *pid),
+            via,
+        } => undo(store, history, version(v)?, *uid, *pid, via.as_deref()),
         Request::Redact { version: v, path } => {
             let v = version(v)?;
             let mut removed = 0;
@@ -286,6 +298,7 @@ fn run(store: &Arc<Store>, history: &History, request: &Request) -> Result<Reply
             dry_run,
             uid,
             pid,
+            via,
         } => super::undo_session::run(
             store,
             history,
@@ -297,6 +310,7 @@ fn run(store: &Arc<Store>, history: &History, request: &Request) -> Result<Reply
                 dry_run: *dry_run,
                 uid: *uid,
                 pid: *pid,
+                via: via.as_deref(),
             },
         ),
         Request::Blob { sha } => match history.blob(sha) {
@@ -342,6 +356,7 @@ fn undo(
     v: u64,
     uid: u32,
     pid: u32,
+    via: Option<&str>,
 ) -> Result<Reply, Refusal> {
     let row = history.row(v)?.ok_or_else(|| {
         Refusal(format!(
@@ -371,6 +386,7 @@ fn undo(
         pid,
         version: v,
         note: Some(format!("undoes version {v} ({})", row.op.as_str()).into()),
+        by: via.map(Into::into),
     };
     let replaced = row.replaces.map(|r| r.0);
     let from = row.from.as_deref().and_then(|f| MemPath::parse(f).ok());

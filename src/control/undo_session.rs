@@ -58,6 +58,8 @@ pub struct Ask<'a> {
     /// Only its changes to this file (`/memories/...`; the review page's
     /// undo of one file). None: every file.
     pub path: Option<&'a str>,
+    /// Who asks, when memfs knows better than the process (the page).
+    pub via: Option<&'a str>,
 }
 
 fn chosen(row: &Row, ask: &Ask) -> bool {
@@ -195,6 +197,7 @@ pub fn run(store: &Arc<Store>, history: &History, ask: &Ask) -> Result<Reply, Re
             )
             .into(),
         ),
+        by: ask.via.map(Into::into),
     };
     for (at, target, now) in &plan {
         let done = match target {

@@ -141,6 +141,10 @@ impl WebDoor {
     }
 
     /// Answers a request under `/web`.
+    ///
+    /// Long because it is the door's router: the login form and its
+    /// assets, the login, then a store's page behind its session's checks
+    /// (its store, a live token, writes only for a token that may).
     pub fn answer(
         &self,
         reg: &Arc<Registry>,
@@ -181,7 +185,8 @@ impl WebDoor {
         };
         let store = rest.split('/').next().unwrap_or_default().to_string();
         let cookie = parts.headers.get("cookie").and_then(|v| v.to_str().ok());
-        let Some((csrf, writes)) = self.check(tokens, session::cookie(cookie, COOKIE), &store)
+        let Some((csrf, writes, name)) =
+            self.check(tokens, session::cookie(cookie, COOKIE), &store)
         else {
             return page(401, login_form("Log in to see this store."), &[]);
         };
@@ -193,7 +198,14 @@ impl WebDoor {
             );
         }
         match self.page_of(reg, &store) {
-            Ok(app) => app.respond_as(parts, body, Some(&csrf)),
+            Ok(app) => {
+                let who = format!("page:{name}");
+                let checked = crate::web::Checked {
+                    csrf: &csrf,
+                    who: &who,
+                };
+                app.respond_as(parts, body, Some(checked))
+            }
             Err(e) => page(503, login_form(&e), &[]),
         }
     }
@@ -320,7 +332,12 @@ impl WebDoor {
 
     /// The session's CSRF token and whether it may write, if it is live,
     /// for this store, and its token still valid.
-    fn check(&self, tokens: &Tokens, cookie: Option<&str>, store: &str) -> Option<(String, bool)> {
+    fn check(
+        &self,
+        tokens: &Tokens,
+        cookie: Option<&str>,
+        store: &str,
+    ) -> Option<(String, bool, String)> {
         let id = cookie?;
         let (secret, csrf) = {
             let mut logins = self.logins.lock();
@@ -332,7 +349,9 @@ impl WebDoor {
             (login.secret.clone(), login.csrf.clone())
         };
         let token = tokens.find(&secret).ok()??;
-        token.reaches(store).then(|| (csrf, token.may_write()))
+        token
+            .reaches(store)
+            .then(|| (csrf, token.may_write(), token.name.clone()))
     }
 
     fn page_of(&self, reg: &Arc<Registry>, store: &str) -> Result<Arc<App>, String> {

@@ -118,11 +118,11 @@ impl Actor {
                 process: Some(process.as_str().to_string()),
                 ..Actor::default()
             },
-            Origin::Revert { uid, pid, .. } => Actor {
+            Origin::Revert { uid, pid, by, .. } => Actor {
                 kind: "person".into(),
                 uid: Some(*uid),
                 pid: Some(*pid),
-                process: Some("memfs".into()),
+                process: Some(by.as_deref().unwrap_or("memfs").to_string()),
                 ..Actor::default()
             },
             Origin::Memfs | Origin::Expiry => Actor::memfs(),

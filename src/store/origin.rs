@@ -29,6 +29,9 @@ pub enum Origin {
         pid: u32,
         version: u64,
         note: Option<Arc<str>>,
+        /// Through what, and by whom when memfs knows better than the
+        /// process (the page: `page:alice`, or `page:TOKEN` on a server).
+        by: Option<Arc<str>>,
     },
     /// memfs removing a file nobody read or wrote for a while (`memfs expire`).
     Expiry,

@@ -41,6 +41,9 @@ pub const FAVICON: &str = include_str!("static/favicon.svg");
 pub struct App {
     /// Where the page is mounted in its server's URLs (`""`, or `/web/STORE_ID`).
     base: String,
+    /// Who acts through this page when its server does not say
+    /// (`page:LOGIN`, the person running `memfs web`).
+    who: String,
     source: Source,
     model: Mutex<Model>,
     /// Where the model read the journal up to.
@@ -122,6 +125,14 @@ fn log_in(sessions: &Sessions, t: &str) -> Page {
     }
 }
 
+/// A request its server checked: the CSRF token its session's forms carry,
+/// and who acts, as the log shall name them (`page:TOKEN`).
+#[derive(Clone, Copy)]
+pub struct Checked<'a> {
+    pub csrf: &'a str,
+    pub who: &'a str,
+}
+
 /// A version number a query or form names.
 fn version(q: &HashMap<String, String>, key: &str) -> Option<u64> {
     q.get(key).and_then(|v| v.parse::<u64>().ok())
@@ -170,6 +181,7 @@ impl App {
             reviewed: Mutex::new(rank::WEB_REVIEWED, Reviewed::load(state_dir)),
             sessions,
             hide: model::scratch(),
+            who: format!("page:{}", source::login_name()),
         };
         app.refresh()?;
         Ok(app)
@@ -199,7 +211,7 @@ impl App {
         &self,
         parts: &Parts,
         body: Result<Vec<u8>, BodyError>,
-        checked: Option<&str>,
+        checked: Option<Checked>,
     ) -> Page {
         let query = match crate::form::parse(parts.uri.query().unwrap_or("")) {
             Some(q) => q,
@@ -223,8 +235,9 @@ impl App {
             _ => {}
         }
         let cookie = parts.headers.get("cookie").and_then(|v| v.to_str().ok());
+        let who = checked.map_or(self.who.clone(), |c| c.who.to_string());
         let csrf = match (&self.sessions, checked) {
-            (_, Some(csrf)) => Some(csrf.to_string()),
+            (_, Some(c)) => Some(c.csrf.to_string()),
             (Some(sessions), None) => {
                 sessions.check(session::cookie(cookie, sessions.cookie_name()))
             }
@@ -245,7 +258,7 @@ impl App {
             said: said.as_deref(),
         };
         if parts.method == hyper::Method::POST {
-            return self.post(path, parts, body, &csrf);
+            return self.post(path, parts, body, &csrf, &who);
         }
         self.get(path, &query, &ctx)
     }
@@ -262,7 +275,7 @@ impl App {
 
     /// The review queue's groups taken back (each a session's changes
     /// since its first to review, to one file or all), and off the queue.
-    fn undo_groups(&self, field: Option<&String>, to: &str) -> Page {
+    fn undo_groups(&self, field: Option<&String>, to: &str, who: &str) -> Page {
         let groups = review::groups_of(field);
         if groups.is_empty() {
             return Page::text(400, "which changes?");
@@ -272,7 +285,7 @@ impl App {
         for g in &groups {
             match self
                 .source
-                .undo_by(&g.by, Some(&g.since), g.path.as_deref())
+                .undo_by(&g.by, Some(&g.since), g.path.as_deref(), who)
             {
                 Ok(s) => {
                     said.extend(s.lines().map(str::to_string));
@@ -315,6 +328,7 @@ impl App {
         parts: &Parts,
         body: Result<Vec<u8>, BodyError>,
         csrf: &str,
+        who: &str,
     ) -> Page {
         let Ok(body) = body else {
             return Page::text(400, "the form could not be read");
@@ -340,7 +354,7 @@ impl App {
         let to = back(form.get("back"));
         match path {
             "/keep-groups" => return self.keep_groups(form.get("groups"), &to),
-            "/undo-groups" => return self.undo_groups(form.get("groups"), &to),
+            "/undo-groups" => return self.undo_groups(form.get("groups"), &to, who),
             _ => {}
         }
         let Some(v) = version(&form, "version") else {
@@ -352,7 +366,7 @@ impl App {
                 .lock()
                 .mark(v)
                 .map(|()| format!("version {v} kept")),
-            "/undo" => self.source.undo(v).inspect(|_| {
+            "/undo" => self.source.undo(v, who).inspect(|_| {
                 let _ = self.reviewed.lock().mark(v);
             }),
             "/redact" => self.source.redact(v).inspect(|_| {
@@ -443,15 +457,15 @@ impl App {
         self.respond_as(parts, body, None)
     }
 
-    /// Answers a request its server has already checked: `csrf` is the
-    /// token its session's forms carry.
+    /// Answers a request its server has already checked (`checked`: its
+    /// session's CSRF token, and who acts).
     pub fn respond_as(
         &self,
         parts: Parts,
         body: Result<Vec<u8>, BodyError>,
-        csrf: Option<&str>,
+        checked: Option<Checked>,
     ) -> Response<Body> {
-        let page = self.rebased(self.answer(&parts, body, csrf));
+        let page = self.rebased(self.answer(&parts, body, checked));
         let mut r = Response::new(Full::new(Bytes::from(page.body)));
         *r.status_mut() = StatusCode::from_u16(page.status).unwrap_or(StatusCode::OK);
         let h = r.headers_mut();

@@ -92,12 +92,14 @@ impl Source {
         )
     }
 
-    pub fn undo(&self, version: u64) -> Result<String, String> {
+    /// The change `version` made, taken back as `who`'s act (`page:NAME`).
+    pub fn undo(&self, version: u64, who: &str) -> Result<String, String> {
         ok(self.request(&Request::Undo {
             version: version.to_string(),
             // SAFETY: getuid(2) cannot fail and touches no memory.
             uid: unsafe { libc::getuid() },
             pid: std::process::id(),
+            via: Some(who.to_string()),
         }))
         .map(|b| String::from_utf8_lossy(&b).trim().to_string())
     }
@@ -109,6 +111,7 @@ impl Source {
         by: &str,
         since: Option<&str>,
         path: Option<&str>,
+        who: &str,
     ) -> Result<String, String> {
         ok(self.request(&Request::UndoSession {
             by: by.to_string(),
@@ -119,6 +122,7 @@ impl Source {
             // SAFETY: getuid(2) cannot fail and touches no memory.
             uid: unsafe { libc::getuid() },
             pid: std::process::id(),
+            via: Some(who.to_string()),
         }))
         .map(|b| String::from_utf8_lossy(&b).trim().to_string())
     }
@@ -137,4 +141,26 @@ fn ok(reply: Reply) -> Result<Vec<u8>, String> {
         0 => Ok(reply.out),
         _ => Err(reply.err),
     }
+}
+
+/// The login name of the user this process runs as (the person who runs
+/// `memfs web`), for the log: `page:alice`.
+pub fn login_name() -> String {
+    // SAFETY: getuid(2) cannot fail and touches no memory.
+    let uid = unsafe { libc::getuid() };
+    let mut pw: libc::passwd = unsafe { std::mem::zeroed() };
+    let mut buf = vec![0u8; 4096];
+    let mut out: *mut libc::passwd = std::ptr::null_mut();
+    // SAFETY: getpwuid_r writes into `pw` and `buf` (whose length is passed)
+    // only, and sets `out` to `&mut pw` or null; `pw_name` then points into
+    // `buf`, which outlives the CStr read below.
+    let found =
+        unsafe { libc::getpwuid_r(uid, &mut pw, buf.as_mut_ptr().cast(), buf.len(), &mut out) };
+    if found == 0 && !out.is_null() && !pw.pw_name.is_null() {
+        // SAFETY: a non-null pw_name from a successful getpwuid_r is a
+        // NUL-terminated string inside `buf`.
+        let name = unsafe { std::ffi::CStr::from_ptr(pw.pw_name) };
+        return name.to_string_lossy().into_owned();
+    }
+    format!("uid {uid}")
 }

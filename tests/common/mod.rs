@@ -572,6 +572,8 @@ impl Mcp {
 pub struct Page {
     child: std::process::Child,
     addr: String,
+    /// The instance's own path (`/p/KEY`), before every page's.
+    base: String,
     cookie: String,
 }
 
@@ -589,13 +591,15 @@ impl Page {
         let out = child.stdout.take().unwrap();
         std::io::BufRead::read_line(&mut std::io::BufReader::new(out), &mut line).unwrap();
         let url = line.trim().strip_prefix("http://").expect("the page's URL");
-        let (addr, login) = url.split_once('/').unwrap();
+        let (addr, rest) = url.split_once('/').unwrap();
+        let (base, login) = rest.split_once("/login").expect("a login link");
         let mut page = Page {
             child,
             addr: addr.to_string(),
+            base: format!("/{base}"),
             cookie: String::new(),
         };
-        let (head, _) = page.get(&format!("/{login}"));
+        let (head, _) = page.get(&format!("/login{login}"));
         let cookie = head
             .lines()
             .find_map(|l| l.strip_prefix("set-cookie: "))
@@ -608,7 +612,8 @@ impl Page {
     /// the response's head and body.
     pub fn post(&self, path: &str, body: &str) -> (String, String) {
         let head = format!(
-            "POST {path} HTTP/1.1\r\nHost: {}\r\nCookie: {}\r\nContent-Type: application/x-www-form-urlencoded\r\nContent-Length: {}\r\nConnection: close\r\n\r\n{body}",
+            "POST {}{path} HTTP/1.1\r\nHost: {}\r\nCookie: {}\r\nContent-Type: application/x-www-form-urlencoded\r\nContent-Length: {}\r\nConnection: close\r\n\r\n{body}",
+            self.base,
             self.addr,
             self.cookie,
             body.len()
@@ -619,8 +624,8 @@ impl Page {
     /// GET `path`: the response's head and body.
     pub fn get(&self, path: &str) -> (String, String) {
         let request = format!(
-            "GET {path} HTTP/1.1\r\nHost: {}\r\nCookie: {}\r\nConnection: close\r\n\r\n",
-            self.addr, self.cookie
+            "GET {}{path} HTTP/1.1\r\nHost: {}\r\nCookie: {}\r\nConnection: close\r\n\r\n",
+            self.base, self.addr, self.cookie
         );
         self.send(&request)
     }

@@ -154,6 +154,13 @@ def test_follow_review_and_undo_an_agents_memory_from_the_page(setup):
         view = s["agent"].call(command="view", path="/memories/plan.md")
         assert view.endswith("1\tstep one\n     2\tstep 2"), view
         assert page.inner_text("#review-count") == "0"
+        # The undo is the person's, named: the page, and who runs it.
+        import pwd
+        log = subprocess.run([s["memfs"], "--data", str(s["data"]), "log", "--json", "/memories/plan.md"],
+                             capture_output=True, text=True, check=True)
+        newest = json.loads(log.stdout.splitlines()[0])
+        assert newest["actor"]["kind"] == "person", newest
+        assert newest["actor"]["process"] == "page:" + pwd.getpwuid(os.getuid()).pw_name, newest
 
         # A file holding markup shows as text, and runs nothing.
         s["agent"].call(command="create", path="/memories/x.html",
@@ -251,6 +258,11 @@ def test_the_page_on_the_http_server_logs_in_with_a_token_and_follows_the_api(me
             page.locator("section.change", has_text="write").locator("button.undo").click()
             page.wait_for_selector(".said")
             assert ms.memories.retrieve(mem.id, memory_store_id=store).content == "first\n"
+            # ... recorded as the person with the token's name, through the page.
+            log = subprocess.run([memfs_bin, "--data", str(server.root / store), "log", "--json"],
+                                 capture_output=True, text=True, check=True)
+            newest = json.loads(log.stdout.splitlines()[0])
+            assert newest["actor"]["process"] == "page:ana", newest
             # A read-only token's session reads and cannot change.
             ro = browser.new_page()
             ro.goto(server.url + "/web/")
