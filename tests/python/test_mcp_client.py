@@ -84,3 +84,17 @@ def test_protocol_errors_are_json_rpc_errors(memfs_bin, data_dir):
             assert no_method.value.error.code == -32601
 
     run(main)
+
+
+def test_the_readmes_mcp_client_example_runs(memfs_bin, data_dir):
+    """examples/mcp/client.py, as the README shows it."""
+    import pathlib
+    import subprocess
+    import sys
+    example = pathlib.Path(__file__).resolve().parents[2] / "examples" / "mcp" / "client.py"
+    out = subprocess.run([sys.executable, str(example), memfs_bin, str(data_dir)],
+                         capture_output=True, text=True, timeout=60)
+    assert out.returncode == 0, out.stderr
+    assert "tools: ['memory']" in out.stdout, out.stdout
+    assert "File created successfully at: /memories/notes.md" in out.stdout, out.stdout
+    assert "1\tAcme prefers email." in out.stdout, out.stdout
