@@ -557,14 +557,22 @@ impl MountArgs {
 impl Common {
     /// When --data is a shared store's URL: the store, and this host's
     /// copy of it as the data dir every door works on.
-    pub fn resolve(&mut self) -> Result<(), String> {
+    /// Reads `--data` (a URL names a shared store, whose copy is
+    /// `--cache`); `makes_data`: the command may make the data dir, so a
+    /// missing parent is an error now (a typo, not a new tree).
+    pub fn resolve(&mut self, makes_data: bool) -> Result<(), String> {
         let Some(text) = self.data.to_str().filter(|t| memfs::shared::is_url(t)) else {
-            return parent_exists("--data", &self.data);
+            return match makes_data {
+                true => parent_exists("--data", &self.data),
+                false => Ok(()),
+            };
         };
         let target = memfs::shared::Target::parse(text)?;
         self.data = match &self.cache {
             Some(dir) => {
-                parent_exists("--cache", dir)?;
+                if makes_data {
+                    parent_exists("--cache", dir)?;
+                }
                 dir.clone()
             }
             None => PathBuf::from("memory-shared").join(target.cache_name()),

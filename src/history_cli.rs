@@ -47,7 +47,7 @@ pub fn request_of(cli: &Cli) -> Option<Request> {
             force,
             dry_run,
         } => Request::UndoSession {
-            path: None,
+            versions: None,
             by: by.clone(),
             since: since.as_deref().map(since_time),
             force: *force,
@@ -164,8 +164,11 @@ fn print_pages(
         let Request::Log { page, .. } = &mut request else {
             break;
         };
-        if print(&reply) != ExitCode::SUCCESS {
-            return ExitCode::FAILURE;
+        match write_reply(&reply) {
+            // The reader has gone (`memfs log | head`): no more pages.
+            None => return ExitCode::SUCCESS,
+            Some(code) if code != ExitCode::SUCCESS => return ExitCode::FAILURE,
+            Some(_) => {}
         }
         *page = Some(next);
         reply = ask(&request);
@@ -193,17 +196,27 @@ fn keep_lines(out: &mut Vec<u8>, n: usize) -> usize {
 }
 
 fn print(reply: &Reply) -> ExitCode {
+    match write_reply(reply) {
+        Some(code) => code,
+        None => ExitCode::SUCCESS,
+    }
+}
+
+/// Prints a reply; `None` when its reader has gone (a closed pipe: no
+/// error, and nothing more to print).
+fn write_reply(reply: &Reply) -> Option<ExitCode> {
     let mut out = std::io::stdout().lock();
     if let Err(e) = out.write_all(&reply.out).and_then(|()| out.flush()) {
-        if e.kind() != std::io::ErrorKind::BrokenPipe {
-            memfs::say!("memfs: cannot write the output: {e}");
-            return ExitCode::FAILURE;
+        if e.kind() == std::io::ErrorKind::BrokenPipe {
+            return None;
         }
+        memfs::say!("memfs: cannot write the output: {e}");
+        return Some(ExitCode::FAILURE);
     }
     if !reply.err.is_empty() {
         memfs::say!("memfs: {}", reply.err);
     }
-    ExitCode::from(reply.code)
+    Some(ExitCode::from(reply.code))
 }
 
 fn check_empty(dir: &Path) -> Result<(), String> {

@@ -32,7 +32,13 @@ fn main() -> ExitCode {
     let _failpoints = fail::FailScenario::setup();
     let mut cli = Cli::parse_args();
     logging::init(&cli.common);
-    if let Err(e) = cli.common.resolve() {
+    // (Completions, the man page, tokens and a stores root never make a
+    // data dir of --data.)
+    let makes_data = !matches!(
+        cli.command,
+        Cmd::Completions { .. } | Cmd::Man | Cmd::Token { .. } | Cmd::Scan { .. }
+    ) && cli.common.stores.is_none();
+    if let Err(e) = cli.common.resolve(makes_data) {
         memfs::say!("memfs: {e}");
         return ExitCode::from(2);
     }

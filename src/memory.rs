@@ -383,11 +383,11 @@ fn first_follow(
                 cause,
             })
         }
-        Err(_) => {
+        Err(crate::journal::UpstreamError::Unreachable(_)) => {
             store.set_unreachable(Some(std::time::SystemTime::now()));
             Ok(follower)
         }
-        Ok(()) => Ok(follower),
+        _ => Ok(follower),
     }
 }
 

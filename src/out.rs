@@ -7,9 +7,11 @@ use std::io::Write;
 /// Writes `args` to stdout; a closed pipe is ignored, another error said
 /// once on stderr.
 pub fn write(args: std::fmt::Arguments) {
+    static SAID: std::sync::atomic::AtomicBool = std::sync::atomic::AtomicBool::new(false);
     let mut stdout = std::io::stdout().lock();
     if let Err(e) = stdout.write_fmt(args).and_then(|()| stdout.flush()) {
-        if e.kind() != std::io::ErrorKind::BrokenPipe {
+        let first = !SAID.swap(true, std::sync::atomic::Ordering::Relaxed);
+        if e.kind() != std::io::ErrorKind::BrokenPipe && first {
             memfs::say!("memfs: cannot write the output: {e}");
         }
     }

@@ -96,7 +96,15 @@ pub fn web(cli: &Cli, listen: &str) -> ExitCode {
         Box::new(move || hosted.reap())
     };
     let served = memfs::web::serve(Arc::new(app), listener, tend);
-    let _ = std::fs::remove_file(&kept);
+    // (Only if it is still this page's: a second page on the data dir may
+    // have written its own since.)
+    let ours = std::fs::read_to_string(&kept)
+        .ok()
+        .and_then(|t| serde_json::from_str::<memfs::web::session::Instance>(&t).ok())
+        .is_some_and(|i| i.pid == std::process::id());
+    if ours {
+        let _ = std::fs::remove_file(&kept);
+    }
     let mut code = ExitCode::SUCCESS;
     if let Err(e) = served {
         memfs::say!("memfs: {e}");
@@ -122,6 +130,8 @@ fn keep_instance(at: &Path, instance: &memfs::web::session::Instance) -> std::io
     use std::os::unix::fs::OpenOptionsExt;
     let text = serde_json::to_string(instance).map_err(std::io::Error::other)?;
     let tmp = at.with_extension("json.tmp");
+    // (Made anew, so that its mode is 0600 whatever an earlier one had.)
+    let _ = std::fs::remove_file(&tmp);
     let mut f = std::fs::OpenOptions::new()
         .write(true)
         .create(true)
@@ -141,7 +151,10 @@ pub fn link(data: &Path) -> ExitCode {
         .and_then(|t| serde_json::from_str::<memfs::web::session::Instance>(&t).ok());
     // SAFETY: kill(2) with signal 0 sends nothing and touches no memory; it
     // only says whether the process exists.
-    let alive = |pid: u32| unsafe { libc::kill(pid as libc::pid_t, 0) } == 0;
+    let alive = |pid: u32| {
+        let sent = unsafe { libc::kill(pid as libc::pid_t, 0) };
+        sent == 0 || std::io::Error::last_os_error().raw_os_error() == Some(libc::EPERM)
+    };
     match instance {
         Some(i) if alive(i.pid) => {
             crate::out!("{}", i.link());

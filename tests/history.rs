@@ -1131,11 +1131,20 @@ fn the_review_page_undoes_a_sessions_changes_in_one_step() {
         .and_then(|rest| rest.split('"').next())
         .expect("a CSRF token on the page")
         .to_string();
-    // The session's undo form, as the page makes it (its first change on).
+    // The session's undo form, as the page makes it: exactly its versions
+    // the page shows.
+    let versions: Vec<String> = log(&d, None)
+        .iter()
+        .filter(|r| r["actor"]["session"] == "consolidate")
+        .map(|r| r["version"].as_str().unwrap().to_string())
+        .collect();
+    assert_eq!(versions.len(), 3);
+    let line = format!("{by}\t{}", versions.join(","));
+    assert!(body.contains(&line), "the page's form names them: {body}");
     let form = format!(
         "csrf={}&groups={}&back=%2Freview",
         memfs::form::encode(&csrf),
-        memfs::form::encode(&format!("{by}\t\t"))
+        memfs::form::encode(&line)
     );
     let (head, _) = page.post("/undo-groups", &form);
     assert!(head.starts_with("http/1.1 303"), "{head}");
@@ -1150,7 +1159,70 @@ fn the_review_page_undoes_a_sessions_changes_in_one_step() {
     let (_, body) = page.get("/review");
     assert!(!body.contains(by), "{body}");
     // Without the page's CSRF token: refused, nothing done.
-    let (head, _) = page.post("/undo-groups", "groups=agent%3Aexec%28writer%29%09%09");
+    let (head, _) = page.post("/undo-groups", "groups=agent%3Aexec%28writer%29%091");
     assert!(head.starts_with("http/1.1 403"), "{head}");
     assert!(d.join("memories/n0.md").exists());
+}
+
+/// Keep and undo on the review page act on exactly what the page showed:
+/// a file kept stays kept when the rest of its session is undone after.
+#[test]
+fn the_review_pages_undo_leaves_what_was_kept() {
+    let dir = tempfile::tempdir().unwrap();
+    let d = dir.path().join("data");
+    let s = ["--as", "tidy"];
+    ok(
+        &d,
+        &s,
+        json!({"command": "create", "path": "/memories/a.md", "file_text": "a1\n"}),
+    );
+    ok(
+        &d,
+        &s,
+        json!({"command": "create", "path": "/memories/b.md", "file_text": "b1\n"}),
+    );
+    ok(
+        &d,
+        &s,
+        json!({"command": "str_replace", "path": "/memories/a.md", "old_str": "a1", "new_str": "a2"}),
+    );
+    let page = Page::start(&d);
+    let (_, body) = page.get("/review");
+    let csrf = body
+        .split("name=\"csrf\" value=\"")
+        .nth(1)
+        .and_then(|rest| rest.split('"').next())
+        .unwrap()
+        .to_string();
+    let rows = log(&d, None);
+    let v = |path: &str| -> Vec<String> {
+        rows.iter()
+            .filter(|r| r["path"] == path)
+            .map(|r| r["version"].as_str().unwrap().to_string())
+            .rev()
+            .collect()
+    };
+    let by = "agent:exec(tidy)";
+    let a = format!("{by}\t{}", v("/memories/a.md").join(","));
+    assert!(body.contains(&a), "a.md's group: {body}");
+    let post = |action: &str, groups: &str| {
+        let form = format!(
+            "csrf={}&groups={}&back=%2Freview",
+            memfs::form::encode(&csrf),
+            memfs::form::encode(groups)
+        );
+        page.post(action, &form).0
+    };
+    assert!(post("/keep-groups", &a).contains("kept%202%20changes"));
+    // The session now shows b.md only; its undo takes b.md back, and
+    // leaves the kept a.md as it is.
+    let (_, body) = page.get("/review");
+    let b = format!("{by}\t{}", v("/memories/b.md").join(","));
+    assert!(body.contains(&b) && !body.contains(&a), "{body}");
+    let head = post("/undo-groups", &b);
+    assert!(head.contains("said=undid%201%20file"), "{head}");
+    let (code, _, err) = run(&d, &["checkpoint"]);
+    assert_eq!(code, 0, "{err}");
+    assert_eq!(fs::read_to_string(d.join("memories/a.md")).unwrap(), "a2\n");
+    assert!(!d.join("memories/b.md").exists());
 }

@@ -67,9 +67,10 @@ pub enum Request {
         by: String,
         #[serde(default, skip_serializing_if = "Option::is_none")]
         since: Option<String>,
-        /// Only its changes to this file.
+        /// Only these of its changes (the review page's groups: exactly
+        /// what the page showed).
         #[serde(default, skip_serializing_if = "Option::is_none")]
-        path: Option<String>,
+        versions: Option<Vec<u64>>,
         #[serde(default)]
         force: bool,
         #[serde(default)]
@@ -293,7 +294,7 @@ fn run(store: &Arc<Store>, history: &History, request: &Request) -> Result<Reply
         Request::UndoSession {
             by,
             since,
-            path: only,
+            versions,
             force,
             dry_run,
             uid,
@@ -305,7 +306,7 @@ fn run(store: &Arc<Store>, history: &History, request: &Request) -> Result<Reply
             &super::undo_session::Ask {
                 by,
                 since: since.as_deref(),
-                path: only.as_deref(),
+                versions: versions.as_deref(),
                 force: *force,
                 dry_run: *dry_run,
                 uid: *uid,

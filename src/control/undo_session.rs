@@ -55,9 +55,8 @@ pub struct Ask<'a> {
     pub dry_run: bool,
     pub uid: u32,
     pub pid: u32,
-    /// Only its changes to this file (`/memories/...`; the review page's
-    /// undo of one file). None: every file.
-    pub path: Option<&'a str>,
+    /// Only these of its changes (the review page's groups). None: all.
+    pub versions: Option<&'a [u64]>,
     /// Who asks, when memfs knows better than the process (the page).
     pub via: Option<&'a str>,
 }
@@ -66,7 +65,7 @@ fn chosen(row: &Row, ask: &Ask) -> bool {
     let actor = &row.actor;
     let by = actor.short() == ask.by || actor.session.as_deref() == Some(ask.by);
     by && ask.since.is_none_or(|s| row.time.as_str() >= s)
-        && ask.path.is_none_or(|p| row.path == p)
+        && ask.versions.is_none_or(|v| v.contains(&row.id()))
         && !matches!(row.op, Op::Prune | Op::Void | Op::Found)
 }
 

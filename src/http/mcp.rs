@@ -37,6 +37,9 @@ const MAX_SESSIONS: usize = 10_000;
 /// The most sessions one token keeps: its next one drops its own oldest,
 /// so that no token's sessions crowd out another's.
 const PER_TOKEN: usize = 1_000;
+/// A session made this long ago is no longer taken up by another server
+/// (the catalog keeps ended sessions as long, `PgCatalog::end_mcp_session`).
+const ADOPT_WITHIN: Duration = Duration::from_secs(7 * 24 * 3600);
 
 struct Session {
     store: String,
@@ -121,8 +124,17 @@ impl Sessions {
             return None;
         }
         let mut parts = body.split('.');
-        let (_random, store, token, client) =
+        let (random, store, token, client) =
             (parts.next()?, parts.next()?, parts.next()?, parts.next()?);
+        // Made when (seconds, hex, after 32 random digits): an id older
+        // than the catalog keeps its ended ones is taken up no more.
+        let made = u64::from_str_radix(random.get(32..)?, 16).ok()?;
+        let now = std::time::SystemTime::now()
+            .duration_since(std::time::UNIX_EPOCH)
+            .map_or(0, |d| d.as_secs());
+        if now.saturating_sub(made) > ADOPT_WITHIN.as_secs() {
+            return None;
+        }
         let client = unhex(client)?;
         Some(Session {
             store: unhex(store)?,
@@ -135,6 +147,11 @@ impl Sessions {
     /// A session of `token`'s this server has not seen: taken up if its id
     /// is signed with the key and it was not ended through any server.
     fn adopt(&self, id: &str, token: &Token) -> ApiResult<Option<Session>> {
+        // Only servers of one catalog take up each other's sessions; on a
+        // local root a session this server forgot (ended, idle) is gone.
+        if self.catalog.is_none() {
+            return Ok(None);
+        }
         let Some(session) = self.read_id(id).filter(|s| s.token == token.name) else {
             return Ok(None);
         };
@@ -155,8 +172,11 @@ impl Sessions {
         super::tokens::random(&mut bytes)
             .map_err(|_| ApiError::internal("no randomness for a session id"))?;
         let client: Option<String> = client.map(|c| c.chars().take(64).collect());
+        let now = std::time::SystemTime::now()
+            .duration_since(std::time::UNIX_EPOCH)
+            .map_or(0, |d| d.as_secs());
         let body = format!(
-            "{}.{}.{}.{}",
+            "{}{now:x}.{}.{}.{}",
             hex(&bytes),
             hex(store.as_bytes()),
             hex(token.as_bytes()),
@@ -207,7 +227,10 @@ impl Sessions {
                 _ => false,
             }
         };
-        let known = here || self.read_id(id).is_some_and(|s| s.token == token.name);
+        // (Through another server of the catalog, a session this one never
+        // saw ends too; on a local root only one this server holds.)
+        let known = here
+            || (self.catalog.is_some() && self.read_id(id).is_some_and(|s| s.token == token.name));
         if let (true, Some(catalog)) = (known, &self.catalog) {
             catalog.end_mcp_session(id).map_err(|e| {
                 ApiError::unavailable(format!("the store's database cannot be reached ({e})"))

@@ -266,15 +266,27 @@ fn take_lock(state: &OwnedFd, shown: &str) -> Result<(), OpenError> {
         doing: "taking its lock",
         err,
     };
-    match rfs::flock(state, FlockOperation::NonBlockingLockExclusive) {
-        Ok(()) => {}
-        Err(rustix::io::Errno::WOULDBLOCK) => {
-            return Err(OpenError::Busy {
-                dir: shown.to_string(),
-                pid: read_pid(state),
-            });
+    // Held by this very process: a memory of its own closing a moment ago
+    // (a pool job, or a child forked meanwhile, can hold the lock's file a
+    // little longer); it is waited for, briefly.
+    let mut tries = 0;
+    loop {
+        match rfs::flock(state, FlockOperation::NonBlockingLockExclusive) {
+            Ok(()) => break,
+            Err(rustix::io::Errno::WOULDBLOCK) => {
+                let pid = read_pid(state);
+                if pid == Some(std::process::id()) && tries < 50 {
+                    tries += 1;
+                    std::thread::sleep(std::time::Duration::from_millis(20));
+                    continue;
+                }
+                return Err(OpenError::Busy {
+                    dir: shown.to_string(),
+                    pid,
+                });
+            }
+            Err(e) => return Err(io_err(e.into())),
         }
-        Err(e) => return Err(io_err(e.into())),
     }
     match rfs::unlinkat(state, PID_FILE, AtFlags::empty()) {
         Ok(()) | Err(rustix::io::Errno::NOENT) => {}

@@ -273,6 +273,9 @@ impl Database {
     fn hear(&self, client: &mut Client, heads: &postgres::Statement) -> UpstreamError {
         let mut poll_at = Instant::now();
         loop {
+            if client.is_closed() {
+                return UpstreamError::Unreachable("the connection was closed".into());
+            }
             let left = poll_at.saturating_duration_since(Instant::now());
             if left.is_zero() {
                 if let Err(e) = self.poll(client, heads) {

@@ -351,6 +351,8 @@ impl Tracked {
         match &outcome {
             Ok(()) => {
                 if let Some(store) = self.follow.store.upgrade() {
+                    // It answered: what this copy shows is current again.
+                    store.set_unreachable(None);
                     self.follow.forget_passed(&store);
                     if store.unsaved_paths() > 0 {
                         let _ = store.barrier(crate::store::Origin::Memfs);
@@ -379,7 +381,9 @@ impl Tracked {
         }
     }
 
-    /// The job: the catch-up, then one more if woken meanwhile.
+    /// The job: the catch-up, then one more if woken meanwhile. A catch-up
+    /// that panics ends as one that failed (the pool goes on): the store is
+    /// woken again by the next poll, and a stop never waits for it.
     fn turn(self: Arc<Self>) {
         {
             let mut turn = self.turn.lock();
@@ -389,7 +393,11 @@ impl Tracked {
             }
             turn.running = true;
         }
+        // (Only a panic drops the guard; a normal end is marked below,
+        // with `again` read under the same lock.)
+        let guard = Ended(&self);
         self.catch_up_once();
+        std::mem::forget(guard);
         let again = {
             let mut turn = self.turn.lock();
             turn.running = false;
@@ -401,6 +409,21 @@ impl Tracked {
         if again {
             self.wake();
         }
+    }
+}
+
+/// Marks a catch-up that panicked ended (dropped while unwinding only).
+struct Ended<'a>(&'a Tracked);
+
+impl Drop for Ended<'_> {
+    fn drop(&mut self) {
+        let mut turn = self.0.turn.lock();
+        turn.running = false;
+        self.0.ended.notify_all();
+        drop(turn);
+        self.0.ready(Err(UpstreamError::Unreachable(
+            "catching up with the shared store failed".into(),
+        )));
     }
 }
 

@@ -283,10 +283,7 @@ impl App {
         let mut said = Vec::new();
         let mut done = Vec::new();
         for g in &groups {
-            match self
-                .source
-                .undo_by(&g.by, Some(&g.since), g.path.as_deref(), who)
-            {
+            match self.source.undo_by(&g.by, &g.versions, who) {
                 Ok(s) => {
                     said.extend(s.lines().map(str::to_string));
                     done.push(g.clone());

@@ -7,8 +7,9 @@
 //! session's changes to it together, so an older change is never refused
 //! for a newer one of the same session. Paged by sessions.
 //!
-//! A group is named in forms as `BY\tSINCE\tPATH` lines (PATH empty: every
-//! file of the session): [`Group`], read back by [`groups_of`].
+//! A group is named in forms by its session and the exact versions the
+//! page showed (`BY\tV1,V2,...` lines): keep and undo act on those and on
+//! nothing the page did not show ([`Group`], read back by [`groups_of`]).
 
 use std::collections::BTreeSet;
 
@@ -28,27 +29,19 @@ const FILES_SHOWN: usize = 50;
 pub struct Group {
     /// The session as `memfs log` shows its actor.
     pub by: String,
-    /// Its first change to review (RFC 3339): every change at or after it.
-    pub since: String,
-    /// One file, or all of them.
-    pub path: Option<String>,
+    /// Exactly the versions the page showed.
+    pub versions: Vec<u64>,
 }
 
 impl Group {
     fn line(&self) -> String {
-        format!(
-            "{}\t{}\t{}",
-            self.by,
-            self.since,
-            self.path.as_deref().unwrap_or("")
-        )
+        let versions: Vec<String> = self.versions.iter().map(u64::to_string).collect();
+        format!("{}\t{}", self.by, versions.join(","))
     }
 
     /// Whether `row` is one of the group's changes.
     pub fn holds(&self, row: &Row) -> bool {
-        row.actor.short() == self.by
-            && row.time >= self.since
-            && self.path.as_deref().is_none_or(|p| row.path == p)
+        row.actor.short() == self.by && self.versions.contains(&row.id())
     }
 }
 
@@ -58,13 +51,13 @@ pub fn groups_of(field: Option<&String>) -> Vec<Group> {
         .map(|text| {
             text.lines()
                 .filter_map(|line| {
-                    let mut parts = line.split('\t');
-                    let (by, since) = (parts.next()?, parts.next()?);
-                    let path = parts.next().filter(|p| !p.is_empty());
-                    (!by.is_empty()).then(|| Group {
+                    let (by, versions) = line.split_once('\t')?;
+                    let versions: Option<Vec<u64>> =
+                        versions.split(',').map(|v| v.parse().ok()).collect();
+                    let versions = versions?;
+                    (!by.is_empty() && !versions.is_empty()).then(|| Group {
                         by: by.to_string(),
-                        since: since.to_string(),
-                        path: path.map(str::to_string),
+                        versions,
                     })
                 })
                 .collect()
@@ -100,20 +93,17 @@ impl Session<'_> {
         self.files.iter().map(|(_, rows)| rows.len()).sum()
     }
 
+    /// The versions of one file of the session (all files: `None`).
     fn group(&self, path: Option<&str>) -> Group {
-        let since = match path {
-            Some(p) => self
-                .files
-                .iter()
-                .find(|(f, _)| f == p)
-                .and_then(|(_, rows)| rows.first())
-                .map_or(String::new(), |r| r.time.clone()),
-            None => self.oldest().time.clone(),
-        };
+        let versions = self
+            .files
+            .iter()
+            .filter(|(f, _)| path.is_none_or(|p| p == f))
+            .flat_map(|(_, rows)| rows.iter().map(|r| r.id()))
+            .collect();
         Group {
             by: self.by.clone(),
-            since,
-            path: path.map(str::to_string),
+            versions,
         }
     }
 }

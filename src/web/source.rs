@@ -104,19 +104,13 @@ impl Source {
         .map(|b| String::from_utf8_lossy(&b).trim().to_string())
     }
 
-    /// What `by` changed since `since` (to `path` only, when given), taken
-    /// back (`memfs undo --by`).
-    pub fn undo_by(
-        &self,
-        by: &str,
-        since: Option<&str>,
-        path: Option<&str>,
-        who: &str,
-    ) -> Result<String, String> {
+    /// The changes `versions` of `by`'s, taken back as `who`'s act
+    /// (`memfs undo --by`, limited to those versions).
+    pub fn undo_by(&self, by: &str, versions: &[u64], who: &str) -> Result<String, String> {
         ok(self.request(&Request::UndoSession {
             by: by.to_string(),
-            since: since.map(str::to_string),
-            path: path.map(str::to_string),
+            since: None,
+            versions: Some(versions.to_vec()),
             force: false,
             dry_run: false,
             // SAFETY: getuid(2) cannot fail and touches no memory.

@@ -452,3 +452,23 @@ def test_over_the_fd_limit_the_oldest_idle_store_closes_and_nothing_is_a_500(mem
         assert not any("Too many open files" in l for l in s.log), "".join(s.log[-20:])
     finally:
         assert s.stop() == 0, "".join(s.log)
+
+
+def test_an_ended_mcp_session_stays_ended(server):
+    """DELETE /mcp ends a session: its id, though signed, is 404 after
+    (on a local root no server takes a forgotten session up again)."""
+    import httpx2 as httpx  # (the pinned SDK's HTTP client)
+    admin = sdk(server, server.token("--admin"))
+    store = admin.beta.memory_stores.create(name="mcp").id
+    agent = server.token("--name", "agent", "--store", store)
+    headers = {"Authorization": f"Bearer {agent}", "Accept": "application/json, text/event-stream"}
+    init = {"jsonrpc": "2.0", "id": 1, "method": "initialize",
+            "params": {"protocolVersion": "2025-06-18", "capabilities": {},
+                       "clientInfo": {"name": "probe", "version": "1"}}}
+    sid = httpx.post(server.url + "/mcp", json=init, headers=headers).headers["mcp-session-id"]
+    call = {"jsonrpc": "2.0", "id": 2, "method": "tools/list"}
+    with_session = {**headers, "Mcp-Session-Id": sid}
+    assert httpx.post(server.url + "/mcp", json=call, headers=with_session).status_code == 200
+    assert httpx.delete(server.url + "/mcp", headers=with_session).status_code == 200
+    assert httpx.post(server.url + "/mcp", json=call, headers=with_session).status_code == 404
+    assert httpx.delete(server.url + "/mcp", headers=with_session).status_code == 404
