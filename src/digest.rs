@@ -39,12 +39,24 @@ impl Sha {
     }
 
     pub fn hex(&self) -> String {
-        let mut out = String::with_capacity(64);
-        for b in self.0 {
-            out.push_str(&format!("{b:02x}"));
-        }
-        out
+        hex(&self.0)
     }
+}
+
+/// `bytes` as lower-case hex digits.
+pub fn hex(bytes: &[u8]) -> String {
+    let mut out = String::with_capacity(bytes.len() * 2);
+    for b in bytes {
+        out.push_str(&format!("{b:02x}"));
+    }
+    out
+}
+
+/// `n` bytes from the kernel's random source, as hex (secrets, keys, ids).
+pub fn random_hex(n: usize) -> std::io::Result<String> {
+    let mut bytes = vec![0u8; n];
+    random(&mut bytes)?;
+    Ok(hex(&bytes))
 }
 
 impl std::fmt::Debug for Sha {

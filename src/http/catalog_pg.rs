@@ -17,14 +17,13 @@
 //!   is refused by every server from its next request.
 
 use postgres::error::SqlState;
-use std::time::Duration;
 
 use postgres::Client;
 
 use super::metas::StoreMeta;
 use super::tokens::{Token, TokenStore};
-use crate::lock::{rank, Mutex};
-use crate::shared::{StoreName, Target};
+use crate::lock::rank;
+use crate::shared::{Kept, StoreName, Target};
 
 const SCHEMA: &str = "
 CREATE TABLE IF NOT EXISTS memfs_catalog (id INT PRIMARY KEY, gen BIGINT NOT NULL);
@@ -49,16 +48,13 @@ CREATE TABLE IF NOT EXISTS memfs_catalog_tokens (
 
 /// Connections kept for the catalog's queries (more are made while busy).
 const KEPT: usize = 4;
-/// A kept connection unused this long is checked before it is used.
-const RECHECK: Duration = Duration::from_secs(2);
 
 /// A record changed past a `gen`: the store's record, or none (deleted).
 pub type Changed = (String, Option<StoreMeta>);
 
 pub struct PgCatalog {
     target: Target,
-    /// Connections kept, each with when it was last used.
-    idle: Mutex<Vec<(Client, std::time::Instant)>>,
+    idle: Kept<Client>,
 }
 
 fn said(e: crate::journal::UpstreamError) -> String {
@@ -74,7 +70,7 @@ impl PgCatalog {
     pub fn open(target: Target) -> Result<PgCatalog, String> {
         let catalog = PgCatalog {
             target,
-            idle: Mutex::new(rank::CATALOG_CONNS, Vec::new()),
+            idle: Kept::new(rank::CATALOG_CONNS, KEPT),
         };
         catalog.with(|c| {
             let mut tries = 0;
@@ -100,32 +96,14 @@ impl PgCatalog {
         &self,
         f: impl FnOnce(&mut Client) -> Result<R, postgres::Error>,
     ) -> Result<R, String> {
-        let taken = self.idle.lock().pop();
-        let mut client = match taken {
-            Some((c, _)) if c.is_closed() => None,
-            // Kept a while: the network may have dropped it meanwhile (a
-            // cut that ended), which the client only learns when it next
-            // uses it; one empty round trip asks first, rather than fail
-            // the request on it.
-            Some((mut c, last)) if last.elapsed() >= RECHECK => {
-                c.is_valid(Duration::from_secs(1)).ok().map(|()| c)
-            }
-            Some((c, _)) => Some(c),
-            None => None,
-        };
-        let mut client = match client.take() {
+        let mut client = match self.idle.take() {
             Some(c) => c,
             None => crate::shared::connect_as(&self.target, "memfs-catalog").map_err(said)?,
         };
         let done = f(&mut client);
-        match &done {
-            Err(e) if e.code().is_none() => {} // the connection is gone: not kept
-            _ => {
-                let mut idle = self.idle.lock();
-                if idle.len() < KEPT {
-                    idle.push((client, std::time::Instant::now()));
-                }
-            }
+        // (A connection that is gone is not kept.)
+        if !matches!(&done, Err(e) if e.code().is_none()) {
+            self.idle.keep(client);
         }
         done.map_err(|e| said(crate::shared::classify(&e)))
     }
@@ -213,9 +191,7 @@ impl PgCatalog {
     /// The key every server of the database signs what it hands out with
     /// (MCP session ids): made once, by the first server.
     pub fn secret(&self) -> Result<Vec<u8>, String> {
-        let mut bytes = [0u8; 32];
-        crate::digest::random(&mut bytes).map_err(|e| format!("no randomness: {e}"))?;
-        let mine: String = bytes.iter().map(|b| format!("{b:02x}")).collect();
+        let mine = crate::digest::random_hex(32).map_err(|e| format!("no randomness: {e}"))?;
         let row = self.with(|c| {
             c.execute(
                 "INSERT INTO memfs_catalog_secret (id, secret) VALUES (1, $1) ON CONFLICT DO NOTHING",

@@ -20,6 +20,7 @@ use std::collections::HashMap;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
+use crate::digest::hex;
 use crate::lock::{rank, Mutex};
 use serde_json::Value;
 
@@ -65,11 +66,8 @@ impl Default for Sessions {
     }
 }
 
-/// A session's id: `RANDOM.STORE.TOKEN.CLIENT.MAC`, each part hex.
-fn hex(bytes: &[u8]) -> String {
-    bytes.iter().map(|b| format!("{b:02x}")).collect()
-}
-
+/// A part of a session's id (`RANDOM.STORE.TOKEN.CLIENT.MAC`, each part
+/// hex) read back.
 fn unhex(text: &str) -> Option<String> {
     if text.len() % 2 != 0 || text.len() > 512 {
         return None;

@@ -148,3 +148,67 @@ pub fn classify(e: &postgres::Error) -> UpstreamError {
 pub fn lost_connection(e: &postgres::Error) -> bool {
     e.code().is_none()
 }
+
+/// A connection, as [`Kept`] holds it.
+pub trait Held {
+    fn client(&mut self) -> &mut Client;
+}
+
+impl Held for Client {
+    fn client(&mut self) -> &mut Client {
+        self
+    }
+}
+
+/// A kept connection unused this long is checked before it is used.
+const RECHECK: Duration = Duration::from_secs(2);
+
+/// Connections kept between uses (at most `max`; more are made while
+/// busy, and closed after). One kept a while may have been dropped by the
+/// network meanwhile (a cut that ended), which the client only learns
+/// when it next uses it: [`Kept::take`] asks it first, with one empty
+/// round trip, rather than fail a request on it.
+pub struct Kept<T> {
+    idle: crate::lock::Mutex<Vec<(T, std::time::Instant)>>,
+    max: usize,
+}
+
+impl<T: Held> Kept<T> {
+    pub fn new(rank: crate::lock::Rank, max: usize) -> Kept<T> {
+        Kept {
+            idle: crate::lock::Mutex::new(rank, Vec::new()),
+            max,
+        }
+    }
+
+    /// A kept connection that answers, if there is one (checked with no
+    /// lock held).
+    pub fn take(&self) -> Option<T> {
+        loop {
+            let (mut conn, last) = self.idle.lock().pop()?;
+            if conn.client().is_closed() {
+                continue;
+            }
+            if last.elapsed() < RECHECK || conn.client().is_valid(Duration::from_secs(1)).is_ok() {
+                return Some(conn);
+            }
+        }
+    }
+
+    /// Keeps a connection for the next use (closed if enough are kept).
+    pub fn keep(&self, mut conn: T) {
+        if conn.client().is_closed() {
+            return;
+        }
+        let mut idle = self.idle.lock();
+        if idle.len() < self.max {
+            idle.push((conn, std::time::Instant::now()));
+        }
+    }
+
+    /// Closes every kept connection (one was found dead: the others likely
+    /// are too).
+    pub fn clear(&self) {
+        self.idle.lock().clear();
+    }
+}

@@ -18,7 +18,7 @@ use std::time::{Duration, Instant};
 
 use postgres::Client;
 
-use super::connect::{classify, connect_as, make_tables, CHANNEL};
+use super::connect::{classify, connect_as, make_tables, Held, Kept, CHANNEL};
 use super::reader::Reader;
 use super::target::Target;
 use crate::journal::UpstreamError;
@@ -39,6 +39,12 @@ const STILL_DOWN: Duration = Duration::from_secs(60);
 pub struct Conn {
     pub client: Client,
     pub write: Option<postgres::Statement>,
+}
+
+impl Held for Conn {
+    fn client(&mut self) -> &mut Client {
+        &mut self.client
+    }
 }
 
 impl Conn {
@@ -68,8 +74,8 @@ pub trait Followed: Send + Sync {
 /// One database, as this process uses it.
 pub struct Database {
     target: Target,
-    writers: Mutex<Vec<Conn>>,
-    readers: Mutex<Vec<Reader>>,
+    writers: Kept<Conn>,
+    readers: Kept<Reader>,
     followed: Mutex<HashMap<String, Vec<Arc<dyn Followed>>>>,
     listening: std::sync::Once,
     /// Since when the listener cannot reach the database (seconds since
@@ -87,8 +93,8 @@ pub fn of(target: &Target) -> Arc<Database> {
         .or_insert_with(|| {
             Arc::new(Database {
                 target: target.clone(),
-                writers: Mutex::new(rank::DATABASE_WRITERS, Vec::new()),
-                readers: Mutex::new(rank::DATABASE_READERS, Vec::new()),
+                writers: Kept::new(rank::DATABASE_WRITERS, KEPT_WRITERS),
+                readers: Kept::new(rank::DATABASE_READERS, KEPT_READERS),
                 followed: Mutex::new(rank::DATABASE_FOLLOWED, HashMap::new()),
                 listening: std::sync::Once::new(),
                 down_since: Default::default(),
@@ -100,41 +106,27 @@ pub fn of(target: &Target) -> Arc<Database> {
 impl Database {
     /// A writer's connection kept idle, if there is one.
     pub fn writer(&self) -> Option<Conn> {
-        let mut idle = self.writers.lock();
-        while let Some(conn) = idle.pop() {
-            if !conn.client.is_closed() {
-                return Some(conn);
-            }
-        }
-        None
+        self.writers.take()
     }
 
-    /// Keeps a writer's connection for the next batch (closed if enough
-    /// are kept).
+    /// Keeps a writer's connection for the next batch.
     pub fn keep_writer(&self, conn: Conn) {
-        let mut idle = self.writers.lock();
-        if idle.len() < KEPT_WRITERS && !conn.client.is_closed() {
-            idle.push(conn);
-        }
+        self.writers.keep(conn);
     }
 
     /// Closes the writers' connections kept (one was found dead).
     pub fn forget_writers(&self) {
-        self.writers.lock().clear();
+        self.writers.clear();
     }
 
     /// Closes the readers' connections kept (a catch-up failed on one).
     pub fn forget_readers(&self) {
-        self.readers.lock().clear();
+        self.readers.clear();
     }
 
     /// A reader's connection: one kept idle, else a new one.
     pub fn reader(&self) -> Result<Reader, UpstreamError> {
-        let kept = {
-            let mut idle = self.readers.lock();
-            std::iter::from_fn(|| idle.pop()).find(|r| !r.client.is_closed())
-        };
-        match kept {
+        match self.readers.take() {
             Some(reader) => Ok(reader),
             None => Reader::open(&self.target),
         }
@@ -142,10 +134,7 @@ impl Database {
 
     /// Keeps a reader's connection for the next catch-up.
     pub fn keep_reader(&self, reader: Reader) {
-        let mut idle = self.readers.lock();
-        if idle.len() < KEPT_READERS && !reader.client.is_closed() {
-            idle.push(reader);
-        }
+        self.readers.keep(reader);
     }
 
     /// Follows a store: wake-ups and the poll wake it from now on. The

@@ -19,7 +19,7 @@ mod reader;
 mod target;
 pub mod unsent;
 
-pub use connect::{classify, connect_as, prepare, CHANNEL};
+pub use connect::{classify, connect_as, prepare, Kept, CHANNEL};
 pub use db::Db;
 pub use follow::{Follow, Follower};
 pub use target::{is_url, StoreName, Target};

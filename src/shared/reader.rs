@@ -29,6 +29,12 @@ pub struct Reader {
     contents: postgres::Statement,
 }
 
+impl super::connect::Held for Reader {
+    fn client(&mut self) -> &mut Client {
+        &mut self.client
+    }
+}
+
 impl Reader {
     /// Connects (to `target`'s database; its store does not matter) and
     /// makes the tables if missing.

@@ -11,7 +11,7 @@
 //! page showed (`BY\tV1,V2,...` lines): keep and undo act on those and on
 //! nothing the page did not show ([`Group`], read back by [`groups_of`]).
 
-use std::collections::BTreeSet;
+use std::collections::{BTreeSet, HashMap};
 
 use super::html::{diff, esc, time};
 use super::model::{is_agents_change, Model};
@@ -73,18 +73,18 @@ struct Session<'a> {
 }
 
 impl Session<'_> {
+    fn rows(&self) -> impl Iterator<Item = &Row> {
+        self.files.iter().flat_map(|(_, rows)| rows.iter().copied())
+    }
+
     fn newest(&self) -> &Row {
-        self.files
-            .iter()
-            .filter_map(|(_, rows)| rows.last().copied())
+        self.rows()
             .max_by_key(|r| r.id())
             .expect("a session has a change")
     }
 
     fn oldest(&self) -> &Row {
-        self.files
-            .iter()
-            .filter_map(|(_, rows)| rows.first().copied())
+        self.rows()
             .min_by_key(|r| r.id())
             .expect("a session has a change")
     }
@@ -108,29 +108,37 @@ impl Session<'_> {
     }
 }
 
-/// The queue: every unreviewed change of an agent's, by session and file.
-fn sessions<'a>(model: &'a Model, reviewed: &BTreeSet<u64>) -> Vec<Session<'a>> {
-    let mut out: Vec<Session<'a>> = Vec::new();
-    for row in model
+/// The changes a person has not reviewed yet: every agent's, but those kept
+/// or undone from the page.
+fn to_review<'a>(model: &'a Model, reviewed: &'a BTreeSet<u64>) -> impl Iterator<Item = &'a Row> {
+    model
         .rows
         .iter()
         .filter(|r| is_agents_change(r) && !reviewed.contains(&r.id()))
-    {
+}
+
+/// The queue: every unreviewed change of an agent's, by session and file.
+fn sessions<'a>(model: &'a Model, reviewed: &'a BTreeSet<u64>) -> Vec<Session<'a>> {
+    let mut out: Vec<Session<'a>> = Vec::new();
+    // Where each session, and each of its files, is in `out`.
+    let mut at: HashMap<String, usize> = HashMap::new();
+    let mut file_at: HashMap<(usize, &str), usize> = HashMap::new();
+    for row in to_review(model, reviewed) {
         let by = row.actor.short();
-        let at = match out.iter().position(|s| s.by == by) {
-            Some(i) => i,
+        let i = *at.entry(by.clone()).or_insert_with(|| {
+            out.push(Session {
+                by,
+                files: Vec::new(),
+            });
+            out.len() - 1
+        });
+        let files = &mut out[i].files;
+        match file_at.get(&(i, row.path.as_str())) {
+            Some(&f) => files[f].1.push(row),
             None => {
-                out.push(Session {
-                    by,
-                    files: Vec::new(),
-                });
-                out.len() - 1
+                file_at.insert((i, row.path.as_str()), files.len());
+                files.push((row.path.clone(), vec![row]));
             }
-        };
-        let files = &mut out[at].files;
-        match files.iter_mut().find(|(p, _)| *p == row.path) {
-            Some((_, rows)) => rows.push(row),
-            None => files.push((row.path.clone(), vec![row])),
         }
     }
     for s in &mut out {
@@ -188,11 +196,7 @@ fn act(ctx: &Ctx, action: &str, groups: &[Group], label: &str, class: &str, back
 
 /// How many changes wait for review.
 pub fn waiting(model: &Model, reviewed: &BTreeSet<u64>) -> usize {
-    model
-        .rows
-        .iter()
-        .filter(|r| is_agents_change(r) && !reviewed.contains(&r.id()))
-        .count()
+    to_review(model, reviewed).count()
 }
 
 /// `/review[?page=N]`.

@@ -22,8 +22,6 @@ use std::time::{Duration, Instant, SystemTime};
 
 use crate::lock::{rank, Mutex};
 
-use crate::digest::random;
-
 /// Sessions unused this long end.
 const IDLE: Duration = Duration::from_secs(12 * 3600);
 /// A login link works this long after it is made.
@@ -51,9 +49,7 @@ pub struct Sessions {
 }
 
 pub fn secret() -> Result<String, String> {
-    let mut bytes = [0u8; 24];
-    random(&mut bytes).map_err(|e| format!("no randomness: {e}"))?;
-    Ok(bytes.iter().map(|b| format!("{b:02x}")).collect())
+    crate::digest::random_hex(24).map_err(|e| format!("no randomness: {e}"))
 }
 
 /// Compares two secrets in constant time ([`crate::digest::same`]).
@@ -87,10 +83,10 @@ impl Instance {
 }
 
 fn sign(key: &str, until: u64) -> String {
-    crate::digest::hmac_sha256(key.as_bytes(), format!("login {until}").as_bytes())
-        .iter()
-        .map(|b| format!("{b:02x}"))
-        .collect()
+    crate::digest::hex(&crate::digest::hmac_sha256(
+        key.as_bytes(),
+        format!("login {until}").as_bytes(),
+    ))
 }
 
 /// Why a login was refused.
