@@ -50,6 +50,8 @@ LAYERS = [
     {"persist", "journal", "guard"},
     # A shared store upstream of the journal; the six commands.
     {"shared", "tool"},
+    # The search index, derived from the journal and the tree.
+    {"search"},
     # The door-level commands beyond the tool.
     {"control"},
     # A store opened on a data dir with its journal and tool.

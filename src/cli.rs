@@ -194,6 +194,10 @@ pub struct Common {
     /// (90d, 12h, 30m); each removal is in the history, `memfs revert` brings it back.
     #[arg(long, global = true, value_parser = memfs::units::parse_duration, value_name = "DURATION", help_heading = "History")]
     pub expire_idle: Option<std::time::Duration>,
+    /// Keep no search index (`DIR/.memfs/search`): `memfs search` and the
+    /// doors' search then answer that there is none.
+    #[arg(long, global = true, help_heading = "Search")]
+    pub no_search: bool,
 }
 
 #[derive(Subcommand, Debug)]
@@ -286,6 +290,32 @@ pub enum Cmd {
         /// One JSON object per line: {"path", "line", "kind"}.
         #[arg(long)]
         json: bool,
+    },
+    /// Finds the files whose text or path has every word of QUERY, best
+    /// first (BM25), with their matched lines as `path:line: snippet`.
+    /// Words match identifiers in part or whole (`http_reply` finds
+    /// `parse_http_reply`, `HashMap` finds `hash_map`); `"a phrase"`,
+    /// `pref*`, `-word` (leave out), `path:notes/` (only below it). Works
+    /// whether or not a memfs owns the data dir. Exits 0 when it finds any,
+    /// 1 when none, 2 on an error.
+    Search {
+        /// The words to find (quote a phrase for the shell). A word that
+        /// begins with `-` goes after `--`, or in quotes with another:
+        /// `memfs search 'thread -draft'`.
+        #[arg(required = true, num_args = 1.., value_name = "QUERY")]
+        query: Vec<String>,
+        /// At most N files (default 20, at most 100).
+        #[arg(short = 'n', long, value_name = "N")]
+        limit: Option<usize>,
+        /// Only files below this path (`/memories/...` or relative to it).
+        #[arg(long, value_name = "PATH")]
+        path: Option<String>,
+        /// One JSON object: {"results": [{"path", "score", "lines": [{"line", "snippet", "highlights"}]}]}.
+        #[arg(long)]
+        json: bool,
+        /// Also editor scratch files and hidden names, which are left out by default.
+        #[arg(long)]
+        all: bool,
     },
     /// Lists the history, newest first: every version of every file, who
     /// made it (agent, person or memfs) and what it did. Works whether or not
@@ -595,6 +625,7 @@ impl Common {
             checkpoint_delay: None,
             segment_bytes: None,
             no_history: self.no_history,
+            no_search: self.no_search,
             expire_idle: self.expire_idle,
             tool: ToolConfig {
                 create_overwrites: self.create_overwrites,

@@ -27,6 +27,19 @@ pub fn request_of(cli: &Cli) -> Option<Request> {
             all: *all,
             page: Some(memfs::journal::LogPage::default()),
         },
+        Cmd::Search {
+            query,
+            limit,
+            path,
+            json,
+            all,
+        } => Request::Search {
+            query: query.join(" "),
+            limit: *limit,
+            path: path.clone(),
+            json: *json,
+            all: *all,
+        },
         Cmd::Show { version } => Request::Show {
             version: version.clone(),
         },

@@ -43,6 +43,7 @@ pub mod memory;
 pub mod path;
 pub mod persist;
 pub mod pool;
+pub mod search;
 pub mod serve;
 pub mod shared;
 pub mod store;

@@ -199,6 +199,7 @@ fn on(memory: Memory, cli: Cli, doors: Doors) -> ExitCode {
         | Cmd::Scan { .. }
         | Cmd::Man
         | Cmd::Log { .. }
+        | Cmd::Search { .. }
         | Cmd::Show { .. }
         | Cmd::Diff { .. }
         | Cmd::Revert { .. }

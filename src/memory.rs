@@ -36,6 +36,8 @@ pub struct Options {
     /// A journal segment is closed past this size (`None`:
     /// `MEMFS_SEGMENT_BYTES`, else 32 MiB).
     pub segment_bytes: Option<u64>,
+    /// Keep no search index (`--no-search`).
+    pub no_search: bool,
 }
 
 /// The memory of one data dir, open and locked for this process.
@@ -53,6 +55,8 @@ pub struct Memory {
     opened: journal::Opened,
     /// Applies other hosts' changes (a shared store).
     follower: Option<crate::shared::Follower>,
+    /// The search index, kept current while held.
+    search: Option<Arc<crate::search::Search>>,
 }
 
 impl Memory {
@@ -175,10 +179,12 @@ impl Memory {
                 ),
             }
         }
-        let control = Arc::new(Control::new(
-            Some(data_dir.key.clone()),
-            Some(journal.history()),
-        ));
+        let search = (!options.no_search)
+            .then(|| crate::search::Search::start(&store, journal.history(), &data_dir.state_dir));
+        let control = Arc::new(
+            Control::new(Some(data_dir.key.clone()), Some(journal.history()))
+                .with_search(search.clone()),
+        );
         Ok(Memory {
             tool: Tool::new(store, options.tool.clone()),
             journal,
@@ -190,6 +196,7 @@ impl Memory {
             warnings,
             opened,
             follower,
+            search,
         })
     }
 
@@ -270,6 +277,11 @@ impl Memory {
 
     pub fn history(&self) -> History {
         self.journal.history()
+    }
+
+    /// The memory's search index (none under `--no-search`).
+    pub fn search(&self) -> Option<&Arc<crate::search::Search>> {
+        self.search.as_ref()
     }
 
     /// What opening the journal found and did.
@@ -359,6 +371,9 @@ impl Drop for Memory {
         }
         self.saver.take();
         self.expiry.take();
+        if let Some(search) = self.search.take() {
+            search.stop();
+        }
         self.journal.shutdown();
     }
 }

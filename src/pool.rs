@@ -154,6 +154,13 @@ pub fn follow() -> &'static Pool {
     class(&P, "follow", 4)
 }
 
+/// Keeping memories' search indexes current (one thread: a rebuild must
+/// not hold up compaction or expiry).
+pub fn search() -> &'static Pool {
+    static P: OnceLock<Pool> = OnceLock::new();
+    class(&P, "search", 1)
+}
+
 /// Compaction, last reads, expiry, closing idle stores.
 pub fn background() -> &'static Pool {
     static P: OnceLock<Pool> = OnceLock::new();

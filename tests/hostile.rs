@@ -15,7 +15,7 @@ use std::time::Duration;
 
 use serde_json::{json, Value};
 
-use common::{content, exec, exec_stdin, memfs, skip_without_fuse, Mounted, Server};
+use common::{content, exec, exec_stdin, memfs, rss_kib, skip_without_fuse, Mounted, Server};
 
 fn ok(v: &Value) -> bool {
     v["is_error"] == false
@@ -326,16 +326,6 @@ fn a_line_of_millions_of_json_values_is_refused_cheaply() {
     let rss = rss_kib(server.child.id());
     assert!(rss < 150 * 1024, "memfs holds {rss} KiB");
     assert!(server.finish().success());
-}
-
-/// Resident memory of a process, in KiB.
-fn rss_kib(pid: u32) -> u64 {
-    let status = fs::read_to_string(format!("/proc/{pid}/status")).unwrap();
-    status
-        .lines()
-        .find_map(|l| l.strip_prefix("VmRSS:"))
-        .and_then(|v| v.trim().trim_end_matches(" kB").trim().parse().ok())
-        .unwrap()
 }
 
 #[test]

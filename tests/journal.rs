@@ -35,17 +35,6 @@ fn ok(dir: &Path, input: Value) {
     assert_eq!(code, 0, "{input}: {v} {err}");
 }
 
-/// The resident memory of process `pid`, in KiB.
-fn rss_kib(pid: u32) -> u64 {
-    let status = fs::read_to_string(format!("/proc/{pid}/status")).unwrap();
-    status
-        .lines()
-        .find(|l| l.starts_with("VmRSS:"))
-        .and_then(|l| l.split_whitespace().nth(1))
-        .and_then(|n| n.parse().ok())
-        .unwrap_or(0)
-}
-
 fn segments(dir: &Path) -> Vec<PathBuf> {
     let mut out: Vec<PathBuf> = fs::read_dir(dir.join(".memfs/journal"))
         .unwrap()
@@ -677,7 +666,8 @@ fn retention_bounds_the_journal_and_memory_of_a_running_owner() {
         .unwrap_or(6000);
     let dir = tempfile::tempdir().unwrap();
     let d = dir.path();
-    let mut s = Server::start(d, &["--history-keep", "64K"]);
+    // (The search index's memory is tests/search.rs's.)
+    let mut s = Server::start(d, &["--history-keep", "64K", "--no-search"]);
     let pid = s.child.id();
     let rss = || rss_kib(pid);
     let journal_bytes = || -> u64 {

@@ -365,6 +365,11 @@ fn the_usual_env_config_header_and_url_forms_are_caught() {
             "DJANGO_SECRET_KEY=k8#2m!x9q$w4e7r1t6y3u0i5o",
             "secret_assignment",
         ),
+        // In a URL's query: the value ends at the next `&`.
+        (
+            "https://api.example.com/v1?access_token=Zq8Xw3Rt6Yu1Io9Pa4Sd7Fg2&page=2",
+            "secret_assignment",
+        ),
         (
             "Authorization: Bearer 9f8e7d6c5b4a39281706f5e4d3c2b1a0",
             "authorization_header",
@@ -416,6 +421,8 @@ fn the_usual_env_config_header_and_url_forms_are_caught() {
         "https://github.com/owner/repo@v1",
         "access_token: null",
         "API_TOKEN=changeme",
+        // A coverage badge's public graph token, then the URL's next field.
+        "https://img.shields.io/codecov/c/gh/o/r?style=flat&token=P0YeuKXJyp&logo=codecov",
     ] {
         assert_eq!(secrets::scan(fine), vec![], "{fine}");
     }

@@ -9,6 +9,7 @@ pub mod expire;
 pub mod export;
 pub mod reply;
 pub mod request;
+pub mod search;
 pub mod undo_session;
 
 use crate::journal::History;
@@ -19,11 +20,26 @@ use crate::journal::History;
 pub struct Control {
     key: Option<String>,
     history: Option<History>,
+    search: Option<std::sync::Arc<crate::search::Search>>,
 }
 
 impl Control {
     pub fn new(key: Option<String>, history: Option<History>) -> Control {
-        Control { key, history }
+        Control {
+            key,
+            history,
+            search: None,
+        }
+    }
+
+    /// The memory's search index, for `memfs search` and the doors.
+    pub fn with_search(mut self, search: Option<std::sync::Arc<crate::search::Search>>) -> Control {
+        self.search = search;
+        self
+    }
+
+    pub fn search(&self) -> Option<&std::sync::Arc<crate::search::Search>> {
+        self.search.as_ref()
     }
 
     /// Whether `key` is the owner's control key (never, when it has none).

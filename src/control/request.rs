@@ -106,6 +106,21 @@ pub enum Request {
         dry_run: bool,
         path: Option<String>,
     },
+    /// Full-text search (`memfs search`): the files that match `query`,
+    /// best first, each with its first matched lines.
+    Search {
+        query: String,
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        limit: Option<usize>,
+        /// Only files below this path.
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        path: Option<String>,
+        #[serde(default)]
+        json: bool,
+        /// Also editor scratch files and hidden names.
+        #[serde(default)]
+        all: bool,
+    },
 }
 
 impl From<Refusal> for Reply {
@@ -154,6 +169,16 @@ pub fn handle(store: &Arc<Store>, control: &Control, request: &Request) -> Reply
         // Needs no history: the deletes are kept in it when there is one.
         return clear(store, door, session.as_deref());
     }
+    if let Request::Search {
+        query,
+        limit,
+        path,
+        json,
+        all,
+    } = request
+    {
+        return super::search::answer(control, query, *limit, path.as_deref(), *json, *all);
+    }
     let Some(history) = control.history() else {
         return Reply::error("this memory keeps no history");
     };
@@ -174,12 +199,7 @@ fn run(store: &Arc<Store>, history: &History, request: &Request) -> Result<Reply
             page,
         } => {
             let at = path(at.as_deref())?;
-            let scratch = crate::tool::Hide::new(
-                crate::tool::EDITOR_ARTIFACTS
-                    .iter()
-                    .map(|p| p.to_string())
-                    .chain([".*".to_string()]),
-            );
+            let scratch = crate::tool::Hide::scratch();
             let (rows, next) = match page {
                 Some(page) => history.log_page(&at, page, LOG_PAGE)?,
                 None => (history.log(&at)?, None),
@@ -343,6 +363,8 @@ fn run(store: &Arc<Store>, history: &History, request: &Request) -> Result<Reply
             let at = path(at.as_deref())?;
             super::expire::run(store, &at, idle, *dry_run)
         }
+        // Answered by `handle` before the history is looked for.
+        Request::Search { .. } => Ok(Reply::error("search is not a history request")),
     }
 }
 

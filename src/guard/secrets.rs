@@ -162,7 +162,8 @@ const RULES: &[Rule] = &[
     },
     Rule {
         kind: "secret_assignment",
-        pattern: r#"(?i)\b[a-z0-9_\-]*(?:secret|token|api[_-]?key|access[_-]?key|client[_-]?secret|auth[_-]?token|secret[_-]?key)["']?\s*[:=]\s*["']?([^\s"'`,;)]+)"#,
+        // (A URL's query value ends at `&`: `?token=abc&logo=x` is `abc`.)
+        pattern: r#"(?i)\b[a-z0-9_\-]*(?:secret|token|api[_-]?key|access[_-]?key|client[_-]?secret|auth[_-]?token|secret[_-]?key)["']?\s*[:=]\s*["']?([^\s"'`,;)&]+)"#,
         check: Some(random_secret),
     },
 ];

@@ -270,6 +270,13 @@ impl History {
         Ok(self.rows()?.into_iter().find(|r| r.id() == version))
     }
 
+    /// How many redactions this journal has done since it opened.
+    pub fn redactions(&self) -> u64 {
+        self.shared
+            .redactions
+            .load(std::sync::atomic::Ordering::SeqCst)
+    }
+
     /// The rows made since `cursor` was last moved, oldest first, and the
     /// cursor moved past them: only the frames appended since are read. A
     /// new cursor, or one a compaction or redaction overtook, reads all.

@@ -53,7 +53,7 @@ use std::time::{Duration, SystemTime};
 pub use checkpoint::Files;
 pub use history::{Cursor, History, LogPage, Refusal};
 pub use record::{ChangeRec, OpRec};
-pub use row::{Actor, Op, Row};
+pub use row::{Actor, Op, Row, REDACTED_PATH};
 pub use upstream::{Outgoing, Transaction, Upstream, UpstreamError};
 pub use writer::Stats;
 

@@ -338,6 +338,8 @@ impl History {
         if let Some(sha) = &sha {
             st.contents.remove(sha);
         }
+        sh.redactions
+            .fetch_add(1, std::sync::atomic::Ordering::SeqCst);
         let mut said = format!("version {version}: content erased from {versions} version(s)");
         if erase_path {
             said.push_str(&format!(", path erased from {paths} place(s)"));

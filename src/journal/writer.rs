@@ -121,6 +121,9 @@ pub(super) struct Core {
     /// Counts rewrites, as they begin and as they end: a reader that
     /// follows the journal by offset reads it all again when it moved.
     pub rewrites: AtomicU64,
+    /// Counts redactions done since the journal opened: what derives from
+    /// contents (the search index) rewrites itself when it moved.
+    pub redactions: AtomicU64,
     /// Records the journal owes: what start-up found when the disk refused
     /// to take it then, and changes a shared store committed that the disk
     /// then refused here. They go first in the next frame.
@@ -186,6 +189,7 @@ impl Core {
             refusing: AtomicBool::new(false),
             rewriting: Mutex::new(rank::REWRITING, ()),
             rewrites: AtomicU64::new(0),
+            redactions: AtomicU64::new(0),
             behind: Mutex::new(rank::BEHIND, Vec::new()),
             owed_batches: Mutex::new(rank::OWED_BATCHES, Vec::new()),
             upstream: std::sync::OnceLock::new(),

@@ -42,6 +42,7 @@ pub const PROCESS_NAMES: Rank = Rank::new(30, "fuse::request::process_of");
 pub const ATTR_LAST: Rank = Rank::new(30, "fuse::attr::once_a_minute");
 pub const FLUSHER: Rank = Rank::new(30, "fuse::flusher::Flusher::state");
 pub const HTTP_PENDING: Rank = Rank::new(30, "listen::pending::Pending::queue");
+pub const SEARCH: Rank = Rank::new(32, "search::Search::state");
 
 // Step 4: one journal's pool jobs (the shutdown waits for them), whoever
 // commits a batch, then a shared store's connection.

@@ -68,6 +68,17 @@ impl Hide {
         }
     }
 
+    /// What a person's listing leaves out unless they ask for all: editor
+    /// scratch files and hidden names (`memfs log`, `memfs search`, the page).
+    pub fn scratch() -> Self {
+        Hide::new(
+            EDITOR_ARTIFACTS
+                .iter()
+                .map(|p| p.to_string())
+                .chain([".*".to_string()]),
+        )
+    }
+
     pub fn hides(&self, name: &str) -> bool {
         name.starts_with('.')
             || name == "node_modules"

@@ -29,12 +29,7 @@ pub struct Model {
 /// Editor scratch files and hidden names, left out of the page as they are
 /// out of the tool's view and `memfs log`.
 pub fn scratch() -> Hide {
-    Hide::new(
-        crate::tool::EDITOR_ARTIFACTS
-            .iter()
-            .map(|p| p.to_string())
-            .chain([".*".to_string()]),
-    )
+    Hide::scratch()
 }
 
 /// Whether a row leaves content at its path ([`Row::leaves_content`]).

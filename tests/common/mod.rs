@@ -646,3 +646,14 @@ impl Drop for Page {
         let _ = self.child.wait();
     }
 }
+
+/// A process's resident memory, in KiB.
+pub fn rss_kib(pid: u32) -> u64 {
+    let status = fs::read_to_string(format!("/proc/{pid}/status")).unwrap();
+    status
+        .lines()
+        .find(|l| l.starts_with("VmRSS:"))
+        .and_then(|l| l.split_whitespace().nth(1))
+        .and_then(|n| n.parse().ok())
+        .unwrap_or(0)
+}

@@ -1,12 +1,16 @@
-//! The analyzer both engines are given: words split the way code and notes
-//! name things. A run is letters and digits joined by `_ . - / :`
+//! The analyzer: words split the way code and notes name things. A run is letters and digits joined by `_ . - / :`
 //! (`parse_http_reply`, `std::io`, `notes/a.md`); its parts are split again at
 //! case and letter/digit boundaries (`parseHTTPReply` → parse, http, reply).
 //! Parts go to the body with positions; a run of two parts or more also goes
-//! whole, lowercased, to the identifiers.
+//! whole, lowercased, to the identifiers. The index and the snippets use
+//! the same analyzer, so a line is marked where the index matched.
 
 /// The longest part or run kept (longer ones are hashes and base64).
 pub const LONGEST: usize = 64;
+
+/// Bumped whenever the analyzer's output changes: an index made by another
+/// version is rebuilt.
+pub const VERSION: u32 = 1;
 
 #[derive(Debug, Clone, PartialEq)]
 pub struct Part {
@@ -177,5 +181,32 @@ mod tests {
         );
         assert_eq!(words("std::io::Read").1, vec!["std::io::read".to_string()]);
         assert_eq!(words("end. Next").1, Vec::<String>::new());
+    }
+
+    #[test]
+    fn long_runs_are_left_out_and_positions_follow() {
+        let hash = "a".repeat(LONGEST + 1);
+        let (b, i) = analyze(&format!("x {hash} y_z"));
+        assert_eq!(
+            b.iter().map(|p| p.text.as_str()).collect::<Vec<_>>(),
+            ["x", "y", "z"]
+        );
+        assert_eq!(b.iter().map(|p| p.position).collect::<Vec<_>>(), [0, 1, 2]);
+        assert_eq!(i[0].text, "y_z");
+    }
+
+    proptest::proptest! {
+        #[test]
+        fn parts_are_the_text_they_cover(text in "\\PC{0,80}") {
+            let (body, idents) = analyze(&text);
+            for (n, p) in body.iter().enumerate() {
+                proptest::prop_assert_eq!(p.position, n);
+                proptest::prop_assert_eq!(&text[p.from..p.to].to_lowercase(), &p.text);
+                proptest::prop_assert!(!p.text.is_empty());
+            }
+            for p in &idents {
+                proptest::prop_assert_eq!(&text[p.from..p.to].to_lowercase(), &p.text);
+            }
+        }
     }
 }

@@ -1,0 +1,529 @@
+//! The full-text index of one memory, in tantivy: one document per live
+//! file (its path, the sha256 of the content indexed, the analyzed path,
+//! body and identifiers). Contents are not stored: snippets are cut from
+//! the live file. The index knows which content it holds of each path, so
+//! that bringing it up to date is a comparison with the tree.
+
+use std::collections::BTreeMap;
+use std::path::{Path, PathBuf};
+
+use tantivy::collector::TopDocs;
+use tantivy::indexer::NoMergePolicy;
+use tantivy::query::{
+    BooleanQuery, BoostQuery, Occur, PhrasePrefixQuery, PhraseQuery, Query as Engine, TermQuery,
+};
+use tantivy::schema::{
+    Field, IndexRecordOption, Schema, TextFieldIndexing, TextOptions, Value, STORED, STRING,
+};
+use tantivy::tokenizer::{Token, TokenStream, Tokenizer};
+use tantivy::{DocAddress, Index as Tantivy, IndexReader, IndexWriter, ReloadPolicy, Term};
+
+use super::analyze;
+use super::query::{Clause, Query};
+
+type Doc = tantivy::TantivyDocument;
+
+/// The file beside tantivy's that says which analyzer made the index.
+const STAMP: &str = "memfs-search.json";
+
+/// Segments past which an update merges the small ones into one.
+const MOST_SEGMENTS: usize = 8;
+
+/// A prefix matches at most this many words of the index.
+const PREFIX_EXPANSIONS: u32 = 2000;
+
+/// The analyzer as a tantivy tokenizer: the body's parts, or the whole
+/// identifiers.
+#[derive(Clone)]
+struct Words {
+    idents: bool,
+}
+
+/// The tokens left, last first, and the one `advance` moved to.
+struct Stream {
+    rest: Vec<Token>,
+    current: Token,
+}
+
+impl TokenStream for Stream {
+    fn advance(&mut self) -> bool {
+        match self.rest.pop() {
+            Some(t) => {
+                self.current = t;
+                true
+            }
+            None => false,
+        }
+    }
+    fn token(&self) -> &Token {
+        &self.current
+    }
+    fn token_mut(&mut self) -> &mut Token {
+        &mut self.current
+    }
+}
+
+impl Tokenizer for Words {
+    type TokenStream<'a> = Stream;
+    fn token_stream<'a>(&'a mut self, text: &'a str) -> Stream {
+        let (body, idents) = analyze::analyze(text);
+        let parts = if self.idents { idents } else { body };
+        let rest = parts
+            .into_iter()
+            .rev()
+            .map(|p| Token {
+                offset_from: p.from,
+                offset_to: p.to,
+                position: p.position,
+                text: p.text,
+                position_length: 1,
+            })
+            .collect();
+        Stream {
+            rest,
+            current: Token::default(),
+        }
+    }
+}
+
+#[derive(Clone, Copy)]
+struct Fields {
+    path: Field,
+    sha: Field,
+    path_text: Field,
+    body: Field,
+    idents: Field,
+}
+
+fn schema() -> (Schema, Fields) {
+    let mut sb = Schema::builder();
+    let positions = TextOptions::default().set_indexing_options(
+        TextFieldIndexing::default()
+            .set_tokenizer("memfs")
+            .set_index_option(IndexRecordOption::WithFreqsAndPositions),
+    );
+    let freqs = TextOptions::default().set_indexing_options(
+        TextFieldIndexing::default()
+            .set_tokenizer("memfs_idents")
+            .set_index_option(IndexRecordOption::WithFreqs),
+    );
+    let fields = Fields {
+        path: sb.add_text_field("path", STRING | STORED),
+        sha: sb.add_text_field("sha", STRING | STORED),
+        path_text: sb.add_text_field("path_text", positions.clone()),
+        body: sb.add_text_field("body", positions),
+        idents: sb.add_text_field("idents", freqs),
+    };
+    (sb.build(), fields)
+}
+
+/// One document to put: a live file's path (relative, `notes/a.md`), the
+/// sha256 of its content, and its text (none: not text, found by path only).
+pub struct Put {
+    pub path: String,
+    pub sha: String,
+    pub text: Option<String>,
+}
+
+/// A match: the path and the content the index holds of it.
+pub struct Found {
+    pub path: String,
+    pub sha: String,
+    pub score: f32,
+}
+
+pub struct Index {
+    index: Tantivy,
+    reader: IndexReader,
+    fields: Fields,
+    /// The writer, kept while changes come (its threads and buffers are
+    /// not made again for each), and when it was last used.
+    writer: Option<(IndexWriter<Doc>, std::time::Instant)>,
+    /// Every document's path and sha, as committed.
+    docs: BTreeMap<String, String>,
+    /// Documents deleted since the index was last purged of them.
+    deleted_since_purge: bool,
+}
+
+fn engine_error(doing: &str, e: tantivy::TantivyError) -> String {
+    format!("the search index could not be {doing}: {e}")
+}
+
+fn register(index: &Tantivy) {
+    index
+        .tokenizers()
+        .register("memfs", Words { idents: false });
+    index
+        .tokenizers()
+        .register("memfs_idents", Words { idents: true });
+}
+
+fn stamp_text() -> String {
+    format!("{{\"analyzer\": {}}}\n", analyze::VERSION)
+}
+
+impl Index {
+    /// Opens the index in `dir`, if one made by this analyzer is there.
+    pub fn open(dir: &Path) -> Result<Index, String> {
+        match std::fs::read_to_string(dir.join(STAMP)) {
+            Ok(s) if s == stamp_text() => {}
+            Ok(_) => return Err("the search index was made by another version".into()),
+            Err(e) => return Err(format!("no search index ({e})")),
+        }
+        let index = Tantivy::open_in_dir(dir).map_err(|e| engine_error("opened", e))?;
+        let (want, fields) = schema();
+        if index.schema() != want {
+            return Err("the search index has another schema".into());
+        }
+        register(&index);
+        let reader = index
+            .reader_builder()
+            .reload_policy(ReloadPolicy::Manual)
+            .try_into()
+            .map_err(|e| engine_error("read", e))?;
+        let mut this = Index {
+            index,
+            reader,
+            fields,
+            writer: None,
+            docs: BTreeMap::new(),
+            deleted_since_purge: false,
+        };
+        this.docs = this.read_docs()?;
+        this.deleted_since_purge = this
+            .reader
+            .searcher()
+            .segment_readers()
+            .iter()
+            .any(|s| s.num_deleted_docs() > 0);
+        Ok(this)
+    }
+
+    /// Builds an index of `files` from nothing in `dir` (which must not
+    /// exist), with a writer sized for `bytes` of text.
+    pub fn build(dir: &Path, files: Vec<Put>, bytes: u64) -> Result<Index, String> {
+        std::fs::create_dir(dir).map_err(|e| format!("the search index could not be made: {e}"))?;
+        let (schema, fields) = schema();
+        let index = Tantivy::create_in_dir(dir, schema).map_err(|e| engine_error("made", e))?;
+        register(&index);
+        let threads = if bytes > 8 << 20 { 2 } else { 1 };
+        let heap = (bytes as usize).clamp(15_000_000 * threads, 50_000_000 * threads);
+        let mut writer: IndexWriter<Doc> = index
+            .writer_with_num_threads(threads, heap)
+            .map_err(|e| engine_error("written", e))?;
+        let mut docs = BTreeMap::new();
+        for put in files {
+            writer
+                .add_document(document(&fields, &put))
+                .map_err(|e| engine_error("written", e))?;
+            docs.insert(put.path, put.sha);
+        }
+        writer.commit().map_err(|e| engine_error("written", e))?;
+        writer
+            .wait_merging_threads()
+            .map_err(|e| engine_error("written", e))?;
+        std::fs::write(dir.join(STAMP), stamp_text())
+            .map_err(|e| format!("the search index could not be stamped: {e}"))?;
+        let reader = index
+            .reader_builder()
+            .reload_policy(ReloadPolicy::Manual)
+            .try_into()
+            .map_err(|e| engine_error("read", e))?;
+        Ok(Index {
+            index,
+            reader,
+            fields,
+            writer: None,
+            docs,
+            deleted_since_purge: false,
+        })
+    }
+
+    fn read_docs(&self) -> Result<BTreeMap<String, String>, String> {
+        let searcher = self.reader.searcher();
+        let mut out = BTreeMap::new();
+        for (n, segment) in searcher.segment_readers().iter().enumerate() {
+            for id in segment.doc_ids_alive() {
+                let doc: Doc = searcher
+                    .doc(DocAddress::new(n as u32, id))
+                    .map_err(|e| engine_error("read", e))?;
+                let get = |f| {
+                    doc.get_first(f)
+                        .and_then(|v| v.as_str())
+                        .map(str::to_string)
+                };
+                if let (Some(path), Some(sha)) = (get(self.fields.path), get(self.fields.sha)) {
+                    out.insert(path, sha);
+                }
+            }
+        }
+        Ok(out)
+    }
+
+    /// Every document's path and the sha256 of the content it holds.
+    pub fn docs(&self) -> &BTreeMap<String, String> {
+        &self.docs
+    }
+
+    /// The writer, made if there is none (one indexing thread, one merge
+    /// thread, no merges of its own: [`Index::update`] merges).
+    fn writer(&mut self) -> Result<&mut IndexWriter<Doc>, String> {
+        if self.writer.is_none() {
+            let options = tantivy::indexer::IndexWriterOptions::builder()
+                .num_worker_threads(1)
+                .num_merge_threads(1)
+                .memory_budget_per_thread(15_000_000)
+                .build();
+            let writer: IndexWriter<Doc> = self
+                .index
+                .writer_with_options(options)
+                .map_err(|e| engine_error("written", e))?;
+            writer.set_merge_policy(Box::new(NoMergePolicy));
+            self.writer = Some((writer, std::time::Instant::now()));
+        }
+        let (writer, used) = self.writer.as_mut().expect("made above");
+        *used = std::time::Instant::now();
+        Ok(writer)
+    }
+
+    /// Lets the writer go once it has not been used for `idle`.
+    pub fn drop_idle_writer(&mut self, idle: std::time::Duration) {
+        if self
+            .writer
+            .as_ref()
+            .is_some_and(|(_, used)| used.elapsed() >= idle)
+        {
+            if let Some((writer, _)) = self.writer.take() {
+                let _ = writer.wait_merging_threads();
+            }
+        }
+    }
+
+    /// Puts `puts` and removes `removes` in one commit.
+    pub fn update(&mut self, puts: Vec<Put>, removes: Vec<String>) -> Result<(), String> {
+        if puts.is_empty() && removes.is_empty() {
+            return Ok(());
+        }
+        let result = self.try_update(&puts, &removes);
+        if result.is_err() {
+            // A writer that failed is not used again (the next update
+            // makes a new one from what was committed).
+            self.writer = None;
+            return result;
+        }
+        self.deleted_since_purge |=
+            !removes.is_empty() || puts.iter().any(|p| self.docs.contains_key(&p.path));
+        for path in removes {
+            self.docs.remove(&path);
+        }
+        for put in puts {
+            self.docs.insert(put.path, put.sha);
+        }
+        self.reader.reload().map_err(|e| engine_error("read", e))
+    }
+
+    fn try_update(&mut self, puts: &[Put], removes: &[String]) -> Result<(), String> {
+        let fields = self.fields;
+        let replaced: Vec<bool> = puts
+            .iter()
+            .map(|p| self.docs.contains_key(&p.path))
+            .collect();
+        let writer = self.writer()?;
+        for path in removes {
+            writer.delete_term(Term::from_field_text(fields.path, path));
+        }
+        for (put, replaced) in puts.iter().zip(replaced) {
+            if replaced {
+                writer.delete_term(Term::from_field_text(fields.path, &put.path));
+            }
+            writer
+                .add_document(document(&fields, put))
+                .map_err(|e| engine_error("written", e))?;
+        }
+        writer.commit().map_err(|e| engine_error("written", e))?;
+        let mut metas = self
+            .index
+            .searchable_segment_metas()
+            .map_err(|e| engine_error("read", e))?;
+        if metas.len() > MOST_SEGMENTS {
+            // The small ones into one (the largest stays as it is).
+            metas.sort_by_key(|m| std::cmp::Reverse(m.num_docs()));
+            let ids: Vec<_> = metas[1..].iter().map(|m| m.id()).collect();
+            self.writer()?
+                .merge(&ids)
+                .wait()
+                .map_err(|e| engine_error("merged", e))?;
+        }
+        Ok(())
+    }
+
+    /// Rewrites the index without the documents deleted from it: what a
+    /// deleted document held leaves the index's files (after a redaction).
+    pub fn purge(&mut self) -> Result<(), String> {
+        if !self.deleted_since_purge {
+            return Ok(());
+        }
+        let ids = self
+            .index
+            .searchable_segment_ids()
+            .map_err(|e| engine_error("read", e))?;
+        let writer = self.writer()?;
+        if !ids.is_empty() {
+            writer
+                .merge(&ids)
+                .wait()
+                .map_err(|e| engine_error("merged", e))?;
+        }
+        writer
+            .garbage_collect_files()
+            .wait()
+            .map_err(|e| engine_error("cleaned", e))?;
+        self.deleted_since_purge = false;
+        self.reader.reload().map_err(|e| engine_error("read", e))
+    }
+
+    fn words(&self, field: Field, parts: &[String]) -> Box<dyn Engine> {
+        let terms: Vec<Term> = parts
+            .iter()
+            .map(|p| Term::from_field_text(field, p))
+            .collect();
+        match terms.len() {
+            1 => Box::new(TermQuery::new(
+                terms[0].clone(),
+                IndexRecordOption::WithFreqs,
+            )),
+            _ => Box::new(PhraseQuery::new(terms)),
+        }
+    }
+
+    fn prefix(&self, field: Field, parts: &[String]) -> Box<dyn Engine> {
+        let terms = parts
+            .iter()
+            .map(|p| Term::from_field_text(field, p))
+            .collect();
+        let mut q = PhrasePrefixQuery::new(terms);
+        q.set_max_expansions(PREFIX_EXPANSIONS);
+        Box::new(q)
+    }
+
+    /// One clause: the body, the path (weighed double) or, for a word
+    /// that is an identifier, the identifier whole (weighed double).
+    fn clause(&self, c: &Clause) -> Box<dyn Engine> {
+        let f = self.fields;
+        let boost = |q: Box<dyn Engine>| -> Box<dyn Engine> { Box::new(BoostQuery::new(q, 2.0)) };
+        let any: Vec<(Occur, Box<dyn Engine>)> = match c {
+            Clause::Word { parts, ident } => {
+                let mut any = vec![
+                    (Occur::Should, self.words(f.body, parts)),
+                    (Occur::Should, boost(self.words(f.path_text, parts))),
+                ];
+                if let Some(i) = ident {
+                    any.push((
+                        Occur::Should,
+                        boost(self.words(f.idents, std::slice::from_ref(i))),
+                    ));
+                }
+                any
+            }
+            Clause::Phrase(parts) => vec![
+                (Occur::Should, self.words(f.body, parts)),
+                (Occur::Should, boost(self.words(f.path_text, parts))),
+            ],
+            Clause::Prefix(parts) => vec![
+                (Occur::Should, self.prefix(f.body, parts)),
+                (Occur::Should, boost(self.prefix(f.path_text, parts))),
+            ],
+        };
+        Box::new(BooleanQuery::new(any))
+    }
+
+    /// The best `limit` documents for `query`, best first.
+    pub fn search(&self, query: &Query, limit: usize) -> Result<Vec<Found>, String> {
+        let mut all: Vec<(Occur, Box<dyn Engine>)> = query
+            .must
+            .iter()
+            .map(|c| (Occur::Must, self.clause(c)))
+            .collect();
+        all.extend(query.not.iter().map(|c| (Occur::MustNot, self.clause(c))));
+        if let Some(under) = &query.under {
+            let mut q =
+                PhrasePrefixQuery::new(vec![Term::from_field_text(self.fields.path, under)]);
+            q.set_max_expansions(u32::MAX);
+            all.push((Occur::Must, Box::new(BoostQuery::new(Box::new(q), 0.0))));
+        }
+        let searcher = self.reader.searcher();
+        let top = searcher
+            .search(
+                &BooleanQuery::new(all),
+                &TopDocs::with_limit(limit.max(1)).order_by_score(),
+            )
+            .map_err(|e| engine_error("searched", e))?;
+        let mut out = Vec::with_capacity(top.len());
+        for (score, address) in top {
+            let doc: Doc = searcher.doc(address).map_err(|e| engine_error("read", e))?;
+            let get = |f| {
+                doc.get_first(f)
+                    .and_then(|v| v.as_str())
+                    .unwrap_or_default()
+                    .to_string()
+            };
+            out.push(Found {
+                path: get(self.fields.path),
+                sha: get(self.fields.sha),
+                score,
+            });
+        }
+        Ok(out)
+    }
+
+    /// Whether any segment's dictionary of the body holds `word` (also for
+    /// a deleted document, until a purge): what a redaction must leave
+    /// behind.
+    pub fn holds_word(&self, word: &str) -> Result<bool, String> {
+        let searcher = self.reader.searcher();
+        for segment in searcher.segment_readers() {
+            let words = segment
+                .inverted_index(self.fields.body)
+                .map_err(|e| engine_error("read", e))?;
+            if words
+                .terms()
+                .get(word.as_bytes())
+                .map_err(|e| format!("the search index could not be read: {e}"))?
+                .is_some()
+            {
+                return Ok(true);
+            }
+        }
+        Ok(false)
+    }
+
+    /// The bytes the index's files take.
+    pub fn bytes(dir: &Path) -> u64 {
+        let mut n = 0;
+        if let Ok(entries) = std::fs::read_dir(dir) {
+            for e in entries.flatten() {
+                n += e.metadata().map_or(0, |m| m.len());
+            }
+        }
+        n
+    }
+}
+
+fn document(f: &Fields, put: &Put) -> Doc {
+    let mut d = Doc::default();
+    d.add_text(f.path, &put.path);
+    d.add_text(f.sha, &put.sha);
+    d.add_text(f.path_text, &put.path);
+    d.add_text(f.idents, &put.path);
+    if let Some(text) = &put.text {
+        d.add_text(f.body, text);
+        d.add_text(f.idents, text);
+    }
+    d
+}
+
+/// Where a data dir's index lives (`DIR/.memfs/search`), and where a
+/// rebuild makes the new one before it takes its place.
+pub fn dirs(state_dir: &Path) -> (PathBuf, PathBuf) {
+    (state_dir.join("search"), state_dir.join("search.new"))
+}

@@ -1,0 +1,425 @@
+//! Full-text search over one memory: derived state kept in
+//! `DIR/.memfs/search/`, brought up to date from the journal and read for
+//! what matched, never for what a file holds (lines and snippets are cut
+//! from the live file).
+//!
+//! A memory's [`Search`] follows its journal a few times a second: the
+//! rows since the last look name the paths that changed (from any door, and
+//! from other hosts of a shared store, whose changes the journal records
+//! too), and each such path is put again as the tree holds it now, or
+//! removed. The first look of a process compares the whole tree with the
+//! index (an index that is missing, damaged or made by another analyzer is
+//! built again from the tree first); so does the first look after the
+//! journal was rewritten (a compaction, a redaction), which then also
+//! rewrites the index without its deleted documents, so that a redacted
+//! content leaves the index's files. A search looks first, so a change is
+//! found as soon as its call returned.
+
+pub mod analyze;
+pub mod index;
+pub mod lines;
+pub mod query;
+
+use std::collections::{BTreeMap, HashMap};
+use std::path::PathBuf;
+use std::sync::{Arc, Weak};
+use std::time::Duration;
+
+use crate::digest::Sha;
+use crate::journal::{Cursor, History, REDACTED_PATH};
+use crate::lock::{rank, Mutex};
+use crate::path::MemPath;
+use crate::store::{Ino, NodeKind, Store, Tree};
+use crate::tool::Hide;
+
+pub use index::Index;
+pub use lines::Line;
+pub use query::Query;
+
+/// How often a memory's index looks at its journal.
+pub const PERIOD: Duration = Duration::from_millis(300);
+
+/// How long an index keeps its writer after its last change.
+pub const WRITER_IDLE: Duration = Duration::from_secs(10);
+
+/// The most results one search returns.
+pub const MOST_RESULTS: usize = 100;
+/// Results when the caller does not say.
+pub const DEFAULT_RESULTS: usize = 20;
+/// Matched lines shown of one file.
+pub const LINES_PER_FILE: usize = 3;
+
+/// Why a search gave no results.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum SearchError {
+    /// The query: the caller's to fix.
+    Query(String),
+    /// The index could not answer (memfs' side).
+    Index(String),
+}
+
+impl std::fmt::Display for SearchError {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            SearchError::Query(e) | SearchError::Index(e) => f.write_str(e),
+        }
+    }
+}
+
+/// One file that matched.
+#[derive(Debug, Clone, PartialEq, serde::Serialize)]
+pub struct Hit {
+    /// `/memories/...`.
+    pub path: String,
+    pub score: f32,
+    /// Its first matched lines (none when only its path matched).
+    pub lines: Vec<Line>,
+}
+
+/// What a search is asked.
+#[derive(Debug, Clone)]
+pub struct Ask<'a> {
+    pub query: &'a str,
+    pub limit: usize,
+    /// Only paths below this (relative, or `/memories/...`).
+    pub under: Option<&'a str>,
+    /// Names left out (the agent's doors pass the tool's; none: a person
+    /// who asked for all).
+    pub hide: Option<&'a Hide>,
+}
+
+struct State {
+    /// The memory closed: no more looks.
+    stopped: bool,
+    index: Option<Index>,
+    /// Where the journal was read up to.
+    cursor: Option<Cursor>,
+    /// The journal's redactions when it was last read.
+    redactions: u64,
+    /// The bytes each path's document was made from (while the tree holds
+    /// them unchanged, a comparison needs no hash).
+    known: HashMap<String, Weak<Vec<u8>>>,
+}
+
+/// The index of one memory, and what keeps it current.
+pub struct Search {
+    state: Mutex<State>,
+    store: Weak<Store>,
+    history: History,
+    dir: PathBuf,
+    new_dir: PathBuf,
+}
+
+/// A live file as the tree holds it: its relative path and bytes.
+type Live = (String, Arc<Vec<u8>>);
+
+impl Search {
+    /// The index of the memory `store` in the data dir whose `.memfs` is
+    /// `state_dir`, looking at the journal every [`PERIOD`] from now on
+    /// (for as long as the returned value is held).
+    pub fn start(store: &Arc<Store>, history: History, state_dir: &std::path::Path) -> Arc<Search> {
+        let (dir, new_dir) = index::dirs(state_dir);
+        let search = Arc::new(Search {
+            state: Mutex::new(
+                rank::SEARCH,
+                State {
+                    stopped: false,
+                    index: None,
+                    cursor: None,
+                    redactions: 0,
+                    known: HashMap::new(),
+                },
+            ),
+            store: Arc::downgrade(store),
+            history,
+            dir,
+            new_dir,
+        });
+        crate::pool::search().every(PERIOD, Arc::downgrade(&search), Search::tick);
+        search
+    }
+
+    /// Brings the index up to date with the journal (and the tree).
+    pub fn catch_up(&self) -> Result<(), String> {
+        self.catch_up_with(false)
+    }
+
+    /// [`Search::catch_up`]; with `unrecorded`, also the files written
+    /// through the mount that are not a version yet (a save the flusher
+    /// has not handed to the journal), so that a search right after a save
+    /// finds it.
+    fn catch_up_with(&self, unrecorded: bool) -> Result<(), String> {
+        let mut st = self.state.lock();
+        let Some(store) = self.store.upgrade().filter(|_| !st.stopped) else {
+            return Ok(());
+        };
+        let first = st.index.is_none();
+        let (rows, all) = self.history.rows_after(&mut st.cursor).map_err(|r| r.0)?;
+        // Read after the rows: a redaction counts under the journal's lock
+        // that `rows_after` takes.
+        let redactions = self.history.redactions();
+        if first {
+            st.index = Some(match Index::open(&self.dir) {
+                Ok(index) => index,
+                Err(why) => {
+                    tracing::info!("building the search index ({why})");
+                    self.rebuild(&store)?
+                }
+            });
+        }
+        let st = &mut *st;
+        let Some(index) = st.index.as_mut() else {
+            return Ok(());
+        };
+        if all {
+            let live = store.with_tree(|t| files_below(t, &MemPath::root()));
+            let docs: Vec<String> = index.docs().keys().cloned().collect();
+            update(index, &mut st.known, live, docs)?;
+            // A redaction (or, on a first look, maybe one while nobody
+            // looked): what it erased goes from the index's files too.
+            if first || redactions != st.redactions {
+                st.redactions = redactions;
+                index.purge()?;
+            }
+            return Ok(());
+        }
+        let touched = touched(&rows, unrecorded.then_some(&*store));
+        if touched.is_empty() {
+            return Ok(());
+        }
+        let live = store.with_tree(|t| {
+            touched
+                .iter()
+                .flat_map(|at| files_below(t, at))
+                .collect::<Vec<_>>()
+        });
+        let docs = touched
+            .iter()
+            .flat_map(|at| docs_below(index.docs(), &at.relative()))
+            .collect();
+        update(index, &mut st.known, live, docs)
+    }
+
+    /// The background look: [`Search::catch_up`], then the index's writer
+    /// let go once idle.
+    fn tick(&self) {
+        if let Err(e) = self.catch_up() {
+            tracing::warn!("the search index is not current: {e}");
+        }
+        if let Some(index) = self.state.lock().index.as_mut() {
+            index.drop_idle_writer(WRITER_IDLE);
+        }
+    }
+
+    /// Stops looking, once a look under way has ended, and closes the
+    /// index (the memory is closing: the next owner of the data dir opens
+    /// it).
+    pub fn stop(&self) {
+        let mut st = self.state.lock();
+        st.stopped = true;
+        st.index = None;
+    }
+
+    /// A new index of the whole tree, made beside the old one and put in
+    /// its place.
+    fn rebuild(&self, store: &Store) -> Result<Index, String> {
+        let live = store.with_tree(|t| files_below(t, &MemPath::root()));
+        let bytes = live.iter().map(|(_, d)| d.len() as u64).sum();
+        let puts = live.into_iter().map(|(p, d)| put(p, &d)).collect();
+        let _ = std::fs::remove_dir_all(&self.new_dir);
+        Index::build(&self.new_dir, puts, bytes)?;
+        let _ = std::fs::remove_dir_all(&self.dir);
+        std::fs::rename(&self.new_dir, &self.dir)
+            .map_err(|e| format!("the new search index could not take the old one's place: {e}"))?;
+        Index::open(&self.dir)
+    }
+
+    /// The files that match, best first.
+    pub fn search(&self, ask: &Ask) -> Result<Vec<Hit>, SearchError> {
+        let mut query = query::parse(ask.query).map_err(SearchError::Query)?;
+        if let Some(under) = ask.under {
+            if query.under.is_some() {
+                return Err(SearchError::Query(
+                    "the path is given twice (in the query's `path:` and beside it)".into(),
+                ));
+            }
+            let under = under.strip_prefix("/memories").unwrap_or(under);
+            query.under = Some(under.trim_start_matches('/').to_string());
+        }
+        let limit = ask.limit.clamp(1, MOST_RESULTS);
+        self.catch_up_with(true).map_err(SearchError::Index)?;
+        let Some(store) = self.store.upgrade() else {
+            return Err(SearchError::Index("the memory is closed".into()));
+        };
+        let st = self.state.lock();
+        let Some(index) = st.index.as_ref() else {
+            return Err(SearchError::Index("the memory is closed".into()));
+        };
+        // More than asked: some may be hidden from the caller, or changed
+        // since they were indexed and no longer match.
+        let found = index
+            .search(&query, limit * 2 + 10)
+            .map_err(SearchError::Index)?;
+        drop(st);
+        let mut hits = Vec::new();
+        for f in found {
+            if hits.len() >= limit {
+                break;
+            }
+            let Ok(at) = MemPath::parse(&format!("/memories/{}", f.path)) else {
+                continue;
+            };
+            let shown = at.to_string();
+            if ask.hide.is_some_and(|h| h.hides_path(&shown)) || crate::path::is_tool_state(&shown)
+            {
+                continue;
+            }
+            let Some(data) = store.with_tree(|t| file_at(t, &at)) else {
+                continue;
+            };
+            let text = text_of(&data);
+            if Sha::of(&data).to_string() != f.sha
+                && !lines::still_matches(&query, &f.path, text.unwrap_or(""))
+            {
+                continue;
+            }
+            hits.push(Hit {
+                path: shown,
+                score: f.score,
+                lines: text.map_or_else(Vec::new, |t| lines::lines(&query, t, LINES_PER_FILE)),
+            });
+        }
+        Ok(hits)
+    }
+}
+
+/// The paths `rows` changed and, given the store, the files written
+/// through the mount that are no version yet; sorted, each once.
+fn touched(rows: &[crate::journal::Row], unrecorded: Option<&Store>) -> Vec<MemPath> {
+    let mut out: Vec<MemPath> = rows
+        .iter()
+        .flat_map(|row| std::iter::once(&row.path).chain(row.from.as_ref()))
+        .filter(|p| p.as_str() != REDACTED_PATH)
+        .filter_map(|p| MemPath::parse(p).ok())
+        .collect();
+    if let Some(store) = unrecorded {
+        out.extend(store.with_tree(|t| {
+            t.dirty_files()
+                .into_iter()
+                .filter_map(|ino| t.path_of(ino))
+                .collect::<Vec<_>>()
+        }));
+    }
+    out.sort();
+    out.dedup();
+    out
+}
+
+/// Puts what `live` holds that the index does not, and removes the paths
+/// of `docs` that are not in `live`.
+fn update(
+    index: &mut Index,
+    known: &mut HashMap<String, Weak<Vec<u8>>>,
+    live: Vec<Live>,
+    docs: Vec<String>,
+) -> Result<(), String> {
+    // (A path below two touched ones is listed twice: put once.)
+    let live: BTreeMap<String, Arc<Vec<u8>>> = live.into_iter().collect();
+    let mut puts = Vec::new();
+    for (path, data) in &live {
+        let same = known
+            .get(path)
+            .and_then(Weak::upgrade)
+            .is_some_and(|had| Arc::ptr_eq(&had, data));
+        if same && index.docs().contains_key(path) {
+            continue;
+        }
+        known.insert(path.clone(), Arc::downgrade(data));
+        let sha = Sha::of(data).to_string();
+        if index.docs().get(path) != Some(&sha) {
+            puts.push(index::Put {
+                path: path.clone(),
+                sha,
+                text: text_of(data).map(str::to_string),
+            });
+        }
+    }
+    let mut removes: Vec<String> = docs.into_iter().filter(|d| !live.contains_key(d)).collect();
+    removes.sort();
+    removes.dedup();
+    for gone in &removes {
+        known.remove(gone);
+    }
+    index.update(puts, removes)
+}
+
+fn put(path: String, data: &[u8]) -> index::Put {
+    index::Put {
+        sha: Sha::of(data).to_string(),
+        text: text_of(data).map(str::to_string),
+        path,
+    }
+}
+
+/// A file's bytes as text: UTF-8 with no NUL (anything else is found by
+/// its path only).
+fn text_of(data: &[u8]) -> Option<&str> {
+    std::str::from_utf8(data).ok().filter(|t| !t.contains('\0'))
+}
+
+/// The paths of `docs` at or below `at` (relative; empty: all).
+fn docs_below(docs: &BTreeMap<String, String>, at: &str) -> Vec<String> {
+    if at.is_empty() {
+        return docs.keys().cloned().collect();
+    }
+    let mut out: Vec<String> = docs
+        .get_key_value(at)
+        .map(|(k, _)| k.clone())
+        .into_iter()
+        .collect();
+    let below = format!("{at}/");
+    out.extend(
+        docs.range(below.clone()..)
+            .take_while(|(k, _)| k.starts_with(&below))
+            .map(|(k, _)| k.clone()),
+    );
+    out
+}
+
+/// The bytes of the file at `at`, if a file is there.
+fn file_at(tree: &Tree, at: &MemPath) -> Option<Arc<Vec<u8>>> {
+    let ino = tree.resolve(at).ok()?;
+    match &tree.node(ino).kind {
+        NodeKind::File(data) => Some(data.clone()),
+        _ => None,
+    }
+}
+
+/// Every file at or below `at`, with its relative path (memfs' own state
+/// in the memory, such as `.git`, left out).
+fn files_below(tree: &Tree, at: &MemPath) -> Vec<Live> {
+    let mut out = Vec::new();
+    let Ok(ino) = tree.resolve(at) else {
+        return out;
+    };
+    let mut stack: Vec<(String, Ino)> = vec![(at.relative(), ino)];
+    while let Some((path, ino)) = stack.pop() {
+        match &tree.node(ino).kind {
+            NodeKind::File(data) if !path.is_empty() && !crate::path::is_tool_state(&path) => {
+                out.push((path, data.clone()));
+            }
+            NodeKind::Dir(entries) => {
+                for (name, child) in entries {
+                    let p = if path.is_empty() {
+                        name.clone()
+                    } else {
+                        format!("{path}/{name}")
+                    };
+                    stack.push((p, *child));
+                }
+            }
+            _ => {}
+        }
+    }
+    out
+}

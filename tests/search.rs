@@ -1,0 +1,363 @@
+//! `memfs search` through the doors people use: the CLI on a data dir with
+//! no owner and beside one (a mount, where a person saves with a real
+//! write), the index following every change, rebuilt when lost or damaged,
+//! and a redacted content leaving it.
+
+mod common;
+
+use std::fs;
+use std::path::Path;
+use std::time::{Duration, Instant};
+
+use common::*;
+use serde_json::{json, Value};
+
+/// `memfs --data DIR ARGS...`: exit code, stdout, stderr.
+fn run(dir: &Path, args: &[&str]) -> (i32, String, String) {
+    let out = memfs().arg("--data").arg(dir).args(args).output().unwrap();
+    (
+        out.status.code().unwrap_or(-1),
+        String::from_utf8_lossy(&out.stdout).into_owned(),
+        String::from_utf8_lossy(&out.stderr).into_owned(),
+    )
+}
+
+fn tool(dir: &Path, input: Value) {
+    let (code, v, err) = exec_with(dir, &[], &input.to_string());
+    assert_eq!(code, 0, "{v} {err}");
+    assert_eq!(v["is_error"], false, "{v}");
+}
+
+fn create(dir: &Path, path: &str, text: &str) {
+    tool(
+        dir,
+        json!({"command": "create", "path": path, "file_text": text}),
+    );
+}
+
+/// `memfs search --json QUERY`: the paths found, best first, and the whole answer.
+fn search(dir: &Path, query: &str, extra: &[&str]) -> (Vec<String>, Value) {
+    let mut args = vec!["search", "--json"];
+    args.extend(extra);
+    args.extend(["--", query]);
+    let (code, out, err) = run(dir, &args);
+    assert!(code == 0 || code == 1, "{query}: {code} {err}");
+    let v: Value = serde_json::from_str(&out).unwrap_or_else(|e| panic!("{e}: {out} {err}"));
+    let paths = v["results"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|r| r["path"].as_str().unwrap().to_string())
+        .collect::<Vec<_>>();
+    assert_eq!(code == 0, !paths.is_empty(), "{query}: exit {code}");
+    (paths, v)
+}
+
+fn found(dir: &Path, query: &str) -> Vec<String> {
+    search(dir, query, &[]).0
+}
+
+fn seed(d: &Path) {
+    create(
+        d,
+        "/memories/notes/http.md",
+        "# Replies\nWe call parse_http_reply on each answer.\nThe HTTP reply parser is thread safe.\n",
+    );
+    create(
+        d,
+        "/memories/code/maps.rs",
+        "use std::collections::HashMap;\nlet cache: HashMap<String, u32> = HashMap::new();\nserde_json::Value is parsed here\n",
+    );
+    create(
+        d,
+        "/memories/notes/draft.md",
+        "A draft about serialization and a thread.\n",
+    );
+    create(d, "/memories/user_prefs.md", "Prefers tabs over spaces.\n");
+}
+
+#[test]
+fn search_finds_words_identifiers_phrases_prefixes_and_paths() {
+    let dir = tempfile::tempdir().unwrap();
+    let d = dir.path();
+    seed(d);
+    // A part of an identifier finds it, and the identifier finds its
+    // parts written otherwise.
+    assert_eq!(found(d, "http_reply"), ["/memories/notes/http.md"]);
+    assert_eq!(found(d, "parseHttpReply"), ["/memories/notes/http.md"]);
+    assert_eq!(found(d, "hash_map"), ["/memories/code/maps.rs"]);
+    assert_eq!(found(d, "serde_json::Value"), ["/memories/code/maps.rs"]);
+    // A phrase is its words in a row; a word alone is anywhere.
+    assert_eq!(found(d, "\"thread safe\""), ["/memories/notes/http.md"]);
+    let mut thread = found(d, "thread");
+    thread.sort();
+    assert_eq!(
+        thread,
+        ["/memories/notes/draft.md", "/memories/notes/http.md"]
+    );
+    // Every word must match; `-word` leaves out; `path:` narrows.
+    assert_eq!(found(d, "thread -safe"), ["/memories/notes/draft.md"]);
+    assert_eq!(
+        found(d, "thread path:notes/dr"),
+        ["/memories/notes/draft.md"]
+    );
+    assert_eq!(
+        search(d, "thread", &["--path", "/memories/notes/draft.md"]).0,
+        ["/memories/notes/draft.md"]
+    );
+    assert!(found(d, "thread tabs").is_empty());
+    // Prefixes, and paths as words.
+    let mut serial = found(d, "serial*");
+    serial.sort();
+    assert_eq!(serial, ["/memories/notes/draft.md"]);
+    assert_eq!(found(d, "user_prefs"), ["/memories/user_prefs.md"]);
+    assert_eq!(found(d, "prefs"), ["/memories/user_prefs.md"]);
+    // Lines: the number, the snippet, the marks.
+    let (_, v) = search(d, "parse_http_reply", &[]);
+    let line = &v["results"][0]["lines"][0];
+    assert_eq!(line["line"], 2);
+    let snippet = line["snippet"].as_str().unwrap();
+    assert_eq!(snippet, "We call parse_http_reply on each answer.");
+    let [a, b] = [&line["highlights"][0][0], &line["highlights"][0][1]]
+        .map(|n| n.as_u64().unwrap() as usize);
+    assert_eq!(&snippet[a..b], "parse_http_reply");
+    // The text form is grep's.
+    let (code, out, _) = run(d, &["search", "tabs"]);
+    assert_eq!(code, 0);
+    assert_eq!(
+        out,
+        "/memories/user_prefs.md:1: Prefers tabs over spaces.\n"
+    );
+    let (code, out, err) = run(d, &["search", "nowhere"]);
+    assert_eq!((code, out.as_str()), (1, ""));
+    assert!(err.contains("nothing found"), "{err}");
+    // The limit.
+    assert_eq!(search(d, "thread", &["-n", "1"]).0.len(), 1);
+}
+
+#[test]
+fn a_query_it_cannot_run_gets_a_clear_error_and_exit_2() {
+    let dir = tempfile::tempdir().unwrap();
+    let d = dir.path();
+    create(d, "/memories/a.md", "alpha\n");
+    let long = "w ".repeat(600);
+    let many = "w ".repeat(33);
+    for (query, says) in [
+        ("\"open", "quote at character 1 is not closed"),
+        ("-alpha", "only leaves out"),
+        ("a*", "at least two"),
+        ("!!!", "no word to search for"),
+        (long.as_str(), "too long (1200 bytes; at most 1024)"),
+        (many.as_str(), "too many terms"),
+        ("path:a path:b alpha", "one `path:`"),
+    ] {
+        let (code, out, err) = run(d, &["search", "--", query]);
+        assert_eq!(code, 2, "{query:?}: {out} {err}");
+        assert!(err.contains(says), "{query:?}: {err}");
+        assert!(!err.contains("panicked"), "{err}");
+    }
+    let (code, _, err) = run(d, &["search", "alpha", "--path", "x", "path:y"]);
+    assert_eq!(code, 2, "{err}");
+    assert!(err.contains("given twice"), "{err}");
+    // An index that cannot be kept is no index: the search says so.
+    let (code, _, err) = run(d, &["--no-search", "search", "alpha"]);
+    assert_eq!(code, 2);
+    assert!(err.contains("--no-search"), "{err}");
+}
+
+#[test]
+fn the_index_follows_every_change_and_is_rebuilt_when_lost_or_damaged() {
+    let dir = tempfile::tempdir().unwrap();
+    let d = dir.path();
+    seed(d);
+    assert_eq!(found(d, "tabs"), ["/memories/user_prefs.md"]);
+    tool(
+        d,
+        json!({"command": "str_replace", "path": "/memories/user_prefs.md", "old_str": "tabs", "new_str": "semicolons"}),
+    );
+    assert!(found(d, "tabs").is_empty());
+    assert_eq!(found(d, "semicolons"), ["/memories/user_prefs.md"]);
+    tool(
+        d,
+        json!({"command": "rename", "old_path": "/memories/notes", "new_path": "/memories/archive"}),
+    );
+    assert_eq!(found(d, "parse_http_reply"), ["/memories/archive/http.md"]);
+    tool(d, json!({"command": "delete", "path": "/memories/archive"}));
+    assert!(found(d, "parse_http_reply").is_empty());
+    assert!(found(d, "draft").is_empty());
+    tool(
+        d,
+        json!({"command": "insert", "path": "/memories/code/maps.rs", "insert_line": 0, "insert_text": "// quokka\n"}),
+    );
+    assert_eq!(found(d, "quokka"), ["/memories/code/maps.rs"]);
+
+    let index = d.join(".memfs/search");
+    let each_way: [(&str, &dyn Fn()); 3] = [
+        ("lost", &|| fs::remove_dir_all(&index).unwrap()),
+        ("damaged", &|| {
+            fs::write(index.join("meta.json"), b"{not json").unwrap()
+        }),
+        ("made by another analyzer", &|| {
+            fs::write(index.join("memfs-search.json"), b"{\"analyzer\": 0}\n").unwrap()
+        }),
+    ];
+    for (how, break_it) in each_way {
+        break_it();
+        assert_eq!(found(d, "quokka"), ["/memories/code/maps.rs"], "{how}");
+        assert_eq!(found(d, "semicolons"), ["/memories/user_prefs.md"], "{how}");
+        assert!(found(d, "parse_http_reply").is_empty(), "{how}");
+    }
+}
+
+#[test]
+fn a_redacted_content_leaves_the_index() {
+    let dir = tempfile::tempdir().unwrap();
+    let d = dir.path();
+    // One owner throughout (a CLI alone would open the index afresh, and
+    // a first look purges deleted documents anyway).
+    let _owner = Server::start(d, &[]);
+    let deadline = Instant::now() + Duration::from_secs(20);
+    while std::os::unix::net::UnixStream::connect(d.join(".memfs/sock")).is_err() {
+        assert!(Instant::now() < deadline, "the owner did not start");
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    create(d, "/memories/keep.md", "kept words\n");
+    create(d, "/memories/oops.md", "the password is zqxcanary\n");
+    assert_eq!(found(d, "zqxcanary"), ["/memories/oops.md"]);
+    tool(d, json!({"command": "delete", "path": "/memories/oops.md"}));
+    assert!(found(d, "zqxcanary").is_empty());
+    let holds = |word: &str| {
+        memfs::search::Index::open(&d.join(".memfs/search"))
+            .unwrap()
+            .holds_word(word)
+            .unwrap()
+    };
+    // Deleted, the document's words are still in the index's files...
+    assert!(holds("zqxcanary"));
+    let (code, out, err) = run(d, &["log", "--json", "/memories/oops.md"]);
+    assert_eq!(code, 0, "{err}");
+    let created = out
+        .lines()
+        .map(|l| serde_json::from_str::<Value>(l).unwrap())
+        .find(|r| r["op"] == "create")
+        .unwrap();
+    let version = created["version"].as_str().unwrap().to_string();
+    let (code, _, err) = run(d, &["redact", &version]);
+    assert_eq!(code, 0, "{err}");
+    // ...until the redaction: the next look rewrites the index without them.
+    assert_eq!(found(d, "kept"), ["/memories/keep.md"]);
+    assert!(!holds("zqxcanary"));
+    assert!(holds("kept"));
+}
+
+#[test]
+fn hidden_names_and_scratch_files_stay_out_unless_all() {
+    let dir = tempfile::tempdir().unwrap();
+    let d = dir.path();
+    create(d, "/memories/.private/plan.md", "wombat plan\n");
+    create(d, "/memories/visible.md", "wombat notes\n");
+    create(d, "/memories/visible.md~", "wombat backup\n");
+    assert_eq!(found(d, "wombat"), ["/memories/visible.md"]);
+    let (mut all, _) = search(d, "wombat", &["--all"]);
+    all.sort();
+    assert_eq!(
+        all,
+        [
+            "/memories/.private/plan.md",
+            "/memories/visible.md",
+            "/memories/visible.md~"
+        ]
+    );
+}
+
+/// The index's documents, read from its files while the owner runs.
+fn indexed(dir: &Path) -> Vec<String> {
+    memfs::search::Index::open(&dir.join(".memfs/search"))
+        .map(|i| i.docs().keys().cloned().collect())
+        .unwrap_or_default()
+}
+
+#[test]
+fn a_person_s_save_through_the_mount_is_found_and_indexed_without_a_search() {
+    if skip_without_fuse("a_person_s_save_through_the_mount_is_found_and_indexed_without_a_search")
+    {
+        return;
+    }
+    let m = Mounted::start(&[]);
+    let d = m.data.path();
+    m.tool(r#"{"command":"create","path":"/memories/agent.md","file_text":"the agent wrote capybara\n"}"#);
+    fs::create_dir(m.at("people")).unwrap();
+    fs::write(
+        m.at("people/note.md"),
+        "a person wrote capybara and axolotl\n",
+    )
+    .unwrap();
+    // Nobody searches: the owner's index follows the journal by itself.
+    let deadline = Instant::now() + Duration::from_secs(20);
+    while !indexed(d).contains(&"people/note.md".to_string()) {
+        assert!(Instant::now() < deadline, "never indexed: {:?}", indexed(d));
+        std::thread::sleep(Duration::from_millis(50));
+    }
+    assert!(indexed(d).contains(&"agent.md".to_string()));
+    // `memfs search` beside the owner asks it.
+    let mut both = found(d, "capybara");
+    both.sort();
+    assert_eq!(both, ["/memories/agent.md", "/memories/people/note.md"]);
+    // A save is found as soon as the write returned.
+    fs::write(m.at("people/note.md"), "now only a pangolin\n").unwrap();
+    assert_eq!(found(d, "pangolin"), ["/memories/people/note.md"]);
+    assert!(found(d, "axolotl").is_empty());
+}
+
+/// Thousands of edits under a running owner: the index follows them with
+/// its memory level (its writer's buffers are a fixed cost, taken in the
+/// first half) and its files few (small segments are merged).
+/// `MEMFS_SOAK_EDITS` runs it longer.
+#[test]
+fn the_index_s_memory_and_files_stay_bounded_under_thousands_of_edits() {
+    let edits: usize = std::env::var("MEMFS_SOAK_EDITS")
+        .ok()
+        .and_then(|n| n.parse().ok())
+        .unwrap_or(8000);
+    let dir = tempfile::tempdir().unwrap();
+    let d = dir.path();
+    let mut s = Server::start(d, &["--history-keep", "64K"]);
+    for i in 0..20 {
+        s.call(&format!(
+            r#"{{"command":"create","path":"/memories/f{i}.md","file_text":"v0 {}\n"}}"#,
+            "x".repeat(200)
+        ));
+    }
+    let mut last = [0usize; 20];
+    let mut rss_half = 0;
+    let mut most_files = 0;
+    for n in 1..=edits {
+        let i = n % 20;
+        let v = s.call(&format!(
+            r#"{{"command":"str_replace","path":"/memories/f{i}.md","old_str":"v{} ","new_str":"v{n} "}}"#,
+            last[i]
+        ));
+        assert_eq!(v["is_error"], false, "{v}");
+        last[i] = n;
+        if n % 500 == 0 {
+            if let Ok(entries) = fs::read_dir(d.join(".memfs/search")) {
+                most_files = most_files.max(entries.count());
+            }
+        }
+        if n == edits / 2 {
+            rss_half = rss_kib(s.child.id());
+        }
+    }
+    // Found as it is now, and not as it was.
+    let now = format!("v{}", last[7]);
+    assert_eq!(found(d, &now), ["/memories/f7.md"]);
+    assert!(found(d, "v1").is_empty());
+    let rss_end = rss_kib(s.child.id());
+    assert!(s.finish().success());
+    assert!(
+        rss_end < rss_half + 8 * 1024,
+        "memory grew from {rss_half} KiB to {rss_end} KiB"
+    );
+    // Nine segments of seven files at most, and the stamps.
+    assert!(most_files <= 70, "{most_files} files in the index");
+}
