@@ -198,6 +198,10 @@ pub struct Common {
     /// doors' search then answer that there is none.
     #[arg(long, global = true, help_heading = "Search")]
     pub no_search: bool,
+    /// Offer MCP hosts a second tool, `memory_search` (full-text search,
+    /// read-only), beside `memory` (`memfs mcp`, and /mcp of serve --http).
+    #[arg(long, global = true, help_heading = "Search")]
+    pub search_tool: bool,
 }
 
 #[derive(Subcommand, Debug)]
@@ -634,6 +638,7 @@ impl Common {
                     Secrets::Redact => memfs::guard::SecretsPolicy::Redact,
                     Secrets::Allow => memfs::guard::SecretsPolicy::Allow,
                 },
+                search_tool: self.search_tool,
                 hide: memfs::tool::Hide::new(
                     memfs::tool::EDITOR_ARTIFACTS
                         .iter()

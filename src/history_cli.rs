@@ -39,6 +39,7 @@ pub fn request_of(cli: &Cli) -> Option<Request> {
             path: path.clone(),
             json: *json,
             all: *all,
+            agent: false,
         },
         Cmd::Show { version } => Request::Show {
             version: version.clone(),

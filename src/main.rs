@@ -181,8 +181,14 @@ fn on(memory: Memory, cli: Cli, doors: Doors) -> ExitCode {
             &memory,
             mount.as_deref().map(|at| (at, mount_options.options())),
             doors,
-            Some(Box::new(move |tool, _control| {
-                memfs::serve::mcp::serve(&tool, io::stdin().lock(), io::stdout(), max_line)
+            Some(Box::new(move |tool, control| {
+                memfs::serve::mcp::serve(
+                    &tool,
+                    Some(control),
+                    io::stdin().lock(),
+                    io::stdout(),
+                    max_line,
+                )
             })),
         ),
         Cmd::Mount {

@@ -183,7 +183,7 @@ impl Memory {
             .then(|| crate::search::Search::start(&store, journal.history(), &data_dir.state_dir));
         let control = Arc::new(
             Control::new(Some(data_dir.key.clone()), Some(journal.history()))
-                .with_search(search.clone()),
+                .with_search(search.clone(), options.tool.hide.clone()),
         );
         Ok(Memory {
             tool: Tool::new(store, options.tool.clone()),

@@ -146,7 +146,7 @@ fn tool_calls_are_credited_to_their_door_and_session() {
     .map(|m| m.to_string())
     .join("\n");
     let mut output = Vec::new();
-    memfs::serve::mcp::serve(&tool, input.as_bytes(), &mut output, 1 << 20).unwrap();
+    memfs::serve::mcp::serve(&tool, None, input.as_bytes(), &mut output, 1 << 20).unwrap();
     assert!(String::from_utf8(output)
         .unwrap()
         .contains("File created successfully"));

@@ -361,3 +361,116 @@ fn the_index_s_memory_and_files_stay_bounded_under_thousands_of_edits() {
     // Nine segments of seven files at most, and the stamps.
     assert!(most_files <= 70, "{most_files} files in the index");
 }
+
+/// `memory_search` through `memfs mcp --search-tool`: text and errors as
+/// MCP tool results, names the tool hides left out; without the flag the
+/// tool list is the memory tool alone, and with it that tool is unchanged.
+#[test]
+fn mcp_hosts_that_ask_get_a_search_tool_beside_an_unchanged_memory_tool() {
+    let dir = tempfile::tempdir().unwrap();
+    let d = dir.path();
+    seed(d);
+    create(d, "/memories/private-plan.md", "thread of a secret plan\n");
+    let plain = {
+        let mut mcp = Mcp::start(d, "plain");
+        let list = mcp.request("tools/list", json!({}));
+        let call = mcp.request(
+            "tools/call",
+            json!({"name": "memory_search", "arguments": {"query": "thread"}}),
+        );
+        assert!(mcp.finish().success());
+        assert!(
+            call["error"]["message"]
+                .as_str()
+                .unwrap()
+                .contains("Unknown tool"),
+            "{call}"
+        );
+        list["result"]["tools"].clone()
+    };
+    assert_eq!(plain.as_array().unwrap().len(), 1);
+    assert_eq!(plain[0]["name"], "memory");
+
+    let mut mcp = Mcp::start_with(d, "finder", &["--search-tool", "--hide", "private-*"]);
+    let tools = mcp.request("tools/list", json!({}))["result"]["tools"].clone();
+    assert_eq!(
+        tools[0], plain[0],
+        "the memory tool is the same with the flag"
+    );
+    assert_eq!(tools[1]["name"], "memory_search");
+    assert_eq!(tools[1]["annotations"]["readOnlyHint"], true);
+    let search = |mcp: &mut Mcp, arguments: Value| -> (String, bool) {
+        let answer = mcp.request(
+            "tools/call",
+            json!({"name": "memory_search", "arguments": arguments}),
+        );
+        let result = &answer["result"];
+        (
+            result["content"][0]["text"]
+                .as_str()
+                .unwrap_or_default()
+                .to_string(),
+            result["isError"]
+                .as_bool()
+                .unwrap_or_else(|| panic!("{answer}")),
+        )
+    };
+    let (text, is_error) = search(&mut mcp, json!({"query": "parse_http_reply"}));
+    assert!(!is_error);
+    assert_eq!(
+        text,
+        "/memories/notes/http.md:2: We call parse_http_reply on each answer.\n"
+    );
+    // What the tool hides (--hide) stays hidden from the agent's search.
+    let (text, _) = search(&mut mcp, json!({"query": "thread", "limit": 10}));
+    assert!(text.contains("/memories/notes/http.md"), "{text}");
+    assert!(!text.contains("private-plan"), "{text}");
+    let (text, is_error) = search(
+        &mut mcp,
+        json!({"query": "thread", "path": "/memories/notes/draft.md"}),
+    );
+    assert!(!is_error);
+    assert!(text.starts_with("/memories/notes/draft.md:1:"), "{text}");
+    let (text, is_error) = search(&mut mcp, json!({"query": "nowhere"}));
+    assert!(!is_error);
+    assert!(text.contains("No file in /memories matches"), "{text}");
+    let (text, is_error) = search(&mut mcp, json!({"query": "\"open"}));
+    assert!(is_error);
+    assert!(text.contains("not closed"), "{text}");
+    for bad in [
+        json!({}),
+        json!({"query": 3}),
+        json!({"query": "x", "limit": 0}),
+        json!({"query": "x", "path": 1}),
+    ] {
+        let answer = mcp.request(
+            "tools/call",
+            json!({"name": "memory_search", "arguments": bad}),
+        );
+        assert_eq!(answer["error"]["code"], -32602, "{bad}: {answer}");
+    }
+    // A write through the memory tool is found by the next search.
+    let (_, is_error) =
+        mcp.tool(json!({"command": "create", "path": "/memories/new.md", "file_text": "ocelot\n"}));
+    assert!(!is_error);
+    assert_eq!(
+        search(&mut mcp, json!({"query": "ocelot"})).0,
+        "/memories/new.md:1: ocelot\n"
+    );
+    assert!(mcp.finish().success());
+
+    // Attached to a running owner: the owner answers, with the tool's hiding.
+    let _owner = Server::start(d, &["--hide", "private-*"]);
+    let deadline = Instant::now() + Duration::from_secs(20);
+    while std::os::unix::net::UnixStream::connect(d.join(".memfs/sock")).is_err() {
+        assert!(Instant::now() < deadline, "the owner did not start");
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    let mut mcp = Mcp::start_with(d, "attached", &["--search-tool", "--hide", "private-*"]);
+    let (text, is_error) = search(&mut mcp, json!({"query": "thread secret"}));
+    assert!(!is_error);
+    assert!(text.contains("No file in /memories matches"), "{text}");
+    let (text, _) = search(&mut mcp, json!({"query": "ocelot"}));
+    assert_eq!(text, "/memories/new.md:1: ocelot\n");
+    assert!(mcp.finish().success());
+}

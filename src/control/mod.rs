@@ -21,6 +21,8 @@ pub struct Control {
     key: Option<String>,
     history: Option<History>,
     search: Option<std::sync::Arc<crate::search::Search>>,
+    /// What the tool hides from the agent (its searches leave it out too).
+    hide: crate::tool::Hide,
 }
 
 impl Control {
@@ -29,13 +31,25 @@ impl Control {
             key,
             history,
             search: None,
+            hide: crate::tool::Hide::default(),
         }
     }
 
-    /// The memory's search index, for `memfs search` and the doors.
-    pub fn with_search(mut self, search: Option<std::sync::Arc<crate::search::Search>>) -> Control {
+    /// The memory's search index, for `memfs search` and the doors, and
+    /// what the tool hides from the agent (the agent's searches hide it).
+    pub fn with_search(
+        mut self,
+        search: Option<std::sync::Arc<crate::search::Search>>,
+        hide: crate::tool::Hide,
+    ) -> Control {
         self.search = search;
+        self.hide = hide;
         self
+    }
+
+    /// What the tool hides from the agent.
+    pub fn agent_hide(&self) -> &crate::tool::Hide {
+        &self.hide
     }
 
     pub fn search(&self) -> Option<&std::sync::Arc<crate::search::Search>> {

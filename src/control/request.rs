@@ -120,6 +120,10 @@ pub enum Request {
         /// Also editor scratch files and hidden names.
         #[serde(default)]
         all: bool,
+        /// For an agent's door: left out is what the tool hides from the
+        /// agent (`--hide`, hidden names), whatever `all` says.
+        #[serde(default)]
+        agent: bool,
     },
 }
 
@@ -175,9 +179,18 @@ pub fn handle(store: &Arc<Store>, control: &Control, request: &Request) -> Reply
         path,
         json,
         all,
+        agent,
     } = request
     {
-        return super::search::answer(control, query, *limit, path.as_deref(), *json, *all);
+        let asked = super::search::Asked {
+            query,
+            limit: *limit,
+            path: path.as_deref(),
+            json: *json,
+            all: *all,
+            agent: *agent,
+        };
+        return super::search::answer(control, &asked);
     }
     let Some(history) = control.history() else {
         return Reply::error("this memory keeps no history");

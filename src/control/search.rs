@@ -41,25 +41,44 @@ pub fn as_json(hits: &[Hit]) -> serde_json::Value {
     serde_json::json!({ "results": hits })
 }
 
-pub fn answer(
-    control: &Control,
-    query: &str,
-    limit: Option<usize>,
-    path: Option<&str>,
-    json: bool,
-    all: bool,
-) -> Reply {
+/// What `memfs search` and the agent's doors ask (a `Request::Search`).
+pub struct Asked<'a> {
+    pub query: &'a str,
+    pub limit: Option<usize>,
+    pub path: Option<&'a str>,
+    pub json: bool,
+    /// Also editor scratch files and hidden names.
+    pub all: bool,
+    /// For an agent's door: what the tool hides is left out.
+    pub agent: bool,
+}
+
+/// Answers one search.
+pub fn answer(control: &Control, asked: &Asked) -> Reply {
+    let Asked {
+        query,
+        limit,
+        path,
+        json,
+        all,
+        agent,
+    } = *asked;
     let Some(search) = control.search() else {
         return failed(
             "this memory keeps no search index (it was started with --no-search)".into(),
         );
     };
-    let hide = Hide::scratch();
+    let scratch = Hide::scratch();
+    let hide = match (agent, all) {
+        (true, _) => Some(control.agent_hide()),
+        (false, false) => Some(&scratch),
+        (false, true) => None,
+    };
     let ask = Ask {
         query,
         limit: limit.unwrap_or(DEFAULT_RESULTS),
         under: path,
-        hide: (!all).then_some(&hide),
+        hide,
     };
     match search.search(&ask) {
         Ok(hits) if hits.is_empty() && json => Reply {

@@ -332,7 +332,7 @@ pub fn post(
     if !token.may_write() || meta.archived_at.is_some() {
         tool = tool.read_only();
     }
-    let answer = crate::serve::mcp::answer_one(&tool, body);
+    let answer = crate::serve::mcp::answer_one(&tool, Some(held.memory.control().clone()), body);
     Ok(Answer {
         status: if answer.is_some() { 200 } else { 202 },
         session: new_session,

@@ -130,6 +130,21 @@ impl Backend {
         }
     }
 
+    /// A control request (an agent's search) answered by the memory:
+    /// this process's own, or the owner's through its socket.
+    pub fn control(
+        &mut self,
+        attach: &Attach,
+        request: &crate::control::request::Request,
+    ) -> crate::control::request::Reply {
+        match self {
+            Backend::Owner { memory, .. } => {
+                crate::control::request::handle(memory.store(), memory.control(), request)
+            }
+            Backend::Client(_) => through_owner(&attach.data.join(".memfs"), request),
+        }
+    }
+
     /// Names the session from now on (an MCP client's `clientInfo`).
     pub fn name_session(&mut self, attach: &mut Attach, name: &str) {
         attach.session = Some(name.to_string());

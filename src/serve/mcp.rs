@@ -80,6 +80,38 @@ pub fn tool_definition() -> Value {
     })
 }
 
+/// The second tool, offered when the host asked for it (`--search-tool`).
+pub const SEARCH_TOOL: &str = "memory_search";
+
+const SEARCH_DESCRIPTION: &str = "Full-text search over your memory (the files under /memories): finds the files whose text or path has every word of `query`, best first, \
+and answers with their matching lines as `path:line: text`. Words match code identifiers in part or whole (`http_reply` finds `parse_http_reply`); \
+`\"a phrase\"` matches words in a row, `pref*` a prefix, `-word` leaves files out. Read-only: use the `memory` tool to view or change a file.";
+
+/// `memory_search`, as `tools/list` shows it (with `--search-tool`).
+pub fn search_tool_definition() -> Value {
+    json!({
+        "name": SEARCH_TOOL,
+        "title": "Search memory",
+        "description": SEARCH_DESCRIPTION,
+        "inputSchema": {
+            "type": "object",
+            "properties": {
+                "query": {"type": "string", "description": "The words to find."},
+                "path": {"type": "string", "description": "Only files under this directory (e.g. /memories/notes)."},
+                "limit": {"type": "integer", "minimum": 1, "maximum": crate::search::MOST_RESULTS, "description": "At most this many files (default 20)."},
+            },
+            "required": ["query"],
+        },
+        "annotations": {
+            "title": "Search memory",
+            "readOnlyHint": true,
+            "destructiveHint": false,
+            "idempotentHint": true,
+            "openWorldHint": false,
+        },
+    })
+}
+
 /// What goes back for one incoming message.
 enum Answer {
     Now(Value),
@@ -175,7 +207,13 @@ fn handle(session: &Session, line: &[u8]) -> Option<Answer> {
             Answer::Now(response(id, initialize(&params)))
         }
         "ping" => Answer::Now(response(id, json!({}))),
-        "tools/list" => Answer::Now(response(id, json!({"tools": [tool_definition()]}))),
+        "tools/list" => {
+            let mut tools = vec![tool_definition()];
+            if session.offers_search() {
+                tools.push(search_tool_definition());
+            }
+            Answer::Now(response(id, json!({ "tools": tools })))
+        }
         "tools/call" => return Some(call(session, id, &params)),
         other => error(
             id,
@@ -205,6 +243,16 @@ fn initialize(params: &Value) -> Value {
 fn call(session: &Session, id: Value, params: &Value) -> Answer {
     match params.get("name").and_then(Value::as_str) {
         Some("memory") => {}
+        Some(SEARCH_TOOL) if session.offers_search() => {
+            return match params.get("arguments") {
+                Some(arguments @ Value::Object(_)) => search(session, id, arguments),
+                _ => error(
+                    id,
+                    INVALID_PARAMS,
+                    "tools/call needs params.arguments, an object",
+                ),
+            }
+        }
         Some(other) => {
             return error(
                 id,
@@ -233,10 +281,70 @@ fn call(session: &Session, id: Value, params: &Value) -> Answer {
     }
 }
 
+/// `memory_search`: the request an agent's search makes, answered by the
+/// memory (this process's, or the owner's), as one text block of
+/// `path:line: text` lines; a query it cannot run is a tool error.
+fn search(session: &Session, id: Value, arguments: &Value) -> Answer {
+    let Some(query) = arguments.get("query").and_then(Value::as_str) else {
+        return error(id, INVALID_PARAMS, "memory_search needs `query`, a string");
+    };
+    let path = match arguments.get("path") {
+        None | Some(Value::Null) => None,
+        Some(Value::String(p)) => Some(p.clone()),
+        Some(_) => return error(id, INVALID_PARAMS, "memory_search's `path` is a string"),
+    };
+    let limit = match arguments.get("limit") {
+        None | Some(Value::Null) => None,
+        Some(v) => match v.as_u64() {
+            Some(n @ 1..=100) => Some(n as usize),
+            _ => {
+                return error(
+                    id,
+                    INVALID_PARAMS,
+                    "memory_search's `limit` is a whole number from 1 to 100",
+                )
+            }
+        },
+    };
+    let request = crate::control::request::Request::Search {
+        query: query.to_string(),
+        limit,
+        path,
+        json: false,
+        all: false,
+        agent: true,
+    };
+    let reply = match &mut *session.target.lock() {
+        Target::Local(tool) => match &session.control {
+            Some(control) => crate::control::request::handle(tool.store(), control, &request),
+            None => crate::control::request::Reply::error("this door has no search"),
+        },
+        Target::Attached { backend, attach } => backend.control(attach, &request),
+    };
+    let (text, is_error) = match reply.code {
+        0 => (String::from_utf8_lossy(&reply.out).into_owned(), false),
+        1 => (
+            format!(
+                "No file in /memories matches {}.",
+                crate::text::label(query)
+            ),
+            false,
+        ),
+        _ => (reply.err, true),
+    };
+    Answer::Now(response(
+        id,
+        json!({"content": [{"type": "text", "text": text}], "isError": is_error}),
+    ))
+}
+
 /// One MCP client: the tool, its changes credited to the MCP door and to the
 /// session the client named in `initialize` (`clientInfo.name`).
 struct Session {
     target: crate::lock::Mutex<Target>,
+    /// Where a local target's searches go (the memory's control), when
+    /// this door offers `memory_search`.
+    control: Option<std::sync::Arc<crate::control::Control>>,
 }
 
 /// Where an MCP session's tool calls go.
@@ -252,10 +360,19 @@ enum Target {
 }
 
 impl Session {
-    fn new(tool: &Tool) -> Session {
+    fn new(tool: &Tool, control: Option<std::sync::Arc<crate::control::Control>>) -> Session {
         let tool = tool.with_origin(Origin::agent(Door::Mcp));
         Session {
             target: crate::lock::Mutex::new(crate::lock::rank::MCP_TARGET, Target::Local(tool)),
+            control,
+        }
+    }
+
+    /// Whether `tools/list` shows `memory_search` (`--search-tool`).
+    fn offers_search(&self) -> bool {
+        match &*self.target.lock() {
+            Target::Local(tool) => tool.config().search_tool && self.control.is_some(),
+            Target::Attached { attach, .. } => attach.options.tool.search_tool,
         }
     }
 
@@ -275,9 +392,14 @@ impl Session {
 /// Answers one message for a transport that carries one message per
 /// request (MCP's streamable HTTP): `tool` already credits its changes to
 /// the session; `None` for a notification or a stray response.
-pub fn answer_one(tool: &Tool, message: &[u8]) -> Option<Value> {
+pub fn answer_one(
+    tool: &Tool,
+    control: Option<std::sync::Arc<crate::control::Control>>,
+    message: &[u8],
+) -> Option<Value> {
     let session = Session {
         target: crate::lock::Mutex::new(crate::lock::rank::MCP_TARGET, Target::Local(tool.clone())),
+        control,
     };
     handle_keeping_origin(&session, message).map(Answer::finish)
 }
@@ -336,14 +458,16 @@ impl Protocol for Mcp {
     }
 }
 
-/// Serves MCP on `input`/`output` until the input ends.
+/// Serves MCP on `input`/`output` until the input ends; `control` answers
+/// `memory_search` (offered with `--search-tool`).
 pub fn serve(
     tool: &Tool,
+    control: Option<std::sync::Arc<crate::control::Control>>,
     input: impl BufRead,
     output: impl Write + Send,
     max_line: usize,
 ) -> io::Result<()> {
-    serve_session(Session::new(tool), input, output, max_line).map(|_| ())
+    serve_session(Session::new(tool, control), input, output, max_line).map(|_| ())
 }
 
 /// Serves MCP for a process that attached to the data dir's owner (or owns
@@ -363,6 +487,7 @@ pub fn serve_attached(
                 attach: Box::new(attach),
             },
         ),
+        control: None,
     };
     let served = serve_session(session, input, output, max_line);
     // (The session is gone; the caller closes the backend.)

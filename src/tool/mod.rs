@@ -38,6 +38,9 @@ pub struct ToolConfig {
     pub hide: Hide,
     /// What to do with a credential in an agent's write (`--secrets`).
     pub secrets: crate::guard::SecretsPolicy,
+    /// MCP doors offer a second tool, `memory_search`, beside `memory`
+    /// (`--search-tool`; the memory tool itself is unchanged).
+    pub search_tool: bool,
 }
 
 /// A result that is ready once its change is durable.

@@ -105,7 +105,7 @@ impl Page {
 
 fn shell(title: &str, main: &str, head: u64, review: usize) -> String {
     format!(
-        "<!doctype html><html lang=\"en\"><head><meta charset=\"utf-8\"><meta name=\"viewport\" content=\"width=device-width\"><title>memfs: {}</title><link rel=\"icon\" href=\"/static/favicon.svg\"><link rel=\"stylesheet\" href=\"/static/app.css\"><script src=\"/static/app.js\" defer></script></head><body><header><a class=\"brand\" href=\"/\">memfs</a><a href=\"/\">memory</a><a href=\"/history\">history</a><a href=\"/review\">review <span id=\"review-count\">{review}</span></a><a href=\"/deleted\">deleted</a><span id=\"live\" class=\"live\">live</span></header><main id=\"main\" data-head=\"{head}\" data-base=\"\">{main}</main></body></html>",
+        "<!doctype html><html lang=\"en\"><head><meta charset=\"utf-8\"><meta name=\"viewport\" content=\"width=device-width\"><title>memfs: {}</title><link rel=\"icon\" href=\"/static/favicon.svg\"><link rel=\"stylesheet\" href=\"/static/app.css\"><script src=\"/static/app.js\" defer></script></head><body><header><a class=\"brand\" href=\"/\">memfs</a><a href=\"/\">memory</a><a href=\"/history\">history</a><a href=\"/review\">review <span id=\"review-count\">{review}</span></a><a href=\"/deleted\">deleted</a><form class=\"search\" action=\"/search\" method=\"get\" role=\"search\"><input type=\"search\" name=\"q\" placeholder=\"search\" aria-label=\"search the memory\"></form><span id=\"live\" class=\"live\">live</span></header><main id=\"main\" data-head=\"{head}\" data-base=\"\">{main}</main></body></html>",
         html::esc(title)
     )
 }
@@ -403,6 +403,11 @@ impl App {
                 .map(|p| pages::file(&model, &self.source, p, ctx)),
             "/history" => Some(pages::history(&model, &hide, version(query, "before"), ctx)),
             "/deleted" => Some(pages::deleted(&model, &hide, ctx)),
+            "/search" => Some(pages::search(
+                &self.source,
+                query.get("q").map_or("", String::as_str),
+                ctx,
+            )),
             "/review" => {
                 let page = query.get("page").and_then(|p| p.parse().ok()).unwrap_or(0);
                 Some(review::review(&model, &self.source, &reviewed, page, ctx))

@@ -178,7 +178,7 @@ pub fn file(model: &Model, source: &Source, path: &str, ctx: &Ctx) -> View {
                             out.push_str("<table class=\"content\"><tbody>");
                             for (n, line) in text.lines().enumerate() {
                                 out.push_str(&format!(
-                                    "<tr><td class=\"n\">{}</td><td class=\"l\">{}</td></tr>",
+                                    "<tr id=\"L{0}\"><td class=\"n\">{0}</td><td class=\"l\">{1}</td></tr>",
                                     n + 1,
                                     esc(line)
                                 ));
@@ -420,4 +420,84 @@ pub fn redact(model: &Model, row: &Row, ctx: &Ctx) -> View {
         title: format!("redact version {}", row.version),
         main: out,
     }
+}
+
+/// `/search?q=`: the files that match, best first, each with its matched
+/// lines (the words marked), linked to the line in the file's page.
+pub fn search(source: &Source, q: &str, ctx: &Ctx) -> View {
+    let mut out = said(ctx);
+    out.push_str(&format!("<h1>search: {}</h1>", esc(q)));
+    let view = |main: String| View {
+        title: format!("search {q}"),
+        main,
+    };
+    if q.trim().is_empty() {
+        out.push_str("<p class=\"summary\">Type words in the search box: every word must be in the file or its path; <code>\"a phrase\"</code>, <code>pref*</code>, <code>-word</code>, <code>path:notes/</code>.</p>");
+        return view(out);
+    }
+    let reply = source.request(&crate::control::request::Request::Search {
+        query: q.to_string(),
+        limit: Some(50),
+        path: None,
+        json: true,
+        all: false,
+        agent: false,
+    });
+    if reply.code >= 2 {
+        out.push_str(&format!("<p class=\"error\">{}</p>", esc(&reply.err)));
+        return view(out);
+    }
+    let found: serde_json::Value = serde_json::from_slice(&reply.out).unwrap_or_default();
+    let results = found["results"].as_array().cloned().unwrap_or_default();
+    if results.is_empty() {
+        out.push_str("<p class=\"summary\">Nothing found.</p>");
+        return view(out);
+    }
+    out.push_str(&format!(
+        "<p class=\"summary\">{} file{}, best first.</p>",
+        results.len(),
+        if results.len() == 1 { "" } else { "s" }
+    ));
+    for hit in &results {
+        let path = hit["path"].as_str().unwrap_or_default();
+        out.push_str(&format!("<div class=\"hit\"><h2>{}</h2>", file_link(path)));
+        let lines = hit["lines"].as_array().cloned().unwrap_or_default();
+        if !lines.is_empty() {
+            out.push_str("<table class=\"content\"><tbody>");
+        }
+        for line in &lines {
+            let n = line["line"].as_u64().unwrap_or(0);
+            out.push_str(&format!(
+                "<tr><td class=\"n\"><a href=\"/file?path={}#L{n}\">{n}</a></td><td class=\"l\">{}</td></tr>",
+                encode(path),
+                marked(line)
+            ));
+        }
+        if !lines.is_empty() {
+            out.push_str("</tbody></table>");
+        }
+        out.push_str("</div>");
+    }
+    view(out)
+}
+
+/// A result line's snippet, escaped, its matched words in `<mark>`.
+fn marked(line: &serde_json::Value) -> String {
+    let snippet = line["snippet"].as_str().unwrap_or_default();
+    let mut out = String::new();
+    let mut at = 0;
+    for h in line["highlights"].as_array().into_iter().flatten() {
+        let (Some(a), Some(b)) = (h[0].as_u64(), h[1].as_u64()) else {
+            continue;
+        };
+        let (a, b) = (a as usize, b as usize);
+        let (Some(before), Some(word)) = (snippet.get(at..a), snippet.get(a..b)) else {
+            continue;
+        };
+        out.push_str(&esc(before));
+        out.push_str(&format!("<mark>{}</mark>", esc(word)));
+        at = b;
+    }
+    out.push_str(&esc(snippet.get(at..).unwrap_or_default()));
+    out
 }

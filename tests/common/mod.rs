@@ -503,9 +503,15 @@ pub struct Mcp {
 
 impl Mcp {
     pub fn start(dir: &Path, name: &str) -> Mcp {
+        Mcp::start_with(dir, name, &[])
+    }
+
+    /// [`Mcp::start`] with memfs flags before `mcp`.
+    pub fn start_with(dir: &Path, name: &str, flags: &[&str]) -> Mcp {
         let mut child = memfs()
             .arg("--data")
             .arg(dir)
+            .args(flags)
             .arg("mcp")
             .stdin(Stdio::piped())
             .stdout(Stdio::piped())

@@ -436,3 +436,50 @@ def test_the_review_queue_is_by_session_newest_first_and_paged(memfs_bin, tmp_pa
     finally:
         web.terminate()
         assert web.wait(timeout=30) == 0
+
+
+def test_the_search_box_finds_marks_and_opens_the_line_and_follows_changes(setup):
+    s = setup
+    s["agent"].call(command="create", path="/memories/notes/http.md",
+                    file_text="# Replies\nWe call parse_http_reply on <b>each</b> answer.\nthe end\n")
+    (s["mnt"] / "people" / "bo.md").write_text("Bo's HTTP reply notes.\n")
+    (s["mnt"] / ".hidden.md").write_text("a hidden http_reply\n")
+    with sync_api.sync_playwright() as p:
+        browser = p.chromium.launch(executable_path=CHROMIUM, headless=True, args=["--no-sandbox"])
+        page = browser.new_page(viewport={"width": 1200, "height": 800})
+        errors = []
+        page.on("console", lambda m: errors.append(m.text) if m.type == "error" else None)
+        page.goto(s["url"])
+        page.fill("form.search input[name=q]", "http_reply")
+        page.press("form.search input[name=q]", "Enter")
+        page.wait_for_url(re.compile(r".*/search\?q=http_reply$"))
+        hits = page.locator("div.hit h2").all_inner_texts()
+        assert sorted(hits) == ["notes/http.md", "people/bo.md"], hits  # the hidden file is left out
+        marks = page.locator("div.hit mark").all_inner_texts()
+        assert "http_reply" in marks and "HTTP reply" in marks, marks
+        # The file's own markup is text, not markup.
+        assert "<b>each</b>" in page.inner_text("main")
+        assert page.locator("main b").count() == 0
+        shot(page, "search")
+        # A line number opens the file at that line.
+        page.click("div.hit:has-text('notes/http.md') td.n a")
+        page.wait_for_url(re.compile(r".*/file\?path=.*#L2$"))
+        assert page.locator("tr#L2").inner_text().endswith("We call parse_http_reply on <b>each</b> answer.")
+        # The results follow the memory live, without a reload.
+        page.goto(s["base"] + "/search?q=ocelot")
+        assert "Nothing found" in page.inner_text("main")
+        page.evaluate("window.__same_page = 1")
+        s["agent"].call(command="create", path="/memories/zoo.md", file_text="an ocelot\n")
+        page.wait_for_selector("div.hit:has-text('zoo.md')", timeout=5000)
+        assert page.evaluate("window.__same_page") == 1
+        # A query it cannot run says why.
+        page.goto(s["base"] + "/search?q=%22open")
+        assert "not closed" in page.inner_text("main .error")
+        # A narrow screen keeps the box usable.
+        page.set_viewport_size({"width": 390, "height": 800})
+        page.goto(s["base"] + "/search?q=reply")
+        box = page.locator("form.search input").bounding_box()
+        assert box["width"] > 200, box
+        assert page.evaluate("document.documentElement.scrollWidth") <= 390
+        assert errors == [], errors
+        browser.close()

@@ -7,11 +7,13 @@
 
 mod input;
 mod memories;
+mod search;
 mod stores;
 mod versions;
 
 use input::*;
 use memories::*;
+use search::*;
 use stores::*;
 use versions::*;
 
@@ -106,6 +108,8 @@ pub fn handle(reg: &Registry, call: &Call) -> ApiResult<Value> {
                 (["memory_versions", _], _) => Err(ApiError::method("GET")),
                 (["memory_versions", vid, "redact"], "POST") => redact_version(on, vid),
                 (["memory_versions", _, "redact"], _) => Err(ApiError::method("POST")),
+                (["search"], "GET") => search_store(on),
+                (["search"], _) => Err(ApiError::method("GET")),
                 _ => Err(ApiError::not_found("no such API path")),
             }
         }

@@ -1,0 +1,65 @@
+//! `GET /v1/memory_stores/{id}/search`: full-text search over a store's
+//! memories. memfs' own extension (the hosted API has no search), with the
+//! token rules of every other read: a token that reaches the store, read-only
+//! or not. Names the tool hides (`--hide`, hidden names) are left out, as
+//! they are from every agent's door.
+
+use super::*;
+use crate::search::{Ask, SearchError, DEFAULT_RESULTS, MOST_RESULTS};
+
+pub(super) fn search_store(on: On) -> ApiResult<Value> {
+    let On { reg, call, meta } = on;
+    let query = call
+        .query
+        .get("q")
+        .ok_or_else(|| ApiError::invalid("`q` is required: the words to search for"))?;
+    let limit = match call.query.get("limit") {
+        None => DEFAULT_RESULTS,
+        Some(text) => match text.parse::<usize>() {
+            Ok(n @ 1..=MOST_RESULTS) => n,
+            _ => {
+                return Err(ApiError::invalid(format!(
+                    "`limit` is a whole number from 1 to {MOST_RESULTS}"
+                )))
+            }
+        },
+    };
+    let under = call.query.get("path_prefix").map(String::as_str);
+    if under.is_some_and(|p| !p.starts_with('/')) {
+        return Err(ApiError::invalid("`path_prefix` starts with /"));
+    }
+    let held = held(reg, meta)?;
+    let Some(search) = held.memory.search() else {
+        return Err(ApiError::unavailable(
+            "this server keeps no search index (it was started with --no-search)",
+        ));
+    };
+    let hide = &held.memory.tool().config().hide;
+    let hits = search
+        .search(&Ask {
+            query,
+            limit,
+            under,
+            hide: Some(hide),
+        })
+        .map_err(|e| match e {
+            SearchError::Query(e) => ApiError::invalid(e),
+            SearchError::Index(e) => ApiError::internal(format!("the search failed: {e}")),
+        })?;
+    let ids = held.ids.lock();
+    let data: Vec<Value> = hits
+        .into_iter()
+        .filter_map(|hit| {
+            let path = api_path(&hit.path)?;
+            let id = ids.entry(&path).map(|e| memory_id(e.lineage));
+            Some(json!({
+                "type": "memory_search_result",
+                "memory_id": id,
+                "path": path,
+                "score": hit.score,
+                "lines": hit.lines,
+            }))
+        })
+        .collect();
+    Ok(json!({ "data": data }))
+}
