@@ -48,8 +48,9 @@ LAYERS = [
     {"store"},
     # Below the store's changes: durability and history; policies on content.
     {"persist", "journal", "guard"},
-    # A shared store upstream of the journal; the six commands.
-    {"shared", "tool"},
+    # A shared store upstream of the journal; the six commands; what an
+    # import reads.
+    {"shared", "tool", "transfer"},
     # The search index, derived from the journal and the tree.
     {"search"},
     # The door-level commands beyond the tool.

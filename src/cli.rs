@@ -377,12 +377,52 @@ pub enum Cmd {
         #[arg(long)]
         path: bool,
     },
-    /// Writes the history as a git repository (one commit per version,
-    /// authored by its actor): `git log -p`, `git blame` then work on it.
+    /// Writes the memory out: its history as a git repository (--git: one
+    /// commit per version, authored by its actor; `git log -p`, `git
+    /// blame`), or its files as they are now, in the SDK's layout: a
+    /// directory (--dir OUT: OUT/memories/...) or a tar archive (--tar
+    /// FILE, `-` for stdout), which `memfs import` takes back. Other tools'
+    /// state (.git and the like) is left out.
     Export {
         /// A new (or empty) directory for the repository.
-        #[arg(long, value_name = "DIR")]
-        git: PathBuf,
+        #[arg(long, value_name = "DIR", conflicts_with_all = ["dir", "tar"], required_unless_present_any = ["dir", "tar"])]
+        git: Option<PathBuf>,
+        /// A new (or empty) directory for the files.
+        #[arg(long, value_name = "OUT", conflicts_with = "tar")]
+        dir: Option<PathBuf>,
+        /// A tar archive of the files (`-`: stdout).
+        #[arg(long, value_name = "FILE")]
+        tar: Option<PathBuf>,
+    },
+    /// Brings files into the memory from a directory tree (a folder of
+    /// notes, an Obsidian vault, Claude Code's auto memory, the SDK's layout
+    /// with its memories/), or a tar, .tar.gz or zip archive (read as a
+    /// stream, never unpacked). Each file becomes a version of yours; a
+    /// file the memory already holds the same is left as it is, so running
+    /// it again adds nothing. What it leaves out it lists, with why (too
+    /// big, not text, a name the tool cannot address, a link or device,
+    /// `..`, what looks like a credential). Works whether or not a memfs
+    /// owns the data dir.
+    Import {
+        /// A directory, or a .tar, .tar.gz or .zip file (`-`: a tar or
+        /// .tar.gz on stdin).
+        source: PathBuf,
+        /// Where the files go.
+        #[arg(long, default_value = "/memories", value_name = "PATH")]
+        to: String,
+        /// A path that holds other content gets the imported one as a new
+        /// version (default: it is left as it is, and listed).
+        #[arg(long)]
+        overwrite: bool,
+        /// Say what would be done; write nothing.
+        #[arg(long)]
+        dry_run: bool,
+        /// No progress on stderr.
+        #[arg(short, long)]
+        quiet: bool,
+        /// The outcome as one JSON object: counts, and what was left out with why.
+        #[arg(long)]
+        json: bool,
     },
     /// Lists (--dry-run) or removes every file not read or written for
     /// DURATION (90d, 12h, 30m, 2s); each removal is kept in the history.

@@ -75,7 +75,7 @@ pub fn request_of(cli: &Cli) -> Option<Request> {
             version: version.clone(),
             path: *path,
         },
-        Cmd::Export { .. } => Request::Export,
+        Cmd::Export { git: Some(_), .. } => Request::Export,
         Cmd::Checkpoint => Request::Checkpoint,
         Cmd::Clear { .. } => Request::Clear {
             door: memfs::store::Door::Exec.name().to_string(),
@@ -119,7 +119,7 @@ pub fn run(cli: &Cli, request: Request) -> ExitCode {
         memfs::say!("memfs: clear deletes everything under /memories (each delete is kept in the history, and `memfs revert` brings a file back); run `memfs clear --yes` to do it");
         return ExitCode::from(2);
     }
-    if let Cmd::Export { git } = &cli.command {
+    if let Cmd::Export { git: Some(git), .. } = &cli.command {
         if let Err(e) = check_empty(git) {
             memfs::say!("memfs: {e}");
             return ExitCode::from(2);
@@ -138,7 +138,7 @@ pub fn run(cli: &Cli, request: Request) -> ExitCode {
         None => through_owner(&data.join(".memfs"), request),
     };
     let reply = ask(&request);
-    if let (Cmd::Export { git }, 0) = (&cli.command, reply.code) {
+    if let (Cmd::Export { git: Some(git), .. }, 0) = (&cli.command, reply.code) {
         return export(git, &reply.out);
     }
     let max_count = match &cli.command {

@@ -49,6 +49,7 @@ pub mod shared;
 pub mod store;
 pub mod text;
 pub mod tool;
+pub mod transfer;
 pub mod units;
 pub mod web;
 

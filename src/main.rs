@@ -2,8 +2,10 @@
 
 mod claude_code_cli;
 mod cli;
+mod export_cli;
 mod history_cli;
 mod http_cli;
+mod import_cli;
 mod lifecycle;
 mod logging;
 mod out;
@@ -117,7 +119,40 @@ fn without_a_memory(cli: &Cli) -> Option<ExitCode> {
         }
         _ => {}
     }
+    if let Some(code) = transfer(cli) {
+        return Some(code);
+    }
     history_cli::request_of(cli).map(|request| history_cli::run(cli, request))
+}
+
+/// `import`, and `export` of the files (`--dir`, `--tar`).
+fn transfer(cli: &Cli) -> Option<ExitCode> {
+    match &cli.command {
+        Cmd::Export {
+            git: None,
+            dir,
+            tar,
+        } => Some(export_cli::run(cli, dir.as_deref(), tar.as_deref())),
+        Cmd::Import {
+            source,
+            to,
+            overwrite,
+            dry_run,
+            quiet,
+            json,
+        } => {
+            let asked = import_cli::Asked {
+                source,
+                to,
+                overwrite: *overwrite,
+                dry_run: *dry_run,
+                quiet: *quiet,
+                json: *json,
+            };
+            Some(import_cli::run(cli, &asked))
+        }
+        _ => None,
+    }
 }
 
 /// The commands that run on the memory this process opened (it owns the
@@ -212,6 +247,7 @@ fn on(memory: Memory, cli: Cli, doors: Doors) -> ExitCode {
         | Cmd::Undo { .. }
         | Cmd::Redact { .. }
         | Cmd::Export { .. }
+        | Cmd::Import { .. }
         | Cmd::Expire { .. }
         | Cmd::Checkpoint
         | Cmd::Token { .. }

@@ -7,6 +7,7 @@
 pub mod clear;
 pub mod expire;
 pub mod export;
+pub mod import;
 pub mod reply;
 pub mod request;
 pub mod search;

@@ -106,6 +106,20 @@ pub enum Request {
         dry_run: bool,
         path: Option<String>,
     },
+    /// One chunk of `memfs import`: files made versions of the person who
+    /// ran it, unless the memory holds the same bytes there already (see
+    /// `control::import`).
+    Import {
+        files: Vec<super::import::ImportFile>,
+        /// Where they go: `/memories` or below.
+        to: String,
+        #[serde(default)]
+        overwrite: bool,
+        #[serde(default)]
+        dry_run: bool,
+        uid: u32,
+        pid: u32,
+    },
     /// Full-text search (`memfs search`): the files that match `query`,
     /// best first, each with its first matched lines.
     Search {
@@ -172,6 +186,25 @@ pub fn handle(store: &Arc<Store>, control: &Control, request: &Request) -> Reply
     if let Request::Clear { door, session } = request {
         // Needs no history: the deletes are kept in it when there is one.
         return clear(store, door, session.as_deref());
+    }
+    if let Request::Import {
+        files,
+        to,
+        overwrite,
+        dry_run,
+        uid,
+        pid,
+    } = request
+    {
+        let chunk = super::import::Chunk {
+            files,
+            to,
+            overwrite: *overwrite,
+            dry_run: *dry_run,
+            uid: *uid,
+            pid: *pid,
+        };
+        return super::import::apply(store, &chunk);
     }
     if let Request::Search {
         query,
@@ -377,7 +410,9 @@ fn run(store: &Arc<Store>, history: &History, request: &Request) -> Result<Reply
             super::expire::run(store, &at, idle, *dry_run)
         }
         // Answered by `handle` before the history is looked for.
-        Request::Search { .. } => Ok(Reply::error("search is not a history request")),
+        Request::Search { .. } | Request::Import { .. } => {
+            Ok(Reply::error("not a history request"))
+        }
     }
 }
 

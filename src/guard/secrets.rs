@@ -310,13 +310,25 @@ struct Compiled {
     each: Vec<Regex>,
 }
 
+/// A rule's pattern with ASCII word boundaries: every key name and prefix
+/// the rules look for is ASCII, and with a Unicode `\b` the regex engine
+/// leaves its fast automaton for a slow one on any text that is not all
+/// ASCII (measured: 5 MB/s, which made a 100 MB import spend 80% of its
+/// time here).
+fn ascii_boundaries(pattern: &str) -> String {
+    pattern.replace(r"\b", r"(?-u:\b)")
+}
+
 fn compiled() -> &'static Compiled {
     static RULESET: OnceLock<Compiled> = OnceLock::new();
     RULESET.get_or_init(|| Compiled {
-        set: RegexSet::new(RULES.iter().map(|r| r.pattern)).expect("the rules compile"),
+        set: regex::RegexSetBuilder::new(RULES.iter().map(|r| ascii_boundaries(r.pattern)))
+            .dfa_size_limit(16 << 20)
+            .build()
+            .expect("the rules compile"),
         each: RULES
             .iter()
-            .map(|r| Regex::new(r.pattern).expect("the rules compile"))
+            .map(|r| Regex::new(&ascii_boundaries(r.pattern)).expect("the rules compile"))
             .collect(),
     })
 }

@@ -78,9 +78,30 @@ pub fn still_matches(query: &Query, path: &str, text: &str) -> bool {
 pub fn lines(query: &Query, text: &str, most: usize) -> Vec<Line> {
     let mut out = Vec::new();
     let mut ranges = Vec::new();
+    // A line can match only if it holds a clause's first part, in any case
+    // (checked on the bytes, for ASCII parts, before the line is analyzed).
+    let firsts: Option<Vec<&[u8]>> = query
+        .must
+        .iter()
+        .map(|c| {
+            c.parts()
+                .first()
+                .map(|p| p.as_bytes())
+                .filter(|p| p.is_ascii())
+        })
+        .collect();
     for (n, line) in text.split('\n').enumerate() {
         if out.len() >= most {
             break;
+        }
+        // (Only on an ASCII line: lowercasing can make ASCII of others,
+        // the Kelvin sign's `k`.)
+        if let Some(firsts) = firsts.as_ref().filter(|_| line.is_ascii()) {
+            let bytes = line.as_bytes();
+            let holds = |p: &[u8]| bytes.windows(p.len()).any(|w| w.eq_ignore_ascii_case(p));
+            if !firsts.iter().any(|p| holds(p)) {
+                continue;
+            }
         }
         let (body, idents) = analyze::analyze(line);
         if body.is_empty() {
@@ -163,6 +184,15 @@ mod tests {
         assert!(l.snippet.chars().count() <= SNIPPET_CHARS + 2);
         let [a, b] = l.highlights[0];
         assert_eq!(&l.snippet[a..b], "needle");
+    }
+
+    #[test]
+    fn the_quick_look_at_a_line_never_hides_a_match() {
+        // The Kelvin sign lowercases to an ASCII `k`; a camelCase word
+        // holds its first part only in another case.
+        let text = "\u{212A}ey one\nparseKey two\nnone here\n";
+        let got = lines(&parse("key").unwrap(), text, 3);
+        assert_eq!(got.iter().map(|l| l.line).collect::<Vec<_>>(), [1, 2]);
     }
 
     #[test]

@@ -260,34 +260,21 @@ impl Search {
         let found = index
             .search(&query, limit * 2 + 10)
             .map_err(SearchError::Index)?;
+        // The bytes each found document was made from, while the tree
+        // still holds them (then it is current without a hash).
+        let made_from: Vec<Option<Weak<Vec<u8>>>> = found
+            .iter()
+            .map(|f| st.known.get(&f.path).cloned())
+            .collect();
         drop(st);
         let mut hits = Vec::new();
-        for f in found {
+        for (f, made_from) in found.into_iter().zip(made_from) {
             if hits.len() >= limit {
                 break;
             }
-            let Ok(at) = MemPath::parse(&format!("/memories/{}", f.path)) else {
-                continue;
-            };
-            let shown = at.to_string();
-            if ask.hide.is_some_and(|h| h.hides_path(&shown)) || crate::path::is_tool_state(&shown)
-            {
-                continue;
+            if let Some(hit) = checked(&store, &query, ask.hide, f, made_from) {
+                hits.push(hit);
             }
-            let Some(data) = store.with_tree(|t| file_at(t, &at)) else {
-                continue;
-            };
-            let text = text_of(&data);
-            if Sha::of(&data).to_string() != f.sha
-                && !lines::still_matches(&query, &f.path, text.unwrap_or(""))
-            {
-                continue;
-            }
-            hits.push(Hit {
-                path: shown,
-                score: f.score,
-                lines: text.map_or_else(Vec::new, |t| lines::lines(&query, t, LINES_PER_FILE)),
-            });
         }
         Ok(hits)
     }
@@ -313,6 +300,37 @@ fn touched(rows: &[crate::journal::Row], unrecorded: Option<&Store>) -> Vec<MemP
     out.sort();
     out.dedup();
     out
+}
+
+/// A document found, as a result: none when its path is hidden from the
+/// caller or gone, or when the file changed since it was indexed and no
+/// longer matches; its lines cut from the file as it is now.
+fn checked(
+    store: &Store,
+    query: &Query,
+    hide: Option<&Hide>,
+    f: index::Found,
+    made_from: Option<Weak<Vec<u8>>>,
+) -> Option<Hit> {
+    let at = MemPath::parse(&format!("/memories/{}", f.path)).ok()?;
+    let shown = at.to_string();
+    if hide.is_some_and(|h| h.hides_path(&shown)) || crate::path::is_tool_state(&shown) {
+        return None;
+    }
+    let data = store.with_tree(|t| file_at(t, &at))?;
+    let text = text_of(&data);
+    let current = made_from
+        .and_then(|w| w.upgrade())
+        .is_some_and(|had| Arc::ptr_eq(&had, &data))
+        || Sha::of(&data).to_string() == f.sha;
+    if !current && !lines::still_matches(query, &f.path, text.unwrap_or("")) {
+        return None;
+    }
+    Some(Hit {
+        path: shown,
+        score: f.score,
+        lines: text.map_or_else(Vec::new, |t| lines::lines(query, t, LINES_PER_FILE)),
+    })
 }
 
 /// Puts what `live` holds that the index does not, and removes the paths

@@ -2,6 +2,7 @@
 real PostgreSQL 15, each with its own copy and its own live mount. Every
 step goes through a door a user has: `memfs exec` (which attaches to the
 host's running memfs through its socket), the mount, `memfs log`."""
+import json
 import os
 import signal
 import subprocess
@@ -285,6 +286,30 @@ def test_mcp_and_the_history_commands_work_on_a_shared_store(hosts, pg):
     out = subprocess.run(a.args("diff", rows[1]["version"], rows[0]["version"]), capture_output=True,
                          text=True, timeout=60)
     assert out.returncode == 0 and "-second" in out.stdout and "+first" in out.stdout, out
+
+
+def test_what_one_host_writes_is_found_by_search_on_the_other(hosts, pg):
+    a, b = hosts("a"), hosts("b")
+
+    def found(host, query):
+        out = subprocess.run(host.args("search", "--json", "--", query), capture_output=True,
+                             text=True, timeout=60)
+        assert out.returncode in (0, 1), out
+        return [r["path"] for r in json.loads(out.stdout)["results"]]
+
+    r = a.tool(command="create", path="/memories/notes/zoo.md", file_text="the quokka smiles\n")
+    assert not r["is_error"], r
+    # B's index takes in A's change as B's copy does (its journal records it).
+    wait_for(lambda: found(b, "quokka") == ["/memories/notes/zoo.md"], 10, "b finds a's create")
+    # A person's save on B's mount is found on A; what A's agent changed
+    # next is found as it is now, and not as it was, on both.
+    (b.mnt / "people.md").write_text("Ana prefers the axolotl\n")
+    wait_for(lambda: found(a, "axolotl") == ["/memories/people.md"], 10, "a finds b's save")
+    r = a.tool(command="str_replace", path="/memories/notes/zoo.md", old_str="quokka", new_str="wombat")
+    assert not r["is_error"], r
+    for host in (a, b):
+        wait_for(lambda: found(host, "wombat") == ["/memories/notes/zoo.md"], 10, "the write found")
+        assert found(host, "quokka") == []
 
 
 def failing_and_plain(pg, tmp_path, memfs_bin, failpoints_bin, failpoints):
