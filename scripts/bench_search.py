@@ -168,6 +168,8 @@ def main():
                         raise RuntimeError("never indexed")
                 indexed_ms.append((time.perf_counter() - saved) * 1e3)
                 assert link.search(word) == [f"/memories/save{i % 10}.md"]
+        print("saves found by the next search (ms):", [round(x, 1) for x in found_ms], file=sys.stderr)
+        print("saves indexed with nobody searching (ms):", [round(x) for x in indexed_ms], file=sys.stderr)
     finally:
         if owner:
             subprocess.run(["umount", str(mnt)], capture_output=True)

@@ -57,6 +57,12 @@ if [ "$(id -u)" = 0 ] && [ -e /dev/fuse ]; then
   echo "shared store counter run: ok (target/shared-counter-smoke.md)"
   "$(scripts/pyenv.sh)" scripts/bench_shared.py target/release/memfs --calls 50 --rate 200 --seconds 2 > target/bench-shared-smoke.md
   echo "bench shared smoke run: ok (target/bench-shared-smoke.md)"
+  # Search and import (issue 36), smoke size; the full runs are in docs/BENCHMARKS.md section 15.
+  python3 scripts/bench_search.py target/release/memfs --files 300 --bytes 3000000 --runs 5 --grep-runs 1 --saves 6 \
+    > target/bench-search-smoke.md 2> target/bench-search-smoke.log
+  echo "bench search smoke run: ok (target/bench-search-smoke.md)"
+  python3 scripts/bench_import.py target/release/memfs --files 300 --bytes 3000000 --runs 1 > target/bench-import-smoke.md
+  echo "bench import smoke run: ok (target/bench-import-smoke.md)"
 elif [ "${CI:-}" = true ]; then
   echo "the shared store's fault trials must run under CI=true, but they need root and /dev/fuse" >&2
   exit 1
