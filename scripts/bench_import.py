@@ -27,18 +27,38 @@ def timed(cmd, **kw):
     return time.perf_counter() - t, out
 
 
+def make_repo(repo, commits):
+    """A repository of `commits` commits, each changing two of 100 files of
+    about 1.2 KB, by three authors a minute apart (through fast-import)."""
+    repo.mkdir()
+    subprocess.run(["git", "-C", str(repo), "init", "-q", "-b", "main"], check=True)
+    parts = []
+    for i in range(commits):
+        when = 1_500_000_000 + i * 60
+        parts.append(f"commit refs/heads/main\nauthor A{i % 3} <a{i % 3}@example.com> {when} +0000\n"
+                     f"committer c <c@example.com> {when} +0000\ndata 7\ncommit\n")
+        for f in sorted({i % 100, (i * 7 + 3) % 100}):
+            body = f"file {f} at commit {i}\n" + "words " * 200
+            parts.append(f"M 100644 inline f{f:03d}.md\ndata {len(body)}\n{body}\n")
+    subprocess.run(["git", "-C", str(repo), "fast-import", "--quiet"], input="".join(parts).encode(), check=True)
+    subprocess.run(["git", "-C", str(repo), "reset", "-q", "--hard", "main"], check=True)
+
+
 def main():
     ap = argparse.ArgumentParser()
     ap.add_argument("memfs")
     ap.add_argument("--files", type=int, default=10000)
     ap.add_argument("--bytes", type=int, default=100_000_000)
     ap.add_argument("--runs", type=int, default=3)
+    ap.add_argument("--commits", type=int, default=1000)
     a = ap.parse_args()
     memfs = str(pathlib.Path(a.memfs).resolve())
     shm = pathlib.Path(tempfile.mkdtemp(prefix="memfs-bench-import-", dir="/dev/shm"))
     work = pathlib.Path(tempfile.mkdtemp(prefix="memfs-bench-import-"))
     rows = {k: [] for k in ["import", "again", "export --dir", "export --tar", "tar import",
-                            "cp -r into a memfs mount", "cp -r onto tmpfs"]}
+                            "cp -r into a memfs mount", "cp -r onto tmpfs",
+                            f"import --git, {a.commits:,} commits", "import --git again",
+                            "git log -p of the same (the peer's read)"]}
     try:
         corpus = shm / "corpus"
         subprocess.run([sys.executable, str(HERE / "search_corpus.py"), str(corpus),
@@ -46,6 +66,8 @@ def main():
                        stdout=subprocess.DEVNULL)
         files = sum(1 for f in corpus.rglob("*") if f.is_file())
         size = sum(f.stat().st_size for f in corpus.rglob("*") if f.is_file())
+        repo = work / "repo"
+        make_repo(repo, a.commits)
         # (--secrets allow: the corpus is code, some of it with test passwords.)
         flags = ["--secrets", "allow"]
         for run in range(a.runs):
@@ -78,7 +100,14 @@ def main():
             t, _ = timed(["cp", "-r", str(corpus), str(dest)])
             rows["cp -r onto tmpfs"].append(t)
             shutil.rmtree(dest)
-            for p in [data, work / f"out{run}", tar, work / f"t{run}", work / f"c{run}"]:
+            g = work / f"g{run}"
+            t, _ = timed([memfs, "--data", str(g), "import", "-q", "--git", str(repo)])
+            rows[f"import --git, {a.commits:,} commits"].append(t)
+            t, _ = timed([memfs, "--data", str(g), "import", "-q", "--git", str(repo)])
+            rows["import --git again"].append(t)
+            t, _ = timed(["sh", "-c", f'git -C "{repo}" log -p --first-parent > /dev/null'])
+            rows["git log -p of the same (the peer's read)"].append(t)
+            for p in [data, work / f"out{run}", tar, work / f"t{run}", work / f"c{run}", g]:
                 shutil.rmtree(p, ignore_errors=True) if p.is_dir() else p.unlink(missing_ok=True)
     finally:
         shutil.rmtree(shm, ignore_errors=True)

@@ -61,7 +61,7 @@ if [ "$(id -u)" = 0 ] && [ -e /dev/fuse ]; then
   python3 scripts/bench_search.py target/release/memfs --files 300 --bytes 3000000 --runs 5 --grep-runs 1 --saves 6 \
     > target/bench-search-smoke.md 2> target/bench-search-smoke.log
   echo "bench search smoke run: ok (target/bench-search-smoke.md)"
-  python3 scripts/bench_import.py target/release/memfs --files 300 --bytes 3000000 --runs 1 > target/bench-import-smoke.md
+  python3 scripts/bench_import.py target/release/memfs --files 300 --bytes 3000000 --runs 1 --commits 50 > target/bench-import-smoke.md
   echo "bench import smoke run: ok (target/bench-import-smoke.md)"
 elif [ "${CI:-}" = true ]; then
   echo "the shared store's fault trials must run under CI=true, but they need root and /dev/fuse" >&2

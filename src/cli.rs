@@ -423,6 +423,11 @@ pub enum Cmd {
         /// The outcome as one JSON object: counts, and what was left out with why.
         #[arg(long)]
         json: bool,
+        /// SOURCE is a git repository: its history along the first parents,
+        /// oldest first, each commit's files versions by its author at its
+        /// time (a later run brings in only the commits since).
+        #[arg(long, conflicts_with = "overwrite")]
+        git: bool,
     },
     /// Lists (--dry-run) or removes every file not read or written for
     /// DURATION (90d, 12h, 30m, 2s); each removal is kept in the history.

@@ -8,11 +8,11 @@ use std::path::Path;
 use std::process::ExitCode;
 use std::time::{Duration, Instant};
 
-use memfs::control::import::{ImportFile, Outcome};
+use memfs::control::import::{key, Commit, ImportFile, Outcome};
 use memfs::control::request::{handle, Reply, Request};
 use memfs::persist::OpenError;
 use memfs::serve::attach::through_owner;
-use memfs::transfer::{self, Item, Rules};
+use memfs::transfer::{self, Checker, Item, Kind, Rules};
 use memfs::Memory;
 
 use crate::cli::Cli;
@@ -25,6 +25,8 @@ pub struct Asked<'a> {
     pub dry_run: bool,
     pub quiet: bool,
     pub json: bool,
+    /// SOURCE is a git repository whose history is imported.
+    pub git: bool,
 }
 
 /// The totals, and what was left out.
@@ -135,6 +137,31 @@ pub fn run(cli: &Cli, asked: &Asked) -> ExitCode {
         last: None,
         terminal: std::io::stderr().is_terminal(),
     };
+    let done = match asked.git {
+        true => git_history(&send, asked, &rules, &mut tally, &mut progress),
+        false => files(&send, asked, rules, &mut tally, &mut progress),
+    };
+    progress.show(&tally, true);
+    if let Err(e) = done {
+        memfs::say!("memfs: import: {e}");
+        finish(memory);
+        return ExitCode::from(2);
+    }
+    report(&tally, asked);
+    match finish(memory) && !tally.failed {
+        true => ExitCode::SUCCESS,
+        false => ExitCode::from(2),
+    }
+}
+
+/// A tree's or an archive's files, in chunks.
+fn files(
+    send: &dyn Fn(&Request) -> Reply,
+    asked: &Asked,
+    rules: Rules,
+    tally: &mut Tally,
+    progress: &mut Progress,
+) -> Result<(), String> {
     let mut chunk: Vec<ImportFile> = Vec::new();
     let mut chunk_size = 0u64;
     let most = chunk_bytes(rules.max_file_size);
@@ -147,7 +174,7 @@ pub fn run(cli: &Cli, asked: &Asked) -> ExitCode {
                 chunk_size += data.len() as u64;
                 chunk.push(ImportFile::new(path, &data));
                 if chunk_size >= most || chunk.len() >= 512 {
-                    if let Err(e) = flush(&send, asked, &mut chunk, &mut tally) {
+                    if let Err(e) = flush(send, asked, &mut chunk, tally, None) {
                         error = Some(e.clone());
                         return Err(std::io::Error::other(e));
                     }
@@ -156,21 +183,11 @@ pub fn run(cli: &Cli, asked: &Asked) -> ExitCode {
             }
             Item::Skip { name, reason } => tally.skipped.push((name, reason)),
         }
-        progress.show(&tally, false);
+        progress.show(tally, false);
         Ok(())
     });
-    let read = read.and_then(|()| flush(&send, asked, &mut chunk, &mut tally));
-    progress.show(&tally, true);
-    if let Err(e) = error.map_or(read, Err) {
-        memfs::say!("memfs: import: {e}");
-        finish(memory);
-        return ExitCode::from(2);
-    }
-    report(&tally, asked);
-    if !finish(memory) || tally.failed {
-        return ExitCode::from(2);
-    }
-    ExitCode::SUCCESS
+    let read = read.and_then(|()| flush(send, asked, &mut chunk, tally, None));
+    error.map_or(read, Err)
 }
 
 /// Sends what is gathered as one request and counts what became of it.
@@ -179,6 +196,7 @@ fn flush(
     asked: &Asked,
     chunk: &mut Vec<ImportFile>,
     tally: &mut Tally,
+    commit: Option<&Commit>,
 ) -> Result<(), String> {
     if chunk.is_empty() {
         return Ok(());
@@ -191,6 +209,7 @@ fn flush(
         // SAFETY: getuid(2) cannot fail and touches no memory.
         uid: unsafe { libc::getuid() },
         pid: std::process::id(),
+        commit: commit.cloned(),
     };
     let reply = send(&request);
     let outcomes: Vec<Outcome> = match serde_json::from_slice(&reply.out) {
@@ -236,6 +255,7 @@ fn report(tally: &Tally, asked: &Asked) {
             "bytes": tally.bytes,
             "created": tally.count("created"),
             "updated": tally.count("updated"),
+            "deleted": tally.count("deleted"),
             "unchanged": tally.count("unchanged"),
             "failed": tally.count("failed"),
             "left_out": left_out.iter().map(|(n, r)| serde_json::json!({"name": n, "reason": r})).collect::<Vec<_>>(),
@@ -249,15 +269,115 @@ fn report(tally: &Tally, asked: &Asked) {
         ""
     };
     crate::out!(
-        "{} files read ({}): {} created, {} updated, {} unchanged, {} left out{would}",
+        "{} files read ({}): {} created, {} updated, {} deleted, {} unchanged, {} left out{would}",
         tally.read,
         memfs::units::human_bytes(tally.bytes),
         tally.count("created"),
         tally.count("updated"),
+        tally.count("deleted"),
         tally.count("unchanged"),
         left_out.len()
     );
     for (name, reason) in &left_out {
         crate::out!("  left out {}: {reason}", memfs::text::printable(name));
     }
+}
+
+/// One commit's change to one file as an import file (none: left out, and
+/// counted so), checked as any entry of an archive is.
+fn commit_file(
+    blobs: &mut crate::import_git::Blobs,
+    rules: &Rules,
+    commit: &crate::import_git::GitCommit,
+    change: &crate::import_git::Change,
+    tally: &mut Tally,
+) -> Result<Option<ImportFile>, String> {
+    let name = format!("{}:{}", &commit.id[..12.min(commit.id.len())], change.path);
+    if change.status == 'D' {
+        return Ok(match transfer::relative(&change.path) {
+            Ok(Some(rel)) => Some(ImportFile::deleted(rel)),
+            _ => None,
+        });
+    }
+    let why = match change.mode.as_str() {
+        "120000" => Some("a symlink"),
+        "160000" => Some("a submodule"),
+        _ => None,
+    };
+    if let Some(why) = why {
+        tally.skipped.push((name, why.into()));
+        return Ok(None);
+    }
+    let (size, data) = blobs.get(&change.blob, rules.max_file_size)?;
+    let mut items = Vec::new();
+    let mut keep = |item| {
+        items.push(item);
+        Ok(())
+    };
+    Checker::new(rules.clone(), &mut keep)
+        .entry(&change.path, Kind::File, size, &mut data.as_slice())
+        .map_err(|e| e.to_string())?;
+    Ok(match items.pop() {
+        Some(Item::File { path, data }) => {
+            tally.read += 1;
+            tally.bytes += data.len() as u64;
+            Some(ImportFile::new(path, &data))
+        }
+        Some(Item::Skip { reason, .. }) => {
+            tally.skipped.push((name, reason));
+            None
+        }
+        None => None,
+    })
+}
+
+/// `--git`: the repository's history, a commit at a time, each file a
+/// version by the commit's author at its time. What an earlier run brought
+/// in is passed over: every commit up to the newest one any of whose
+/// versions the history holds, and that one's files that are in.
+fn git_history(
+    send: &dyn Fn(&Request) -> Reply,
+    asked: &Asked,
+    rules: &Rules,
+    tally: &mut Tally,
+    progress: &mut Progress,
+) -> Result<(), String> {
+    let commits = crate::import_git::commits(asked.source, "HEAD")?;
+    let reply = send(&Request::ImportKeys {
+        prefix: "git:".into(),
+    });
+    if reply.code != 0 {
+        return Err(reply.err);
+    }
+    let done: std::collections::HashSet<String> = String::from_utf8_lossy(&reply.out)
+        .lines()
+        .map(str::to_string)
+        .collect();
+    let is_in = |c: &crate::import_git::GitCommit, path: &str| done.contains(&key(&c.id, path));
+    let last_in = commits
+        .iter()
+        .rposition(|c| c.changes.iter().any(|ch| is_in(c, &ch.path)));
+    let mut blobs = crate::import_git::Blobs::open(asked.source)?;
+    for (i, c) in commits.iter().enumerate() {
+        if last_in.is_some_and(|last| i < last) {
+            continue;
+        }
+        let mut files = Vec::new();
+        for change in &c.changes {
+            if last_in == Some(i) && is_in(c, &change.path) {
+                continue;
+            }
+            if let Some(f) = commit_file(&mut blobs, rules, c, change, tally)? {
+                files.push(f);
+            }
+        }
+        let commit = Commit {
+            id: c.id.clone(),
+            author: c.author.clone(),
+            authored: c.authored.clone(),
+        };
+        flush(send, asked, &mut files, tally, Some(&commit))?;
+        progress.show(tally, false);
+    }
+    Ok(())
 }

@@ -6,6 +6,7 @@ mod export_cli;
 mod history_cli;
 mod http_cli;
 mod import_cli;
+mod import_git;
 mod lifecycle;
 mod logging;
 mod out;
@@ -140,6 +141,7 @@ fn transfer(cli: &Cli) -> Option<ExitCode> {
             dry_run,
             quiet,
             json,
+            git,
         } => {
             let asked = import_cli::Asked {
                 source,
@@ -148,6 +150,7 @@ fn transfer(cli: &Cli) -> Option<ExitCode> {
                 dry_run: *dry_run,
                 quiet: *quiet,
                 json: *json,
+                git: *git,
             };
             Some(import_cli::run(cli, &asked))
         }

@@ -576,3 +576,278 @@ fn export_to_a_directory_or_a_tar_and_import_back_gives_the_same_memory() {
         assert_eq!(files(other.path()), before, "{}", from.display());
     }
 }
+
+/// `git` in `repo`, with the author and date given.
+fn git(repo: &Path, args: &[&str]) {
+    let out = Command::new("git")
+        .arg("-C")
+        .arg(repo)
+        .args(args)
+        .env("GIT_CONFIG_NOSYSTEM", "1")
+        .env("GIT_COMMITTER_NAME", "committer")
+        .env("GIT_COMMITTER_EMAIL", "c@example.com")
+        .output()
+        .unwrap();
+    assert!(
+        out.status.success(),
+        "git {args:?}: {}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+}
+
+fn commit(repo: &Path, who: &str, date: &str, message: &str) {
+    let (name, email) = who.split_once(' ').unwrap();
+    git(
+        repo,
+        &[
+            "-c",
+            &format!("user.name={name}"),
+            "-c",
+            &format!("user.email={email}"),
+            "commit",
+            "-q",
+            "--date",
+            date,
+            "-m",
+            message,
+        ],
+    );
+}
+
+/// Each version as (op, path, author, authored, sha256), oldest first.
+fn authored(dir: &Path) -> Vec<(String, String, String, String, String)> {
+    let mut rows: Vec<_> = versions(dir)
+        .into_iter()
+        .map(|r| {
+            let s = |v: &Value| v.as_str().unwrap_or_default().to_string();
+            (
+                s(&r["op"]),
+                s(&r["path"]),
+                s(&r["actor"]["author"]),
+                s(&r["actor"]["authored"]),
+                s(&r["sha256"]),
+            )
+        })
+        .collect();
+    rows.reverse();
+    rows
+}
+
+#[test]
+fn a_git_history_arrives_as_versions_by_its_authors_and_goes_back_out_the_same() {
+    let work = tempfile::tempdir().unwrap();
+    let repo = work.path().join("repo");
+    fs::create_dir(&repo).unwrap();
+    git(&repo, &["init", "-q", "-b", "main"]);
+    fs::create_dir(repo.join("notes")).unwrap();
+    fs::write(repo.join("a.md"), "one\n").unwrap();
+    fs::write(repo.join("notes/q.md"), "quokka\n").unwrap();
+    fs::write(repo.join("blob.bin"), b"bin\0ary").unwrap();
+    std::os::unix::fs::symlink("a.md", repo.join("link.md")).unwrap();
+    git(&repo, &["add", "-A"]);
+    commit(
+        &repo,
+        "Ana ana@example.com",
+        "2019-03-01T10:00:00Z",
+        "first",
+    );
+    fs::write(repo.join("a.md"), "one\ntwo\n").unwrap();
+    git(&repo, &["add", "-A"]);
+    commit(&repo, "Bo bo@example.com", "2019-03-02T11:00:00Z", "second");
+    git(&repo, &["rm", "-q", "notes/q.md"]);
+    fs::write(repo.join("b.md"), "bee\n").unwrap();
+    git(&repo, &["add", "-A"]);
+    commit(
+        &repo,
+        "Ana ana@example.com",
+        "2019-03-03T12:00:00Z",
+        "third",
+    );
+
+    let dir = work.path().join("d");
+    let v = import(&dir, &repo, &["--git"]);
+    assert_eq!(
+        (
+            v["created"].as_u64(),
+            v["updated"].as_u64(),
+            v["deleted"].as_u64()
+        ),
+        (Some(3), Some(1), Some(1)),
+        "{v}"
+    );
+    let reasons = left_out(&v);
+    assert!(
+        reasons
+            .iter()
+            .any(|(n, r)| n.ends_with(":blob.bin") && r.contains("not text")),
+        "{reasons:?}"
+    );
+    assert!(
+        reasons
+            .iter()
+            .any(|(n, r)| n.ends_with(":link.md") && r.contains("a symlink")),
+        "{reasons:?}"
+    );
+    let history = authored(&dir);
+    let brief: Vec<(&str, &str, &str, &str)> = history
+        .iter()
+        .map(|(op, path, author, when, _)| {
+            (op.as_str(), path.as_str(), author.as_str(), when.as_str())
+        })
+        .collect();
+    assert_eq!(
+        brief,
+        [
+            (
+                "create",
+                "/memories/a.md",
+                "Ana <ana@example.com>",
+                "2019-03-01T10:00:00Z"
+            ),
+            (
+                "create",
+                "/memories/notes/q.md",
+                "Ana <ana@example.com>",
+                "2019-03-01T10:00:00Z"
+            ),
+            (
+                "write",
+                "/memories/a.md",
+                "Bo <bo@example.com>",
+                "2019-03-02T11:00:00Z"
+            ),
+            (
+                "create",
+                "/memories/b.md",
+                "Ana <ana@example.com>",
+                "2019-03-03T12:00:00Z"
+            ),
+            (
+                "delete",
+                "/memories/notes/q.md",
+                "Ana <ana@example.com>",
+                "2019-03-03T12:00:00Z"
+            ),
+        ]
+    );
+    // Again: nothing; a new commit: only it.
+    assert_eq!(import(&dir, &repo, &["--git"])["read"], 0);
+    fs::write(repo.join("b.md"), "bee\nsting\n").unwrap();
+    git(&repo, &["add", "-A"]);
+    commit(&repo, "Cy cy@example.com", "2019-03-04T13:00:00Z", "fourth");
+    let v = import(&dir, &repo, &["--git"]);
+    assert_eq!(
+        (v["read"].as_u64(), v["updated"].as_u64()),
+        (Some(1), Some(1)),
+        "{v}"
+    );
+    assert_eq!(authored(&dir).len(), 6);
+    // Out to git and back in: the same versions, by the same authors, at
+    // the same times, with the same contents.
+    let out = work.path().join("out");
+    let (code, _, err) = run(&dir, &["export", "--git", out.to_str().unwrap()]);
+    assert_eq!(code, 0, "{err}");
+    let back = work.path().join("back");
+    import(&back, &out, &["--git"]);
+    assert_eq!(authored(&back), authored(&dir));
+    assert_eq!(files(&back), files(&dir));
+}
+
+#[test]
+fn a_git_import_killed_midway_is_completed_by_the_next_run_with_nothing_twice() {
+    let work = tempfile::tempdir().unwrap();
+    let repo = work.path().join("repo");
+    fs::create_dir(&repo).unwrap();
+    git(&repo, &["init", "-q", "-b", "main"]);
+    // 400 commits through fast-import: each changes two of 50 files.
+    let mut stream = String::new();
+    for i in 0..400 {
+        stream.push_str(&format!(
+            "commit refs/heads/main\nauthor A{} <a@example.com> {} +0000\ncommitter c <c@example.com> {} +0000\ndata 2\nc\n",
+            i % 3,
+            1_500_000_000 + i * 60,
+            1_500_000_000 + i * 60
+        ));
+        for f in [i % 50, (i * 7 + 3) % 50] {
+            let body = format!("file {f} at commit {i}\n{}", "words ".repeat(200));
+            stream.push_str(&format!(
+                "M 100644 inline f{f:02}.md\ndata {}\n{body}\n",
+                body.len()
+            ));
+        }
+    }
+    let mut fi = Command::new("git")
+        .arg("-C")
+        .arg(&repo)
+        .args(["fast-import", "--quiet"])
+        .stdin(Stdio::piped())
+        .spawn()
+        .unwrap();
+    fi.stdin
+        .take()
+        .unwrap()
+        .write_all(stream.as_bytes())
+        .unwrap();
+    assert!(fi.wait().unwrap().success());
+    git(&repo, &["reset", "-q", "--hard", "main"]);
+
+    let d = work.path().join("d");
+    let mut child = memfs()
+        .arg("--data")
+        .arg(&d)
+        .args(["import", "-q", "--git"])
+        .arg(&repo)
+        .stdout(Stdio::null())
+        .stderr(Stdio::null())
+        .spawn()
+        .unwrap();
+    let journal = d.join(".memfs/journal");
+    let deadline = Instant::now() + Duration::from_secs(60);
+    loop {
+        let bytes: u64 = fs::read_dir(&journal)
+            .map(|es| {
+                es.filter_map(|e| e.ok()?.metadata().ok())
+                    .map(|m| m.len())
+                    .sum()
+            })
+            .unwrap_or(0);
+        if bytes > 150_000 {
+            break;
+        }
+        assert!(Instant::now() < deadline, "the import never began");
+        assert!(
+            child.try_wait().unwrap().is_none(),
+            "the import ended before it was killed"
+        );
+        std::thread::sleep(Duration::from_millis(2));
+    }
+    child.kill().unwrap();
+    child.wait().unwrap();
+    let first = versions(&d).len();
+    assert!(first > 0 && first < 800, "{first} versions before the kill");
+    import(&d, &repo, &["-q", "--git"]);
+    // Every commit's change to every file once, in order, and the files as
+    // the last commit left them.
+    let rows = authored(&d);
+    let keys: std::collections::HashSet<_> = versions(&d)
+        .iter()
+        .map(|r| r["actor"]["request"].as_str().unwrap().to_string())
+        .collect();
+    assert_eq!(keys.len(), rows.len(), "a change imported twice");
+    let changes: usize = (0..400)
+        .map(|i| if i % 50 == (i * 7 + 3) % 50 { 1 } else { 2 })
+        .sum();
+    assert_eq!(rows.len(), changes);
+    let times: Vec<&str> = rows.iter().map(|r| r.3.as_str()).collect();
+    assert!(times.windows(2).all(|w| w[0] <= w[1]), "out of order");
+    for (path, bytes) in files(&d) {
+        let text = String::from_utf8(bytes).unwrap();
+        assert!(
+            text.starts_with(&format!(
+                "file {} at commit ",
+                path[1..3].parse::<usize>().unwrap()
+            )),
+            "{path}"
+        );
+    }
+}

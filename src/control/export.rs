@@ -41,6 +41,14 @@ fn quoted(path: &str) -> Option<String> {
 
 fn author(row: &Row) -> String {
     let a = &row.actor;
+    if let Some(author) = &a.author {
+        // An imported version keeps its author (`Name <email>`).
+        let (name, email) = match author.rsplit_once(" <") {
+            Some((name, rest)) => (name, rest.trim_end_matches('>')),
+            None => (author.as_str(), "unknown"),
+        };
+        return format!("{} <{}>", clean(name), clean(email));
+    }
     match a.kind.as_str() {
         "agent" => {
             let mut name = format!("agent via {}", a.door.as_deref().unwrap_or("?"));
@@ -93,7 +101,9 @@ pub fn fast_import(history: &History) -> Result<Vec<u8>, Refusal> {
         let Some(path) = quoted(&row.path) else {
             continue;
         };
-        let secs = humantime::parse_rfc3339_weak(&row.time)
+        // (An imported version's time is its author's.)
+        let when = row.actor.authored.as_deref().unwrap_or(&row.time);
+        let secs = humantime::parse_rfc3339_weak(when)
             .ok()
             .and_then(|t| t.duration_since(std::time::UNIX_EPOCH).ok())
             .map_or(0, |d| d.as_secs());

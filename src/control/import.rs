@@ -21,6 +21,9 @@ pub struct ImportFile {
     pub path: String,
     /// The bytes, in base64.
     pub data: String,
+    /// The file is deleted (a git commit's deletion).
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub delete: bool,
 }
 
 impl ImportFile {
@@ -28,8 +31,33 @@ impl ImportFile {
         ImportFile {
             path,
             data: base64::engine::general_purpose::STANDARD.encode(data),
+            delete: false,
         }
     }
+
+    pub fn deleted(path: String) -> ImportFile {
+        ImportFile {
+            path,
+            data: String::new(),
+            delete: true,
+        }
+    }
+}
+
+/// The git commit a chunk replays: its files are versions by its author,
+/// at its time.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Commit {
+    pub id: String,
+    /// `Name <email>`.
+    pub author: String,
+    /// RFC 3339.
+    pub authored: String,
+}
+
+/// What tells a later import that this commit's change to `path` is in.
+pub fn key(commit: &str, path: &str) -> String {
+    format!("git:{commit}:{path}")
 }
 
 /// What became of one file.
@@ -37,7 +65,7 @@ impl ImportFile {
 pub struct Outcome {
     /// `/memories/...`.
     pub path: String,
-    /// `created`, `updated`, `unchanged`, `skipped` or `failed`.
+    /// `created`, `updated`, `deleted`, `unchanged`, `skipped` or `failed`.
     pub outcome: String,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub reason: Option<String>,
@@ -52,6 +80,9 @@ pub struct Chunk<'a> {
     pub dry_run: bool,
     pub uid: u32,
     pub pid: u32,
+    /// The git commit the chunk replays (its files are then made over
+    /// what the memory holds: the commit's parent's content).
+    pub commit: Option<&'a Commit>,
 }
 
 fn outcome(path: &str, what: &str, reason: Option<String>) -> Outcome {
@@ -62,35 +93,36 @@ fn outcome(path: &str, what: &str, reason: Option<String>) -> Outcome {
     }
 }
 
-/// One file to write.
+/// One file to write or delete.
 struct Write {
     shown: String,
     at: MemPath,
     data: Vec<u8>,
-    /// `created` or `updated`.
+    /// `created`, `updated` or `deleted`.
     what: &'static str,
     /// It replaces a file.
     overwrite: bool,
 }
 
-/// What to do with one file: write it, or the outcome it already has
-/// (unchanged, left out, or a dry run's).
+/// What to do with one file: write or delete it, or the outcome it already
+/// has (unchanged, left out, or a dry run's).
 fn decide(store: &Store, to: &MemPath, f: &ImportFile, chunk: &Chunk) -> Result<Write, Outcome> {
     let at = MemPath::parse(&format!("{to}/{}", f.path));
     let data = base64::engine::general_purpose::STANDARD.decode(&f.data);
     let (Ok(at), Ok(data)) = (at, data) else {
-        return Err(outcome(
-            &f.path,
-            "skipped",
-            Some("not a file an import can carry".into()),
-        ));
+        let why = "not a file an import can carry";
+        return Err(outcome(&f.path, "skipped", Some(why.into())));
     };
     let shown = at.to_string();
-    let (what, overwrite) = match store.snapshot(&at, 0, Window { skip: 0, take: 0 }, &|_| false) {
+    let now = store.snapshot(&at, 0, Window { skip: 0, take: 0 }, &|_| false);
+    let (what, overwrite) = match now {
+        Ok(Snapshot::File(_)) if f.delete => ("deleted", true),
+        _ if f.delete => return Err(outcome(&shown, "unchanged", None)),
         Ok(Snapshot::File(bytes)) if *bytes == data => {
             return Err(outcome(&shown, "unchanged", None))
         }
-        Ok(Snapshot::File(_)) if !chunk.overwrite => {
+        // (A commit's file is made over its parent's content.)
+        Ok(Snapshot::File(_)) if !chunk.overwrite && chunk.commit.is_none() => {
             let why = "the memory holds other content there (--overwrite makes the import a new version of it)";
             return Err(outcome(&shown, "skipped", Some(why.into())));
         }
@@ -113,6 +145,25 @@ fn decide(store: &Store, to: &MemPath, f: &ImportFile, chunk: &Chunk) -> Result<
     })
 }
 
+/// Who makes a file's version: the person who ran the import, or, for a
+/// git commit, that person on behalf of the commit's author and time.
+fn origin_of(chunk: &Chunk, path: &str) -> Origin {
+    match chunk.commit {
+        None => Origin::Person {
+            uid: chunk.uid,
+            pid: chunk.pid,
+            process: Process::new("memfs-import"),
+        },
+        Some(c) => Origin::Import {
+            uid: chunk.uid,
+            pid: chunk.pid,
+            author: Some(Arc::from(c.author.as_str())),
+            authored: Some(Arc::from(c.authored.as_str())),
+            key: Some(Arc::from(key(&c.id, path).as_str())),
+        },
+    }
+}
+
 /// Applies one chunk: every file's change is made, then all are waited for
 /// together (one journal flush shared by many), so the reply says only
 /// what is durable.
@@ -122,11 +173,6 @@ pub fn apply(store: &Arc<Store>, chunk: &Chunk) -> Reply {
             "`{}` is not a path below /memories",
             crate::text::clip(chunk.to)
         ));
-    };
-    let origin = Origin::Person {
-        uid: chunk.uid,
-        pid: chunk.pid,
-        process: Process::new("memfs-import"),
     };
     let mut out = Vec::with_capacity(chunk.files.len());
     let mut waits = Vec::new();
@@ -138,7 +184,12 @@ pub fn apply(store: &Arc<Store>, chunk: &Chunk) -> Reply {
                 continue;
             }
         };
-        match store.create_file(&w.at, w.data, w.overwrite, origin.clone()) {
+        let origin = origin_of(chunk, &f.path);
+        let made = match w.what {
+            "deleted" => store.remove(&w.at, origin),
+            _ => store.create_file(&w.at, w.data, w.overwrite, origin),
+        };
+        match made {
             Ok(ticket) => {
                 waits.push((out.len(), ticket));
                 out.push(outcome(&w.shown, w.what, None));
@@ -158,5 +209,23 @@ pub fn apply(store: &Arc<Store>, chunk: &Chunk) -> Reply {
     Reply {
         code: if failed { 2 } else { 0 },
         ..Reply::ok(body)
+    }
+}
+
+/// The keys of imported versions the history holds that begin with
+/// `prefix` (what a git import already brought in), one a line.
+pub fn keys(history: &crate::journal::History, prefix: &str) -> Reply {
+    match history.all() {
+        Ok(rows) => {
+            let mut out = String::new();
+            for key in rows.iter().filter_map(|r| r.actor.request.as_deref()) {
+                if key.starts_with(prefix) {
+                    out.push_str(key);
+                    out.push('\n');
+                }
+            }
+            Reply::ok(out)
+        }
+        Err(e) => Reply::error(e.0),
     }
 }

@@ -119,6 +119,14 @@ pub enum Request {
         dry_run: bool,
         uid: u32,
         pid: u32,
+        /// The git commit the chunk replays.
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        commit: Option<super::import::Commit>,
+    },
+    /// The keys of imported versions beginning with `prefix`, one a line
+    /// (what an earlier git import brought in).
+    ImportKeys {
+        prefix: String,
     },
     /// Full-text search (`memfs search`): the files that match `query`,
     /// best first, each with its first matched lines.
@@ -194,6 +202,7 @@ pub fn handle(store: &Arc<Store>, control: &Control, request: &Request) -> Reply
         dry_run,
         uid,
         pid,
+        commit,
     } = request
     {
         let chunk = super::import::Chunk {
@@ -203,6 +212,7 @@ pub fn handle(store: &Arc<Store>, control: &Control, request: &Request) -> Reply
             dry_run: *dry_run,
             uid: *uid,
             pid: *pid,
+            commit: commit.as_ref(),
         };
         return super::import::apply(store, &chunk);
     }
@@ -409,6 +419,7 @@ fn run(store: &Arc<Store>, history: &History, request: &Request) -> Result<Reply
             let at = path(at.as_deref())?;
             super::expire::run(store, &at, idle, *dry_run)
         }
+        Request::ImportKeys { prefix } => Ok(super::import::keys(history, prefix)),
         // Answered by `handle` before the history is looked for.
         Request::Search { .. } | Request::Import { .. } => {
             Ok(Reply::error("not a history request"))

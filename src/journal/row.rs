@@ -81,6 +81,14 @@ pub struct Actor {
     /// it asked), by which a retry of that request is answered from it.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub request: Option<String>,
+    /// Who wrote it first, elsewhere (an imported git commit's author,
+    /// `Name <email>`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub author: Option<String>,
+    /// When it was written there (RFC 3339): the row's `time` is when
+    /// memfs recorded it (retention's age reads that).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub authored: Option<String>,
 }
 
 impl Actor {
@@ -125,6 +133,22 @@ impl Actor {
                 process: Some(by.as_deref().unwrap_or("memfs").to_string()),
                 ..Actor::default()
             },
+            Origin::Import {
+                uid,
+                pid,
+                author,
+                authored,
+                key,
+            } => Actor {
+                kind: "person".into(),
+                uid: Some(*uid),
+                pid: Some(*pid),
+                process: Some("memfs-import".into()),
+                request: key.as_deref().map(str::to_string),
+                author: author.as_deref().map(str::to_string),
+                authored: authored.as_deref().map(str::to_string),
+                ..Actor::default()
+            },
             Origin::Memfs | Origin::Expiry => Actor::memfs(),
             Origin::Api { token, request } => Actor {
                 kind: "api".into(),
@@ -145,6 +169,10 @@ impl Actor {
                 }
                 s
             }
+            "person" if self.author.is_some() => format!(
+                "person:{}",
+                crate::text::printable(self.author.as_deref().unwrap_or("?"))
+            ),
             "person" => format!(
                 "person:{}[{}]",
                 crate::text::printable(self.process.as_deref().unwrap_or("?")),

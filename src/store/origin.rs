@@ -43,6 +43,16 @@ pub enum Origin {
         token: Arc<str>,
         request: Option<Arc<str>>,
     },
+    /// `memfs import`, run by this user and process, of a version made
+    /// elsewhere first: a git commit's `author` and time (`authored`), and
+    /// the `key` that tells a later run it is in (`git:COMMIT:PATH`).
+    Import {
+        uid: u32,
+        pid: u32,
+        author: Option<Arc<str>>,
+        authored: Option<Arc<str>>,
+        key: Option<Arc<str>>,
+    },
 }
 
 impl Origin {

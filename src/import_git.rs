@@ -1,0 +1,158 @@
+//! `memfs import --git REPO`: a git repository's history, oldest first
+//! along the first parents (a merge is the change it brought to the main
+//! line), read with the `git` program: one `git log` for the commits and
+//! what each changed, one `git cat-file --batch` for the contents.
+
+use std::io::{BufRead, BufReader, Read, Write};
+use std::path::Path;
+use std::process::{Child, ChildStdin, ChildStdout, Command, Stdio};
+
+/// One file a commit changed.
+pub struct Change {
+    /// `A`, `M`, `T` or `D` (renames come as a delete and an add).
+    pub status: char,
+    /// The new mode (`100644`, `120000` for a symlink, `160000` for a submodule).
+    pub mode: String,
+    pub blob: String,
+    /// Relative to the repository's top.
+    pub path: String,
+}
+
+pub struct GitCommit {
+    pub id: String,
+    /// `Name <email>`.
+    pub author: String,
+    /// RFC 3339 (the author's date).
+    pub authored: String,
+    pub changes: Vec<Change>,
+}
+
+fn git(repo: &Path) -> Command {
+    let mut c = Command::new("git");
+    c.arg("-C").arg(repo).env("GIT_TERMINAL_PROMPT", "0");
+    c
+}
+
+/// The commits of `rev` along its first parents, oldest first, each with
+/// what it changed against its first parent.
+pub fn commits(repo: &Path, rev: &str) -> Result<Vec<GitCommit>, String> {
+    let out = git(repo)
+        .args([
+            "log",
+            "--first-parent",
+            "--reverse",
+            "--no-renames",
+            "--raw",
+            "-z",
+            "--no-abbrev",
+            "--format=%x01%H%x00%an <%ae>%x00%aI%x00",
+            rev,
+            "--",
+        ])
+        .output()
+        .map_err(|e| format!("cannot run git: {e}"))?;
+    if !out.status.success() {
+        return Err(format!(
+            "{} is not a git repository with history memfs can read: {}",
+            repo.display(),
+            String::from_utf8_lossy(&out.stderr).trim()
+        ));
+    }
+    let mut commits = Vec::new();
+    for chunk in out.stdout.split(|&b| b == 1).filter(|c| !c.is_empty()) {
+        commits.push(parse(chunk)?);
+    }
+    Ok(commits)
+}
+
+fn parse(chunk: &[u8]) -> Result<GitCommit, String> {
+    let text = String::from_utf8_lossy(chunk);
+    let mut fields = text.split('\0');
+    let mut next = || fields.next().map(|f| f.trim_matches('\n').to_string());
+    let (Some(id), Some(author), Some(authored)) = (next(), next(), next()) else {
+        return Err("git log said something memfs cannot read".into());
+    };
+    let mut changes = Vec::new();
+    // Then `:old new oldblob newblob status` and the path, each ended by NUL.
+    while let Some(meta) = next() {
+        let Some(meta) = meta.strip_prefix(':') else {
+            continue;
+        };
+        let parts: Vec<&str> = meta.split(' ').collect();
+        let path = next().unwrap_or_default();
+        if let [_, mode, _, blob, status] = parts[..] {
+            changes.push(Change {
+                status: status.chars().next().unwrap_or('?'),
+                mode: mode.to_string(),
+                blob: blob.to_string(),
+                path,
+            });
+        }
+    }
+    Ok(GitCommit {
+        id,
+        author,
+        authored,
+        changes,
+    })
+}
+
+/// `git cat-file --batch`, one content at a time.
+pub struct Blobs {
+    child: Child,
+    input: ChildStdin,
+    output: BufReader<ChildStdout>,
+}
+
+impl Blobs {
+    pub fn open(repo: &Path) -> Result<Blobs, String> {
+        let mut child = git(repo)
+            .args(["cat-file", "--batch"])
+            .stdin(Stdio::piped())
+            .stdout(Stdio::piped())
+            .stderr(Stdio::null())
+            .spawn()
+            .map_err(|e| format!("cannot run git: {e}"))?;
+        let input = child.stdin.take().ok_or("git's stdin")?;
+        let output = BufReader::new(child.stdout.take().ok_or("git's stdout")?);
+        Ok(Blobs {
+            child,
+            input,
+            output,
+        })
+    }
+
+    /// The content `blob`, read through `most + 1` bytes at most (a bigger
+    /// one is read past, and said too big by its length).
+    pub fn get(&mut self, blob: &str, most: u64) -> Result<(u64, Vec<u8>), String> {
+        let fail = |e: std::io::Error| format!("git cat-file: {e}");
+        writeln!(self.input, "{blob}").map_err(fail)?;
+        self.input.flush().map_err(fail)?;
+        let mut head = String::new();
+        self.output.read_line(&mut head).map_err(fail)?;
+        let size: u64 = head
+            .split_whitespace()
+            .nth(2)
+            .and_then(|s| s.parse().ok())
+            .ok_or_else(|| format!("git cat-file said {}", head.trim()))?;
+        let mut data = Vec::new();
+        (&mut self.output)
+            .take(size.min(most + 1))
+            .read_to_end(&mut data)
+            .map_err(fail)?;
+        // The rest of a big one, and the newline after every content.
+        std::io::copy(
+            &mut (&mut self.output).take(size - data.len() as u64 + 1),
+            &mut std::io::sink(),
+        )
+        .map_err(fail)?;
+        Ok((size, data))
+    }
+}
+
+impl Drop for Blobs {
+    fn drop(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}
