@@ -398,6 +398,43 @@ fn a_gzip_bomb_stops_the_read_and_keeps_what_came_before() {
     assert_eq!(files(&dir), [("first.md".to_string(), b"first\n".to_vec())]);
 }
 
+/// `memfs import FLAGS SOURCE` into `data`, killed (SIGKILL) once its
+/// journal holds more than `bytes`: some of it in, not all.
+fn import_killed_midway(data: &Path, source: &Path, flags: &[&str], bytes: u64) {
+    let mut child = memfs()
+        .arg("--data")
+        .arg(data)
+        .arg("import")
+        .args(flags)
+        .arg(source)
+        .stdout(Stdio::null())
+        .stderr(Stdio::null())
+        .spawn()
+        .unwrap();
+    let journal = data.join(".memfs/journal");
+    let deadline = Instant::now() + Duration::from_secs(60);
+    loop {
+        let held: u64 = fs::read_dir(&journal)
+            .map(|es| {
+                es.filter_map(|e| e.ok()?.metadata().ok())
+                    .map(|m| m.len())
+                    .sum()
+            })
+            .unwrap_or(0);
+        if held > bytes {
+            break;
+        }
+        assert!(Instant::now() < deadline, "the import never began");
+        assert!(
+            child.try_wait().unwrap().is_none(),
+            "the import ended before it was killed"
+        );
+        std::thread::sleep(Duration::from_millis(2));
+    }
+    child.kill().unwrap();
+    child.wait().unwrap();
+}
+
 #[test]
 fn an_import_killed_midway_is_completed_by_the_next_run_with_nothing_twice() {
     let src = tempfile::tempdir().unwrap();
@@ -413,38 +450,7 @@ fn an_import_killed_midway_is_completed_by_the_next_run_with_nothing_twice() {
     }
     let dir = tempfile::tempdir().unwrap();
     let d = dir.path();
-    let mut child = memfs()
-        .arg("--data")
-        .arg(d)
-        .args(["import", "-q"])
-        .arg(s)
-        .stdout(Stdio::null())
-        .stderr(Stdio::null())
-        .spawn()
-        .unwrap();
-    // Killed once some of it is in the journal.
-    let journal = d.join(".memfs/journal");
-    let deadline = Instant::now() + Duration::from_secs(60);
-    loop {
-        let bytes: u64 = fs::read_dir(&journal)
-            .map(|es| {
-                es.filter_map(|e| e.ok()?.metadata().ok())
-                    .map(|m| m.len())
-                    .sum()
-            })
-            .unwrap_or(0);
-        if bytes > 200_000 {
-            break;
-        }
-        assert!(Instant::now() < deadline, "the import never began");
-        assert!(
-            child.try_wait().unwrap().is_none(),
-            "the import ended before it was killed"
-        );
-        std::thread::sleep(Duration::from_millis(5));
-    }
-    child.kill().unwrap();
-    child.wait().unwrap();
+    import_killed_midway(d, s, &["-q"], 200_000);
     let v = import(d, s, &["-q"]);
     let done = v["created"].as_u64().unwrap() + v["unchanged"].as_u64().unwrap();
     assert_eq!(done, 3000, "{v}");
@@ -792,37 +798,7 @@ fn a_git_import_killed_midway_is_completed_by_the_next_run_with_nothing_twice() 
     git(&repo, &["reset", "-q", "--hard", "main"]);
 
     let d = work.path().join("d");
-    let mut child = memfs()
-        .arg("--data")
-        .arg(&d)
-        .args(["import", "-q", "--git"])
-        .arg(&repo)
-        .stdout(Stdio::null())
-        .stderr(Stdio::null())
-        .spawn()
-        .unwrap();
-    let journal = d.join(".memfs/journal");
-    let deadline = Instant::now() + Duration::from_secs(60);
-    loop {
-        let bytes: u64 = fs::read_dir(&journal)
-            .map(|es| {
-                es.filter_map(|e| e.ok()?.metadata().ok())
-                    .map(|m| m.len())
-                    .sum()
-            })
-            .unwrap_or(0);
-        if bytes > 150_000 {
-            break;
-        }
-        assert!(Instant::now() < deadline, "the import never began");
-        assert!(
-            child.try_wait().unwrap().is_none(),
-            "the import ended before it was killed"
-        );
-        std::thread::sleep(Duration::from_millis(2));
-    }
-    child.kill().unwrap();
-    child.wait().unwrap();
+    import_killed_midway(&d, &repo, &["-q", "--git"], 150_000);
     let first = versions(&d).len();
     assert!(first > 0 && first < 800, "{first} versions before the kill");
     import(&d, &repo, &["-q", "--git"]);
