@@ -385,14 +385,25 @@ pub enum Cmd {
     /// state (.git and the like) is left out.
     Export {
         /// A new (or empty) directory for the repository.
-        #[arg(long, value_name = "DIR", conflicts_with_all = ["dir", "tar"], required_unless_present_any = ["dir", "tar"])]
+        #[arg(long, value_name = "DIR", conflicts_with_all = ["dir", "tar", "to"], required_unless_present_any = ["dir", "tar", "to"])]
         git: Option<PathBuf>,
         /// A new (or empty) directory for the files.
         #[arg(long, value_name = "OUT", conflicts_with = "tar")]
         dir: Option<PathBuf>,
         /// A tar archive of the files (`-`: stdout).
-        #[arg(long, value_name = "FILE")]
+        #[arg(long, value_name = "FILE", conflicts_with = "to")]
         tar: Option<PathBuf>,
+        /// A memory stores API (`https://api.anthropic.com`, or another
+        /// memfs's `serve --http`): the files become memories of --store,
+        /// which must be empty.
+        #[arg(long, value_name = "URL", conflicts_with = "dir", requires = "store")]
+        to: Option<String>,
+        /// With --to: the memory store to write into.
+        #[arg(long, value_name = "ID")]
+        store: Option<String>,
+        /// With --to: the environment variable that holds the API's key.
+        #[arg(long, default_value = "ANTHROPIC_API_KEY", value_name = "NAME")]
+        key_env: String,
     },
     /// Brings files into the memory from a directory tree (a folder of
     /// notes, an Obsidian vault, Claude Code's auto memory, the SDK's layout
@@ -423,6 +434,13 @@ pub enum Cmd {
         /// The outcome as one JSON object: counts, and what was left out with why.
         #[arg(long)]
         json: bool,
+        /// With SOURCE an API's URL (`https://api.anthropic.com`, or another
+        /// memfs's `serve --http`): the memory store to read.
+        #[arg(long, value_name = "ID")]
+        store: Option<String>,
+        /// The environment variable that holds the API's key.
+        #[arg(long, default_value = "ANTHROPIC_API_KEY", value_name = "NAME")]
+        key_env: String,
         /// SOURCE is a git repository: its history along the first parents,
         /// oldest first, each commit's files versions by its author at its
         /// time (a later run brings in only the commits since).

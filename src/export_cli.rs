@@ -26,30 +26,19 @@ struct Found {
 }
 
 pub fn run(cli: &Cli, dir: Option<&Path>, tar: Option<&Path>) -> ExitCode {
-    let data = &cli.common.data;
-    if !data.join("memories").is_dir() {
-        memfs::say!(
-            "memfs: no memory at {} (no memories/ there)",
-            data.display()
-        );
-        return ExitCode::from(2);
-    }
     if let Some(out) = dir {
         if let Err(e) = check_empty(out) {
             memfs::say!("memfs: {e}");
             return ExitCode::from(2);
         }
     }
-    if let Err(e) = bring_up_to_date(cli) {
-        memfs::say!("memfs: {e}");
-        return ExitCode::from(2);
-    }
-    let mut files = Vec::new();
-    if let Err(e) = collect(&data.join("memories"), "", &mut files) {
-        memfs::say!("memfs: cannot read the memory's files: {e}");
-        return ExitCode::from(2);
-    }
-    files.sort_by(|a, b| a.rel.cmp(&b.rel));
+    let files = match files_now(cli) {
+        Ok(files) => files,
+        Err(e) => {
+            memfs::say!("memfs: {e}");
+            return ExitCode::from(2);
+        }
+    };
     let (written, bytes) = match (dir, tar) {
         (Some(out), _) => to_dir(out, &files),
         (None, Some(file)) => to_tar(file, &files),
@@ -188,4 +177,85 @@ fn to_tar(file: &Path, files: &[Found]) -> io::Result<(usize, u64)> {
     }
     builder.into_inner()?.flush()?;
     Ok((files.len(), bytes))
+}
+
+/// The store an export writes into: reachable, the key taken, and empty.
+fn target(
+    url: &str,
+    store: Option<&str>,
+    key_env: &str,
+) -> Result<memfs::transfer::api::Api, String> {
+    let store = store.ok_or("--to needs --store ID (the memory store to write into)")?;
+    let key = memfs::transfer::api::key_from(key_env)?;
+    let api = memfs::transfer::api::Api::new(url, key, store)?;
+    api.check()?;
+    match api.is_empty()? {
+        true => Ok(api),
+        false => Err(format!(
+            "store {store} holds memories already; export writes into a new or an empty store"
+        )),
+    }
+}
+
+/// The memory's files now (the plain files brought up to date first),
+/// in path order.
+fn files_now(cli: &Cli) -> Result<Vec<Found>, String> {
+    let data = &cli.common.data;
+    if !data.join("memories").is_dir() {
+        return Err(format!(
+            "no memory at {} (no memories/ there)",
+            data.display()
+        ));
+    }
+    bring_up_to_date(cli)?;
+    let mut files = Vec::new();
+    collect(&data.join("memories"), "", &mut files)
+        .map_err(|e| format!("cannot read the memory's files: {e}"))?;
+    files.sort_by(|a, b| a.rel.cmp(&b.rel));
+    Ok(files)
+}
+
+/// `memfs export --to URL --store ID`: the files as memories of an empty
+/// store of a memory stores API (each path `/notes/a.md`; a file that is
+/// not text is left out and said, as the API holds text).
+pub fn to_api(cli: &Cli, url: &str, store: Option<&str>, key_env: &str) -> ExitCode {
+    let files = target(url, store, key_env).and_then(|api| Ok((api, files_now(cli)?)));
+    let (api, files) = match files {
+        Ok(got) => got,
+        Err(e) => {
+            memfs::say!("memfs: export: {e}");
+            return ExitCode::from(2);
+        }
+    };
+    let (mut written, mut bytes) = (0, 0);
+    for f in &files {
+        let text = match read(f).map(String::from_utf8) {
+            Ok(Ok(text)) => text,
+            Ok(Err(_)) => {
+                memfs::say!(
+                    "memfs: export: left out {}: not text (the API holds text)",
+                    f.rel
+                );
+                continue;
+            }
+            Err(e) => {
+                memfs::say!("memfs: export: {}: {e}", f.rel);
+                return ExitCode::from(2);
+            }
+        };
+        if let Err(e) = api.create(&format!("/{}", f.rel), &text) {
+            memfs::say!(
+                "memfs: export: {}: {e} ({written} written before it)",
+                f.rel
+            );
+            return ExitCode::from(2);
+        }
+        written += 1;
+        bytes += text.len() as u64;
+    }
+    memfs::say!(
+        "memfs: exported {written} files ({}) to {url}",
+        memfs::units::human_bytes(bytes)
+    );
+    ExitCode::SUCCESS
 }

@@ -27,6 +27,25 @@ pub struct Asked<'a> {
     pub json: bool,
     /// SOURCE is a git repository whose history is imported.
     pub git: bool,
+    /// SOURCE is an API's URL: its store to read.
+    pub store: Option<&'a str>,
+    /// The environment variable with the API's key.
+    pub key_env: &'a str,
+}
+
+/// SOURCE as a memory stores API (`http://` or `https://`), looked up
+/// before anything is written: `None` when SOURCE is no URL.
+fn api_source(asked: &Asked) -> Option<Result<transfer::api::Api, String>> {
+    let url = asked.source.to_str().filter(|s| s.contains("://"))?;
+    Some((|| {
+        let store = asked
+            .store
+            .ok_or("an import from an API needs --store ID (the memory store to read)")?;
+        let key = transfer::api::key_from(asked.key_env)?;
+        let api = transfer::api::Api::new(url, key, store)?;
+        api.check()?;
+        Ok(api)
+    })())
 }
 
 /// The totals, and what was left out.
@@ -86,7 +105,9 @@ impl Progress {
 /// The most of a chunk's file bytes (the owner's socket takes lines up to
 /// six times the file size limit, and base64 makes four of three).
 fn chunk_bytes(max_file_size: u64) -> u64 {
-    (max_file_size * 3).max(1 << 20)
+    // (Three eighths of a line: base64 makes four of three, and a file
+    // past the mark still joins the chunk it fills.)
+    (memfs::serve::max_line_bytes(max_file_size) as u64).saturating_mul(3) / 8
 }
 
 /// The bounds of the memory the import goes into, as this command line
@@ -121,6 +142,22 @@ fn open(cli: &Cli) -> Result<Option<Memory>, ExitCode> {
 
 pub fn run(cli: &Cli, asked: &Asked) -> ExitCode {
     let data = &cli.common.data;
+    let api = match api_source(asked) {
+        None => None,
+        Some(Ok(api)) => Some(api),
+        Some(Err(e)) => {
+            memfs::say!("memfs: import: {e}");
+            return ExitCode::from(2);
+        }
+    };
+    // A source that is not there is said before the memory is opened (and
+    // a data dir made).
+    if api.is_none() && asked.source != Path::new("-") {
+        if let Err(e) = std::fs::metadata(asked.source) {
+            memfs::say!("memfs: import: cannot read {}: {e}", asked.source.display());
+            return ExitCode::from(2);
+        }
+    }
     let memory = match open(cli) {
         Ok(memory) => memory,
         Err(code) => return code,
@@ -137,9 +174,10 @@ pub fn run(cli: &Cli, asked: &Asked) -> ExitCode {
         last: None,
         terminal: std::io::stderr().is_terminal(),
     };
-    let done = match asked.git {
-        true => git_history(&send, asked, &rules, &mut tally, &mut progress),
-        false => files(&send, asked, rules, &mut tally, &mut progress),
+    let done = match (&api, asked.git) {
+        (Some(api), _) => from_api(api, &send, asked, rules, &mut tally, &mut progress),
+        (None, true) => git_history(&send, asked, &rules, &mut tally, &mut progress),
+        (None, false) => files(&send, asked, rules, &mut tally, &mut progress),
     };
     progress.show(&tally, true);
     if let Err(e) = done {
@@ -152,6 +190,54 @@ pub fn run(cli: &Cli, asked: &Asked) -> ExitCode {
         true => ExitCode::SUCCESS,
         false => ExitCode::from(2),
     }
+}
+
+/// A memory store's memories, each checked as an archive's entry is.
+fn from_api(
+    api: &transfer::api::Api,
+    send: &dyn Fn(&Request) -> Reply,
+    asked: &Asked,
+    rules: Rules,
+    tally: &mut Tally,
+    progress: &mut Progress,
+) -> Result<(), String> {
+    let mut items = Vec::new();
+    let mut keep = |item| {
+        items.push(item);
+        Ok(())
+    };
+    let mut checker = Checker::new(rules.clone(), &mut keep);
+    api.memories(&mut |path, content| {
+        let name = path.trim_start_matches('/');
+        checker
+            .entry(
+                name,
+                Kind::File,
+                content.len() as u64,
+                &mut content.as_bytes(),
+            )
+            .map_err(|e| e.to_string())
+    })?;
+    drop(checker);
+    let mut chunk = Vec::new();
+    let mut size = 0;
+    for item in items {
+        match item {
+            Item::File { path, data } => {
+                tally.read += 1;
+                tally.bytes += data.len() as u64;
+                size += data.len() as u64;
+                chunk.push(ImportFile::new(path, &data));
+                if size >= chunk_bytes(rules.max_file_size) || chunk.len() >= 512 {
+                    flush(send, asked, &mut chunk, tally, None)?;
+                    size = 0;
+                }
+            }
+            Item::Skip { name, reason } => tally.skipped.push((name, reason)),
+        }
+        progress.show(tally, false);
+    }
+    flush(send, asked, &mut chunk, tally, None)
 }
 
 /// A tree's or an archive's files, in chunks.
@@ -292,9 +378,20 @@ fn commit_file(
     change: &crate::import_git::Change,
     tally: &mut Tally,
 ) -> Result<Option<ImportFile>, String> {
-    let name = format!("{}:{}", &commit.id[..12.min(commit.id.len())], change.path);
+    let short = commit.id.get(..12).unwrap_or(&commit.id);
+    let path = match &change.path {
+        Ok(path) => path,
+        Err(lossy) => {
+            tally.skipped.push((
+                format!("{short}:{lossy}"),
+                "a name that is not UTF-8".into(),
+            ));
+            return Ok(None);
+        }
+    };
+    let name = format!("{short}:{path}");
     if change.status == 'D' {
-        return Ok(match transfer::relative(&change.path) {
+        return Ok(match transfer::relative(path) {
             Ok(Some(rel)) => Some(ImportFile::deleted(rel)),
             _ => None,
         });
@@ -315,7 +412,7 @@ fn commit_file(
         Ok(())
     };
     Checker::new(rules.clone(), &mut keep)
-        .entry(&change.path, Kind::File, size, &mut data.as_slice())
+        .entry(path, Kind::File, size, &mut data.as_slice())
         .map_err(|e| e.to_string())?;
     Ok(match items.pop() {
         Some(Item::File { path, data }) => {
@@ -353,31 +450,64 @@ fn git_history(
         .lines()
         .map(str::to_string)
         .collect();
-    let is_in = |c: &crate::import_git::GitCommit, path: &str| done.contains(&key(&c.id, path));
+    let to = memfs::path::MemPath::parse(asked.to)
+        .map_err(|e| format!("--to {}: {e}", memfs::text::clip(asked.to)))?;
+    // A change is in when the history holds its key, made of the commit
+    // and the path where the file landed (below --to).
+    let is_in = |c: &crate::import_git::GitCommit, change: &crate::import_git::Change| {
+        let Ok(Ok(Some(rel))) = change.path.as_deref().map(transfer::relative) else {
+            return false;
+        };
+        done.contains(&key(&c.id, &format!("{to}/{rel}")))
+    };
     let last_in = commits
         .iter()
-        .rposition(|c| c.changes.iter().any(|ch| is_in(c, &ch.path)));
+        .rposition(|c| c.changes.iter().any(|ch| is_in(c, ch)));
     let mut blobs = crate::import_git::Blobs::open(asked.source)?;
     for (i, c) in commits.iter().enumerate() {
         if last_in.is_some_and(|last| i < last) {
             continue;
         }
-        let mut files = Vec::new();
-        for change in &c.changes {
-            if last_in == Some(i) && is_in(c, &change.path) {
-                continue;
-            }
-            if let Some(f) = commit_file(&mut blobs, rules, c, change, tally)? {
-                files.push(f);
-            }
-        }
-        let commit = Commit {
-            id: c.id.clone(),
-            author: c.author.clone(),
-            authored: c.authored.clone(),
-        };
-        flush(send, asked, &mut files, tally, Some(&commit))?;
+        let skip = |change: &crate::import_git::Change| last_in == Some(i) && is_in(c, change);
+        one_commit(send, asked, rules, c, &skip, &mut blobs, tally)?;
         progress.show(tally, false);
     }
     Ok(())
+}
+
+/// One commit's changes (those `skip` does not pass over) sent as versions
+/// by its author, deletions first (a file may take a directory's place),
+/// in chunks the owner's line takes.
+fn one_commit(
+    send: &dyn Fn(&Request) -> Reply,
+    asked: &Asked,
+    rules: &Rules,
+    c: &crate::import_git::GitCommit,
+    skip: &dyn Fn(&crate::import_git::Change) -> bool,
+    blobs: &mut crate::import_git::Blobs,
+    tally: &mut Tally,
+) -> Result<(), String> {
+    let most = chunk_bytes(rules.max_file_size);
+    let commit = Commit {
+        id: c.id.clone(),
+        author: c.author.clone(),
+        authored: c.authored.clone(),
+    };
+    let mut changes: Vec<&crate::import_git::Change> = c.changes.iter().collect();
+    changes.sort_by_key(|ch| ch.status != 'D');
+    let (mut files, mut size) = (Vec::new(), 0u64);
+    for change in changes {
+        if skip(change) {
+            continue;
+        }
+        if let Some(f) = commit_file(blobs, rules, c, change, tally)? {
+            size += f.data.len() as u64;
+            files.push(f);
+        }
+        if size >= most {
+            flush(send, asked, &mut files, tally, Some(&commit))?;
+            size = 0;
+        }
+    }
+    flush(send, asked, &mut files, tally, Some(&commit))
 }

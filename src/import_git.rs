@@ -14,8 +14,9 @@ pub struct Change {
     /// The new mode (`100644`, `120000` for a symlink, `160000` for a submodule).
     pub mode: String,
     pub blob: String,
-    /// Relative to the repository's top.
-    pub path: String,
+    /// Relative to the repository's top (a name that is not UTF-8: its
+    /// lossy spelling, as the error).
+    pub path: Result<String, String>,
 }
 
 pub struct GitCommit {
@@ -58,43 +59,49 @@ pub fn commits(repo: &Path, rev: &str) -> Result<Vec<GitCommit>, String> {
             String::from_utf8_lossy(&out.stderr).trim()
         ));
     }
-    let mut commits = Vec::new();
-    for chunk in out.stdout.split(|&b| b == 1).filter(|c| !c.is_empty()) {
-        commits.push(parse(chunk)?);
-    }
-    Ok(commits)
+    parse(&out.stdout)
 }
 
-fn parse(chunk: &[u8]) -> Result<GitCommit, String> {
-    let text = String::from_utf8_lossy(chunk);
-    let mut fields = text.split('\0');
-    let mut next = || fields.next().map(|f| f.trim_matches('\n').to_string());
-    let (Some(id), Some(author), Some(authored)) = (next(), next(), next()) else {
-        return Err("git log said something memfs cannot read".into());
-    };
-    let mut changes = Vec::new();
-    // Then `:old new oldblob newblob status` and the path, each ended by NUL.
-    while let Some(meta) = next() {
-        let Some(meta) = meta.strip_prefix(':') else {
+/// `git log -z --raw` with the format above, read field by field in
+/// order (a path is whatever follows a change's `:` field, so a path
+/// holding any byte is never taken for the next commit).
+fn parse(out: &[u8]) -> Result<Vec<GitCommit>, String> {
+    let mut fields = out.split(|&b| b == 0).map(|f| {
+        let start = f.iter().position(|&b| b != b'\n').unwrap_or(f.len());
+        &f[start..]
+    });
+    let mut commits: Vec<GitCommit> = Vec::new();
+    while let Some(field) = fields.next() {
+        if let Some(id) = field.strip_prefix(b"\x01") {
+            let text =
+                |f: Option<&[u8]>| String::from_utf8_lossy(f.unwrap_or_default()).into_owned();
+            let (author, authored) = (text(fields.next()), text(fields.next()));
+            commits.push(GitCommit {
+                id: String::from_utf8_lossy(id).into_owned(),
+                author,
+                authored,
+                changes: Vec::new(),
+            });
+            continue;
+        }
+        let Some(meta) = field.strip_prefix(b":") else {
             continue;
         };
+        let path = fields.next().unwrap_or_default();
+        let meta = String::from_utf8_lossy(meta);
         let parts: Vec<&str> = meta.split(' ').collect();
-        let path = next().unwrap_or_default();
-        if let [_, mode, _, blob, status] = parts[..] {
-            changes.push(Change {
-                status: status.chars().next().unwrap_or('?'),
-                mode: mode.to_string(),
-                blob: blob.to_string(),
-                path,
-            });
-        }
+        let (Some(commit), [_, mode, _, blob, status]) = (commits.last_mut(), &parts[..]) else {
+            return Err("git log said something memfs cannot read".into());
+        };
+        commit.changes.push(Change {
+            status: status.chars().next().unwrap_or('?'),
+            mode: mode.to_string(),
+            blob: blob.to_string(),
+            path: String::from_utf8(path.to_vec())
+                .map_err(|_| String::from_utf8_lossy(path).into_owned()),
+        });
     }
-    Ok(GitCommit {
-        id,
-        author,
-        authored,
-        changes,
-    })
+    Ok(commits)
 }
 
 /// `git cat-file --batch`, one content at a time.
@@ -137,12 +144,12 @@ impl Blobs {
             .ok_or_else(|| format!("git cat-file said {}", head.trim()))?;
         let mut data = Vec::new();
         (&mut self.output)
-            .take(size.min(most + 1))
+            .take(size.min(most.saturating_add(1)))
             .read_to_end(&mut data)
             .map_err(fail)?;
         // The rest of a big one, and the newline after every content.
         std::io::copy(
-            &mut (&mut self.output).take(size - data.len() as u64 + 1),
+            &mut (&mut self.output).take((size - data.len() as u64).saturating_add(1)),
             &mut std::io::sink(),
         )
         .map_err(fail)?;

@@ -131,8 +131,16 @@ fn transfer(cli: &Cli) -> Option<ExitCode> {
     match &cli.command {
         Cmd::Export {
             git: None,
+            to: Some(url),
+            store,
+            key_env,
+            ..
+        } => Some(export_cli::to_api(cli, url, store.as_deref(), key_env)),
+        Cmd::Export {
+            git: None,
             dir,
             tar,
+            ..
         } => Some(export_cli::run(cli, dir.as_deref(), tar.as_deref())),
         Cmd::Import {
             source,
@@ -142,8 +150,12 @@ fn transfer(cli: &Cli) -> Option<ExitCode> {
             quiet,
             json,
             git,
+            store,
+            key_env,
         } => {
             let asked = import_cli::Asked {
+                store: store.as_deref(),
+                key_env,
                 source,
                 to,
                 overwrite: *overwrite,

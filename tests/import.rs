@@ -650,6 +650,8 @@ fn a_git_history_arrives_as_versions_by_its_authors_and_goes_back_out_the_same()
     fs::write(repo.join("notes/q.md"), "quokka\n").unwrap();
     fs::write(repo.join("blob.bin"), b"bin\0ary").unwrap();
     std::os::unix::fs::symlink("a.md", repo.join("link.md")).unwrap();
+    // A name with the byte the log's commits are marked with, and more.
+    fs::write(repo.join("odd\u{1}aéééééé.md"), "odd\n").unwrap();
     git(&repo, &["add", "-A"]);
     commit(
         &repo,
@@ -694,6 +696,12 @@ fn a_git_history_arrives_as_versions_by_its_authors_and_goes_back_out_the_same()
             .any(|(n, r)| n.ends_with(":link.md") && r.contains("a symlink")),
         "{reasons:?}"
     );
+    assert!(
+        reasons
+            .iter()
+            .any(|(n, r)| n.contains("odd") && r.contains("cannot address")),
+        "{reasons:?}"
+    );
     let history = authored(&dir);
     let brief: Vec<(&str, &str, &str, &str)> = history
         .iter()
@@ -723,14 +731,14 @@ fn a_git_history_arrives_as_versions_by_its_authors_and_goes_back_out_the_same()
                 "2019-03-02T11:00:00Z"
             ),
             (
-                "create",
-                "/memories/b.md",
+                "delete",
+                "/memories/notes/q.md",
                 "Ana <ana@example.com>",
                 "2019-03-03T12:00:00Z"
             ),
             (
-                "delete",
-                "/memories/notes/q.md",
+                "create",
+                "/memories/b.md",
                 "Ana <ana@example.com>",
                 "2019-03-03T12:00:00Z"
             ),

@@ -98,8 +98,16 @@ fn search_finds_words_identifiers_phrases_prefixes_and_paths() {
     // Every word must match; `-word` leaves out; `path:` narrows.
     assert_eq!(found(d, "thread -safe"), ["/memories/notes/draft.md"]);
     assert_eq!(
-        found(d, "thread path:notes/dr"),
+        found(d, "thread path:notes/draft.md"),
         ["/memories/notes/draft.md"]
+    );
+    // A path is the file or the directory, not a prefix of a name.
+    assert!(found(d, "thread path:notes/dr").is_empty());
+    let mut under = found(d, "thread path:/memories/notes/");
+    under.sort();
+    assert_eq!(
+        under,
+        ["/memories/notes/draft.md", "/memories/notes/http.md"]
     );
     assert_eq!(
         search(d, "thread", &["--path", "/memories/notes/draft.md"]).0,

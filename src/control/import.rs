@@ -55,7 +55,8 @@ pub struct Commit {
     pub authored: String,
 }
 
-/// What tells a later import that this commit's change to `path` is in.
+/// What tells a later import that this commit's change to the file at
+/// `path` (`/memories/...`, where it landed) is in.
 pub fn key(commit: &str, path: &str) -> String {
     format!("git:{commit}:{path}")
 }
@@ -184,7 +185,7 @@ pub fn apply(store: &Arc<Store>, chunk: &Chunk) -> Reply {
                 continue;
             }
         };
-        let origin = origin_of(chunk, &f.path);
+        let origin = origin_of(chunk, &w.shown);
         let made = match w.what {
             "deleted" => store.remove(&w.at, origin),
             _ => store.create_file(&w.at, w.data, w.overwrite, origin),

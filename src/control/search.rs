@@ -7,6 +7,9 @@ use super::Control;
 use crate::search::{Ask, Hit, SearchError, DEFAULT_RESULTS};
 use crate::tool::Hide;
 
+/// What a search that found nothing says (exit code 1, as grep's).
+pub const NOTHING_FOUND: &str = "nothing found";
+
 fn failed(err: String) -> Reply {
     Reply {
         code: 2,
@@ -85,7 +88,7 @@ pub fn answer(control: &Control, asked: &Asked) -> Reply {
             code: 1,
             ..Reply::ok(format!("{}\n", as_json(&hits)))
         },
-        Ok(hits) if hits.is_empty() => Reply::error("nothing found"),
+        Ok(hits) if hits.is_empty() => Reply::error(NOTHING_FOUND),
         Ok(hits) if json => Reply::ok(format!("{}\n", as_json(&hits))),
         Ok(hits) => Reply::ok(as_text(&hits)),
         Err(SearchError::Query(e)) => failed(e),

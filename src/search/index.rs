@@ -444,11 +444,21 @@ impl Index {
             .map(|c| (Occur::Must, self.clause(c)))
             .collect();
         all.extend(query.not.iter().map(|c| (Occur::MustNot, self.clause(c))));
-        if let Some(under) = &query.under {
-            let mut q =
-                PhrasePrefixQuery::new(vec![Term::from_field_text(self.fields.path, under)]);
-            q.set_max_expansions(u32::MAX);
-            all.push((Occur::Must, Box::new(BoostQuery::new(Box::new(q), 0.0))));
+        // Below a path: the file itself, or what its directory holds.
+        let under = query.under.as_deref().map(|u| u.trim_end_matches('/'));
+        if let Some(dir) = under.filter(|d| !d.is_empty()) {
+            let path = |t: &str| Term::from_field_text(self.fields.path, t);
+            let mut below = PhrasePrefixQuery::new(vec![path(&format!("{dir}/"))]);
+            below.set_max_expansions(u32::MAX);
+            let either: Vec<(Occur, Box<dyn Engine>)> = vec![
+                (
+                    Occur::Should,
+                    Box::new(TermQuery::new(path(dir), IndexRecordOption::Basic)),
+                ),
+                (Occur::Should, Box::new(below)),
+            ];
+            let filter = BoostQuery::new(Box::new(BooleanQuery::new(either)), 0.0);
+            all.push((Occur::Must, Box::new(filter)));
         }
         let searcher = self.reader.searcher();
         let top = searcher

@@ -153,6 +153,17 @@ impl Search {
         let Some(store) = self.store.upgrade().filter(|_| !st.stopped) else {
             return Ok(());
         };
+        let looked = self.look(&mut st, &store, unrecorded);
+        if looked.is_err() {
+            // The rows read are not in the index: the next look reads the
+            // whole journal again and compares the whole tree.
+            st.cursor = None;
+        }
+        looked
+    }
+
+    /// One look (see [`Search::catch_up_with`]), under the state's lock.
+    fn look(&self, st: &mut State, store: &Store, unrecorded: bool) -> Result<(), String> {
         let first = st.index.is_none();
         let (rows, all) = self.history.rows_after(&mut st.cursor).map_err(|r| r.0)?;
         // Read after the rows: a redaction counts under the journal's lock
@@ -163,11 +174,10 @@ impl Search {
                 Ok(index) => index,
                 Err(why) => {
                     tracing::info!("building the search index ({why})");
-                    self.rebuild(&store)?
+                    self.rebuild(store)?
                 }
             });
         }
-        let st = &mut *st;
         let Some(index) = st.index.as_mut() else {
             return Ok(());
         };
@@ -178,12 +188,12 @@ impl Search {
             // A redaction (or, on a first look, maybe one while nobody
             // looked): what it erased goes from the index's files too.
             if first || redactions != st.redactions {
-                st.redactions = redactions;
                 index.purge()?;
+                st.redactions = redactions;
             }
             return Ok(());
         }
-        let touched = touched(&rows, unrecorded.then_some(&*store));
+        let touched = touched(&rows, unrecorded.then_some(store));
         if touched.is_empty() {
             return Ok(());
         }
@@ -243,8 +253,7 @@ impl Search {
                     "the path is given twice (in the query's `path:` and beside it)".into(),
                 ));
             }
-            let under = under.strip_prefix("/memories").unwrap_or(under);
-            query.under = Some(under.trim_start_matches('/').to_string());
+            query.under = Some(query::under(under));
         }
         let limit = ask.limit.clamp(1, MOST_RESULTS);
         self.catch_up_with(true).map_err(SearchError::Index)?;
@@ -344,6 +353,8 @@ fn update(
     // (A path below two touched ones is listed twice: put once.)
     let live: BTreeMap<String, Arc<Vec<u8>>> = live.into_iter().collect();
     let mut puts = Vec::new();
+    // (Known only once the index holds them.)
+    let mut seen = Vec::new();
     for (path, data) in &live {
         let same = known
             .get(path)
@@ -352,7 +363,7 @@ fn update(
         if same && index.docs().contains_key(path) {
             continue;
         }
-        known.insert(path.clone(), Arc::downgrade(data));
+        seen.push((path.clone(), Arc::downgrade(data)));
         let sha = Sha::of(data).to_string();
         if index.docs().get(path) != Some(&sha) {
             puts.push(index::Put {
@@ -365,10 +376,13 @@ fn update(
     let mut removes: Vec<String> = docs.into_iter().filter(|d| !live.contains_key(d)).collect();
     removes.sort();
     removes.dedup();
-    for gone in &removes {
-        known.remove(gone);
+    let gone = removes.clone();
+    index.update(puts, removes)?;
+    for path in gone {
+        known.remove(&path);
     }
-    index.update(puts, removes)
+    known.extend(seen);
+    Ok(())
 }
 
 fn put(path: String, data: &[u8]) -> index::Put {

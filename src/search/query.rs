@@ -6,7 +6,8 @@
 //! - `"a phrase"`: the words in a row;
 //! - `pref*`: a word beginning so (at least two letters or digits);
 //! - `-word`, `-"a phrase"`: leaves out the files that have it;
-//! - `path:notes/`: only files whose path begins so (once).
+//! - `path:notes`: only the file or directory at that path and what it
+//!   holds (once).
 //!
 //! A file must have every word and phrase, in its text or its path.
 
@@ -57,8 +58,11 @@ fn words(text: &str) -> (Vec<String>, Option<String>) {
 
 /// A `path:` value as a relative path prefix (`/memories/notes` and
 /// `/notes` read as `notes`).
-fn under(value: &str) -> String {
-    let v = value.strip_prefix("/memories").unwrap_or(value);
+pub fn under(value: &str) -> String {
+    let v = match value.strip_prefix("/memories") {
+        Some(rest) if rest.is_empty() || rest.starts_with('/') => rest,
+        _ => value,
+    };
     v.trim_start_matches('/').to_string()
 }
 

@@ -137,6 +137,12 @@ impl Backend {
         attach: &Attach,
         request: &crate::control::request::Request,
     ) -> crate::control::request::Reply {
+        if let Backend::Client(link) = self {
+            if link.is_closed() {
+                // The owner went away between calls.
+                self.reopen(attach);
+            }
+        }
         match self {
             Backend::Owner { memory, .. } => {
                 crate::control::request::handle(memory.store(), memory.control(), request)

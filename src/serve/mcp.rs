@@ -323,7 +323,8 @@ fn search(session: &Session, id: Value, arguments: &Value) -> Answer {
     };
     let (text, is_error) = match reply.code {
         0 => (String::from_utf8_lossy(&reply.out).into_owned(), false),
-        1 => (
+        // (Code 1 is also any other failure's: only this one is no match.)
+        1 if reply.err == crate::control::search::NOTHING_FOUND => (
             format!(
                 "No file in /memories matches {}.",
                 crate::text::label(query)

@@ -89,7 +89,7 @@ pub fn read(path: &Path, rules: &Rules, checker: &mut Checker) -> Result<(), Str
         }
         [0x1f, 0x8b, ..] => {
             let inflated = Budget {
-                inner: flate2::read::GzDecoder::new(whole),
+                inner: flate2::read::MultiGzDecoder::new(whole),
                 left: left.clone(),
             };
             tar(inflated, checker)

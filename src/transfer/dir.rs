@@ -49,19 +49,35 @@ fn walk(dir: &Path, prefix: &str, checker: &mut Checker) -> io::Result<()> {
             continue;
         };
         let rel = format!("{prefix}{name}");
-        let meta = std::fs::symlink_metadata(e.path())?;
+        let meta = match std::fs::symlink_metadata(e.path()) {
+            Ok(meta) => meta,
+            Err(err) => {
+                checker.skip(&rel, format!("cannot be read ({err})"))?;
+                continue;
+            }
+        };
         match kind_of(meta.file_type()) {
             Kind::Dir => match relative(&rel) {
                 Err(why) => checker.skip(&rel, why)?,
-                Ok(_) => walk(&e.path(), &format!("{rel}/"), checker)?,
+                Ok(_) => match walk(&e.path(), &format!("{rel}/"), checker) {
+                    Err(err) if err.get_ref().is_none() => {
+                        checker.skip(&rel, format!("cannot be read ({err})"))?
+                    }
+                    other => other?,
+                },
             },
             Kind::File => {
-                // (A file swapped for a symlink since the listing is not followed.)
-                match OpenOptions::new()
+                // (A file swapped for a symlink or a FIFO since the listing
+                // is not followed, and not waited on.)
+                let opened = OpenOptions::new()
                     .read(true)
-                    .custom_flags(libc::O_NOFOLLOW)
+                    .custom_flags(libc::O_NOFOLLOW | libc::O_NONBLOCK)
                     .open(e.path())
-                {
+                    .and_then(|f| match f.metadata()?.is_file() {
+                        true => Ok(f),
+                        false => Err(std::io::Error::other("no longer a file")),
+                    });
+                match opened {
                     Ok(mut f) => checker.entry(&rel, Kind::File, meta.len(), &mut f)?,
                     Err(err) => checker.skip(&rel, format!("cannot be read ({err})"))?,
                 }

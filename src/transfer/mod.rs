@@ -10,6 +10,7 @@
 //! (each entry read through a bound, the whole archive's inflated bytes
 //! capped).
 
+pub mod api;
 pub mod archive;
 pub mod dir;
 
@@ -150,7 +151,7 @@ impl<'a> Checker<'a> {
             return self.skip(name, too_big(declared, max));
         }
         let mut bytes = Vec::with_capacity(declared.min(max) as usize);
-        data.take(max + 1).read_to_end(&mut bytes)?;
+        data.take(max.saturating_add(1)).read_to_end(&mut bytes)?;
         if bytes.len() as u64 > max {
             return self.skip(name, format!("too big (over {max} bytes, --max-file-size)"));
         }

@@ -443,7 +443,9 @@ pub fn search(source: &Source, q: &str, ctx: &Ctx) -> View {
         all: false,
         agent: false,
     });
-    if reply.code >= 2 {
+    // (A failure short of the search's own, such as an owner that went
+    // away, is code 1 with nothing out: said as the error it is.)
+    if reply.code >= 2 || (reply.code == 1 && reply.out.is_empty()) {
         out.push_str(&format!("<p class=\"error\">{}</p>", esc(&reply.err)));
         return view(out);
     }
