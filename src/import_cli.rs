@@ -192,6 +192,57 @@ pub fn run(cli: &Cli, asked: &Asked) -> ExitCode {
     }
 }
 
+/// Files gathered into chunks the owner's line takes, each sent when full.
+struct Gather {
+    chunk: Vec<ImportFile>,
+    size: u64,
+    most: u64,
+}
+
+impl Gather {
+    fn new(rules: &Rules) -> Gather {
+        Gather {
+            chunk: Vec::new(),
+            size: 0,
+            most: chunk_bytes(rules.max_file_size),
+        }
+    }
+
+    /// One checked entry: a file joins the chunk (sent once full), a
+    /// left-out entry is counted.
+    fn take(
+        &mut self,
+        item: Item,
+        send: &dyn Fn(&Request) -> Reply,
+        asked: &Asked,
+        tally: &mut Tally,
+    ) -> Result<(), String> {
+        match item {
+            Item::File { path, data } => {
+                tally.read += 1;
+                tally.bytes += data.len() as u64;
+                self.size += data.len() as u64;
+                self.chunk.push(ImportFile::new(path, &data));
+                if self.size >= self.most || self.chunk.len() >= 512 {
+                    flush(send, asked, &mut self.chunk, tally, None)?;
+                    self.size = 0;
+                }
+            }
+            Item::Skip { name, reason } => tally.skipped.push((name, reason)),
+        }
+        Ok(())
+    }
+
+    fn finish(
+        mut self,
+        send: &dyn Fn(&Request) -> Reply,
+        asked: &Asked,
+        tally: &mut Tally,
+    ) -> Result<(), String> {
+        flush(send, asked, &mut self.chunk, tally, None)
+    }
+}
+
 /// A memory store's memories, each checked as an archive's entry is.
 fn from_api(
     api: &transfer::api::Api,
@@ -201,43 +252,22 @@ fn from_api(
     tally: &mut Tally,
     progress: &mut Progress,
 ) -> Result<(), String> {
-    let mut items = Vec::new();
-    let mut keep = |item| {
-        items.push(item);
-        Ok(())
+    let mut gather = Gather::new(&rules);
+    let mut out = |item| {
+        let taken = gather.take(item, send, asked, tally);
+        progress.show(tally, false);
+        taken.map_err(std::io::Error::other)
     };
-    let mut checker = Checker::new(rules.clone(), &mut keep);
+    let mut checker = Checker::new(rules, &mut out);
     api.memories(&mut |path, content| {
         let name = path.trim_start_matches('/');
+        let mut bytes = content.as_bytes();
         checker
-            .entry(
-                name,
-                Kind::File,
-                content.len() as u64,
-                &mut content.as_bytes(),
-            )
+            .entry(name, Kind::File, content.len() as u64, &mut bytes)
             .map_err(|e| e.to_string())
     })?;
     drop(checker);
-    let mut chunk = Vec::new();
-    let mut size = 0;
-    for item in items {
-        match item {
-            Item::File { path, data } => {
-                tally.read += 1;
-                tally.bytes += data.len() as u64;
-                size += data.len() as u64;
-                chunk.push(ImportFile::new(path, &data));
-                if size >= chunk_bytes(rules.max_file_size) || chunk.len() >= 512 {
-                    flush(send, asked, &mut chunk, tally, None)?;
-                    size = 0;
-                }
-            }
-            Item::Skip { name, reason } => tally.skipped.push((name, reason)),
-        }
-        progress.show(tally, false);
-    }
-    flush(send, asked, &mut chunk, tally, None)
+    gather.finish(send, asked, tally)
 }
 
 /// A tree's or an archive's files, in chunks.
@@ -248,31 +278,17 @@ fn files(
     tally: &mut Tally,
     progress: &mut Progress,
 ) -> Result<(), String> {
-    let mut chunk: Vec<ImportFile> = Vec::new();
-    let mut chunk_size = 0u64;
-    let most = chunk_bytes(rules.max_file_size);
+    let mut gather = Gather::new(&rules);
     let mut error = None;
     let read = transfer::read(asked.source, rules, &mut |item| {
-        match item {
-            Item::File { path, data } => {
-                tally.read += 1;
-                tally.bytes += data.len() as u64;
-                chunk_size += data.len() as u64;
-                chunk.push(ImportFile::new(path, &data));
-                if chunk_size >= most || chunk.len() >= 512 {
-                    if let Err(e) = flush(send, asked, &mut chunk, tally, None) {
-                        error = Some(e.clone());
-                        return Err(std::io::Error::other(e));
-                    }
-                    chunk_size = 0;
-                }
-            }
-            Item::Skip { name, reason } => tally.skipped.push((name, reason)),
-        }
+        let taken = gather.take(item, send, asked, tally);
         progress.show(tally, false);
-        Ok(())
+        taken.map_err(|e| {
+            error = Some(e.clone());
+            std::io::Error::other(e)
+        })
     });
-    let read = read.and_then(|()| flush(send, asked, &mut chunk, tally, None));
+    let read = read.and_then(|()| gather.finish(send, asked, tally));
     error.map_or(read, Err)
 }
 
