@@ -742,3 +742,51 @@ fn a_store_slow_to_open_delays_no_other_store() {
     let (status, body) = first.expect("one store answered while the other was held in its open");
     assert_eq!(status, 200, "{body}");
 }
+
+/// The owner stops after it made an attached `exec`'s change and before it
+/// answered: the `exec` says the outcome is unknown and leaves the data
+/// dir alone (it once took the data dir over at once, to serve calls a
+/// one-call `exec` never makes, and so caught a shared store up in the
+/// middle of a crash). The change is in the journal, and the next memfs to
+/// open the data dir shows it.
+#[test]
+fn an_exec_whose_answer_the_owner_lost_says_so_and_takes_nothing_over() {
+    let _one = SERIAL.lock();
+    let dir = tempfile::tempdir().unwrap();
+    // (The plain files wait: only a process that takes over writes them.)
+    let mut owner = common::Server::start_with_env(
+        dir.path(),
+        &[],
+        &[
+            ("FAILPOINTS", "stream::lose-answer=1*off->return"),
+            ("MEMFS_CHECKPOINT_MS", "600000"),
+        ],
+    );
+    let view = owner.call(r#"{"command":"view","path":"/memories"}"#);
+    assert_eq!(view["is_error"], false, "{view}");
+    let (code, answer, _) = common::exec_with(
+        dir.path(),
+        &[],
+        r#"{"command":"create","path":"/memories/x.md","file_text":"x\n"}"#,
+    );
+    assert_ne!(code, 0);
+    assert!(
+        answer["content"]
+            .as_str()
+            .is_some_and(|t| t.contains("whether it took effect is unknown")),
+        "{answer}"
+    );
+    assert!(!owner.child.wait().unwrap().success(), "the owner stopped");
+    assert!(
+        !dir.path().join("memories/x.md").exists(),
+        "the exec took the data dir over"
+    );
+    let mut next = common::Server::start(dir.path(), &[]);
+    let seen = next.call(r#"{"command":"view","path":"/memories/x.md"}"#);
+    assert_eq!(seen["is_error"], false, "{seen}");
+    assert!(next.finish().success());
+    assert_eq!(
+        std::fs::read_to_string(dir.path().join("memories/x.md")).unwrap(),
+        "x\n"
+    );
+}

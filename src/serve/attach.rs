@@ -121,11 +121,9 @@ impl Backend {
                     Ok(_) => answer,
                     Err(text) => error_for(line, text),
                 },
-                Err(_) => {
-                    let answer = lost(line);
-                    self.reopen(attach);
-                    answer
-                }
+                // (Taken over before the next call, not now: a one-call
+                // `exec` then leaves the data dir to whoever starts next.)
+                Err(_) => lost(line),
             },
         }
     }
@@ -227,6 +225,8 @@ pub struct Link {
     key: Option<String>,
     /// The door whose agent's lines this link passes on, if it does.
     forwards: Option<Door>,
+    /// A call found the owner gone.
+    lost: bool,
 }
 
 /// The owner went away before answering.
@@ -265,6 +265,7 @@ impl Link {
             owner: Value::Null,
             key: crate::persist::read_key(state_dir).ok(),
             forwards,
+            lost: false,
         };
         link.owner = link.hello(session)?;
         Ok(link)
@@ -296,11 +297,17 @@ impl Link {
         let mut sent = line.to_vec();
         sent.retain(|&b| b != b'\n');
         sent.push(b'\n');
-        self.conn.write_all(&sent).map_err(|_| Lost)?;
         let mut answer = String::new();
-        match self.reader.read_line(&mut answer) {
-            Ok(0) | Err(_) => Err(Lost),
-            Ok(_) => Ok(answer.trim_end().to_string()),
+        let answered = self
+            .conn
+            .write_all(&sent)
+            .and_then(|()| self.reader.read_line(&mut answer));
+        match answered {
+            Ok(n) if n > 0 => Ok(answer.trim_end().to_string()),
+            _ => {
+                self.lost = true;
+                Err(Lost)
+            }
         }
     }
 
@@ -312,14 +319,15 @@ impl Link {
     /// True when the owner has closed the connection (checked without waiting).
     pub fn is_closed(&self) -> bool {
         let mut byte = [0u8; 1];
-        matches!(
-            rustix::net::recv(
-                &self.conn,
-                &mut byte,
-                rustix::net::RecvFlags::PEEK | rustix::net::RecvFlags::DONTWAIT
-            ),
-            Ok((0, _)) | Err(rustix::io::Errno::CONNRESET | rustix::io::Errno::PIPE)
-        )
+        self.lost
+            || matches!(
+                rustix::net::recv(
+                    &self.conn,
+                    &mut byte,
+                    rustix::net::RecvFlags::PEEK | rustix::net::RecvFlags::DONTWAIT
+                ),
+                Ok((0, _)) | Err(rustix::io::Errno::CONNRESET | rustix::io::Errno::PIPE)
+            )
     }
 }
 

@@ -43,7 +43,14 @@ impl Protocol for ToolLines {
         }
         self.called.store(true, Ordering::Relaxed);
         let tool = self.tool.lock().clone();
-        Some(line::handle(&tool, line))
+        let answer = line::handle(&tool, line);
+        // (Tests stop the owner here: the call is done, its answer lost.)
+        #[cfg(feature = "failpoints")]
+        if fail::eval("stream::lose-answer", |_| ()).is_some() {
+            drop(answer.finish());
+            std::process::abort();
+        }
+        Some(answer)
     }
 
     fn too_long(&self, limit: usize) -> Answer {
