@@ -407,8 +407,9 @@ pub enum Cmd {
     },
     /// Brings files into the memory from a directory tree (a folder of
     /// notes, an Obsidian vault, Claude Code's auto memory, the SDK's layout
-    /// with its memories/), or a tar, .tar.gz or zip archive (read as a
-    /// stream, never unpacked). Each file becomes a version of yours; a
+    /// with its memories/), a tar, .tar.gz or zip archive (read as a
+    /// stream, never unpacked), a git repository's history (--git) or a
+    /// memory stores API (URL --store ID). Each file becomes a version of yours; a
     /// file the memory already holds the same is left as it is, so running
     /// it again adds nothing. What it leaves out it lists, with why (too
     /// big, not text, a name the tool cannot address, a link or device,
@@ -416,7 +417,8 @@ pub enum Cmd {
     /// owns the data dir.
     Import {
         /// A directory, or a .tar, .tar.gz or .zip file (`-`: a tar or
-        /// .tar.gz on stdin).
+        /// .tar.gz on stdin); with --git, a repository; with --store, the
+        /// API's base URL.
         source: PathBuf,
         /// Where the files go.
         #[arg(long, default_value = "/memories", value_name = "PATH")]

@@ -175,10 +175,15 @@ fn a_tree_is_imported_with_what_it_leaves_out_listed_and_a_second_run_adds_nothi
     let sdk = tempfile::tempdir().unwrap();
     fs::create_dir_all(sdk.path().join("memories/x")).unwrap();
     fs::write(sdk.path().join("memories/x/y.md"), "sdk\n").unwrap();
-    assert_eq!(
-        import(d, sdk.path(), &["--to", "/memories/vault"])["created"],
-        1
-    );
+    fs::write(sdk.path().join("README.md"), "beside\n").unwrap();
+    std::os::unix::fs::symlink("/etc", sdk.path().join("memories/x/etc")).unwrap();
+    let from_sdk = import(d, sdk.path(), &["--to", "/memories/vault"]);
+    assert_eq!(from_sdk["created"], 1, "{from_sdk}");
+    let reasons = left_out(&from_sdk);
+    assert_eq!(reasons.len(), 2, "{reasons:?}");
+    assert_eq!(reasons[0].0, "README.md");
+    assert!(reasons[0].1.contains("beside memories/"), "{reasons:?}");
+    assert_eq!(reasons[1], ("x/etc".to_string(), "a symlink".to_string()));
     assert!(files(d).iter().any(|(p, _)| p == "vault/x/y.md"));
     // The text form lists what was left out.
     let (code, out, _) = run(d, &["import", s.to_str().unwrap()]);
@@ -215,6 +220,8 @@ fn hostile_tar() -> Vec<u8> {
     raw_entry(&mut t, b"fifo", T::Fifo, b"", b"");
     raw_entry(&mut t, b"memories/good.md", T::Regular, b"second\n", b"");
     raw_entry(&mut t, b"bad\xffname.md", T::Regular, b"x\n", b"");
+    // (Left unread by the check: the reader reads past it to the next.)
+    raw_entry(&mut t, b"big.md", T::Regular, &[b'x'; 2 << 20], b"");
     raw_entry(&mut t, b"./ok/also.md", T::Regular, b"also\n", b"");
     t.extend_from_slice(&[0u8; 1024]);
     t
@@ -253,7 +260,8 @@ fn a_hostile_tar_is_refused_entry_by_entry_and_nothing_lands_outside() {
         says("fifo", "a FIFO");
         says("good.md", "a second entry of the same path");
         says("bad\u{fffd}name.md", "not UTF-8");
-        assert_eq!(reasons.len(), 9, "{reasons:?}");
+        says("big.md", "too big");
+        assert_eq!(reasons.len(), 10, "{reasons:?}");
         assert_eq!(
             files(&dir),
             [
@@ -285,6 +293,55 @@ fn a_hostile_tar_is_refused_entry_by_entry_and_nothing_lands_outside() {
     let out = child.wait_with_output().unwrap();
     let v: Value = serde_json::from_slice(&out.stdout).unwrap();
     assert_eq!(v["created"], 2, "{v}");
+}
+
+/// A GNU long name is read whole into memory by the tar reader: one of a
+/// sane length is taken, one of 16 MiB (a few KiB gzipped) ends the read
+/// there and is never held.
+#[test]
+fn a_tar_entry_with_a_huge_long_name_ends_the_read_there() {
+    use tar::EntryType as T;
+    let long = format!("notes/{}/{}.md", "a".repeat(120), "b".repeat(120));
+    let mut t = Vec::new();
+    raw_entry(
+        &mut t,
+        b"././@LongLink",
+        T::GNULongName,
+        format!("{long}\0").as_bytes(),
+        b"",
+    );
+    raw_entry(&mut t, b"notes/truncated", T::Regular, b"long\n", b"");
+    raw_entry(&mut t, b"././@LongLink", T::GNULongName, &[b'z'; 5000], b"");
+    raw_entry(&mut t, b"zzz", T::Regular, b"too long a name\n", b"");
+    raw_entry(
+        &mut t,
+        b"././@LongLink",
+        T::GNULongName,
+        &vec![b'n'; 16 << 20],
+        b"",
+    );
+    raw_entry(&mut t, b"huge-name.md", T::Regular, b"never\n", b"");
+    raw_entry(&mut t, b"after.md", T::Regular, b"after\n", b"");
+    t.extend_from_slice(&[0u8; 1024]);
+    let work = tempfile::tempdir().unwrap();
+    let gz = work.path().join("long.tar.gz");
+    let mut enc = flate2::write::GzEncoder::new(Vec::new(), flate2::Compression::default());
+    enc.write_all(&t).unwrap();
+    fs::write(&gz, enc.finish().unwrap()).unwrap();
+    let dir = work.path().join("d");
+    let v = import(&dir, &gz, &[]);
+    assert_eq!(v["created"], 1, "{v}");
+    let reasons = left_out(&v);
+    assert_eq!(reasons.len(), 2, "{reasons:?}");
+    assert_eq!(reasons[0].0, "(the rest of the archive)");
+    assert!(
+        reasons[0].1.contains("extended headers are over"),
+        "{reasons:?}"
+    );
+    // (A long name is shown cut.)
+    assert_eq!(reasons[1].0, format!("{}… (5000 bytes)", "z".repeat(240)));
+    assert!(reasons[1].1.contains("cannot address"), "{reasons:?}");
+    assert_eq!(files(&dir), [(long, b"long\n".to_vec())]);
 }
 
 #[test]

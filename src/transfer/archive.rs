@@ -18,23 +18,48 @@ const MOST_RATIO: u64 = 100;
 /// The error a reader over its budget gives (told apart from damage).
 const BOMB: &str = "memfs: inflation budget spent";
 
+/// What the headers of one tar entry may take (its name and link as GNU
+/// long-name members, its PAX records): the tar reader keeps them whole
+/// in memory.
+const HEADERS_MOST: u64 = 1 << 20;
+
+/// The error a reader gives when one entry's headers are over [`HEADERS_MOST`].
+const HEADERS: &str = "memfs: an entry's headers are too big";
+
 /// A reader that fails once it has given `budget` bytes (shared by every
-/// entry of one archive).
+/// entry of one archive), or, while `headers` is set, that many more.
 struct Budget<R> {
     inner: R,
     left: Rc<Cell<u64>>,
+    headers: Rc<Cell<Option<u64>>>,
+}
+
+impl<R> Budget<R> {
+    fn new(inner: R, left: &Rc<Cell<u64>>) -> Budget<R> {
+        Budget {
+            inner,
+            left: left.clone(),
+            headers: Rc::new(Cell::new(None)),
+        }
+    }
 }
 
 impl<R: Read> Read for Budget<R> {
     fn read(&mut self, buf: &mut [u8]) -> io::Result<usize> {
-        let n = self.inner.read(buf)?;
+        let n = self.inner.read(buf)? as u64;
         let left = self.left.get();
-        if n as u64 > left {
+        if n > left {
             self.left.set(0);
             return Err(io::Error::other(BOMB));
         }
-        self.left.set(left - n as u64);
-        Ok(n)
+        self.left.set(left - n);
+        if let Some(headers) = self.headers.get() {
+            if n > headers {
+                return Err(io::Error::other(HEADERS));
+            }
+            self.headers.set(Some(headers - n));
+        }
+        Ok(n as usize)
     }
 }
 
@@ -49,8 +74,8 @@ fn sdk_layout(name: &str) -> &str {
     }
 }
 
-fn is_bomb(e: &io::Error) -> bool {
-    e.get_ref().is_some_and(|inner| inner.to_string() == BOMB)
+fn says(e: &io::Error, what: &str) -> bool {
+    e.get_ref().is_some_and(|inner| inner.to_string() == what)
 }
 
 /// What the whole archive may inflate to: four times the memory's size
@@ -85,26 +110,25 @@ pub fn read(path: &Path, rules: &Rules, checker: &mut Checker) -> Result<(), Str
             }
             let mut file = File::open(path).map_err(cannot)?;
             file.rewind().map_err(cannot)?;
-            zip(file, left.clone(), checker)
+            zip(file, &left, checker)
         }
-        [0x1f, 0x8b, ..] => {
-            let inflated = Budget {
-                inner: flate2::read::MultiGzDecoder::new(whole),
-                left: left.clone(),
-            };
-            tar(inflated, checker)
-        }
-        _ => tar(
-            Budget {
-                inner: whole,
-                left: left.clone(),
-            },
+        [0x1f, 0x8b, ..] => tar(
+            Budget::new(flate2::read::MultiGzDecoder::new(whole), &left),
             checker,
         ),
+        _ => tar(Budget::new(whole, &left), checker),
     };
     match outcome {
         Ok(()) => Ok(()),
-        Err(e) if is_bomb(&e) || left.get() == 0 => checker
+        Err(e) if says(&e, HEADERS) => checker
+            .skip(
+                "(the rest of the archive)",
+                format!(
+                    "an entry's name or extended headers are over {HEADERS_MOST} bytes: the rest is left out"
+                ),
+            )
+            .map_err(|e| e.to_string()),
+        Err(e) if says(&e, BOMB) || left.get() == 0 => checker
             .skip(
                 "(the rest of the archive)",
                 format!(
@@ -119,32 +143,49 @@ pub fn read(path: &Path, rules: &Rules, checker: &mut Checker) -> Result<(), Str
     }
 }
 
-fn tar(reader: impl Read, checker: &mut Checker) -> io::Result<()> {
+fn tar<R: Read>(reader: Budget<R>, checker: &mut Checker) -> io::Result<()> {
+    let headers = reader.headers.clone();
     let mut archive = tar::Archive::new(reader);
-    for entry in archive.entries()? {
+    let mut entries = archive.entries()?;
+    loop {
+        // (Finding the next entry reads only headers: the last one's data
+        // is read through below.)
+        headers.set(Some(HEADERS_MOST));
+        let next = entries.next();
+        headers.set(None);
+        let Some(entry) = next else {
+            return Ok(());
+        };
         let mut entry = entry?;
-        let Ok(name) = String::from_utf8(entry.path_bytes().into_owned()) else {
-            let shown = String::from_utf8_lossy(&entry.path_bytes()).into_owned();
-            checker.skip(&shown, "a name that is not UTF-8")?;
-            continue;
-        };
-        use tar::EntryType as T;
-        let kind = match entry.header().entry_type() {
-            T::Regular | T::Continuous => Kind::File,
-            T::Directory => Kind::Dir,
-            T::Symlink => Kind::Symlink,
-            T::Link => Kind::HardLink,
-            T::Char | T::Block => Kind::Device,
-            T::Fifo => Kind::Fifo,
-            _ => Kind::Other,
-        };
-        let size = entry.header().size().unwrap_or(u64::MAX);
-        checker.entry(sdk_layout(&name), kind, size, &mut entry)?;
+        match String::from_utf8(entry.path_bytes().into_owned()) {
+            Ok(name) => {
+                let kind = tar_kind(entry.header().entry_type());
+                let size = entry.header().size().unwrap_or(u64::MAX);
+                checker.entry(sdk_layout(&name), kind, size, &mut entry)?;
+            }
+            Err(e) => {
+                let shown = String::from_utf8_lossy(e.as_bytes()).into_owned();
+                checker.skip(&shown, "a name that is not UTF-8")?;
+            }
+        }
+        io::copy(&mut entry, &mut io::sink())?;
     }
-    Ok(())
 }
 
-fn zip(file: File, left: Rc<Cell<u64>>, checker: &mut Checker) -> io::Result<()> {
+fn tar_kind(kind: tar::EntryType) -> Kind {
+    use tar::EntryType as T;
+    match kind {
+        T::Regular | T::Continuous => Kind::File,
+        T::Directory => Kind::Dir,
+        T::Symlink => Kind::Symlink,
+        T::Link => Kind::HardLink,
+        T::Char | T::Block => Kind::Device,
+        T::Fifo => Kind::Fifo,
+        _ => Kind::Other,
+    }
+}
+
+fn zip(file: File, left: &Rc<Cell<u64>>, checker: &mut Checker) -> io::Result<()> {
     let mut archive = zip::ZipArchive::new(file).map_err(io::Error::other)?;
     for i in 0..archive.len() {
         let name = archive.name_for_index(i).unwrap_or("?").to_string();
@@ -177,10 +218,7 @@ fn zip(file: File, left: Rc<Cell<u64>>, checker: &mut Checker) -> io::Result<()>
             )?;
             continue;
         }
-        let mut bounded = Budget {
-            inner: entry,
-            left: left.clone(),
-        };
+        let mut bounded = Budget::new(entry, left);
         checker.entry(sdk_layout(&name), kind, size, &mut bounded)?;
     }
     Ok(())

@@ -94,6 +94,23 @@ pub fn relative(name: &str) -> Result<Option<String>, String> {
     Ok(Some(rel))
 }
 
+/// The longest name a list of what was left out shows whole.
+const SHOWN_MOST: usize = 240;
+
+/// A source's name as the list shows it: printable, and a long one cut
+/// (`…` and its length).
+fn shown(name: &str) -> String {
+    let printable = crate::text::printable(name);
+    if printable.len() <= SHOWN_MOST {
+        return printable.into_owned();
+    }
+    let mut cut = SHOWN_MOST;
+    while !printable.is_char_boundary(cut) {
+        cut -= 1;
+    }
+    format!("{}… ({} bytes)", &printable[..cut], name.len())
+}
+
 fn is_image(path: &str) -> bool {
     path.rsplit_once('.')
         .is_some_and(|(_, ext)| IMAGES.contains(&ext.to_ascii_lowercase().as_str()))
@@ -111,7 +128,7 @@ impl<'a> Checker<'a> {
 
     pub fn skip(&mut self, name: &str, reason: impl Into<String>) -> io::Result<()> {
         (self.out)(Item::Skip {
-            name: crate::text::printable(name).into_owned(),
+            name: shown(name),
             reason: reason.into(),
         })
     }
