@@ -238,6 +238,12 @@ pub fn handle(store: &Arc<Store>, control: &Control, request: &Request) -> Reply
     let Some(history) = control.history() else {
         return Reply::error("this memory keeps no history");
     };
+    if store.is_shared() {
+        // Other hosts' changes the tree shows reach the history once the
+        // journal takes what the follower queued: a person who sees a
+        // change in the mount finds it in `memfs log` too.
+        let _ = store.barrier(Origin::Memfs).wait();
+    }
     match run(store, history, request) {
         Ok(reply) => reply,
         Err(refusal) => refusal.into(),

@@ -15,6 +15,7 @@ REPO = pathlib.Path(__file__).resolve().parents[2]
 CHROMIUM = "/usr/bin/chromium"
 
 from playwright import sync_api  # noqa: E402
+from playwright.sync_api import expect  # noqa: E402
 
 import sys
 sys.path.insert(0, str(pathlib.Path(__file__).resolve().parent))
@@ -125,9 +126,10 @@ def test_follow_review_and_undo_an_agents_memory_from_the_page(setup):
         page.evaluate("window.__same_page = 1")
         s["agent"].call(command="create", path="/memories/plan.md", file_text="step one\nstep two\n")
         s["agent"].call(command="str_replace", path="/memories/plan.md", old_str="step two", new_str="step 2")
-        page.wait_for_selector("section.change:has-text('plan.md') >> text=2 changes", timeout=5000)
+        page.wait_for_selector("section.change:has-text('plan.md') >> text=2 changes", timeout=20000)
         assert page.evaluate("window.__same_page") == 1, "the page reloaded"
-        assert page.inner_text("#review-count") == "2"
+        # (The count comes from its own poll: it may be a tick behind the list.)
+        expect(page.locator("#review-count")).to_have_text("2", timeout=20000)
         plan = page.locator("section.change", has_text="plan.md")
         assert plan.locator("pre.diff .del").all_inner_texts() == []
         assert plan.locator("pre.diff .add").all_inner_texts() == ["+step one", "+step 2"]
@@ -137,13 +139,13 @@ def test_follow_review_and_undo_an_agents_memory_from_the_page(setup):
         plan.locator("button.keep").click()
         page.wait_for_selector(".said")
         assert "kept 2 changes" in page.inner_text(".said")
-        assert page.inner_text("#review-count") == "0"
+        expect(page.locator("#review-count")).to_have_text("0", timeout=20000)
         assert "0 changes" in page.inner_text("main")
 
         # Two more edits, undone together (the older is not refused for the newer).
         s["agent"].call(command="str_replace", path="/memories/plan.md", old_str="step 2", new_str="step three")
         s["agent"].call(command="str_replace", path="/memories/plan.md", old_str="step one", new_str="step 1")
-        page.wait_for_selector("section.change:has-text('plan.md') >> text=2 changes", timeout=5000)
+        page.wait_for_selector("section.change:has-text('plan.md') >> text=2 changes", timeout=20000)
         plan = page.locator("section.change", has_text="plan.md")
         assert plan.locator("pre.diff .del").all_inner_texts() == ["-step one", "-step 2"]
         assert plan.locator("pre.diff .add").all_inner_texts() == ["+step 1", "+step three"]
@@ -153,7 +155,7 @@ def test_follow_review_and_undo_an_agents_memory_from_the_page(setup):
         assert (s["mnt"] / "plan.md").read_text() == "step one\nstep 2\n"
         view = s["agent"].call(command="view", path="/memories/plan.md")
         assert view.endswith("1\tstep one\n     2\tstep 2"), view
-        assert page.inner_text("#review-count") == "0"
+        expect(page.locator("#review-count")).to_have_text("0", timeout=20000)
         # The undo is the person's, named: the page, and who runs it.
         import pwd
         log = subprocess.run([s["memfs"], "--data", str(s["data"]), "log", "--json", "/memories/plan.md"],
@@ -248,10 +250,10 @@ def test_the_page_on_the_http_server_logs_in_with_a_token_and_follows_the_api(me
             page.goto(f"{server.url}/web/{store}/review")
             page.locator("button.keep", has_text="Keep everything shown").click()
             page.wait_for_selector(".said")
-            assert page.inner_text("#review-count") == "0"
+            expect(page.locator("#review-count")).to_have_text("0", timeout=20000)
             page.evaluate("window.__same_page = 1")
             ms.memories.update(mem.id, memory_store_id=store, content="second\n")
-            page.wait_for_selector("section.change >> text=write", timeout=5000)
+            page.wait_for_selector("section.change >> text=write", timeout=20000)
             assert page.evaluate("window.__same_page") == 1
             shot(page, "http-review")
             # ... and undo from the page is what the API sees next.
@@ -424,14 +426,14 @@ def test_the_review_queue_is_by_session_newest_first_and_paged(memfs_bin, tmp_pa
             page.locator("button.keep", has_text="Keep everything shown").click()
             page.wait_for_selector(".said")
             assert "kept 20 changes" in page.inner_text(".said")
-            assert page.inner_text("#review-count") == "4"
+            expect(page.locator("#review-count")).to_have_text("4", timeout=20000)
             page.goto(base + "/review")
             page.locator("section.session", has_text="(s01)").locator("button.undo", has_text="Undo this session").click()
             page.wait_for_selector(".said")
             assert not (data / "memories" / "f01.md").exists() or subprocess.run(
                 [memfs_bin, "--data", str(data), "exec", '{"command":"view","path":"/memories/f01.md"}'],
                 capture_output=True, text=True).returncode == 1
-            assert page.inner_text("#review-count") == "2"
+            expect(page.locator("#review-count")).to_have_text("2", timeout=20000)
             browser.close()
     finally:
         web.terminate()
@@ -470,7 +472,7 @@ def test_the_search_box_finds_marks_and_opens_the_line_and_follows_changes(setup
         assert "Nothing found" in page.inner_text("main")
         page.evaluate("window.__same_page = 1")
         s["agent"].call(command="create", path="/memories/zoo.md", file_text="an ocelot\n")
-        page.wait_for_selector("div.hit:has-text('zoo.md')", timeout=5000)
+        page.wait_for_selector("div.hit:has-text('zoo.md')", timeout=20000)
         assert page.evaluate("window.__same_page") == 1
         # A query it cannot run says why.
         page.goto(s["base"] + "/search?q=%22open")
