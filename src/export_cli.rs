@@ -27,7 +27,7 @@ struct Found {
 
 pub fn run(cli: &Cli, dir: Option<&Path>, tar: Option<&Path>) -> ExitCode {
     if let Some(out) = dir {
-        if let Err(e) = check_empty(out) {
+        if let Err(e) = check_empty(out, "into a new directory") {
             memfs::say!("memfs: {e}");
             return ExitCode::from(2);
         }
@@ -39,18 +39,18 @@ pub fn run(cli: &Cli, dir: Option<&Path>, tar: Option<&Path>) -> ExitCode {
             return ExitCode::from(2);
         }
     };
-    let (written, bytes) = match (dir, tar) {
+    let written = match (dir, tar) {
         (Some(out), _) => to_dir(out, &files),
         (None, Some(file)) => to_tar(file, &files),
         (None, None) => Err(io::Error::other("no target")),
-    }
-    .unwrap_or_else(|e| {
-        memfs::say!("memfs: export: {e}");
-        (usize::MAX, 0)
-    });
-    if written == usize::MAX {
-        return ExitCode::from(2);
-    }
+    };
+    let (written, bytes) = match written {
+        Ok(done) => done,
+        Err(e) => {
+            memfs::say!("memfs: export: {e}");
+            return ExitCode::from(2);
+        }
+    };
     memfs::say!(
         "memfs: exported {written} files ({})",
         memfs::units::human_bytes(bytes)
@@ -81,10 +81,12 @@ fn bring_up_to_date(cli: &Cli) -> Result<(), String> {
     }
 }
 
-fn check_empty(dir: &Path) -> Result<(), String> {
+/// `dir` is missing or empty: an export `writes` (`into a new directory`)
+/// there.
+pub fn check_empty(dir: &Path, writes: &str) -> Result<(), String> {
     match std::fs::read_dir(dir).map(|mut entries| entries.next().is_some()) {
         Ok(true) => Err(format!(
-            "{} is not empty; export writes into a new directory",
+            "{} is not empty; export writes {writes}",
             dir.display()
         )),
         Ok(false) => Ok(()),

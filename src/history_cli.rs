@@ -120,7 +120,7 @@ pub fn run(cli: &Cli, request: Request) -> ExitCode {
         return ExitCode::from(2);
     }
     if let Cmd::Export { git: Some(git), .. } = &cli.command {
-        if let Err(e) = check_empty(git) {
+        if let Err(e) = crate::export_cli::check_empty(git, "a new repository") {
             memfs::say!("memfs: {e}");
             return ExitCode::from(2);
         }
@@ -231,18 +231,6 @@ fn write_reply(reply: &Reply) -> Option<ExitCode> {
         memfs::say!("memfs: {}", reply.err);
     }
     Some(ExitCode::from(reply.code))
-}
-
-fn check_empty(dir: &Path) -> Result<(), String> {
-    match std::fs::read_dir(dir).map(|mut entries| entries.next().is_some()) {
-        Ok(true) => Err(format!(
-            "{} is not empty; export writes a new repository",
-            dir.display()
-        )),
-        Ok(false) => Ok(()),
-        Err(e) if e.kind() == std::io::ErrorKind::NotFound => Ok(()),
-        Err(e) => Err(format!("cannot use {}: {e}", dir.display())),
-    }
 }
 
 /// Feeds the stream to `git fast-import` in a new repository at `dir`.

@@ -102,11 +102,11 @@ impl Progress {
     }
 }
 
-/// The most of a chunk's file bytes (the owner's socket takes lines up to
-/// six times the file size limit, and base64 makes four of three).
+/// The most of a chunk's bytes in base64 (the owner's socket takes lines
+/// up to six times the file size limit).
 fn chunk_bytes(max_file_size: u64) -> u64 {
-    // (Three eighths of a line: base64 makes four of three, and a file
-    // past the mark still joins the chunk it fills.)
+    // (Three eighths of a line: a file past the mark still joins the chunk
+    // it fills, and the line carries names and quotes too.)
     (memfs::serve::max_line_bytes(max_file_size) as u64).saturating_mul(3) / 8
 }
 
@@ -192,24 +192,46 @@ pub fn run(cli: &Cli, asked: &Asked) -> ExitCode {
     }
 }
 
-/// Files gathered into chunks the owner's line takes, each sent when full.
+/// The most files one chunk carries.
+const CHUNK_FILES: usize = 512;
+
+/// Files gathered into chunks the owner's line takes, each sent when full
+/// (as versions of the person, or of a git commit's author).
 struct Gather {
     chunk: Vec<ImportFile>,
+    /// The chunk's bytes as its line carries them (base64).
     size: u64,
     most: u64,
+    commit: Option<Commit>,
 }
 
 impl Gather {
-    fn new(rules: &Rules) -> Gather {
+    fn new(rules: &Rules, commit: Option<Commit>) -> Gather {
         Gather {
             chunk: Vec::new(),
             size: 0,
             most: chunk_bytes(rules.max_file_size),
+            commit,
         }
     }
 
-    /// One checked entry: a file joins the chunk (sent once full), a
-    /// left-out entry is counted.
+    /// One file joins the chunk, which is sent once full.
+    fn add(
+        &mut self,
+        file: ImportFile,
+        send: &dyn Fn(&Request) -> Reply,
+        asked: &Asked,
+        tally: &mut Tally,
+    ) -> Result<(), String> {
+        self.size += file.data.len() as u64;
+        self.chunk.push(file);
+        if self.size >= self.most || self.chunk.len() >= CHUNK_FILES {
+            self.send(send, asked, tally)?;
+        }
+        Ok(())
+    }
+
+    /// One checked entry: a file is added, a left-out entry counted.
     fn take(
         &mut self,
         item: Item,
@@ -221,26 +243,48 @@ impl Gather {
             Item::File { path, data } => {
                 tally.read += 1;
                 tally.bytes += data.len() as u64;
-                self.size += data.len() as u64;
-                self.chunk.push(ImportFile::new(path, &data));
-                if self.size >= self.most || self.chunk.len() >= 512 {
-                    flush(send, asked, &mut self.chunk, tally, None)?;
-                    self.size = 0;
-                }
+                self.add(ImportFile::new(path, &data), send, asked, tally)
             }
-            Item::Skip { name, reason } => tally.skipped.push((name, reason)),
+            Item::Skip { name, reason } => {
+                tally.skipped.push((name, reason));
+                Ok(())
+            }
         }
-        Ok(())
     }
 
-    fn finish(
-        mut self,
+    fn send(
+        &mut self,
         send: &dyn Fn(&Request) -> Reply,
         asked: &Asked,
         tally: &mut Tally,
     ) -> Result<(), String> {
-        flush(send, asked, &mut self.chunk, tally, None)
+        self.size = 0;
+        flush(send, asked, &mut self.chunk, tally, self.commit.as_ref())
     }
+}
+
+/// The checked entries `source` reads, gathered into chunks and sent.
+fn gathered(
+    send: &dyn Fn(&Request) -> Reply,
+    asked: &Asked,
+    rules: Rules,
+    tally: &mut Tally,
+    progress: &mut Progress,
+    source: impl FnOnce(Rules, &mut dyn FnMut(Item) -> std::io::Result<()>) -> Result<(), String>,
+) -> Result<(), String> {
+    let mut gather = Gather::new(&rules, None);
+    // (The sending's own error, not the reader's account of it.)
+    let mut error = None;
+    let read = source(rules, &mut |item| {
+        let taken = gather.take(item, send, asked, tally);
+        progress.show(tally, false);
+        taken.map_err(|e| {
+            error = Some(e.clone());
+            std::io::Error::other(e)
+        })
+    });
+    let read = read.and_then(|()| gather.send(send, asked, tally));
+    error.map_or(read, Err)
 }
 
 /// A memory store's memories, each checked as an archive's entry is.
@@ -252,22 +296,16 @@ fn from_api(
     tally: &mut Tally,
     progress: &mut Progress,
 ) -> Result<(), String> {
-    let mut gather = Gather::new(&rules);
-    let mut out = |item| {
-        let taken = gather.take(item, send, asked, tally);
-        progress.show(tally, false);
-        taken.map_err(std::io::Error::other)
-    };
-    let mut checker = Checker::new(rules, &mut out);
-    api.memories(&mut |path, content| {
-        let name = path.trim_start_matches('/');
-        let mut bytes = content.as_bytes();
-        checker
-            .entry(name, Kind::File, content.len() as u64, &mut bytes)
-            .map_err(|e| e.to_string())
-    })?;
-    drop(checker);
-    gather.finish(send, asked, tally)
+    gathered(send, asked, rules, tally, progress, |rules, out| {
+        let mut checker = Checker::new(rules, out);
+        api.memories(&mut |path, content| {
+            let name = path.trim_start_matches('/');
+            let mut bytes = content.as_bytes();
+            checker
+                .entry(name, Kind::File, content.len() as u64, &mut bytes)
+                .map_err(|e| e.to_string())
+        })
+    })
 }
 
 /// A tree's or an archive's files, in chunks.
@@ -278,18 +316,9 @@ fn files(
     tally: &mut Tally,
     progress: &mut Progress,
 ) -> Result<(), String> {
-    let mut gather = Gather::new(&rules);
-    let mut error = None;
-    let read = transfer::read(asked.source, rules, &mut |item| {
-        let taken = gather.take(item, send, asked, tally);
-        progress.show(tally, false);
-        taken.map_err(|e| {
-            error = Some(e.clone());
-            std::io::Error::other(e)
-        })
-    });
-    let read = read.and_then(|()| gather.finish(send, asked, tally));
-    error.map_or(read, Err)
+    gathered(send, asked, rules, tally, progress, |rules, out| {
+        transfer::read(asked.source, rules, out)
+    })
 }
 
 /// Sends what is gathered as one request and counts what became of it.
@@ -503,27 +532,21 @@ fn one_commit(
     blobs: &mut crate::import_git::Blobs,
     tally: &mut Tally,
 ) -> Result<(), String> {
-    let most = chunk_bytes(rules.max_file_size);
     let commit = Commit {
         id: c.id.clone(),
         author: c.author.clone(),
         authored: c.authored.clone(),
     };
+    let mut gather = Gather::new(rules, Some(commit));
     let mut changes: Vec<&crate::import_git::Change> = c.changes.iter().collect();
     changes.sort_by_key(|ch| ch.status != 'D');
-    let (mut files, mut size) = (Vec::new(), 0u64);
     for change in changes {
         if skip(change) {
             continue;
         }
         if let Some(f) = commit_file(blobs, rules, c, change, tally)? {
-            size += f.data.len() as u64;
-            files.push(f);
-        }
-        if size >= most {
-            flush(send, asked, &mut files, tally, Some(&commit))?;
-            size = 0;
+            gather.add(f, send, asked, tally)?;
         }
     }
-    flush(send, asked, &mut files, tally, Some(&commit))
+    gather.send(send, asked, tally)
 }

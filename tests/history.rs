@@ -13,16 +13,6 @@ use std::process::{Command, Stdio};
 use common::*;
 use serde_json::{json, Value};
 
-/// `memfs --data DIR ARGS...`: exit code, stdout, stderr.
-fn run(dir: &Path, args: &[&str]) -> (i32, String, String) {
-    let out = memfs().arg("--data").arg(dir).args(args).output().unwrap();
-    (
-        out.status.code().unwrap_or(-1),
-        String::from_utf8_lossy(&out.stdout).into_owned(),
-        String::from_utf8_lossy(&out.stderr).into_owned(),
-    )
-}
-
 /// `memfs log --json [PATH]`, newest first.
 fn log(dir: &Path, path: Option<&str>) -> Vec<Value> {
     let mut args = vec!["log", "--json"];

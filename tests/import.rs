@@ -15,16 +15,6 @@ use std::time::{Duration, Instant};
 use common::*;
 use serde_json::Value;
 
-/// `memfs --data DIR ARGS...`: exit code, stdout, stderr.
-fn run(dir: &Path, args: &[&str]) -> (i32, String, String) {
-    let out = memfs().arg("--data").arg(dir).args(args).output().unwrap();
-    (
-        out.status.code().unwrap_or(-1),
-        String::from_utf8_lossy(&out.stdout).into_owned(),
-        String::from_utf8_lossy(&out.stderr).into_owned(),
-    )
-}
-
 /// `memfs import --json SOURCE` with flags: the outcome.
 fn import(dir: &Path, source: &Path, flags: &[&str]) -> Value {
     let mut args = vec!["import", "--json"];
@@ -78,14 +68,6 @@ fn files(dir: &Path) -> Vec<(String, Vec<u8>)> {
     }
     found.sort();
     found
-}
-
-fn versions(dir: &Path) -> Vec<Value> {
-    let (code, out, err) = run(dir, &["log", "--json", "--all"]);
-    assert_eq!(code, 0, "{err}");
-    out.lines()
-        .map(|l| serde_json::from_str(l).unwrap())
-        .collect()
 }
 
 const PNG: &[u8] = b"\x89PNG\r\n\x1a\n\0\0\0\rIHDR\0\0\0\x01\0\0\0\x01\x08\x06\0\0\0\x1f\x15\xc4\x89\0\0\0\nIDATx\x9cc\0\x01\0\0\x05\0\x01\r\n-\xb4\0\0\0\0IEND\xaeB`\x82";
@@ -151,14 +133,14 @@ fn a_tree_is_imported_with_what_it_leaves_out_listed_and_a_second_run_adds_nothi
             ("picture.png".to_string(), PNG.to_vec()),
         ]
     );
-    let made = versions(d).len();
+    let made = log_rows(d).len();
     // Again: nothing is added.
     let again = import(d, s, &[]);
     assert_eq!(
         (again["created"].as_u64(), again["unchanged"].as_u64()),
         (Some(0), Some(3))
     );
-    assert_eq!(versions(d).len(), made);
+    assert_eq!(log_rows(d).len(), made);
     // A changed file is left as the memory holds it, unless --overwrite.
     fs::write(s.join("notes/a.md"), "alpha, changed\n").unwrap();
     let kept = import(d, s, &[]);
@@ -516,7 +498,7 @@ fn an_import_killed_midway_is_completed_by_the_next_run_with_nothing_twice() {
         "the kill came after the end: {v}"
     );
     // One version of each file, and every file whole.
-    let creates = versions(d)
+    let creates = log_rows(d)
         .into_iter()
         .filter(|r| r["op"] == "create")
         .count();
@@ -679,7 +661,7 @@ fn commit(repo: &Path, who: &str, date: &str, message: &str) {
 
 /// Each version as (op, path, author, authored, sha256), oldest first.
 fn authored(dir: &Path) -> Vec<(String, String, String, String, String)> {
-    let mut rows: Vec<_> = versions(dir)
+    let mut rows: Vec<_> = log_rows(dir)
         .into_iter()
         .map(|r| {
             let s = |v: &Value| v.as_str().unwrap_or_default().to_string();
@@ -864,13 +846,13 @@ fn a_git_import_killed_midway_is_completed_by_the_next_run_with_nothing_twice() 
 
     let d = work.path().join("d");
     import_killed_midway(&d, &repo, &["-q", "--git"], 150_000);
-    let first = versions(&d).len();
+    let first = log_rows(&d).len();
     assert!(first > 0 && first < 800, "{first} versions before the kill");
     import(&d, &repo, &["-q", "--git"]);
     // Every commit's change to every file once, in order, and the files as
     // the last commit left them.
     let rows = authored(&d);
-    let keys: std::collections::HashSet<_> = versions(&d)
+    let keys: std::collections::HashSet<_> = log_rows(&d)
         .iter()
         .map(|r| r["actor"]["request"].as_str().unwrap().to_string())
         .collect();

@@ -13,23 +13,6 @@ use std::time::Duration;
 use common::*;
 use serde_json::{json, Value};
 
-fn run(dir: &Path, args: &[&str]) -> (i32, String, String) {
-    let out = memfs().arg("--data").arg(dir).args(args).output().unwrap();
-    (
-        out.status.code().unwrap_or(-1),
-        String::from_utf8_lossy(&out.stdout).into_owned(),
-        String::from_utf8_lossy(&out.stderr).into_owned(),
-    )
-}
-
-fn log(dir: &Path) -> Vec<Value> {
-    let (code, out, err) = run(dir, &["log", "--json", "--all"]);
-    assert_eq!(code, 0, "{err}");
-    out.lines()
-        .map(|l| serde_json::from_str(l).unwrap())
-        .collect()
-}
-
 fn ok(dir: &Path, input: Value) {
     let (code, v, err) = exec_with(dir, &[], &input.to_string());
     assert_eq!(code, 0, "{input}: {v} {err}");
@@ -102,7 +85,7 @@ fn a_torn_last_frame_is_dropped_and_what_came_before_is_kept() {
         d,
         json!({"command": "create", "path": "/memories/c.md", "file_text": "c\n"}),
     );
-    let rows = log(d);
+    let rows = log_rows(d);
     let paths: Vec<&str> = rows.iter().map(|r| r["path"].as_str().unwrap()).collect();
     assert_eq!(paths, ["/memories/c.md", "/memories/a.md"], "{rows:?}");
     history_matches_disk(d).unwrap();
@@ -198,7 +181,7 @@ fn a_kill_during_a_pipelined_create_edit_delete_leaves_history_and_files_agreein
     let _ = child.wait();
     drop(stdin);
     history_matches_disk(d).unwrap();
-    let rows = log(d);
+    let rows = log_rows(d);
     assert!(rows.iter().all(|r| r["op"] != "found"), "{rows:?}");
 }
 
@@ -232,7 +215,7 @@ fn ids_are_never_used_again_after_a_crash() {
             json!({"command": "create", "path": format!("/memories/{name}.md"), "file_text": format!("{name}\n")}),
         );
     }
-    let rows = log(d);
+    let rows = log_rows(d);
     let mut ids: Vec<&str> = rows
         .iter()
         .map(|r| r["version"].as_str().unwrap())
@@ -437,7 +420,7 @@ fn deleting_or_renaming_a_directory_of_10000_files_is_one_flush() {
         fs::read_dir(d.join("memories/moved")).unwrap().count(),
         10_000
     );
-    let rows = log(d);
+    let rows = log_rows(d);
     assert_eq!(rows.iter().filter(|r| r["op"] == "delete").count(), 10_000);
     assert_eq!(rows.iter().filter(|r| r["op"] == "rename").count(), 10_000);
 }
@@ -462,7 +445,7 @@ fn a_data_dir_from_before_the_journal_is_upgraded_keeping_every_version() {
         .lines()
         .map(|l| serde_json::from_str(l).unwrap())
         .collect();
-    let new = log(&d);
+    let new = log_rows(&d);
     assert!(!d.join(".memfs/history").exists(), "the old history stayed");
     let strip = |rows: &[Value]| -> Vec<Value> {
         rows.iter()
@@ -501,7 +484,7 @@ fn a_data_dir_from_before_the_journal_is_upgraded_keeping_every_version() {
         &d,
         json!({"command": "str_replace", "path": "/memories/a.md", "old_str": "beta", "new_str": "delta"}),
     );
-    let rows = log(&d);
+    let rows = log_rows(&d);
     let top = &rows[0];
     assert_eq!(top["op"], "write");
     let newest_old: u64 = old
@@ -515,7 +498,7 @@ fn a_data_dir_from_before_the_journal_is_upgraded_keeping_every_version() {
 /// The fixture's history begins with `found` rows for files that were there
 /// before it: the history replays to the files (rows then `found` first).
 fn history_matches_disk_allowing_found_before_history(d: &Path) {
-    let rows = log(d);
+    let rows = log_rows(d);
     let mut live = std::collections::BTreeMap::new();
     for row in rows.iter().rev() {
         let path = row["path"].as_str().unwrap().to_string();
@@ -713,7 +696,7 @@ fn retention_bounds_the_journal_and_memory_of_a_running_owner() {
         rss_end < rss_after_warmup + 8 * 1024,
         "memory grew from {rss_after_warmup} KiB to {rss_end} KiB"
     );
-    let rows = log(d);
+    let rows = log_rows(d);
     assert!(rows.iter().any(|r| r["op"] == "prune"), "never pruned");
     assert!(rows.len() < edits / 2, "{} rows kept", rows.len());
 }
@@ -810,7 +793,7 @@ fn one_path_the_checkpoint_cannot_write_holds_back_nothing_else() {
     assert!(s.finish().success());
     // The history was compacted all the same (at the latest as memfs
     // stopped: a clean stop leaves it within its retention).
-    let rows = log(&d);
+    let rows = log_rows(&d);
     let prunes = rows.iter().filter(|r| r["op"] == "prune").count();
     assert!(prunes > 0, "never compacted: {} rows", rows.len());
     // A restart with the symlink still there: the acknowledged file stands,

@@ -12,16 +12,6 @@ use std::time::{Duration, Instant};
 use common::*;
 use serde_json::{json, Value};
 
-/// `memfs --data DIR ARGS...`: exit code, stdout, stderr.
-fn run(dir: &Path, args: &[&str]) -> (i32, String, String) {
-    let out = memfs().arg("--data").arg(dir).args(args).output().unwrap();
-    (
-        out.status.code().unwrap_or(-1),
-        String::from_utf8_lossy(&out.stdout).into_owned(),
-        String::from_utf8_lossy(&out.stderr).into_owned(),
-    )
-}
-
 fn tool(dir: &Path, input: Value) {
     let (code, v, err) = exec_with(dir, &[], &input.to_string());
     assert_eq!(code, 0, "{v} {err}");

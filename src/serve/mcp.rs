@@ -16,6 +16,7 @@ use serde_json::{json, Map, Value};
 use super::pipeline::{self, Protocol};
 
 use super::attach::{self, Attach, Backend};
+use crate::search::MOST_RESULTS;
 use crate::store::{Door, Origin};
 use crate::tool::{Content, Pending, Tool, ToolResult, COMMANDS};
 
@@ -98,7 +99,7 @@ pub fn search_tool_definition() -> Value {
             "properties": {
                 "query": {"type": "string", "description": "The words to find."},
                 "path": {"type": "string", "description": "Only files under this directory (e.g. /memories/notes)."},
-                "limit": {"type": "integer", "minimum": 1, "maximum": crate::search::MOST_RESULTS, "description": "At most this many files (default 20)."},
+                "limit": {"type": "integer", "minimum": 1, "maximum": MOST_RESULTS, "description": "At most this many files (default 20)."},
             },
             "required": ["query"],
         },
@@ -296,12 +297,12 @@ fn search(session: &Session, id: Value, arguments: &Value) -> Answer {
     let limit = match arguments.get("limit") {
         None | Some(Value::Null) => None,
         Some(v) => match v.as_u64() {
-            Some(n @ 1..=100) => Some(n as usize),
+            Some(n) if (1..=MOST_RESULTS as u64).contains(&n) => Some(n as usize),
             _ => {
                 return error(
                     id,
                     INVALID_PARAMS,
-                    "memory_search's `limit` is a whole number from 1 to 100",
+                    format!("memory_search's `limit` is a whole number from 1 to {MOST_RESULTS}"),
                 )
             }
         },

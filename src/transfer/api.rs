@@ -89,13 +89,16 @@ impl Api {
         }
     }
 
-    fn get(&self, rest: &str, query: &[(&str, &str)]) -> Result<Value, String> {
-        let mut request = self
-            .agent
-            .get(&self.url(rest))
+    /// A request with the key, version and beta headers the SDK sends.
+    fn signed<B>(&self, request: ureq::RequestBuilder<B>) -> ureq::RequestBuilder<B> {
+        request
             .header("x-api-key", &self.key)
             .header("anthropic-version", VERSION)
-            .header("anthropic-beta", BETA);
+            .header("anthropic-beta", BETA)
+    }
+
+    fn get(&self, rest: &str, query: &[(&str, &str)]) -> Result<Value, String> {
+        let mut request = self.signed(self.agent.get(&self.url(rest)));
         for (k, v) in query {
             request = request.query(*k, *v);
         }
@@ -145,11 +148,7 @@ impl Api {
     /// Writes one memory (`/notes/a.md`).
     pub fn create(&self, path: &str, content: &str) -> Result<(), String> {
         let sent = self
-            .agent
-            .post(&self.url("/memories"))
-            .header("x-api-key", &self.key)
-            .header("anthropic-version", VERSION)
-            .header("anthropic-beta", BETA)
+            .signed(self.agent.post(&self.url("/memories")))
             .header("content-type", "application/json")
             .send(json!({"path": path, "content": content}).to_string());
         self.answer(sent).map(|_| ())

@@ -14,6 +14,25 @@ pub fn memfs() -> Command {
     Command::new(env!("CARGO_BIN_EXE_memfs"))
 }
 
+/// `memfs --data DIR ARGS...`: exit code, stdout, stderr.
+pub fn run(dir: &Path, args: &[&str]) -> (i32, String, String) {
+    let out = memfs().arg("--data").arg(dir).args(args).output().unwrap();
+    (
+        out.status.code().unwrap_or(-1),
+        String::from_utf8_lossy(&out.stdout).into_owned(),
+        String::from_utf8_lossy(&out.stderr).into_owned(),
+    )
+}
+
+/// Every row of the history, `memfs log --json --all`.
+pub fn log_rows(dir: &Path) -> Vec<Value> {
+    let (code, out, err) = run(dir, &["log", "--json", "--all"]);
+    assert_eq!(code, 0, "{err}");
+    out.lines()
+        .map(|l| serde_json::from_str(l).unwrap())
+        .collect()
+}
+
 /// `memfs --data DIR exec JSON` with extra flags; returns exit code and stdout JSON.
 pub fn exec_with(dir: &Path, flags: &[&str], input: &str) -> (i32, Value, String) {
     let out: Output = memfs()
