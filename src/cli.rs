@@ -202,6 +202,10 @@ pub struct Common {
     /// read-only), beside `memory` (`memfs mcp`, and /mcp of serve --http).
     #[arg(long, global = true, help_heading = "Search")]
     pub search_tool: bool,
+    /// How long one search may take, in milliseconds: a search still
+    /// running then stops and answers what it found, saying it was cut.
+    #[arg(long, global = true, default_value_t = 500, value_parser = clap::value_parser!(u64).range(1..=600_000), value_name = "MS", help_heading = "Search")]
+    pub search_deadline_ms: u64,
 }
 
 #[derive(Subcommand, Debug)]
@@ -424,7 +428,9 @@ pub enum Cmd {
         #[arg(long, default_value = "/memories", value_name = "PATH")]
         to: String,
         /// A path that holds other content gets the imported one as a new
-        /// version (default: it is left as it is, and listed).
+        /// version (default: it is left as it is, and listed). With --git,
+        /// the history's changes and deletions also reach files the import
+        /// did not bring in (default: only those it brought).
         #[arg(long)]
         overwrite: bool,
         /// Say what would be done; write nothing.
@@ -445,8 +451,11 @@ pub enum Cmd {
         key_env: String,
         /// SOURCE is a git repository: its history along the first parents,
         /// oldest first, each commit's files versions by its author at its
-        /// time (a later run brings in only the commits since).
-        #[arg(long, conflicts_with = "overwrite")]
+        /// time (a later run brings in only the commits since). A file the
+        /// memory holds with other content is left as it is, and listed,
+        /// with the history's later changes to it; a deletion removes only
+        /// what the import brought in.
+        #[arg(long)]
         git: bool,
     },
     /// Lists (--dry-run) or removes every file not read or written for
@@ -560,6 +569,10 @@ pub struct HttpArgs {
     /// Requests served at once (more wait, their bodies unread).
     #[arg(long, default_value_t = 256, value_name = "N", help_heading = "HTTP")]
     pub http_max_connections: usize,
+    /// Requests one token may have in flight at once (more get 429 from
+    /// their head, their bodies unread).
+    #[arg(long, default_value_t = 32, value_name = "N", help_heading = "HTTP")]
+    pub http_max_per_token: usize,
     /// Connections still sending their first request head (over it, the
     /// oldest of them is closed; over half of it, a new one gets 2 s).
     #[arg(long, default_value_t = 1024, value_name = "N", help_heading = "HTTP")]

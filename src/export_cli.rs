@@ -256,8 +256,9 @@ pub fn to_api(cli: &Cli, url: &str, store: Option<&str>, key_env: &str) -> ExitC
         bytes += text.len() as u64;
     }
     memfs::say!(
-        "memfs: exported {written} files ({}) to {url}",
-        memfs::units::human_bytes(bytes)
+        "memfs: exported {written} files ({}) to {}",
+        memfs::units::human_bytes(bytes),
+        memfs::transfer::api::redacted(url)
     );
     ExitCode::SUCCESS
 }

@@ -59,6 +59,7 @@ pub fn serve(cli: &Cli, addr: &str, options: &HttpArgs) -> ExitCode {
             body_timeout: timeout,
             max_connections: options.http_max_connections,
             max_pending: options.http_max_pending,
+            per_token: options.http_max_per_token,
             rate: options.http_rate,
             burst: options.http_burst,
             ..Bounds::default()

@@ -48,19 +48,42 @@ fn api_source(asked: &Asked) -> Option<Result<transfer::api::Api, String>> {
     })())
 }
 
+/// The most entries the list of what was left out holds: past it they
+/// are counted, not listed (a source of millions of links, or a page
+/// naming one path 50,000 times, is said in a bounded list).
+pub const MOST_LISTED: usize = 1000;
+
 /// The totals, and what was left out.
 #[derive(Default)]
 struct Tally {
     read: u64,
     bytes: u64,
     outcomes: Vec<Outcome>,
+    /// The first [`MOST_LISTED`] entries left out, with why.
     skipped: Vec<(String, String)>,
+    /// Those left out past the list.
+    unlisted: u64,
     failed: bool,
+    /// The paths (`/memories/...`) this git import brought in, by this run
+    /// or an earlier one: a later commit may change or delete them.
+    ours: std::collections::HashSet<String>,
 }
 
 impl Tally {
     fn count(&self, what: &str) -> usize {
         self.outcomes.iter().filter(|o| o.outcome == what).count()
+    }
+
+    /// One entry left out: listed, or counted past the list's bound.
+    fn skip(&mut self, name: String, reason: String) {
+        match self.skipped.len() < MOST_LISTED {
+            true => self.skipped.push((name, reason)),
+            false => self.unlisted += 1,
+        }
+    }
+
+    fn left_out(&self) -> u64 {
+        self.skipped.len() as u64 + self.unlisted
     }
 }
 
@@ -92,7 +115,7 @@ impl Progress {
             t.read,
             memfs::units::human_bytes(t.bytes),
             t.outcomes.len(),
-            t.skipped.len()
+            t.left_out()
         );
         match (self.terminal, done) {
             (true, false) => eprint!("\r{line}"),
@@ -246,7 +269,7 @@ impl Gather {
                 self.add(ImportFile::new(path, &data), send, asked, tally)
             }
             Item::Skip { name, reason } => {
-                tally.skipped.push((name, reason));
+                tally.skip(name, reason);
                 Ok(())
             }
         }
@@ -296,15 +319,34 @@ fn from_api(
     tally: &mut Tally,
     progress: &mut Progress,
 ) -> Result<(), String> {
+    let began = Instant::now();
+    let mut shown = began;
+    // (Pages that bring nothing to import are said too, so that a slow or
+    // endless source is never silent.)
+    let mut page = |n: u64| {
+        let now = Instant::now();
+        if !asked.quiet
+            && now - began >= Duration::from_secs(1)
+            && now - shown >= Duration::from_secs(1)
+        {
+            shown = now;
+            memfs::say!("memfs: import: {n} pages of the store read");
+        }
+    };
     gathered(send, asked, rules, tally, progress, |rules, out| {
+        let most = rules.max_entries;
         let mut checker = Checker::new(rules, out);
-        api.memories(&mut |path, content| {
-            let name = path.trim_start_matches('/');
-            let mut bytes = content.as_bytes();
-            checker
-                .entry(name, Kind::File, content.len() as u64, &mut bytes)
-                .map_err(|e| e.to_string())
-        })
+        api.memories(
+            most,
+            &mut |path, content| {
+                let name = path.trim_start_matches('/');
+                let mut bytes = content.as_bytes();
+                checker
+                    .entry(name, Kind::File, content.len() as u64, &mut bytes)
+                    .map_err(|e| e.to_string())
+            },
+            &mut page,
+        )
     })
 }
 
@@ -348,6 +390,15 @@ fn flush(
         Err(_) => return Err(reply.err),
     };
     tally.failed |= reply.code != 0;
+    if commit.is_some() {
+        for o in &outcomes {
+            match o.outcome.as_str() {
+                "created" | "updated" => tally.ours.insert(o.path.clone()),
+                "deleted" => tally.ours.remove(&o.path),
+                _ => false,
+            };
+        }
+    }
     tally.outcomes.extend(outcomes);
     Ok(())
 }
@@ -390,6 +441,7 @@ fn report(tally: &Tally, asked: &Asked) {
             "unchanged": tally.count("unchanged"),
             "failed": tally.count("failed"),
             "left_out": left_out.iter().map(|(n, r)| serde_json::json!({"name": n, "reason": r})).collect::<Vec<_>>(),
+            "left_out_unlisted": tally.unlisted,
         });
         crate::out!("{v}");
         return;
@@ -407,10 +459,20 @@ fn report(tally: &Tally, asked: &Asked) {
         tally.count("updated"),
         tally.count("deleted"),
         tally.count("unchanged"),
-        left_out.len()
+        left_out.len() as u64 + tally.unlisted
     );
     for (name, reason) in &left_out {
-        crate::out!("  left out {}: {reason}", memfs::text::printable(name));
+        crate::out!(
+            "  left out {}: {}",
+            memfs::text::printable(name),
+            memfs::text::printable(reason)
+        );
+    }
+    if tally.unlisted > 0 {
+        crate::out!(
+            "  and {} more left out (the first {MOST_LISTED} are listed)",
+            tally.unlisted
+        );
     }
 }
 
@@ -419,6 +481,7 @@ fn report(tally: &Tally, asked: &Asked) {
 fn commit_file(
     blobs: &mut crate::import_git::Blobs,
     rules: &Rules,
+    to: &memfs::path::MemPath,
     commit: &crate::import_git::GitCommit,
     change: &crate::import_git::Change,
     tally: &mut Tally,
@@ -427,17 +490,22 @@ fn commit_file(
     let path = match &change.path {
         Ok(path) => path,
         Err(lossy) => {
-            tally.skipped.push((
+            tally.skip(
                 format!("{short}:{lossy}"),
                 "a name that is not UTF-8".into(),
-            ));
+            );
             return Ok(None);
         }
     };
     let name = format!("{short}:{path}");
     if change.status == 'D' {
         return Ok(match transfer::relative(path) {
-            Ok(Some(rel)) => Some(ImportFile::deleted(rel)),
+            Ok(Some(rel)) => {
+                let ours = tally.ours.contains(&format!("{to}/{rel}"));
+                let mut file = ImportFile::deleted(rel);
+                file.ours = ours;
+                Some(file)
+            }
             _ => None,
         });
     }
@@ -447,7 +515,7 @@ fn commit_file(
         _ => None,
     };
     if let Some(why) = why {
-        tally.skipped.push((name, why.into()));
+        tally.skip(name, why.into());
         return Ok(None);
     }
     let (size, data) = blobs.get(&change.blob, rules.max_file_size)?;
@@ -463,10 +531,12 @@ fn commit_file(
         Some(Item::File { path, data }) => {
             tally.read += 1;
             tally.bytes += data.len() as u64;
-            Some(ImportFile::new(path, &data))
+            let mut file = ImportFile::new(path, &data);
+            file.ours = tally.ours.contains(&format!("{to}/{}", file.path));
+            Some(file)
         }
         Some(Item::Skip { reason, .. }) => {
-            tally.skipped.push((name, reason));
+            tally.skip(name, reason);
             None
         }
         None => None,
@@ -508,13 +578,20 @@ fn git_history(
     let last_in = commits
         .iter()
         .rposition(|c| c.changes.iter().any(|ch| is_in(c, ch)));
+    // What an earlier run of this history brought in: its later commits
+    // may change or delete those files (and no others, unless --overwrite).
+    let ids: std::collections::HashSet<&str> = commits.iter().map(|c| c.id.as_str()).collect();
+    tally.ours.extend(done.iter().filter_map(|k| {
+        let (id, path) = k.strip_prefix("git:")?.split_once(':')?;
+        ids.contains(id).then(|| path.to_string())
+    }));
     let mut blobs = crate::import_git::Blobs::open(asked.source)?;
     for (i, c) in commits.iter().enumerate() {
         if last_in.is_some_and(|last| i < last) {
             continue;
         }
         let skip = |change: &crate::import_git::Change| last_in == Some(i) && is_in(c, change);
-        one_commit(send, asked, rules, c, &skip, &mut blobs, tally)?;
+        one_commit(send, asked, rules, &to, c, &skip, &mut blobs, tally)?;
         progress.show(tally, false);
     }
     Ok(())
@@ -523,10 +600,12 @@ fn git_history(
 /// One commit's changes (those `skip` does not pass over) sent as versions
 /// by its author, deletions first (a file may take a directory's place),
 /// in chunks the owner's line takes.
+#[allow(clippy::too_many_arguments)]
 fn one_commit(
     send: &dyn Fn(&Request) -> Reply,
     asked: &Asked,
     rules: &Rules,
+    to: &memfs::path::MemPath,
     c: &crate::import_git::GitCommit,
     skip: &dyn Fn(&crate::import_git::Change) -> bool,
     blobs: &mut crate::import_git::Blobs,
@@ -544,7 +623,7 @@ fn one_commit(
         if skip(change) {
             continue;
         }
-        if let Some(f) = commit_file(blobs, rules, c, change, tally)? {
+        if let Some(f) = commit_file(blobs, rules, to, c, change, tally)? {
             gather.add(f, send, asked, tally)?;
         }
     }

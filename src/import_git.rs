@@ -28,9 +28,88 @@ pub struct GitCommit {
     pub changes: Vec<Change>,
 }
 
+/// Settings a repository's own config (or one it includes) could use to
+/// run a program, or to change what `log` and `cat-file` print: each is
+/// set on the command line, which wins over every config file. A
+/// repository someone hands over runs no code of its own here.
+const NEUTRAL: &[&str] = &[
+    // Programs git may start.
+    "core.fsmonitor=false",
+    "core.hooksPath=/dev/null",
+    "core.pager=cat",
+    "pager.log=false",
+    "pager.cat-file=false",
+    "core.sshCommand=false",
+    "core.alternateRefsCommand=",
+    "core.askPass=",
+    "credential.helper=",
+    "diff.external=",
+    "gpg.program=false",
+    "gpg.openpgp.program=false",
+    "gpg.x509.program=false",
+    "gpg.ssh.program=false",
+    "gpg.ssh.defaultKeyCommand=",
+    "log.showSignature=false",
+    "protocol.allow=never",
+    "uploadpack.packObjectsHook=",
+    "maintenance.auto=false",
+    "gc.auto=0",
+    // What `log` prints.
+    "log.showRoot=true",
+    "log.decorate=false",
+    "log.mailmap=false",
+    "log.follow=false",
+    "i18n.logOutputEncoding=UTF-8",
+    "color.ui=false",
+    "color.diff=false",
+    "diff.relative=false",
+    "diff.renames=false",
+    "diff.orderFile=/dev/null",
+    "diff.ignoreSubmodules=none",
+    "core.abbrev=no",
+];
+
+/// Variables of memfs' own environment that would steer git elsewhere.
+const UNSET: &[&str] = &[
+    "GIT_DIR",
+    "GIT_WORK_TREE",
+    "GIT_INDEX_FILE",
+    "GIT_OBJECT_DIRECTORY",
+    "GIT_ALTERNATE_OBJECT_DIRECTORIES",
+    "GIT_CONFIG",
+    "GIT_CONFIG_PARAMETERS",
+    "GIT_CONFIG_COUNT",
+    "GIT_EXTERNAL_DIFF",
+    "GIT_DIFF_OPTS",
+    "GIT_SSH",
+    "GIT_SSH_COMMAND",
+    "GIT_ASKPASS",
+    "GIT_TRACE",
+    "GIT_GRAFT_FILE",
+];
+
+/// `git -C repo` with the repository's config neutralised ([`NEUTRAL`]),
+/// no system or global config, no pager, no prompt, no lazy fetch of a
+/// partial clone's objects and no replace refs.
 fn git(repo: &Path) -> Command {
     let mut c = Command::new("git");
-    c.arg("-C").arg(repo).env("GIT_TERMINAL_PROMPT", "0");
+    for name in UNSET {
+        c.env_remove(name);
+    }
+    c.env("GIT_TERMINAL_PROMPT", "0")
+        .env("GIT_CONFIG_NOSYSTEM", "1")
+        .env("GIT_CONFIG_GLOBAL", "/dev/null")
+        .env("GIT_ATTR_NOSYSTEM", "1")
+        .env("GIT_PAGER", "cat")
+        .env("PAGER", "cat")
+        .env("GIT_NO_REPLACE_OBJECTS", "1")
+        .env("GIT_NO_LAZY_FETCH", "1")
+        .env("GIT_OPTIONAL_LOCKS", "0")
+        .arg("--no-pager");
+    for setting in NEUTRAL {
+        c.arg("-c").arg(setting);
+    }
+    c.arg("-C").arg(repo);
     c
 }
 
@@ -46,7 +125,14 @@ pub fn commits(repo: &Path, rev: &str) -> Result<Vec<GitCommit>, String> {
             "--raw",
             "-z",
             "--no-abbrev",
-            "--format=%x01%H%x00%an <%ae>%x00%aI%x00",
+            "--no-show-signature",
+            "--no-ext-diff",
+            "--no-textconv",
+            "--no-color",
+            "--no-mailmap",
+            "--root",
+            "--encoding=UTF-8",
+            "--format=%x01%H%x00%an <%ae>%x00%aI%x00%cI%x00",
             rev,
             "--",
         ])
@@ -76,10 +162,11 @@ fn parse(out: &[u8]) -> Result<Vec<GitCommit>, String> {
             let text =
                 |f: Option<&[u8]>| String::from_utf8_lossy(f.unwrap_or_default()).into_owned();
             let (author, authored) = (text(fields.next()), text(fields.next()));
+            let committed = text(fields.next());
             commits.push(GitCommit {
                 id: String::from_utf8_lossy(id).into_owned(),
-                author,
-                authored,
+                author: known_author(author),
+                authored: known_time(authored, committed),
                 changes: Vec::new(),
             });
             continue;
@@ -102,6 +189,31 @@ fn parse(out: &[u8]) -> Result<Vec<GitCommit>, String> {
         });
     }
     Ok(commits)
+}
+
+/// The author as git printed it, or `unknown` for an author line git
+/// could not read (it prints ` <>`).
+fn known_author(author: String) -> String {
+    match author.trim() {
+        "" | "<>" => UNKNOWN.to_string(),
+        _ => author,
+    }
+}
+
+/// Who a commit's author line that git cannot read is recorded as.
+pub const UNKNOWN: &str = "unknown";
+
+/// The author's time, or, when git could not read it (it prints the
+/// placeholder itself), the committer's; empty when neither is a time.
+fn known_time(authored: String, committed: String) -> String {
+    let is_time = |t: &str| t.len() >= 20 && t.as_bytes()[..4].iter().all(u8::is_ascii_digit);
+    if is_time(&authored) {
+        authored
+    } else if is_time(&committed) {
+        committed
+    } else {
+        String::new()
+    }
 }
 
 /// `git cat-file --batch`, one content at a time.

@@ -64,6 +64,8 @@ pub use tool::{ToolConfig, ToolResult};
 macro_rules! say {
     ($($arg:tt)*) => {{
         use std::io::Write as _;
-        let _ = writeln!(std::io::stderr(), $($arg)*);
+        // (What others wrote, quoted in a message, never acts on a terminal.)
+        let text = format!($($arg)*);
+        let _ = writeln!(std::io::stderr(), "{}", $crate::text::printable_lines(&text));
     }};
 }

@@ -35,6 +35,7 @@ fn main() -> ExitCode {
     let _failpoints = fail::FailScenario::setup();
     let mut cli = Cli::parse_args();
     logging::init(&cli.common);
+    memfs::search::set_deadline(Duration::from_millis(cli.common.search_deadline_ms));
     // (Completions, the man page, tokens and a stores root never make a
     // data dir of --data.)
     let makes_data = !matches!(

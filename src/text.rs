@@ -49,6 +49,27 @@ pub fn printable(text: &str) -> std::borrow::Cow<'_, str> {
     std::borrow::Cow::Owned(escape(text, false))
 }
 
+/// `text` as [`printable`], but with its line breaks and tabs kept: for a
+/// message of several lines that may quote what others wrote.
+pub fn printable_lines(text: &str) -> std::borrow::Cow<'_, str> {
+    if !text
+        .chars()
+        .any(|c| c != '\n' && c != '\t' && unprintable(c))
+    {
+        return std::borrow::Cow::Borrowed(text);
+    }
+    let lines: Vec<String> = text
+        .split('\n')
+        .map(|line| {
+            line.split('\t')
+                .map(|part| escape(part, false))
+                .collect::<Vec<_>>()
+                .join("\t")
+        })
+        .collect();
+    std::borrow::Cow::Owned(lines.join("\n"))
+}
+
 /// Whether `text` would print as it is.
 pub fn is_printable(text: &str) -> bool {
     !text.chars().any(unprintable)

@@ -24,6 +24,11 @@ pub struct ImportFile {
     /// The file is deleted (a git commit's deletion).
     #[serde(default, skip_serializing_if = "std::ops::Not::not")]
     pub delete: bool,
+    /// The import itself brought the file in (an earlier commit of the
+    /// same git history): a commit's change may replace or delete it
+    /// without `overwrite`.
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub ours: bool,
 }
 
 impl ImportFile {
@@ -32,6 +37,7 @@ impl ImportFile {
             path,
             data: base64::engine::general_purpose::STANDARD.encode(data),
             delete: false,
+            ours: false,
         }
     }
 
@@ -40,6 +46,7 @@ impl ImportFile {
             path,
             data: String::new(),
             delete: true,
+            ours: false,
         }
     }
 }
@@ -116,14 +123,21 @@ fn decide(store: &Store, to: &MemPath, f: &ImportFile, chunk: &Chunk) -> Result<
     };
     let shown = at.to_string();
     let now = store.snapshot(&at, 0, Window { skip: 0, take: 0 }, &|_| false);
+    // A file the memory holds is replaced or deleted only under
+    // `overwrite`, or by a git commit when an earlier commit of the same
+    // import brought it in.
+    let may_replace = chunk.overwrite || f.ours;
     let (what, overwrite) = match now {
-        Ok(Snapshot::File(_)) if f.delete => ("deleted", true),
+        Ok(Snapshot::File(_)) if f.delete && may_replace => ("deleted", true),
+        Ok(Snapshot::File(_)) if f.delete => {
+            let why = "the commit deletes a file the import did not bring in: it is kept (--overwrite deletes it)";
+            return Err(outcome(&shown, "skipped", Some(why.into())));
+        }
         _ if f.delete => return Err(outcome(&shown, "unchanged", None)),
         Ok(Snapshot::File(bytes)) if *bytes == data => {
             return Err(outcome(&shown, "unchanged", None))
         }
-        // (A commit's file is made over its parent's content.)
-        Ok(Snapshot::File(_)) if !chunk.overwrite && chunk.commit.is_none() => {
+        Ok(Snapshot::File(_)) if !may_replace => {
             let why = "the memory holds other content there (--overwrite makes the import a new version of it)";
             return Err(outcome(&shown, "skipped", Some(why.into())));
         }
@@ -159,7 +173,7 @@ fn origin_of(chunk: &Chunk, path: &str) -> Origin {
             uid: chunk.uid,
             pid: chunk.pid,
             author: Some(Arc::from(c.author.as_str())),
-            authored: Some(Arc::from(c.authored.as_str())),
+            authored: (!c.authored.is_empty()).then(|| Arc::from(c.authored.as_str())),
             key: Some(Arc::from(key(&c.id, path).as_str())),
         },
     }

@@ -83,15 +83,30 @@ pub fn answer(control: &Control, asked: &Asked) -> Reply {
         under: path,
         hide,
     };
-    match search.search(&ask) {
-        Ok(hits) if hits.is_empty() && json => Reply {
+    let found = match search.search(&ask) {
+        Ok(found) => found,
+        Err(SearchError::Query(e)) => return failed(e),
+        Err(SearchError::Index(e)) => return failed(format!("the search failed: {e}")),
+    };
+    // A search cut at its deadline says so: on stderr beside JSON, after
+    // the results in text (which the agent reads).
+    let note = found.cut.map(|c| c.said());
+    let hits = &found.hits;
+    let mut reply = match note.as_deref() {
+        _ if hits.is_empty() && json => Reply {
             code: 1,
-            ..Reply::ok(format!("{}\n", as_json(&hits)))
+            ..Reply::ok(format!("{}\n", as_json(hits)))
         },
-        Ok(hits) if hits.is_empty() => Reply::error(NOTHING_FOUND),
-        Ok(hits) if json => Reply::ok(format!("{}\n", as_json(&hits))),
-        Ok(hits) => Reply::ok(as_text(&hits)),
-        Err(SearchError::Query(e)) => failed(e),
-        Err(SearchError::Index(e)) => failed(format!("the search failed: {e}")),
+        Some(note) if hits.is_empty() => Reply::error(format!("{NOTHING_FOUND}: {note}")),
+        None if hits.is_empty() => Reply::error(NOTHING_FOUND),
+        _ if json => Reply::ok(format!("{}\n", as_json(hits))),
+        Some(note) => Reply::ok(format!("{}\n({note})\n", as_text(hits).trim_end())),
+        None => Reply::ok(as_text(hits)),
+    };
+    if json {
+        if let Some(note) = note {
+            reply.err = note;
+        }
     }
+    reply
 }

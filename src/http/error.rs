@@ -108,6 +108,20 @@ impl ApiError {
         ApiError::new(408, "timeout_error", message)
     }
 
+    /// A token with as many requests in flight as one token may have.
+    pub fn too_many_in_flight(most: usize) -> ApiError {
+        ApiError {
+            retry_after: Some(1),
+            ..ApiError::new(
+                429,
+                "rate_limit_error",
+                format!(
+                    "this token has {most} requests in flight, the most one token may (--http-max-per-token); wait for one to end"
+                ),
+            )
+        }
+    }
+
     pub fn rate_limited(retry_after: u64) -> ApiError {
         ApiError {
             retry_after: Some(retry_after.max(1)),

@@ -26,6 +26,10 @@ pub struct Bounds {
     pub rate: f64,
     /// How many it may make at once.
     pub burst: f64,
+    /// The most requests one token may have in flight at once (its head
+    /// read, its body being read or its call answered): no token can hold
+    /// more than its share of `max_connections`.
+    pub per_token: usize,
 }
 
 impl Default for Bounds {
@@ -39,6 +43,74 @@ impl Default for Bounds {
             max_pending: 1024,
             rate: 200.0,
             burst: 400.0,
+            per_token: 32,
+        }
+    }
+}
+
+/// The requests each token has in flight, bounded by
+/// [`Bounds::per_token`].
+pub struct TokenSlots {
+    most: usize,
+    held: Mutex<HashMap<String, usize>>,
+}
+
+/// One request's slot among its token's: given back when the last copy of
+/// it (the request's parts carry it to the handler) is dropped.
+#[derive(Clone)]
+pub struct Slot {
+    /// Held for its drop alone.
+    _held: std::sync::Arc<Held>,
+}
+
+struct Held {
+    slots: std::sync::Arc<TokenSlots>,
+    token: String,
+}
+
+impl TokenSlots {
+    pub fn new(most: usize) -> std::sync::Arc<TokenSlots> {
+        std::sync::Arc::new(TokenSlots {
+            most: most.max(1),
+            held: Mutex::new(rank::TOKEN_SLOTS, HashMap::new()),
+        })
+    }
+
+    /// A slot for one more request of `token`, if it has fewer than its
+    /// most in flight.
+    pub fn take(self: &std::sync::Arc<Self>, token: &str) -> Option<Slot> {
+        let mut held = self.held.lock();
+        let n = held.entry(token.to_string()).or_insert(0);
+        if *n >= self.most {
+            return None;
+        }
+        *n += 1;
+        Some(Slot {
+            _held: std::sync::Arc::new(Held {
+                slots: self.clone(),
+                token: token.to_string(),
+            }),
+        })
+    }
+
+    pub fn most(&self) -> usize {
+        self.most
+    }
+
+    /// Requests `token` has in flight.
+    pub fn in_flight(&self, token: &str) -> usize {
+        self.held.lock().get(token).copied().unwrap_or(0)
+    }
+}
+
+impl Drop for Held {
+    fn drop(&mut self) {
+        let mut held = self.slots.held.lock();
+        if let Some(n) = held.get_mut(&self.token) {
+            *n -= 1;
+            if *n == 0 {
+                held.remove(&self.token);
+            }
         }
     }
 }

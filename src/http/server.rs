@@ -17,10 +17,10 @@ use serde_json::Value;
 
 use super::api::{self, Call};
 use super::error::ApiError;
-use super::limits::{Bounds, Rates};
+use super::limits::{Bounds, Rates, Slot, TokenSlots};
 use super::mcp::Sessions;
 use super::registry::{Registry, SocketBounds};
-use super::tokens::Tokens;
+use super::tokens::{Token, Tokens};
 use crate::listen::{self, Body, BodyError};
 use crate::memory::Options;
 
@@ -51,6 +51,7 @@ struct State {
     web: super::web::WebDoor,
     tokens: Tokens,
     rates: Rates,
+    slots: Arc<TokenSlots>,
     sessions: Sessions,
     bounds: Bounds,
     requests: AtomicU64,
@@ -163,21 +164,24 @@ fn answer(
             ))
         }
     };
+    // (The precheck decided from the head what the head allows: the
+    // token, its rate, its slot, its store and rights.)
     let token = match parts.extensions.get::<super::tokens::Token>() {
         Some(found) => found.clone(),
         None => {
             let secret = presented(&parts.headers).ok_or_else(ApiError::unauthenticated)?;
-            state
+            let token = state
                 .tokens
                 .find(&secret)
                 .map_err(|e| tokens_unreadable(&e))?
-                .ok_or_else(ApiError::unauthenticated)?
+                .ok_or_else(ApiError::unauthenticated)?;
+            state
+                .rates
+                .take(&token.name)
+                .map_err(ApiError::rate_limited)?;
+            token
         }
     };
-    state
-        .rates
-        .take(&token.name)
-        .map_err(ApiError::rate_limited)?;
     let body = body.map_err(|e| body_error(state, e))?;
     let request_id = ("request-id", format!("req_{n}"));
     if is_mcp {
@@ -258,6 +262,32 @@ fn mcp(
             r
         }
     })
+}
+
+/// Everything a request's head decides, before its body is read: the
+/// token's rate, a slot among its token's ([`Bounds::per_token`]), and the
+/// store and rights the route needs.
+fn from_head(state: &State, parts: &Parts, token: &Token) -> Result<Slot, ApiError> {
+    state
+        .rates
+        .take(&token.name)
+        .map_err(ApiError::rate_limited)?;
+    let slot = state
+        .slots
+        .take(&token.name)
+        .ok_or_else(|| ApiError::too_many_in_flight(state.slots.most()))?;
+    let path = parts.uri.path();
+    if path == "/mcp" {
+        let query = crate::form::parse(parts.uri.query().unwrap_or("")).unwrap_or_default();
+        if let Some(id) = query.get("store") {
+            if !super::registry::is_store_id(id) || !token.reaches(id) {
+                return Err(ApiError::no_store(id));
+            }
+        }
+    } else {
+        api::head(&state.reg, token, parts.method.as_str(), path)?;
+    }
+    Ok(slot)
 }
 
 /// The largest body a route of the API or MCP takes: a memory's content
@@ -372,6 +402,7 @@ pub fn run(config: Config) -> Result<bool, String> {
         web: super::web::WebDoor::default(),
         tokens,
         rates: Rates::new(&config.bounds),
+        slots: TokenSlots::new(config.bounds.per_token),
         sessions,
         bounds: config.bounds,
         requests: AtomicU64::new(0),
@@ -411,11 +442,16 @@ pub fn run(config: Config) -> Result<bool, String> {
                     return state.web.precheck(parts, &state.tokens);
                 }
                 let refusal = match presented(&parts.headers).map(|s| state.tokens.find(&s)) {
-                    Some(Ok(Some(token))) => {
-                        // The handler takes it from here: one lookup a request.
-                        parts.extensions.insert(token);
-                        return Ok(body_cap(parts, state.bounds.max_body));
-                    }
+                    Some(Ok(Some(token))) => match from_head(&state, parts, &token) {
+                        Ok(slot) => {
+                            // The handler takes it from here: one lookup a
+                            // request; the slot is given back with the parts.
+                            parts.extensions.insert(slot);
+                            parts.extensions.insert(token);
+                            return Ok(body_cap(parts, state.bounds.max_body));
+                        }
+                        Err(e) => e,
+                    },
                     Some(Err(e)) => tokens_unreadable(&e),
                     None | Some(Ok(None)) => ApiError::unauthenticated(),
                 };

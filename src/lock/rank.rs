@@ -30,6 +30,7 @@ pub const REGISTRY_OPENING: Rank = Rank::new(30, "http::registry::Registry::open
 pub const REGISTRY_CLOSING: Rank = Rank::new(30, "http::registry::Registry::close_all");
 pub const TOKENS: Rank = Rank::new(30, "http::tokens::Tokens::cached");
 pub const RATE_BUCKETS: Rank = Rank::new(30, "http::limits::Rates::buckets");
+pub const TOKEN_SLOTS: Rank = Rank::new(30, "http::limits::TokenSlots::held");
 pub const HTTP_MCP_SESSIONS: Rank = Rank::new(30, "http::mcp::Sessions::map");
 pub const WEB_LOGINS: Rank = Rank::new(30, "http::web::WebDoor::logins");
 pub const WEB_RECENT_LOGINS: Rank = Rank::new(30, "http::web::WebDoor::recent");

@@ -381,6 +381,71 @@ impl Index {
         self.reader.reload().map_err(|e| engine_error("read", e))
     }
 
+    /// The index as it stands now, to search without holding the index
+    /// (nor the lock it is kept under).
+    pub fn view(&self) -> View {
+        View {
+            searcher: self.reader.searcher(),
+            fields: self.fields,
+        }
+    }
+
+    /// Whether any segment's dictionary of the body holds `word` (also for
+    /// a deleted document, until a purge): what a redaction must leave
+    /// behind.
+    pub fn holds_word(&self, word: &str) -> Result<bool, String> {
+        let searcher = self.reader.searcher();
+        for segment in searcher.segment_readers() {
+            let words = segment
+                .inverted_index(self.fields.body)
+                .map_err(|e| engine_error("read", e))?;
+            if words
+                .terms()
+                .get(word.as_bytes())
+                .map_err(|e| format!("the search index could not be read: {e}"))?
+                .is_some()
+            {
+                return Ok(true);
+            }
+        }
+        Ok(false)
+    }
+
+    /// The bytes the index's files take.
+    pub fn bytes(dir: &Path) -> u64 {
+        let mut n = 0;
+        if let Ok(entries) = std::fs::read_dir(dir) {
+            for e in entries.flatten() {
+                n += e.metadata().map_or(0, |m| m.len());
+            }
+        }
+        n
+    }
+}
+
+fn document(f: &Fields, put: &Put) -> Doc {
+    let mut d = Doc::default();
+    d.add_text(f.path, &put.path);
+    d.add_text(f.sha, &put.sha);
+    d.add_text(f.path_text, &put.path);
+    d.add_text(f.idents, &put.path);
+    if let Some(text) = &put.text {
+        d.add_text(f.body, text);
+        d.add_text(f.idents, text);
+    }
+    d
+}
+
+/// Where a data dir's index lives (`DIR/.memfs/search`), and where a
+/// The index as it stood when [`Index::view`] was called: searched
+/// without the lock the index is kept under, so that one long search
+/// never holds up another, nor the index's updates.
+pub struct View {
+    searcher: tantivy::Searcher,
+    fields: Fields,
+}
+
+impl View {
     fn words(&self, field: Field, parts: &[String]) -> Box<dyn Engine> {
         let terms: Vec<Term> = parts
             .iter()
@@ -436,8 +501,14 @@ impl Index {
         Box::new(BooleanQuery::new(any))
     }
 
-    /// The best `limit` documents for `query`, best first.
-    pub fn search(&self, query: &Query, limit: usize) -> Result<Vec<Found>, String> {
+    /// The best `limit` documents for `query`, best first, among those
+    /// found before `until`; and whether the search was cut there.
+    pub fn search(
+        &self,
+        query: &Query,
+        limit: usize,
+        until: std::time::Instant,
+    ) -> Result<(Vec<Found>, bool), String> {
         let mut all: Vec<(Occur, Box<dyn Engine>)> = query
             .must
             .iter()
@@ -460,10 +531,16 @@ impl Index {
             let filter = BoostQuery::new(Box::new(BooleanQuery::new(either)), 0.0);
             all.push((Occur::Must, Box::new(filter)));
         }
-        let searcher = self.reader.searcher();
+        let searcher = &self.searcher;
+        let cut = std::sync::Arc::new(std::sync::atomic::AtomicBool::new(false));
+        let bounded = super::deadline::Deadline {
+            inner: Box::new(BooleanQuery::new(all)),
+            until,
+            cut: cut.clone(),
+        };
         let top = searcher
             .search(
-                &BooleanQuery::new(all),
+                &bounded,
                 &TopDocs::with_limit(limit.max(1)).order_by_score(),
             )
             .map_err(|e| engine_error("searched", e))?;
@@ -482,56 +559,10 @@ impl Index {
                 score,
             });
         }
-        Ok(out)
-    }
-
-    /// Whether any segment's dictionary of the body holds `word` (also for
-    /// a deleted document, until a purge): what a redaction must leave
-    /// behind.
-    pub fn holds_word(&self, word: &str) -> Result<bool, String> {
-        let searcher = self.reader.searcher();
-        for segment in searcher.segment_readers() {
-            let words = segment
-                .inverted_index(self.fields.body)
-                .map_err(|e| engine_error("read", e))?;
-            if words
-                .terms()
-                .get(word.as_bytes())
-                .map_err(|e| format!("the search index could not be read: {e}"))?
-                .is_some()
-            {
-                return Ok(true);
-            }
-        }
-        Ok(false)
-    }
-
-    /// The bytes the index's files take.
-    pub fn bytes(dir: &Path) -> u64 {
-        let mut n = 0;
-        if let Ok(entries) = std::fs::read_dir(dir) {
-            for e in entries.flatten() {
-                n += e.metadata().map_or(0, |m| m.len());
-            }
-        }
-        n
+        Ok((out, cut.load(std::sync::atomic::Ordering::Relaxed)))
     }
 }
 
-fn document(f: &Fields, put: &Put) -> Doc {
-    let mut d = Doc::default();
-    d.add_text(f.path, &put.path);
-    d.add_text(f.sha, &put.sha);
-    d.add_text(f.path_text, &put.path);
-    d.add_text(f.idents, &put.path);
-    if let Some(text) = &put.text {
-        d.add_text(f.body, text);
-        d.add_text(f.idents, text);
-    }
-    d
-}
-
-/// Where a data dir's index lives (`DIR/.memfs/search`), and where a
 /// rebuild makes the new one before it takes its place.
 pub fn dirs(state_dir: &Path) -> (PathBuf, PathBuf) {
     (state_dir.join("search"), state_dir.join("search.new"))

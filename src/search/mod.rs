@@ -16,14 +16,16 @@
 //! found as soon as its call returned.
 
 pub mod analyze;
+mod deadline;
 pub mod index;
 pub mod lines;
 pub mod query;
 
 use std::collections::{BTreeMap, HashMap};
 use std::path::PathBuf;
+use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Weak};
-use std::time::Duration;
+use std::time::{Duration, Instant};
 
 use crate::digest::Sha;
 use crate::journal::{Cursor, History, REDACTED_PATH};
@@ -244,8 +246,11 @@ impl Search {
         Index::open(&self.dir)
     }
 
-    /// The files that match, best first.
-    pub fn search(&self, ask: &Ask) -> Result<Vec<Hit>, SearchError> {
+    /// The files that match, best first, and whether the search was cut
+    /// at its deadline ([`deadline`]).
+    pub fn search(&self, ask: &Ask) -> Result<Found, SearchError> {
+        let began = Instant::now();
+        let until = began + deadline();
         let mut query = query::parse(ask.query).map_err(SearchError::Query)?;
         if let Some(under) = ask.under {
             if query.under.is_some() {
@@ -260,33 +265,92 @@ impl Search {
         let Some(store) = self.store.upgrade() else {
             return Err(SearchError::Index("the memory is closed".into()));
         };
-        let st = self.state.lock();
-        let Some(index) = st.index.as_ref() else {
-            return Err(SearchError::Index("the memory is closed".into()));
+        // The index as it stands, searched without the lock: a long search
+        // holds up no other search and no update.
+        let view = {
+            let st = self.state.lock();
+            let Some(index) = st.index.as_ref() else {
+                return Err(SearchError::Index("the memory is closed".into()));
+            };
+            index.view()
         };
         // More than asked: some may be hidden from the caller, or changed
         // since they were indexed and no longer match.
-        let found = index
-            .search(&query, limit * 2 + 10)
+        let (found, mut cut) = view
+            .search(&query, limit * 2 + 10, until)
             .map_err(SearchError::Index)?;
         // The bytes each found document was made from, while the tree
         // still holds them (then it is current without a hash).
-        let made_from: Vec<Option<Weak<Vec<u8>>>> = found
-            .iter()
-            .map(|f| st.known.get(&f.path).cloned())
-            .collect();
-        drop(st);
+        let made_from: Vec<Option<Weak<Vec<u8>>>> = {
+            let st = self.state.lock();
+            found
+                .iter()
+                .map(|f| st.known.get(&f.path).cloned())
+                .collect()
+        };
         let mut hits = Vec::new();
         for (f, made_from) in found.into_iter().zip(made_from) {
             if hits.len() >= limit {
                 break;
             }
-            if let Some(hit) = checked(&store, &query, ask.hide, f, made_from) {
+            // (Past the deadline, what was found is still answered, without
+            // its lines.)
+            let late = Instant::now() >= until;
+            cut |= late;
+            if let Some(hit) = checked(&store, &query, ask.hide, f, made_from, late) {
                 hits.push(hit);
             }
         }
-        Ok(hits)
+        Ok(Found {
+            hits,
+            cut: cut.then(|| Cut { after: deadline() }),
+        })
     }
+}
+
+/// What a search found.
+#[derive(Debug)]
+pub struct Found {
+    pub hits: Vec<Hit>,
+    /// The search was cut at its deadline: files that match may be
+    /// missing from `hits`.
+    pub cut: Option<Cut>,
+}
+
+/// A search cut at its deadline.
+#[derive(Debug, Clone, Copy)]
+pub struct Cut {
+    pub after: Duration,
+}
+
+impl Cut {
+    /// What the caller is told.
+    pub fn said(&self) -> String {
+        format!(
+            "the search was cut after {} ms (its deadline, --search-deadline-ms): files that match may be missing; a narrower query (fewer or rarer words, path:) finds them",
+            self.after.as_millis()
+        )
+    }
+}
+
+/// How long one search may take by default (a phrase over pathological
+/// text stops there, and says so).
+pub const DEFAULT_DEADLINE: Duration = Duration::from_millis(500);
+
+/// The deadline in milliseconds, as this process was started with.
+static DEADLINE_MS: AtomicU64 = AtomicU64::new(DEFAULT_DEADLINE.as_millis() as u64);
+
+/// How long one search may take in this process.
+pub fn deadline() -> Duration {
+    Duration::from_millis(DEADLINE_MS.load(Ordering::Relaxed))
+}
+
+/// Sets [`deadline`] for this process (`--search-deadline-ms`; at least 1 ms).
+pub fn set_deadline(d: Duration) {
+    DEADLINE_MS.store(
+        d.as_millis().clamp(1, u64::MAX as u128) as u64,
+        Ordering::Relaxed,
+    );
 }
 
 /// The paths `rows` changed and, given the store, the files written
@@ -314,12 +378,16 @@ fn touched(rows: &[crate::journal::Row], unrecorded: Option<&Store>) -> Vec<MemP
 /// A document found, as a result: none when its path is hidden from the
 /// caller or gone, or when the file changed since it was indexed and no
 /// longer matches; its lines cut from the file as it is now.
+///
+/// `late`: the search's deadline has passed: a file changed since it was
+/// indexed is left out (not looked at again), and no lines are cut.
 fn checked(
     store: &Store,
     query: &Query,
     hide: Option<&Hide>,
     f: index::Found,
     made_from: Option<Weak<Vec<u8>>>,
+    late: bool,
 ) -> Option<Hit> {
     let at = MemPath::parse(&format!("/memories/{}", f.path)).ok()?;
     let shown = at.to_string();
@@ -332,13 +400,16 @@ fn checked(
         .and_then(|w| w.upgrade())
         .is_some_and(|had| Arc::ptr_eq(&had, &data))
         || Sha::of(&data).to_string() == f.sha;
-    if !current && !lines::still_matches(query, &f.path, text.unwrap_or("")) {
+    if !current && (late || !lines::still_matches(query, &f.path, text.unwrap_or(""))) {
         return None;
     }
     Some(Hit {
         path: shown,
         score: f.score,
-        lines: text.map_or_else(Vec::new, |t| lines::lines(query, t, LINES_PER_FILE)),
+        lines: match (text, late) {
+            (Some(t), false) => lines::lines(query, t, LINES_PER_FILE),
+            _ => Vec::new(),
+        },
     })
 }
 

@@ -17,6 +17,11 @@ use super::analyze;
 pub const LONGEST: usize = 1024;
 /// The most words, phrases and prefixes in one query.
 pub const MOST_TERMS: usize = 32;
+/// The most words one phrase (or identifier) holds: the engine's work on
+/// one file grows with it, times the times each word occurs there.
+pub const MOST_PHRASE_WORDS: usize = 8;
+/// The most words all terms of one query hold together.
+pub const MOST_WORDS: usize = 48;
 
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum Clause {
@@ -79,6 +84,7 @@ pub fn parse(text: &str) -> Result<Query, String> {
     }
     let mut q = Query::default();
     let mut terms = 0;
+    let mut words_in = 0;
     let mut rest = text;
     let mut at = 0usize;
     loop {
@@ -145,6 +151,19 @@ pub fn parse(text: &str) -> Result<Query, String> {
             }
         };
         let Some(clause) = clause else { continue };
+        if clause.parts().len() > MOST_PHRASE_WORDS {
+            return Err(format!(
+                "the term at character {} has {} words; a phrase or a name holds at most {MOST_PHRASE_WORDS} (split it, or search for its rarest words)",
+                start + 1,
+                clause.parts().len()
+            ));
+        }
+        words_in += clause.parts().len();
+        if words_in > MOST_WORDS {
+            return Err(format!(
+                "the query has too many words (more than {MOST_WORDS} in all its terms)"
+            ));
+        }
         terms += 1;
         if terms > MOST_TERMS {
             return Err(format!(
@@ -216,6 +235,11 @@ mod tests {
         }
         let long = "a ".repeat(LONGEST);
         assert!(parse(&long).unwrap_err().contains("too long"));
+        let phrase = format!("\"{}\"", "a ".repeat(MOST_PHRASE_WORDS + 1));
+        assert!(parse(&phrase).unwrap_err().contains("at most 8"));
+        assert!(parse(&format!("\"{}\"", "a ".repeat(MOST_PHRASE_WORDS))).is_ok());
+        let words = "\"a b c d e f g h\" ".repeat(MOST_WORDS / MOST_PHRASE_WORDS + 1);
+        assert!(parse(&words).unwrap_err().contains("too many words"));
         let many = "w ".repeat(MOST_TERMS + 1);
         assert!(parse(&many).unwrap_err().contains("too many terms"));
         assert!(parse(&"w ".repeat(MOST_TERMS)).is_ok());

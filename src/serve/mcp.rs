@@ -325,11 +325,17 @@ fn search(session: &Session, id: Value, arguments: &Value) -> Answer {
     let (text, is_error) = match reply.code {
         0 => (String::from_utf8_lossy(&reply.out).into_owned(), false),
         // (Code 1 is also any other failure's: only this one is no match.)
-        1 if reply.err == crate::control::search::NOTHING_FOUND => (
-            format!(
-                "No file in /memories matches {}.",
-                crate::text::label(query)
-            ),
+        1 if reply.err.starts_with(crate::control::search::NOTHING_FOUND) => (
+            match reply.err.split_once(": ") {
+                Some((_, note)) => format!(
+                    "No file in /memories was found to match {} ({note}).",
+                    crate::text::label(query)
+                ),
+                None => format!(
+                    "No file in /memories matches {}.",
+                    crate::text::label(query)
+                ),
+            },
             false,
         ),
         _ => (reply.err, true),

@@ -5,16 +5,49 @@
 //! line; the store is looked up first, so an endpoint that cannot be
 //! reached or refuses the key is said before anything is read or written.
 
+use std::collections::HashSet;
+use std::fmt;
+use std::io::BufReader;
 use std::time::Duration;
 
+use serde::de::{self, DeserializeSeed, IgnoredAny, MapAccess, SeqAccess, Visitor};
+use serde::Deserialize;
 use serde_json::{json, Value};
 
 /// One store of one endpoint.
 pub struct Api {
     agent: ureq::Agent,
     base: String,
+    /// `base` as messages show it: a password in it replaced by `***`.
+    shown: String,
     key: String,
     store: String,
+}
+
+/// The most bytes one page of memories may take (it is read as a stream:
+/// what is held at once is one memory's content).
+pub const PAGE_MOST: u64 = 64 << 20;
+/// The most bytes an answer other than a page may take (a store, an
+/// error).
+const ANSWER_MOST: u64 = 1 << 20;
+/// Pages in a row that bring no memory not seen before, after which the
+/// endpoint is taken to go round without end.
+pub const STALE_PAGES: u32 = 10;
+
+/// `url` with the password of its user part, if any, replaced by `***`.
+pub fn redacted(url: &str) -> String {
+    let Some((scheme, rest)) = url.split_once("://") else {
+        return url.to_string();
+    };
+    let end = rest.find(['/', '?', '#']).unwrap_or(rest.len());
+    let (authority, tail) = rest.split_at(end);
+    match authority.rsplit_once('@') {
+        Some((user, host)) => {
+            let name = user.split_once(':').map_or(user, |(name, _)| name);
+            format!("{scheme}://{name}:***@{host}{tail}")
+        }
+        None => url.to_string(),
+    }
 }
 
 /// The API's version header, as the SDK sends it.
@@ -43,12 +76,16 @@ impl Api {
             .trim_end_matches('/')
             .trim_end_matches("/v1")
             .to_string();
+        // No redirect is followed: the key goes to the URL given and to no
+        // other host, and https never becomes http.
         let config = ureq::Agent::config_builder()
             .http_status_as_error(false)
+            .max_redirects(0)
             .timeout_global(Some(Duration::from_secs(60)))
             .build();
         Ok(Api {
             agent: config.into(),
+            shown: crate::text::printable(&redacted(&base)).into_owned(),
             base,
             key,
             store: store.to_string(),
@@ -59,34 +96,63 @@ impl Api {
         format!("{}/v1/memory_stores/{}{rest}", self.base, self.store)
     }
 
+    /// The answer, if it is a success (2xx), or what went wrong in words.
+    fn success(
+        &self,
+        sent: Result<ureq::http::Response<ureq::Body>, ureq::Error>,
+    ) -> Result<ureq::http::Response<ureq::Body>, String> {
+        let shown = &self.shown;
+        let mut response = sent.map_err(|e| {
+            let e = crate::text::printable(&redacted(&e.to_string())).into_owned();
+            format!("cannot reach {shown}: {e}")
+        })?;
+        let status = response.status().as_u16();
+        if (200..300).contains(&status) {
+            return Ok(response);
+        }
+        if (300..400).contains(&status) {
+            let to = response
+                .headers()
+                .get("location")
+                .and_then(|v| v.to_str().ok())
+                .map(|l| crate::text::label(&redacted(l)))
+                .unwrap_or_default();
+            return Err(format!(
+                "{shown} answered {status}, a redirect to `{to}`: memfs follows no redirect (the key goes only to the URL given); give that URL if it is the API"
+            ));
+        }
+        let text = response
+            .body_mut()
+            .with_config()
+            .limit(ANSWER_MOST)
+            .read_to_string()
+            .unwrap_or_default();
+        let body: Value = serde_json::from_str(&text).unwrap_or(Value::Null);
+        let said = crate::text::label(body["error"]["message"].as_str().unwrap_or(""));
+        Err(match status {
+            401 => format!("{shown} refused the key (401) {said}"),
+            403 => format!("{shown} does not let this key do that (403): {said}"),
+            404 => format!(
+                "{shown}: no store {} there, or the key does not reach it (404)",
+                self.store
+            ),
+            s => format!("{shown} answered {s}: {said}"),
+        })
+    }
+
     /// The answer's JSON, or what went wrong in words.
     fn answer(
         &self,
         sent: Result<ureq::http::Response<ureq::Body>, ureq::Error>,
     ) -> Result<Value, String> {
-        let mut response = sent.map_err(|e| format!("cannot reach {}: {e}", self.base))?;
-        let status = response.status().as_u16();
+        let mut response = self.success(sent)?;
         let text = response
             .body_mut()
             .with_config()
-            .limit(64 << 20)
+            .limit(ANSWER_MOST)
             .read_to_string()
-            .map_err(|e| format!("{}: the answer could not be read: {e}", self.base))?;
-        let body: Value = serde_json::from_str(&text).unwrap_or(Value::Null);
-        let said = body["error"]["message"].as_str().unwrap_or("").to_string();
-        match status {
-            200..=299 => Ok(body),
-            401 => Err(format!("{} refused the key (401) {said}", self.base)),
-            403 => Err(format!(
-                "{} does not let this key do that (403): {said}",
-                self.base
-            )),
-            404 => Err(format!(
-                "{}: no store {} there, or the key does not reach it (404)",
-                self.base, self.store
-            )),
-            s => Err(format!("{} answered {s}: {said}", self.base)),
-        }
+            .map_err(|e| format!("{}: the answer could not be read: {e}", self.shown))?;
+        Ok(serde_json::from_str(&text).unwrap_or(Value::Null))
     }
 
     /// A request with the key, version and beta headers the SDK sends.
@@ -116,32 +182,82 @@ impl Api {
         Ok(page["data"].as_array().is_none_or(Vec::is_empty))
     }
 
-    /// Every memory of the store: its path (`/notes/a.md`) and content.
+    /// Every memory of the store: its path (`/notes/a.md`) and content,
+    /// each page read as a stream, `page` told after each. Stops with an
+    /// error when the pages go round (a cursor given before, or
+    /// [`STALE_PAGES`] pages in a row with nothing new) or name more than
+    /// `most` memories.
     pub fn memories(
         &self,
+        most: usize,
         each: &mut dyn FnMut(&str, &str) -> Result<(), String>,
+        page: &mut dyn FnMut(u64),
     ) -> Result<(), String> {
-        let mut page: Option<String> = None;
+        let mut cursor: Option<String> = None;
+        let mut cursors = HashSet::new();
+        let mut paths: HashSet<String> = HashSet::new();
+        let (mut pages, mut stale) = (0u64, 0u32);
         loop {
             let mut query = vec![("view", "full"), ("limit", "20")];
-            if let Some(p) = &page {
+            if let Some(p) = &cursor {
                 query.push(("page", p.as_str()));
             }
-            let got = self.get("/memories", &query)?;
-            for m in got["data"].as_array().into_iter().flatten() {
-                if m["type"] != "memory" {
-                    continue;
-                }
-                let (Some(path), Some(content)) = (m["path"].as_str(), m["content"].as_str())
-                else {
-                    continue;
-                };
-                each(path, content)?;
+            let mut request = self.signed(self.agent.get(&self.url("/memories")));
+            for (k, v) in &query {
+                request = request.query(*k, *v);
             }
-            match got["next_page"].as_str() {
-                Some(next) if Some(next) != page.as_deref() => page = Some(next.to_string()),
-                _ => return Ok(()),
+            let mut response = self.success(request.call())?;
+            let before = paths.len();
+            let mut failed = None;
+            let mut seed = PageSeed {
+                each: &mut |path: &str, content: &str| {
+                    if paths.len() >= most && !paths.contains(path) {
+                        return Err(format!(
+                            "the store holds more memories than the memory takes (more than {most}, --max-entries): stopped at page {}",
+                            pages + 1
+                        ));
+                    }
+                    paths.insert(path.to_string());
+                    each(path, content)
+                },
+                failed: &mut failed,
+            };
+            let reader = response.body_mut().with_config().limit(PAGE_MOST).reader();
+            let mut json = serde_json::Deserializer::from_reader(BufReader::new(reader));
+            let read = (&mut seed).deserialize(&mut json);
+            if let Some(e) = failed {
+                return Err(e);
             }
+            let next = read.map_err(|e| {
+                format!(
+                    "{}: page {} of memories could not be read (over {PAGE_MOST} bytes, or not JSON?): {e}",
+                    self.shown,
+                    pages + 1
+                )
+            })?;
+            pages += 1;
+            page(pages);
+            stale = match paths.len() > before {
+                true => 0,
+                false => stale + 1,
+            };
+            let Some(next) = next else {
+                return Ok(());
+            };
+            if !cursors.insert(next.clone()) || Some(&next) == cursor.as_ref() {
+                return Err(format!(
+                    "{} gave page `{}` again after {pages} pages: its pages go round; stopped",
+                    self.shown,
+                    crate::text::label(&next)
+                ));
+            }
+            if stale >= STALE_PAGES {
+                return Err(format!(
+                    "{} gave {STALE_PAGES} pages in a row with no memory not seen before ({pages} pages): its pages go on without end; stopped",
+                    self.shown
+                ));
+            }
+            cursor = Some(next);
         }
     }
 
@@ -162,5 +278,93 @@ pub fn key_from(name: &str) -> Result<String, String> {
         _ => Err(format!(
             "no API key: set the environment variable {name} (or name another with --key-env)"
         )),
+    }
+}
+
+/// One memory of a page, as much of it as an import reads.
+#[derive(Deserialize)]
+struct Listed {
+    #[serde(rename = "type", default)]
+    kind: Option<String>,
+    #[serde(default)]
+    path: Option<String>,
+    #[serde(default)]
+    content: Option<String>,
+}
+
+/// Reads one page as a stream: each memory of `data` handed to `each` as
+/// it is read, `next_page` kept, everything else passed over.
+struct PageSeed<'a> {
+    each: &'a mut dyn FnMut(&str, &str) -> Result<(), String>,
+    /// The error `each` gave (the read stops there).
+    failed: &'a mut Option<String>,
+}
+
+impl<'de> DeserializeSeed<'de> for &mut PageSeed<'_> {
+    /// The next page's cursor.
+    type Value = Option<String>;
+
+    fn deserialize<D: de::Deserializer<'de>>(self, d: D) -> Result<Option<String>, D::Error> {
+        d.deserialize_map(self)
+    }
+}
+
+impl<'de> Visitor<'de> for &mut PageSeed<'_> {
+    type Value = Option<String>;
+
+    fn expecting(&self, f: &mut fmt::Formatter) -> fmt::Result {
+        f.write_str("a page of memories")
+    }
+
+    fn visit_map<A: MapAccess<'de>>(self, mut map: A) -> Result<Option<String>, A::Error> {
+        let mut next = None;
+        while let Some(key) = map.next_key::<String>()? {
+            match key.as_str() {
+                "data" => map.next_value_seed(Data(&mut *self))?,
+                "next_page" => next = map.next_value::<Option<String>>()?,
+                _ => {
+                    map.next_value::<IgnoredAny>()?;
+                }
+            }
+        }
+        Ok(next)
+    }
+}
+
+/// The `data` array of a page.
+struct Data<'s, 'a>(&'s mut PageSeed<'a>);
+
+impl<'de> DeserializeSeed<'de> for Data<'_, '_> {
+    type Value = ();
+
+    fn deserialize<D: de::Deserializer<'de>>(self, d: D) -> Result<(), D::Error> {
+        d.deserialize_any(self)
+    }
+}
+
+impl<'de> Visitor<'de> for Data<'_, '_> {
+    type Value = ();
+
+    fn expecting(&self, f: &mut fmt::Formatter) -> fmt::Result {
+        f.write_str("a list of memories")
+    }
+
+    fn visit_unit<E: de::Error>(self) -> Result<(), E> {
+        Ok(())
+    }
+
+    fn visit_seq<A: SeqAccess<'de>>(self, mut seq: A) -> Result<(), A::Error> {
+        while let Some(m) = seq.next_element::<Listed>()? {
+            let (Some("memory"), Some(path), Some(content)) =
+                (m.kind.as_deref(), m.path.as_deref(), m.content.as_deref())
+            else {
+                continue;
+            };
+            if let Err(e) = (self.0.each)(path, content) {
+                *self.0.failed = Some(e);
+                return Err(de::Error::custom("stopped"));
+            }
+        }
+        Ok(())
     }
 }

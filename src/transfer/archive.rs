@@ -110,7 +110,7 @@ pub fn read(path: &Path, rules: &Rules, checker: &mut Checker) -> Result<(), Str
             }
             let mut file = File::open(path).map_err(cannot)?;
             file.rewind().map_err(cannot)?;
-            zip(file, &left, checker)
+            zip(file, rules, &left, checker)
         }
         [0x1f, 0x8b, ..] => tar(
             Budget::new(flate2::read::MultiGzDecoder::new(whole), &left),
@@ -137,6 +137,7 @@ pub fn read(path: &Path, rules: &Rules, checker: &mut Checker) -> Result<(), Str
                 ),
             )
             .map_err(|e| e.to_string()),
+        Err(e) if e.to_string().starts_with(ZIP_TOO_MANY) => Err(format!("{shown}: {e}")),
         Err(e) => Err(format!(
             "{shown} is not a directory, a tar (or .tar.gz) or a zip archive memfs can read ({e})"
         )),
@@ -145,6 +146,7 @@ pub fn read(path: &Path, rules: &Rules, checker: &mut Checker) -> Result<(), Str
 
 fn tar<R: Read>(reader: Budget<R>, checker: &mut Checker) -> io::Result<()> {
     let headers = reader.headers.clone();
+    let left = reader.left.clone();
     let mut archive = tar::Archive::new(reader);
     let mut entries = archive.entries()?;
     loop {
@@ -160,22 +162,56 @@ fn tar<R: Read>(reader: Budget<R>, checker: &mut Checker) -> io::Result<()> {
         match String::from_utf8(entry.path_bytes().into_owned()) {
             Ok(name) => {
                 let kind = tar_kind(entry.header().entry_type());
-                let size = entry.header().size().unwrap_or(u64::MAX);
-                checker.entry(sdk_layout(&name), kind, size, &mut entry)?;
+                // (A sparse entry's size is the file's, holes included:
+                // one over the file limit is refused before a byte is read.)
+                let size = entry.size();
+                let sparse = entry.header().entry_type().is_gnu_sparse();
+                let mut counted = Holes {
+                    inner: &mut entry,
+                    left: left.clone(),
+                    sparse,
+                };
+                checker.entry(sdk_layout(&name), kind, size, &mut counted)?;
             }
             Err(e) => {
                 let shown = String::from_utf8_lossy(e.as_bytes()).into_owned();
                 checker.skip(&shown, "a name that is not UTF-8")?;
             }
         }
-        io::copy(&mut entry, &mut io::sink())?;
+        // (What the entry holds past what was read is passed over by the
+        // next step: the archive's own bytes, through the budget. A sparse
+        // entry's holes are never read through.)
+    }
+}
+
+/// An entry's bytes, each counted against the archive's budget when the
+/// entry is sparse (its holes are bytes the archive does not hold, so the
+/// archive's own reader never counts them).
+struct Holes<'e, R> {
+    inner: &'e mut R,
+    left: Rc<Cell<u64>>,
+    sparse: bool,
+}
+
+impl<R: Read> Read for Holes<'_, R> {
+    fn read(&mut self, buf: &mut [u8]) -> io::Result<usize> {
+        let n = self.inner.read(buf)?;
+        if self.sparse {
+            let left = self.left.get();
+            if n as u64 > left {
+                self.left.set(0);
+                return Err(io::Error::other(BOMB));
+            }
+            self.left.set(left - n as u64);
+        }
+        Ok(n)
     }
 }
 
 fn tar_kind(kind: tar::EntryType) -> Kind {
     use tar::EntryType as T;
     match kind {
-        T::Regular | T::Continuous => Kind::File,
+        T::Regular | T::Continuous | T::GNUSparse => Kind::File,
         T::Directory => Kind::Dir,
         T::Symlink => Kind::Symlink,
         T::Link => Kind::HardLink,
@@ -185,7 +221,93 @@ fn tar_kind(kind: tar::EntryType) -> Kind {
     }
 }
 
-fn zip(file: File, left: &Rc<Cell<u64>>, checker: &mut Checker) -> io::Result<()> {
+/// The names a zip's central directory lists, in order, read from its
+/// end record (none for a zip64 archive or one memfs cannot read so: the
+/// zip reader then says what it can).
+fn zip_names(file: &mut File) -> io::Result<Option<Vec<Vec<u8>>>> {
+    let len = file.seek(io::SeekFrom::End(0))?;
+    let tail_len = len.min(22 + 65535);
+    file.seek(io::SeekFrom::Start(len - tail_len))?;
+    let mut tail = vec![0u8; tail_len as usize];
+    file.read_exact(&mut tail)?;
+    let Some(end) = tail.windows(4).rposition(|w| w == [0x50, 0x4b, 5, 6]) else {
+        return Ok(None);
+    };
+    let end = &tail[end..];
+    if end.len() < 22 {
+        return Ok(None);
+    }
+    let u16_at = |b: &[u8], i: usize| u16::from_le_bytes([b[i], b[i + 1]]) as usize;
+    let u32_at =
+        |b: &[u8], i: usize| u32::from_le_bytes([b[i], b[i + 1], b[i + 2], b[i + 3]]) as u64;
+    let (count, size, offset) = (u16_at(end, 10), u32_at(end, 12), u32_at(end, 16));
+    if count == 0xffff || offset == 0xffff_ffff || size > len || offset > len - size {
+        return Ok(None);
+    }
+    file.seek(io::SeekFrom::Start(offset))?;
+    let mut dir = vec![0u8; size as usize];
+    file.read_exact(&mut dir)?;
+    let mut names = Vec::with_capacity(count.min(1 << 16));
+    let mut at = 0;
+    while names.len() < count && at + 46 <= dir.len() && dir[at..at + 4] == [0x50, 0x4b, 1, 2] {
+        let (name, extra, comment) = (
+            u16_at(&dir, at + 28),
+            u16_at(&dir, at + 30),
+            u16_at(&dir, at + 32),
+        );
+        let Some(bytes) = dir.get(at + 46..at + 46 + name) else {
+            return Ok(None);
+        };
+        names.push(bytes.to_vec());
+        at += 46 + name + extra + comment;
+    }
+    Ok(Some(names))
+}
+
+/// How the refusal of a zip of too many entries begins.
+const ZIP_TOO_MANY: &str = "the zip lists";
+
+/// The most entries a zip may list: its central directory is held whole
+/// by the zip reader, so a zip of millions of entries is refused before it
+/// is read.
+fn zip_most(rules: &Rules) -> usize {
+    rules.max_entries.saturating_mul(2).saturating_add(1000)
+}
+
+/// Says, in the list of what was left out, each name a zip lists twice or
+/// more (its last entry is the one read), and refuses a zip of more entries
+/// than [`zip_most`].
+fn zip_checked(file: &mut File, rules: &Rules, checker: &mut Checker) -> io::Result<()> {
+    let Some(names) = zip_names(file)? else {
+        return Ok(());
+    };
+    if names.len() > zip_most(rules) {
+        return Err(io::Error::other(format!(
+            "{ZIP_TOO_MANY} {} entries, more than memfs reads ({}: twice --max-entries, and 1000)",
+            names.len(),
+            zip_most(rules)
+        )));
+    }
+    let mut seen = std::collections::HashSet::new();
+    for name in &names {
+        if !seen.insert(name.as_slice()) {
+            checker.skip(
+                &String::from_utf8_lossy(name),
+                "the zip holds more than one entry of this name: the last one is imported, the others are left out",
+            )?;
+        }
+    }
+    Ok(())
+}
+
+fn zip(
+    mut file: File,
+    rules: &Rules,
+    left: &Rc<Cell<u64>>,
+    checker: &mut Checker,
+) -> io::Result<()> {
+    zip_checked(&mut file, rules, checker)?;
+    file.rewind()?;
     let mut archive = zip::ZipArchive::new(file).map_err(io::Error::other)?;
     for i in 0..archive.len() {
         let name = archive.name_for_index(i).unwrap_or("?").to_string();

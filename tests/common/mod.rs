@@ -10,8 +10,13 @@ use std::process::{Child, ChildStdin, ChildStdout, Command, Output, Stdio};
 
 use serde_json::{json, Value};
 
+/// The binary under test: this build's, or the one `MEMFS_TEST_BIN` names
+/// (to show that a test fails on an earlier binary).
 pub fn memfs() -> Command {
-    Command::new(env!("CARGO_BIN_EXE_memfs"))
+    match std::env::var_os("MEMFS_TEST_BIN") {
+        Some(bin) => Command::new(bin),
+        None => Command::new(env!("CARGO_BIN_EXE_memfs")),
+    }
 }
 
 /// `memfs --data DIR ARGS...`: exit code, stdout, stderr.

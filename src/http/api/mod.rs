@@ -119,6 +119,38 @@ pub fn handle(reg: &Registry, call: &Call) -> ApiResult<Value> {
 
 // ---- access -------------------------------------------------------------
 
+/// What a request's head alone decides, before a byte of its body is read:
+/// the store it names is one the token reaches, and a token that may not
+/// write (or manage stores) is refused a route that does. The same answers
+/// the handlers give, given earlier; whatever the body decides is left to
+/// them.
+pub fn head(reg: &Registry, token: &Token, method: &str, path: &str) -> ApiResult<()> {
+    let Some(rest) = path.strip_prefix("/v1/") else {
+        return Ok(());
+    };
+    let seg: Vec<&str> = rest.split('/').collect();
+    let writes = method == "POST" || method == "DELETE";
+    match seg.as_slice() {
+        ["memory_stores"] if method == "POST" => {
+            admin(token)?;
+            writer(token)
+        }
+        ["memory_stores", id, rest @ ..] => {
+            let id = crate::form::decode(id).unwrap_or_default();
+            visible(reg, token, &id)?;
+            match rest {
+                [] | ["archive"] if writes => {
+                    admin(token)?;
+                    writer(token)
+                }
+                ["memories", ..] | ["memory_versions", _, "redact"] if writes => writer(token),
+                _ => Ok(()),
+            }
+        }
+        _ => Ok(()),
+    }
+}
+
 /// The store `id` if the token reaches it; the same 404 whether it does
 /// not exist or the token does not name it.
 fn visible(reg: &Registry, token: &Token, id: &str) -> ApiResult<StoreMeta> {

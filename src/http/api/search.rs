@@ -35,7 +35,7 @@ pub(super) fn search_store(on: On) -> ApiResult<Value> {
         ));
     };
     let hide = &held.memory.tool().config().hide;
-    let hits = search
+    let found = search
         .search(&Ask {
             query,
             limit,
@@ -47,7 +47,8 @@ pub(super) fn search_store(on: On) -> ApiResult<Value> {
             SearchError::Index(e) => ApiError::internal(format!("the search failed: {e}")),
         })?;
     let ids = held.ids.lock();
-    let data: Vec<Value> = hits
+    let data: Vec<Value> = found
+        .hits
         .into_iter()
         .filter_map(|hit| {
             let path = api_path(&hit.path)?;
@@ -61,5 +62,9 @@ pub(super) fn search_store(on: On) -> ApiResult<Value> {
             }))
         })
         .collect();
-    Ok(json!({ "data": data }))
+    Ok(match found.cut {
+        // (Cut at its deadline: what was found, and that more may match.)
+        Some(cut) => json!({ "data": data, "cut": true, "note": cut.said() }),
+        None => json!({ "data": data }),
+    })
 }
