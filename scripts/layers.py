@@ -134,6 +134,10 @@ def level_edges(known, edges):
     top, inner = defaultdict(set), defaultdict(set)
     for a, targets in edges.items():
         for b in targets:
+            # (The crate root, lib.rs, is above every module: its macros
+            # name them.)
+            if not a or not b:
+                continue
             if a[0] != b[0]:
                 top[a[0]].add(b[0])
             elif len(a) >= 2 and len(b) >= 2 and a[:-1] == b[:-1]:

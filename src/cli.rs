@@ -210,6 +210,8 @@ pub struct Common {
 
 #[derive(Subcommand, Debug)]
 pub enum Cmd {
+    /// Runs one tool command (JSON) and prints its result.
+    ///
     /// Runs one memory-tool command (a JSON object, or `-` to read it from
     /// stdin) and prints {"content": ..., "is_error": ...}. Exits 1 when the
     /// result is an error.
@@ -223,6 +225,8 @@ pub enum Cmd {
         #[arg(long)]
         raw: bool,
     },
+    /// Serves tool calls on the socket, and on stdio with --stdio.
+    ///
     /// Serves tool calls as JSON lines on the socket DIR/.memfs/sock, and
     /// with --stdio on stdin/stdout too (with --mount, mounts the memory too).
     /// Without --stdio it runs until a signal, or until it has been idle for
@@ -252,6 +256,8 @@ pub enum Cmd {
         #[command(flatten)]
         http_options: HttpArgs,
     },
+    /// Serves a page for people: files, history, review.
+    ///
     /// Serves a page for people on loopback: the memory's files, every
     /// version with its diff, the agent's changes to review (keep or undo),
     /// live. Prints a login link on stdout (valid 15 minutes; --link prints a
@@ -266,6 +272,8 @@ pub enum Cmd {
         #[arg(long)]
         link: bool,
     },
+    /// Claude Code's auto memory on memfs: enable, disable, status.
+    ///
     /// Claude Code's auto memory for the project in this directory, on a
     /// memfs mount (enable), back to a plain directory (disable), or which
     /// it is (status). Its writes are then versions for review and undo.
@@ -273,12 +281,16 @@ pub enum Cmd {
         #[command(subcommand)]
         action: ClaudeCodeCmd,
     },
+    /// Manages the tokens of a stores root (--stores).
+    ///
     /// Manages the tokens of a stores root (--stores): each names the
     /// stores it reaches and whether it may write. Works while a server runs.
     Token {
         #[command(subcommand)]
         action: TokenCmd,
     },
+    /// Serves the memory tool to an MCP host on stdio.
+    ///
     /// Serves the memory tool as an MCP server on stdin/stdout (for Claude
     /// Code, Claude Desktop or any MCP host); with --mount, mounts it too.
     Mcp {
@@ -288,6 +300,8 @@ pub enum Cmd {
         #[command(flatten)]
         mount_options: MountArgs,
     },
+    /// Lists files that hold what looks like a credential.
+    ///
     /// Lists every file that holds what looks like a credential, with its
     /// kind and line (read from the data dir on disk, whether or not a memfs
     /// runs). Exits 1 when it finds any, 0 when none.
@@ -299,6 +313,8 @@ pub enum Cmd {
         #[arg(long)]
         json: bool,
     },
+    /// Finds files by their words (full-text search).
+    ///
     /// Finds the files whose text or path has every word of QUERY, best
     /// first (BM25), with their matched lines as `path:line: snippet`.
     /// Words match identifiers in part or whole (`http_reply` finds
@@ -325,6 +341,8 @@ pub enum Cmd {
         #[arg(long)]
         all: bool,
     },
+    /// Lists the history: every version, who made it.
+    ///
     /// Lists the history, newest first: every version of every file, who
     /// made it (agent, person or memfs) and what it did. Works whether or not
     /// a memfs owns the data dir.
@@ -345,14 +363,18 @@ pub enum Cmd {
     },
     /// Prints a file's bytes at VERSION.
     Show { version: String },
-    /// A unified diff from VERSION to the file now, or to a second VERSION.
+    /// A diff from VERSION to the file now, or to a second VERSION.
     Diff {
         version: String,
         against: Option<String>,
     },
+    /// Makes a file what it was at VERSION, as a new version.
+    ///
     /// Makes the file at VERSION's path what it was at VERSION (for a delete,
     /// an expiry or an overwrite: what it took away), as a new version.
     Revert { version: String },
+    /// Takes back everything one actor or session changed.
+    ///
     /// Takes back everything one actor or session changed (since a time):
     /// each file it touched made what it was before, as new versions.
     /// Refused, with nothing changed, where someone else changed a file
@@ -373,6 +395,8 @@ pub enum Cmd {
         #[arg(long)]
         dry_run: bool,
     },
+    /// Erases VERSION's content from the history.
+    ///
     /// Erases VERSION's content everywhere the history keeps it (every
     /// version with the same content); the rows stay, marked redacted.
     Redact {
@@ -381,6 +405,8 @@ pub enum Cmd {
         #[arg(long)]
         path: bool,
     },
+    /// Writes the memory out: a git history, a directory, a tar.
+    ///
     /// Writes the memory out: its history as a git repository (--git: one
     /// commit per version, authored by its actor; `git log -p`, `git
     /// blame`), or its files as they are now, in the SDK's layout: a
@@ -409,6 +435,8 @@ pub enum Cmd {
         #[arg(long, default_value = "ANTHROPIC_API_KEY", value_name = "NAME")]
         key_env: String,
     },
+    /// Brings files in: a tree, an archive, git history, an API.
+    ///
     /// Brings files into the memory from a directory tree (a folder of
     /// notes, an Obsidian vault, Claude Code's auto memory, the SDK's layout
     /// with its memories/), a tar, .tar.gz or zip archive (read as a
@@ -458,6 +486,8 @@ pub enum Cmd {
         #[arg(long)]
         git: bool,
     },
+    /// Lists or removes files unused for DURATION.
+    ///
     /// Lists (--dry-run) or removes every file not read or written for
     /// DURATION (90d, 12h, 30m, 2s); each removal is kept in the history.
     Expire {
@@ -469,10 +499,14 @@ pub enum Cmd {
         /// Only files at or below this path (default: all of /memories).
         path: Option<String>,
     },
+    /// Brings the plain files up to date with the journal now.
+    ///
     /// Brings the plain files (DIR/memories) up to date with the journal now,
     /// and waits until they are on disk: before reading or copying them with
     /// other tools while a memfs runs (they are otherwise a moment behind).
     Checkpoint,
+    /// Deletes everything under /memories, kept in the history.
+    ///
     /// Deletes everything under /memories (the SDK's `clear_all_memory`),
     /// each delete kept in the history (`memfs log`, then `memfs revert`
     /// brings a file back). An application's or a person's act: no agent
@@ -482,14 +516,20 @@ pub enum Cmd {
         #[arg(long)]
         yes: bool,
     },
+    /// Prints a shell completion script.
+    ///
     /// Prints a shell completion script: `memfs completions bash >
     /// /etc/bash_completion.d/memfs` (also zsh, fish, elvish, powershell).
     Completions {
         #[arg(value_enum)]
         shell: clap_complete::Shell,
     },
+    /// Prints the man page (roff).
+    ///
     /// Prints the man page (roff): `memfs man > /usr/local/share/man/man1/memfs.1`.
     Man,
+    /// Mounts the memory for people and their editors.
+    ///
     /// Mounts the memory root at MOUNTPOINT for people and their editors, and
     /// serves tool calls on the socket DIR/.memfs/sock. Runs until Ctrl-C,
     /// SIGTERM or `umount MOUNTPOINT`, then writes everything out and exits 0.

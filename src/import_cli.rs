@@ -476,6 +476,12 @@ fn report(tally: &Tally, asked: &Asked) {
     }
 }
 
+/// `file`, marked as the import's own when this history brought it in.
+fn ours(mut file: ImportFile, to: &memfs::path::MemPath, tally: &Tally) -> ImportFile {
+    file.ours = tally.ours.contains(&format!("{to}/{}", file.path));
+    file
+}
+
 /// One commit's change to one file as an import file (none: left out, and
 /// counted so), checked as any entry of an archive is.
 fn commit_file(
@@ -500,12 +506,7 @@ fn commit_file(
     let name = format!("{short}:{path}");
     if change.status == 'D' {
         return Ok(match transfer::relative(path) {
-            Ok(Some(rel)) => {
-                let ours = tally.ours.contains(&format!("{to}/{rel}"));
-                let mut file = ImportFile::deleted(rel);
-                file.ours = ours;
-                Some(file)
-            }
+            Ok(Some(rel)) => Some(ours(ImportFile::deleted(rel), to, tally)),
             _ => None,
         });
     }
@@ -531,9 +532,7 @@ fn commit_file(
         Some(Item::File { path, data }) => {
             tally.read += 1;
             tally.bytes += data.len() as u64;
-            let mut file = ImportFile::new(path, &data);
-            file.ours = tally.ours.contains(&format!("{to}/{}", file.path));
-            Some(file)
+            Some(ours(ImportFile::new(path, &data), to, tally))
         }
         Some(Item::Skip { reason, .. }) => {
             tally.skip(name, reason);

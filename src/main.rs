@@ -13,7 +13,7 @@ mod out;
 mod scan_cli;
 mod web_cli;
 
-use std::io::{self, Read};
+use std::io::{self, IsTerminal, Read};
 use std::path::Path;
 use std::process::ExitCode;
 use std::time::Duration;
@@ -36,6 +36,10 @@ fn main() -> ExitCode {
     let mut cli = Cli::parse_args();
     logging::init(&cli.common);
     memfs::search::set_deadline(Duration::from_millis(cli.common.search_deadline_ms));
+    // A person who typed `serve --stdio` learns what it waits for.
+    if matches!(cli.command, Cmd::Serve { stdio: true, .. }) && io::stdin().is_terminal() {
+        memfs::say!("memfs: reading tool calls as JSON lines on stdin (one a line, e.g. {{\"command\":\"view\",\"path\":\"/memories\"}}); Ctrl-D to stop");
+    }
     // (Completions, the man page, tokens and a stores root never make a
     // data dir of --data.)
     let makes_data = !matches!(

@@ -90,7 +90,9 @@ pub fn web(cli: &Cli, listen: &str) -> ExitCode {
     let _ = writeln!(out, "{}", instance.link());
     let _ = out.flush();
     drop(out);
-    memfs::say!("memfs: the page is on http://{host}:{port}/: open the login link above (it works for 15 minutes; `memfs web --link` prints a fresh one); Ctrl-C to stop");
+    // (The link is the one address that opens the page: the server's root
+    // answers nothing without a login.)
+    memfs::say!("memfs: serving the page on {host}:{port}: open the login link above in a browser (it works for 15 minutes; `memfs web --link` prints a fresh one); Ctrl-C to stop");
     let tend = {
         let hosted = hosted.clone();
         Box::new(move || hosted.reap())

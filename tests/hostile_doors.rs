@@ -551,6 +551,27 @@ fn a_zip_naming_one_path_twice_says_the_last_one_won_and_a_tar_name_with_escapes
     assert_eq!(code, 0, "{out} {err}");
     assert!(out.contains("more than one entry of this name"), "{out}");
     assert!(view(&dir, "/memories/a.md").contains("second"));
+    // A zip of more entries than the memory takes is refused before the
+    // zip reader holds its directory.
+    let many = work.path().join("many.zip");
+    {
+        let mut z = zip::ZipWriter::new(fs::File::create(&many).unwrap());
+        let o = zip::write::SimpleFileOptions::default()
+            .compression_method(zip::CompressionMethod::Stored);
+        for i in 0..1_011 {
+            z.start_file(format!("{i}.md"), o).unwrap();
+        }
+        z.finish().unwrap();
+    }
+    let (code, _, err) = run(
+        &work.path().join("m"),
+        &["--max-entries", "10", "import", many.to_str().unwrap()],
+    );
+    assert_eq!(code, 2, "{err}");
+    assert!(
+        err.contains("the zip lists 1011 entries, more than memfs reads (1010"),
+        "{err}"
+    );
     // Not a tar: the error quotes no escape raw.
     let bad = work.path().join("bad.tar");
     let mut h = tar::Header::new_gnu();

@@ -15,11 +15,13 @@ async def main(memfs, data):
     async with Client(server) as client:
         tools = (await client.list_tools()).tools
         print("tools:", [t.name for t in tools])
-        made = await client.call_tool("memory", {"command": "create", "path": "/memories/notes.md",
-                                                 "file_text": "Acme prefers email.\n"})
-        print(made.content[0].text)
-        seen = await client.call_tool("memory", {"command": "view", "path": "/memories/notes.md"})
-        print(seen.content[0].text)
+        for call in ({"command": "create", "path": "/memories/notes.md", "file_text": "Acme prefers email.\n"},
+                     {"command": "view", "path": "/memories/notes.md"}):
+            result = await client.call_tool("memory", call)
+            print(result.content[0].text)
+            if result.is_error:
+                # A failed call is a failed run.
+                sys.exit(f"the {call['command']} failed")
 
 
 if __name__ == "__main__":

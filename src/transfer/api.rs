@@ -198,42 +198,16 @@ impl Api {
         let mut paths: HashSet<String> = HashSet::new();
         let (mut pages, mut stale) = (0u64, 0u32);
         loop {
-            let mut query = vec![("view", "full"), ("limit", "20")];
-            if let Some(p) = &cursor {
-                query.push(("page", p.as_str()));
-            }
-            let mut request = self.signed(self.agent.get(&self.url("/memories")));
-            for (k, v) in &query {
-                request = request.query(*k, *v);
-            }
-            let mut response = self.success(request.call())?;
             let before = paths.len();
-            let mut failed = None;
-            let mut seed = PageSeed {
-                each: &mut |path: &str, content: &str| {
-                    if paths.len() >= most && !paths.contains(path) {
-                        return Err(format!(
-                            "the store holds more memories than the memory takes (more than {most}, --max-entries): stopped at page {}",
-                            pages + 1
-                        ));
-                    }
-                    paths.insert(path.to_string());
-                    each(path, content)
-                },
-                failed: &mut failed,
-            };
-            let reader = response.body_mut().with_config().limit(PAGE_MOST).reader();
-            let mut json = serde_json::Deserializer::from_reader(BufReader::new(reader));
-            let read = (&mut seed).deserialize(&mut json);
-            if let Some(e) = failed {
-                return Err(e);
-            }
-            let next = read.map_err(|e| {
-                format!(
-                    "{}: page {} of memories could not be read (over {PAGE_MOST} bytes, or not JSON?): {e}",
-                    self.shown,
-                    pages + 1
-                )
+            let next = self.page(cursor.as_deref(), pages + 1, &mut |path, content| {
+                if paths.len() >= most && !paths.contains(path) {
+                    return Err(format!(
+                        "the store holds more memories than the memory takes (more than {most}, --max-entries): stopped at page {}",
+                        pages + 1
+                    ));
+                }
+                paths.insert(path.to_string());
+                each(path, content)
             })?;
             pages += 1;
             page(pages);
@@ -259,6 +233,41 @@ impl Api {
             }
             cursor = Some(next);
         }
+    }
+
+    /// One page of memories (after `cursor`), each handed to `each` as it
+    /// is read; the next page's cursor.
+    fn page(
+        &self,
+        cursor: Option<&str>,
+        number: u64,
+        each: &mut dyn FnMut(&str, &str) -> Result<(), String>,
+    ) -> Result<Option<String>, String> {
+        let mut request = self
+            .signed(self.agent.get(&self.url("/memories")))
+            .query("view", "full")
+            .query("limit", "20");
+        if let Some(p) = cursor {
+            request = request.query("page", p);
+        }
+        let mut response = self.success(request.call())?;
+        let mut failed = None;
+        let mut seed = PageSeed {
+            each,
+            failed: &mut failed,
+        };
+        let reader = response.body_mut().with_config().limit(PAGE_MOST).reader();
+        let mut json = serde_json::Deserializer::from_reader(BufReader::new(reader));
+        let read = (&mut seed).deserialize(&mut json);
+        if let Some(e) = failed {
+            return Err(e);
+        }
+        read.map_err(|e| {
+            format!(
+                "{}: page {number} of memories could not be read (over {PAGE_MOST} bytes, or not JSON?): {e}",
+                self.shown
+            )
+        })
     }
 
     /// Writes one memory (`/notes/a.md`).

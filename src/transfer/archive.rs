@@ -149,16 +149,26 @@ fn tar<R: Read>(reader: Budget<R>, checker: &mut Checker) -> io::Result<()> {
     let left = reader.left.clone();
     let mut archive = tar::Archive::new(reader);
     let mut entries = archive.entries()?;
+    // The last entry's bytes in the archive, which finding the next entry
+    // passes over (what of them was not read).
+    let mut passed = 0u64;
     loop {
-        // (Finding the next entry reads only headers: the last one's data
-        // is read through below.)
-        headers.set(Some(HEADERS_MOST));
+        // (Finding the next entry reads its headers, after the rest of the
+        // last one's data: the bound on headers is on top of that.)
+        headers.set(Some(HEADERS_MOST.saturating_add(passed)));
         let next = entries.next();
         headers.set(None);
         let Some(entry) = next else {
             return Ok(());
         };
         let mut entry = entry?;
+        passed = entry
+            .header()
+            .entry_size()
+            .unwrap_or(u64::MAX)
+            .saturating_add(511)
+            / 512
+            * 512;
         match String::from_utf8(entry.path_bytes().into_owned()) {
             Ok(name) => {
                 let kind = tar_kind(entry.header().entry_type());
@@ -221,35 +231,78 @@ fn tar_kind(kind: tar::EntryType) -> Kind {
     }
 }
 
-/// The names a zip's central directory lists, in order, read from its
-/// end record (none for a zip64 archive or one memfs cannot read so: the
+/// Where a zip's central directory is and how many entries it lists,
+/// from its end record (or, for a zip64 archive, the zip64 end record the
+/// locator before it points to); none when memfs cannot find them (the
 /// zip reader then says what it can).
-fn zip_names(file: &mut File) -> io::Result<Option<Vec<Vec<u8>>>> {
+fn zip_directory(file: &mut File) -> io::Result<Option<(u64, u64, u64)>> {
     let len = file.seek(io::SeekFrom::End(0))?;
-    let tail_len = len.min(22 + 65535);
+    let tail_len = len.min(22 + 65535 + 20);
     file.seek(io::SeekFrom::Start(len - tail_len))?;
     let mut tail = vec![0u8; tail_len as usize];
     file.read_exact(&mut tail)?;
-    let Some(end) = tail.windows(4).rposition(|w| w == [0x50, 0x4b, 5, 6]) else {
+    let Some(at) = tail.windows(4).rposition(|w| w == [0x50, 0x4b, 5, 6]) else {
         return Ok(None);
     };
-    let end = &tail[end..];
+    let end = &tail[at..];
     if end.len() < 22 {
         return Ok(None);
     }
-    let u16_at = |b: &[u8], i: usize| u16::from_le_bytes([b[i], b[i + 1]]) as usize;
+    let u16_at = |b: &[u8], i: usize| u16::from_le_bytes([b[i], b[i + 1]]) as u64;
     let u32_at =
         |b: &[u8], i: usize| u32::from_le_bytes([b[i], b[i + 1], b[i + 2], b[i + 3]]) as u64;
     let (count, size, offset) = (u16_at(end, 10), u32_at(end, 12), u32_at(end, 16));
-    if count == 0xffff || offset == 0xffff_ffff || size > len || offset > len - size {
+    if count != 0xffff && size != 0xffff_ffff && offset != 0xffff_ffff {
+        return Ok(Some((count, size, offset)));
+    }
+    // Zip64: the locator is the 20 bytes before the end record.
+    let Some(locator) = at.checked_sub(20).map(|l| &tail[l..at]) else {
+        return Ok(None);
+    };
+    if locator[..4] != [0x50, 0x4b, 6, 7] {
+        return Ok(None);
+    }
+    let u64_at = |b: &[u8], i: usize| {
+        let mut n = [0u8; 8];
+        n.copy_from_slice(&b[i..i + 8]);
+        u64::from_le_bytes(n)
+    };
+    let record = u64_at(locator, 8);
+    if record > len.saturating_sub(56) {
+        return Ok(None);
+    }
+    let mut z = [0u8; 56];
+    file.seek(io::SeekFrom::Start(record))?;
+    file.read_exact(&mut z)?;
+    if z[..4] != [0x50, 0x4b, 6, 6] {
+        return Ok(None);
+    }
+    Ok(Some((u64_at(&z, 32), u64_at(&z, 40), u64_at(&z, 48))))
+}
+
+/// The names a central directory of `count` entries, `size` bytes at
+/// `offset`, lists, in order (none when it is not where its end record
+/// says).
+fn zip_names(
+    file: &mut File,
+    count: u64,
+    size: u64,
+    offset: u64,
+) -> io::Result<Option<Vec<Vec<u8>>>> {
+    let len = file.seek(io::SeekFrom::End(0))?;
+    if size > len || offset > len - size {
         return Ok(None);
     }
     file.seek(io::SeekFrom::Start(offset))?;
     let mut dir = vec![0u8; size as usize];
     file.read_exact(&mut dir)?;
-    let mut names = Vec::with_capacity(count.min(1 << 16));
+    let u16_at = |b: &[u8], i: usize| u16::from_le_bytes([b[i], b[i + 1]]) as usize;
+    let mut names = Vec::with_capacity(count.min(1 << 16) as usize);
     let mut at = 0;
-    while names.len() < count && at + 46 <= dir.len() && dir[at..at + 4] == [0x50, 0x4b, 1, 2] {
+    while (names.len() as u64) < count
+        && at + 46 <= dir.len()
+        && dir[at..at + 4] == [0x50, 0x4b, 1, 2]
+    {
         let (name, extra, comment) = (
             u16_at(&dir, at + 28),
             u16_at(&dir, at + 30),
@@ -268,26 +321,28 @@ fn zip_names(file: &mut File) -> io::Result<Option<Vec<Vec<u8>>>> {
 const ZIP_TOO_MANY: &str = "the zip lists";
 
 /// The most entries a zip may list: its central directory is held whole
-/// by the zip reader, so a zip of millions of entries is refused before it
-/// is read.
+/// by the zip reader (about a kilobyte an entry), so a zip of more entries
+/// than the memory takes is refused before it is read.
 fn zip_most(rules: &Rules) -> usize {
-    rules.max_entries.saturating_mul(2).saturating_add(1000)
+    rules.max_entries.saturating_add(1000)
 }
 
 /// Says, in the list of what was left out, each name a zip lists twice or
 /// more (its last entry is the one read), and refuses a zip of more entries
 /// than [`zip_most`].
 fn zip_checked(file: &mut File, rules: &Rules, checker: &mut Checker) -> io::Result<()> {
-    let Some(names) = zip_names(file)? else {
+    let Some((count, size, offset)) = zip_directory(file)? else {
         return Ok(());
     };
-    if names.len() > zip_most(rules) {
+    if count > zip_most(rules) as u64 {
         return Err(io::Error::other(format!(
-            "{ZIP_TOO_MANY} {} entries, more than memfs reads ({}: twice --max-entries, and 1000)",
-            names.len(),
+            "{ZIP_TOO_MANY} {count} entries, more than memfs reads ({}: --max-entries, and 1000)",
             zip_most(rules)
         )));
     }
+    let Some(names) = zip_names(file, count, size, offset)? else {
+        return Ok(());
+    };
     let mut seen = std::collections::HashSet::new();
     for name in &names {
         if !seen.insert(name.as_slice()) {

@@ -98,3 +98,7 @@ def test_the_readmes_mcp_client_example_runs(memfs_bin, data_dir):
     assert "tools: ['memory']" in out.stdout, out.stdout
     assert "File created successfully at: /memories/notes.md" in out.stdout, out.stdout
     assert "1\tAcme prefers email." in out.stdout, out.stdout
+    # Again: the file is there, so the create fails, and so does the run.
+    again = subprocess.run([sys.executable, str(example), memfs_bin, str(data_dir)],
+                           capture_output=True, text=True, timeout=60)
+    assert again.returncode != 0 and "the create failed" in again.stderr, (again.stdout, again.stderr)

@@ -7,23 +7,26 @@
 use super::*;
 use crate::search::{Ask, SearchError, DEFAULT_RESULTS, MOST_RESULTS};
 
+/// `limit`: 1 to [`MOST_RESULTS`] (default [`DEFAULT_RESULTS`]).
+fn limit_of(call: &Call) -> ApiResult<usize> {
+    match call.query.get("limit") {
+        None => Ok(DEFAULT_RESULTS),
+        Some(text) => match text.parse::<usize>() {
+            Ok(n @ 1..=MOST_RESULTS) => Ok(n),
+            _ => Err(ApiError::invalid(format!(
+                "`limit` is a whole number from 1 to {MOST_RESULTS}"
+            ))),
+        },
+    }
+}
+
 pub(super) fn search_store(on: On) -> ApiResult<Value> {
     let On { reg, call, meta } = on;
     let query = call
         .query
         .get("q")
         .ok_or_else(|| ApiError::invalid("`q` is required: the words to search for"))?;
-    let limit = match call.query.get("limit") {
-        None => DEFAULT_RESULTS,
-        Some(text) => match text.parse::<usize>() {
-            Ok(n @ 1..=MOST_RESULTS) => n,
-            _ => {
-                return Err(ApiError::invalid(format!(
-                    "`limit` is a whole number from 1 to {MOST_RESULTS}"
-                )))
-            }
-        },
-    };
+    let limit = limit_of(call)?;
     let under = call.query.get("path_prefix").map(String::as_str);
     if under.is_some_and(|p| !p.starts_with('/')) {
         return Err(ApiError::invalid("`path_prefix` starts with /"));
