@@ -32,6 +32,9 @@ cargo test --locked --quiet --features failpoints --test failpoints
 MEMFS_SOAK_POWER_CASES="${MEMFS_SOAK_POWER_CASES:-10000}" scripts/soak.sh --if-changed
 scripts/conformance.sh
 scripts/integrations.sh
+# The binary and the wheel are no more than 20% over the sizes README.md
+# states (so that the figures cannot go stale silently).
+python3 scripts/sizes.py
 if [ "$(id -u)" = 0 ] && [ -e /dev/fuse ]; then
   scripts/bench.sh --smoke > target/bench-smoke.log 2>&1 || { cat target/bench-smoke.log; exit 1; }
   echo "bench smoke run: ok (target/bench-smoke.md)"

@@ -64,9 +64,12 @@ struct Tally {
     /// Those left out past the list.
     unlisted: u64,
     failed: bool,
-    /// The paths (`/memories/...`) this git import brought in, by this run
-    /// or an earlier one: a later commit may change or delete them.
-    ours: std::collections::HashSet<String>,
+    /// What this git import (this run or an earlier one) last left at each
+    /// path (`/memories/...`): the sha256 of its content. While a file
+    /// still holds that, a later commit may change or delete it.
+    ours: std::collections::HashMap<String, String>,
+    /// The sha256 of each file sent in the chunk under way, by path.
+    sent: std::collections::HashMap<String, String>,
 }
 
 impl Tally {
@@ -391,12 +394,17 @@ fn flush(
     };
     tally.failed |= reply.code != 0;
     if commit.is_some() {
+        let sent = std::mem::take(&mut tally.sent);
         for o in &outcomes {
-            match o.outcome.as_str() {
-                "created" | "updated" => tally.ours.insert(o.path.clone()),
-                "deleted" => tally.ours.remove(&o.path),
-                _ => false,
-            };
+            match (o.outcome.as_str(), sent.get(&o.path)) {
+                ("created" | "updated", Some(sha)) => {
+                    tally.ours.insert(o.path.clone(), sha.clone());
+                }
+                ("deleted", _) => {
+                    tally.ours.remove(&o.path);
+                }
+                _ => {}
+            }
         }
     }
     tally.outcomes.extend(outcomes);
@@ -477,8 +485,19 @@ fn report(tally: &Tally, asked: &Asked) {
 }
 
 /// `file`, marked as the import's own when this history brought it in.
-fn ours(mut file: ImportFile, to: &memfs::path::MemPath, tally: &Tally) -> ImportFile {
-    file.ours = tally.ours.contains(&format!("{to}/{}", file.path));
+/// `file`, with what this import last left at its path (see
+/// [`ImportFile::ours`]), and its own content's sha256 noted as sent.
+fn ours(
+    mut file: ImportFile,
+    to: &memfs::path::MemPath,
+    tally: &mut Tally,
+    data: Option<&[u8]>,
+) -> ImportFile {
+    let at = format!("{to}/{}", file.path);
+    file.ours = tally.ours.get(&at).cloned();
+    if let Some(data) = data {
+        tally.sent.insert(at, memfs::digest::Sha::of(data).hex());
+    }
     file
 }
 
@@ -506,7 +525,7 @@ fn commit_file(
     let name = format!("{short}:{path}");
     if change.status == 'D' {
         return Ok(match transfer::relative(path) {
-            Ok(Some(rel)) => Some(ours(ImportFile::deleted(rel), to, tally)),
+            Ok(Some(rel)) => Some(ours(ImportFile::deleted(rel), to, tally, None)),
             _ => None,
         });
     }
@@ -532,7 +551,7 @@ fn commit_file(
         Some(Item::File { path, data }) => {
             tally.read += 1;
             tally.bytes += data.len() as u64;
-            Some(ours(ImportFile::new(path, &data), to, tally))
+            Some(ours(ImportFile::new(path, &data), to, tally, Some(&data)))
         }
         Some(Item::Skip { reason, .. }) => {
             tally.skip(name, reason);
@@ -560,10 +579,13 @@ fn git_history(
     if reply.code != 0 {
         return Err(reply.err);
     }
-    let done: std::collections::HashSet<String> = String::from_utf8_lossy(&reply.out)
+    // Each key (`git:COMMIT:PATH`) with the sha256 of what it left.
+    let rows: Vec<(String, String)> = String::from_utf8_lossy(&reply.out)
         .lines()
-        .map(str::to_string)
+        .filter_map(|l| l.split_once('\t'))
+        .map(|(k, sha)| (k.to_string(), sha.to_string()))
         .collect();
+    let done: std::collections::HashSet<&str> = rows.iter().map(|(k, _)| k.as_str()).collect();
     let to = memfs::path::MemPath::parse(asked.to)
         .map_err(|e| format!("--to {}: {e}", memfs::text::clip(asked.to)))?;
     // A change is in when the history holds its key, made of the commit
@@ -572,18 +594,12 @@ fn git_history(
         let Ok(Ok(Some(rel))) = change.path.as_deref().map(transfer::relative) else {
             return false;
         };
-        done.contains(&key(&c.id, &format!("{to}/{rel}")))
+        done.contains(key(&c.id, &format!("{to}/{rel}")).as_str())
     };
     let last_in = commits
         .iter()
         .rposition(|c| c.changes.iter().any(|ch| is_in(c, ch)));
-    // What an earlier run of this history brought in: its later commits
-    // may change or delete those files (and no others, unless --overwrite).
-    let ids: std::collections::HashSet<&str> = commits.iter().map(|c| c.id.as_str()).collect();
-    tally.ours.extend(done.iter().filter_map(|k| {
-        let (id, path) = k.strip_prefix("git:")?.split_once(':')?;
-        ids.contains(id).then(|| path.to_string())
-    }));
+    tally.ours = left_by(&commits, &rows);
     let mut blobs = crate::import_git::Blobs::open(asked.source)?;
     for (i, c) in commits.iter().enumerate() {
         if last_in.is_some_and(|last| i < last) {
@@ -594,6 +610,31 @@ fn git_history(
         progress.show(tally, false);
     }
     Ok(())
+}
+
+/// What an earlier run of this history (`commits`) last left at each path,
+/// from the history's import keys and shas (`rows`, oldest first): its
+/// later commits may change or delete those files while they hold it (and
+/// no others, unless --overwrite).
+fn left_by(
+    commits: &[crate::import_git::GitCommit],
+    rows: &[(String, String)],
+) -> std::collections::HashMap<String, String> {
+    let ids: std::collections::HashSet<&str> = commits.iter().map(|c| c.id.as_str()).collect();
+    let mut left = std::collections::HashMap::new();
+    for (k, sha) in rows {
+        let Some((id, path)) = k.strip_prefix("git:").and_then(|r| r.split_once(':')) else {
+            continue;
+        };
+        if !ids.contains(id) {
+            continue;
+        }
+        match sha.as_str() {
+            "-" => left.remove(path),
+            _ => left.insert(path.to_string(), sha.clone()),
+        };
+    }
+    left
 }
 
 /// One commit's changes (those `skip` does not pass over) sent as versions

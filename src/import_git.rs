@@ -104,6 +104,11 @@ fn git(repo: &Path) -> Command {
         .env("PAGER", "cat")
         .env("GIT_NO_REPLACE_OBJECTS", "1")
         .env("GIT_NO_LAZY_FETCH", "1")
+        // (Over every protocol setting a repository's config may make, as
+        // `protocol.ext.allow`; and for a git older than 2.45, which does
+        // not know GIT_NO_LAZY_FETCH, a partial clone's fetch of a missing
+        // object then reaches no transport.)
+        .env("GIT_ALLOW_PROTOCOL", "none")
         .env("GIT_OPTIONAL_LOCKS", "0")
         .arg("--no-pager");
     for setting in NEUTRAL {

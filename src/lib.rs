@@ -69,3 +69,9 @@ macro_rules! say {
         let _ = writeln!(std::io::stderr(), "{}", $crate::text::printable_lines(&text));
     }};
 }
+
+/// The README's Rust example, compiled as a doc test (its other blocks are
+/// not Rust: `tests/python/test_readme.py` runs them).
+#[cfg(doctest)]
+#[doc = include_str!("../README.md")]
+pub struct ReadmeDoctests;

@@ -329,6 +329,40 @@ fn a_git_import_runs_no_program_a_repository_names_and_reads_it_the_same_whateve
 }
 
 #[test]
+fn a_partial_clone_fetches_nothing_through_a_transport_its_config_names() {
+    let work = tempfile::tempdir().unwrap();
+    let marker = work.path().join("fetched");
+    let repo = work.path().join("repo");
+    fs::create_dir(&repo).unwrap();
+    git(&repo, &["init", "-q", "-b", "main"]);
+    fs::write(repo.join("a.md"), "alpha\n").unwrap();
+    commit(&repo, "one");
+    // The blob goes; a lazy fetch from `origin` would run the ext:: command.
+    let blob = git(&repo, &["rev-parse", "HEAD:a.md"]);
+    fs::remove_file(repo.join(".git/objects").join(&blob[..2]).join(&blob[2..])).unwrap();
+    let command = format!("ext::sh -c touch% {}", marker.display());
+    for (k, v) in [
+        ("core.repositoryformatversion", "1"),
+        ("extensions.partialClone", "origin"),
+        ("remote.origin.url", command.as_str()),
+        ("remote.origin.promisor", "true"),
+        ("protocol.ext.allow", "always"),
+        ("protocol.allow", "always"),
+    ] {
+        git(&repo, &["config", k, v]);
+    }
+    let dir = work.path().join("d");
+    let _ = bounded(
+        &dir,
+        &["import", "--git", repo.to_str().unwrap()],
+        &[],
+        b"",
+        MINUTE,
+    );
+    assert!(!marker.exists(), "the repository's transport ran");
+}
+
+#[test]
 fn a_commit_whose_author_git_cannot_read_is_recorded_as_unknown_at_the_committers_time() {
     let work = tempfile::tempdir().unwrap();
     let repo = work.path().join("repo");
@@ -428,6 +462,22 @@ fn a_git_import_leaves_the_persons_files_as_they_are_and_deletes_only_what_it_br
         );
         // A later commit deletes the file the import brought: it goes.
         if flags.is_empty() {
+            // But not while a person's edit is on it: a commit changing a
+            // file the person changed since is left out, and listed.
+            let edit = r#"{"command":"str_replace","path":"/memories/other.md","old_str":"two","new_str":"mine"}"#;
+            assert_eq!(run(&dir, &["exec", edit]).0, 0);
+            fs::write(repo.join("other.md"), "one\ntwo\nthree\n").unwrap();
+            commit(&repo, "change other");
+            let (code, out, err) =
+                run(&dir, &["import", "--json", "--git", repo.to_str().unwrap()]);
+            assert_eq!(code, 0, "{out} {err}");
+            let v: Value = serde_json::from_str(&out).unwrap();
+            assert_eq!(v["updated"], 0, "{out}");
+            assert!(view(&dir, "/memories/other.md").contains("mine"));
+            // The person puts it back as the import left it: the history
+            // goes on from there.
+            let back = r#"{"command":"str_replace","path":"/memories/other.md","old_str":"mine","new_str":"two"}"#;
+            assert_eq!(run(&dir, &["exec", back]).0, 0);
             fs::remove_file(repo.join("other.md")).unwrap();
             commit(&repo, "remove other");
             let (code, out, err) =
@@ -437,7 +487,7 @@ fn a_git_import_leaves_the_persons_files_as_they_are_and_deletes_only_what_it_br
             assert_eq!(v["deleted"], 1, "{out}");
             assert!(view(&dir, "/memories/other.md").contains("does not exist"));
             assert!(view(&dir, "/memories/notes.md").contains("the person's own"));
-            git(&repo, &["reset", "-q", "--hard", "HEAD~1"]);
+            git(&repo, &["reset", "-q", "--hard", "HEAD~2"]);
         }
     }
     // --overwrite: the history replaces and deletes it.
@@ -586,6 +636,74 @@ fn a_zip_naming_one_path_twice_says_the_last_one_won_and_a_tar_name_with_escapes
         !out.contains('\u{1b}') && !err.contains('\u{1b}'),
         "{out} {err}"
     );
+}
+
+#[test]
+fn a_zip_whose_last_end_record_lies_is_not_read() {
+    let work = tempfile::tempdir().unwrap();
+    let path = work.path().join("z.zip");
+    {
+        let mut z = zip::ZipWriter::new(fs::File::create(&path).unwrap());
+        let o = zip::write::SimpleFileOptions::default()
+            .compression_method(zip::CompressionMethod::Stored);
+        for i in 0..20 {
+            z.start_file(format!("{i}.md"), o).unwrap();
+            z.write_all(b"x\n").unwrap();
+        }
+        z.finish().unwrap();
+    }
+    // A second end record after the real one: one entry, its directory past
+    // the end of the file (the zip reader falls back to the real one).
+    let mut bytes = fs::read(&path).unwrap();
+    let len = bytes.len() as u32;
+    let mut fake = vec![0x50, 0x4b, 5, 6, 0, 0, 0, 0, 1, 0, 1, 0];
+    fake.extend_from_slice(&46u32.to_le_bytes());
+    fake.extend_from_slice(&(len + 1000).to_le_bytes());
+    fake.extend_from_slice(&[0, 0]);
+    bytes.extend_from_slice(&fake);
+    fs::write(&path, &bytes).unwrap();
+    let (code, out, err) = run(&work.path().join("d"), &["import", path.to_str().unwrap()]);
+    assert_eq!(code, 2, "{out} {err}");
+    assert!(err.contains("memfs cannot find or count"), "{err}");
+}
+
+/// One raw tar header block.
+fn raw_header(name: &[u8], kind: u8, size: u64) -> Vec<u8> {
+    let mut h = tar::Header::new_gnu();
+    h.set_entry_type(tar::EntryType::new(kind));
+    h.set_size(size);
+    h.set_mode(0o644);
+    h.as_old_mut().name[..name.len()].copy_from_slice(name);
+    h.set_cksum();
+    h.as_bytes().to_vec()
+}
+
+#[test]
+fn a_tar_entry_declaring_gigabytes_it_does_not_hold_buys_no_room_for_headers() {
+    let work = tempfile::tempdir().unwrap();
+    // A PAX record says the next entry holds nothing, its header says 8
+    // GiB; then a GNU long name of 2 MiB (held whole by the tar reader).
+    let record = b"10 size=0\n";
+    let mut t = raw_header(b"pax", b'x', record.len() as u64);
+    t.extend_from_slice(record);
+    t.resize(t.len().div_ceil(512) * 512, 0);
+    t.extend(raw_header(b"big.md", b'0', 8 << 30));
+    let long = vec![b'a'; 2 << 20];
+    t.extend(raw_header(b"././@LongLink", b'L', long.len() as u64));
+    t.extend_from_slice(&long);
+    t.extend(raw_header(b"x", b'0', 0));
+    t.extend_from_slice(&[0u8; 1024]);
+    let path = work.path().join("t.tar");
+    fs::write(&path, &t).unwrap();
+    let (code, out, err) = bounded(
+        &work.path().join("d"),
+        &["import", "--json", path.to_str().unwrap()],
+        &[],
+        b"",
+        MINUTE,
+    );
+    assert_eq!(code, 0, "{out} {err}");
+    assert!(out.contains("extended headers are over"), "{out}");
 }
 
 // ---- the memory stores API -------------------------------------------------
@@ -858,7 +976,7 @@ fn what_an_endpoint_says_and_a_password_in_the_url_reach_no_terminal_raw() {
     );
     assert_eq!(code, 2);
     assert!(
-        err.contains("cannot reach") && err.contains("someone:***@"),
+        err.contains("cannot reach") && err.contains("http://***@127.0.0.1:9"),
         "{err}"
     );
     assert!(

@@ -24,11 +24,12 @@ pub struct ImportFile {
     /// The file is deleted (a git commit's deletion).
     #[serde(default, skip_serializing_if = "std::ops::Not::not")]
     pub delete: bool,
-    /// The import itself brought the file in (an earlier commit of the
-    /// same git history): a commit's change may replace or delete it
-    /// without `overwrite`.
-    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
-    pub ours: bool,
+    /// The sha256 of what this import (an earlier commit of the same git
+    /// history) last left at the path: while the file still holds exactly
+    /// that, a commit's change may replace or delete it without
+    /// `overwrite`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub ours: Option<String>,
 }
 
 impl ImportFile {
@@ -37,7 +38,7 @@ impl ImportFile {
             path,
             data: base64::engine::general_purpose::STANDARD.encode(data),
             delete: false,
-            ours: false,
+            ours: None,
         }
     }
 
@@ -46,7 +47,7 @@ impl ImportFile {
             path,
             data: String::new(),
             delete: true,
-            ours: false,
+            ours: None,
         }
     }
 }
@@ -124,11 +125,16 @@ fn decide(store: &Store, to: &MemPath, f: &ImportFile, chunk: &Chunk) -> Result<
     let shown = at.to_string();
     let now = store.snapshot(&at, 0, Window { skip: 0, take: 0 }, &|_| false);
     // A file the memory holds is replaced or deleted only under
-    // `overwrite`, or by a git commit when an earlier commit of the same
-    // import brought it in.
-    let may_replace = chunk.overwrite || f.ours;
+    // `overwrite`, or by a git commit while the file holds what an earlier
+    // commit of the same import left there (not a person's edit since).
+    let ours = |bytes: &[u8]| {
+        f.ours
+            .as_deref()
+            .is_some_and(|sha| crate::digest::Sha::of(bytes).hex() == sha)
+    };
+    let may_replace = |bytes: &[u8]| chunk.overwrite || ours(bytes);
     let (what, overwrite) = match now {
-        Ok(Snapshot::File(_)) if f.delete && may_replace => ("deleted", true),
+        Ok(Snapshot::File(bytes)) if f.delete && may_replace(&bytes) => ("deleted", true),
         Ok(Snapshot::File(_)) if f.delete => {
             let why = "the commit deletes a file the import did not bring in: it is kept (--overwrite deletes it)";
             return Err(outcome(&shown, "skipped", Some(why.into())));
@@ -137,7 +143,7 @@ fn decide(store: &Store, to: &MemPath, f: &ImportFile, chunk: &Chunk) -> Result<
         Ok(Snapshot::File(bytes)) if *bytes == data => {
             return Err(outcome(&shown, "unchanged", None))
         }
-        Ok(Snapshot::File(_)) if !may_replace => {
+        Ok(Snapshot::File(ref bytes)) if !may_replace(bytes) => {
             let why = "the memory holds other content there (--overwrite makes the import a new version of it)";
             return Err(outcome(&shown, "skipped", Some(why.into())));
         }
@@ -228,14 +234,21 @@ pub fn apply(store: &Arc<Store>, chunk: &Chunk) -> Reply {
 }
 
 /// The keys of imported versions the history holds that begin with
-/// `prefix` (what a git import already brought in), one a line.
+/// `prefix` (what a git import already brought in), one a line, oldest
+/// first, each with a tab and the sha256 of the content it left (`-`: a
+/// deletion).
 pub fn keys(history: &crate::journal::History, prefix: &str) -> Reply {
     match history.all() {
         Ok(rows) => {
             let mut out = String::new();
-            for key in rows.iter().filter_map(|r| r.actor.request.as_deref()) {
+            for row in &rows {
+                let Some(key) = row.actor.request.as_deref() else {
+                    continue;
+                };
                 if key.starts_with(prefix) {
                     out.push_str(key);
+                    out.push('\t');
+                    out.push_str(row.sha256.as_deref().unwrap_or("-"));
                     out.push('\n');
                 }
             }

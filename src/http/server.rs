@@ -278,8 +278,12 @@ fn from_head(state: &State, parts: &Parts, token: &Token) -> Result<Slot, ApiErr
         .ok_or_else(|| ApiError::too_many_in_flight(state.slots.most()))?;
     let path = parts.uri.path();
     if path == "/mcp" {
+        // (Only a new session's request names its store: a session's later
+        // requests and its DELETE use the session's own.)
+        let new_session =
+            parts.method == hyper::Method::POST && !parts.headers.contains_key("mcp-session-id");
         let query = crate::form::parse(parts.uri.query().unwrap_or("")).unwrap_or_default();
-        if let Some(id) = query.get("store") {
+        if let Some(id) = query.get("store").filter(|_| new_session) {
             if !super::registry::is_store_id(id) || !token.reaches(id) {
                 return Err(ApiError::no_store(id));
             }

@@ -436,7 +436,6 @@ fn document(f: &Fields, put: &Put) -> Doc {
     d
 }
 
-/// Where a data dir's index lives (`DIR/.memfs/search`), and where a
 /// The index as it stood when [`Index::view`] was called: searched
 /// without the lock the index is kept under, so that one long search
 /// never holds up another, nor the index's updates.
@@ -563,6 +562,7 @@ impl View {
     }
 }
 
+/// Where a data dir's index lives (`DIR/.memfs/search`), and where a
 /// rebuild makes the new one before it takes its place.
 pub fn dirs(state_dir: &Path) -> (PathBuf, PathBuf) {
     (state_dir.join("search"), state_dir.join("search.new"))

@@ -100,8 +100,13 @@ struct State {
     redactions: u64,
     /// The bytes each path's document was made from (while the tree holds
     /// them unchanged, a comparison needs no hash).
-    known: HashMap<String, Weak<Vec<u8>>>,
+    known: HashMap<String, Known>,
 }
+
+/// The bytes a path's document was made from, and their sha256 (what the
+/// index holds of it): a document found is current when the tree still
+/// holds those very bytes and the document found is that sha's.
+type Known = (Weak<Vec<u8>>, String);
 
 /// The index of one memory, and what keeps it current.
 pub struct Search {
@@ -281,7 +286,7 @@ impl Search {
             .map_err(SearchError::Index)?;
         // The bytes each found document was made from, while the tree
         // still holds them (then it is current without a hash).
-        let made_from: Vec<Option<Weak<Vec<u8>>>> = {
+        let made_from: Vec<Option<Known>> = {
             let st = self.state.lock();
             found
                 .iter()
@@ -386,7 +391,7 @@ fn checked(
     query: &Query,
     hide: Option<&Hide>,
     f: index::Found,
-    made_from: Option<Weak<Vec<u8>>>,
+    made_from: Option<Known>,
     late: bool,
 ) -> Option<Hit> {
     let at = MemPath::parse(&format!("/memories/{}", f.path)).ok()?;
@@ -396,8 +401,11 @@ fn checked(
     }
     let data = store.with_tree(|t| file_at(t, &at))?;
     let text = text_of(&data);
+    // (Made from these very bytes, and the document found is theirs: a
+    // document of older bytes is found, then the path re-indexed, is not.)
     let current = made_from
-        .and_then(|w| w.upgrade())
+        .filter(|(_, sha)| *sha == f.sha)
+        .and_then(|(bytes, _)| bytes.upgrade())
         .is_some_and(|had| Arc::ptr_eq(&had, &data))
         || Sha::of(&data).to_string() == f.sha;
     if !current && (late || !lines::still_matches(query, &f.path, text.unwrap_or(""))) {
@@ -417,7 +425,7 @@ fn checked(
 /// of `docs` that are not in `live`.
 fn update(
     index: &mut Index,
-    known: &mut HashMap<String, Weak<Vec<u8>>>,
+    known: &mut HashMap<String, Known>,
     live: Vec<Live>,
     docs: Vec<String>,
 ) -> Result<(), String> {
@@ -429,13 +437,13 @@ fn update(
     for (path, data) in &live {
         let same = known
             .get(path)
-            .and_then(Weak::upgrade)
+            .and_then(|(bytes, _)| bytes.upgrade())
             .is_some_and(|had| Arc::ptr_eq(&had, data));
         if same && index.docs().contains_key(path) {
             continue;
         }
-        seen.push((path.clone(), Arc::downgrade(data)));
         let sha = Sha::of(data).to_string();
+        seen.push((path.clone(), (Arc::downgrade(data), sha.clone())));
         if index.docs().get(path) != Some(&sha) {
             puts.push(index::Put {
                 path: path.clone(),

@@ -34,20 +34,29 @@ const ANSWER_MOST: u64 = 1 << 20;
 /// endpoint is taken to go round without end.
 pub const STALE_PAGES: u32 = 10;
 
-/// `url` with the password of its user part, if any, replaced by `***`.
+/// `url` with its user part, if any (a name and password, or a token
+/// alone), replaced by `***`: everything between `://` and the last `@`
+/// (a password may hold `/`, `?` or `#`).
 pub fn redacted(url: &str) -> String {
     let Some((scheme, rest)) = url.split_once("://") else {
         return url.to_string();
     };
-    let end = rest.find(['/', '?', '#']).unwrap_or(rest.len());
-    let (authority, tail) = rest.split_at(end);
-    match authority.rsplit_once('@') {
-        Some((user, host)) => {
-            let name = user.split_once(':').map_or(user, |(name, _)| name);
-            format!("{scheme}://{name}:***@{host}{tail}")
-        }
+    match rest.rsplit_once('@') {
+        Some((_, host)) => format!("{scheme}://***@{host}"),
         None => url.to_string(),
     }
+}
+
+/// The longest page cursor taken (a longer one is no cursor an API gives).
+pub const CURSOR_MOST: usize = 4096;
+
+/// A short stand-in for a path or cursor seen (what the loop keeps of
+/// each: the endpoint's strings are not held).
+fn digest(s: &str) -> u64 {
+    use std::hash::{Hash, Hasher};
+    let mut h = std::collections::hash_map::DefaultHasher::new();
+    s.hash(&mut h);
+    h.finish()
 }
 
 /// The API's version header, as the SDK sends it.
@@ -62,7 +71,7 @@ impl Api {
         if !(base.starts_with("http://") || base.starts_with("https://")) {
             return Err(format!(
                 "`{}` is not an http:// or https:// URL",
-                crate::text::clip(base)
+                crate::text::clip(&redacted(base))
             ));
         }
         if store.is_empty()
@@ -194,19 +203,20 @@ impl Api {
         page: &mut dyn FnMut(u64),
     ) -> Result<(), String> {
         let mut cursor: Option<String> = None;
-        let mut cursors = HashSet::new();
-        let mut paths: HashSet<String> = HashSet::new();
+        let mut cursors: HashSet<u64> = HashSet::new();
+        let mut paths: HashSet<u64> = HashSet::new();
         let (mut pages, mut stale) = (0u64, 0u32);
         loop {
             let before = paths.len();
             let next = self.page(cursor.as_deref(), pages + 1, &mut |path, content| {
-                if paths.len() >= most && !paths.contains(path) {
+                let id = digest(path);
+                if paths.len() >= most && !paths.contains(&id) {
                     return Err(format!(
                         "the store holds more memories than the memory takes (more than {most}, --max-entries): stopped at page {}",
                         pages + 1
                     ));
                 }
-                paths.insert(path.to_string());
+                paths.insert(id);
                 each(path, content)
             })?;
             pages += 1;
@@ -218,7 +228,14 @@ impl Api {
             let Some(next) = next else {
                 return Ok(());
             };
-            if !cursors.insert(next.clone()) || Some(&next) == cursor.as_ref() {
+            if next.len() > CURSOR_MOST {
+                return Err(format!(
+                    "{} gave a page cursor of {} bytes (at most {CURSOR_MOST}); stopped",
+                    self.shown,
+                    next.len()
+                ));
+            }
+            if !cursors.insert(digest(&next)) {
                 return Err(format!(
                     "{} gave page `{}` again after {pages} pages: its pages go round; stopped",
                     self.shown,

@@ -32,6 +32,8 @@ struct Budget<R> {
     inner: R,
     left: Rc<Cell<u64>>,
     headers: Rc<Cell<Option<u64>>>,
+    /// Every byte read through it.
+    read: Rc<Cell<u64>>,
 }
 
 impl<R> Budget<R> {
@@ -40,6 +42,7 @@ impl<R> Budget<R> {
             inner,
             left: left.clone(),
             headers: Rc::new(Cell::new(None)),
+            read: Rc::new(Cell::new(0)),
         }
     }
 }
@@ -47,6 +50,7 @@ impl<R> Budget<R> {
 impl<R: Read> Read for Budget<R> {
     fn read(&mut self, buf: &mut [u8]) -> io::Result<usize> {
         let n = self.inner.read(buf)? as u64;
+        self.read.set(self.read.get() + n);
         let left = self.left.get();
         if n > left {
             self.left.set(0);
@@ -147,28 +151,31 @@ pub fn read(path: &Path, rules: &Rules, checker: &mut Checker) -> Result<(), Str
 fn tar<R: Read>(reader: Budget<R>, checker: &mut Checker) -> io::Result<()> {
     let headers = reader.headers.clone();
     let left = reader.left.clone();
+    let read = reader.read.clone();
     let mut archive = tar::Archive::new(reader);
     let mut entries = archive.entries()?;
-    // The last entry's bytes in the archive, which finding the next entry
-    // passes over (what of them was not read).
-    let mut passed = 0u64;
+    // The last entry's data as the reader skips it (its size, padded to a
+    // block: for a sparse entry, the bytes the archive holds), and the
+    // bytes read when it began.
+    let (mut data, mut began) = (0u64, 0u64);
     loop {
-        // (Finding the next entry reads its headers, after the rest of the
-        // last one's data: the bound on headers is on top of that.)
-        headers.set(Some(HEADERS_MOST.saturating_add(passed)));
+        // (Finding the next entry reads the rest of the last one's data,
+        // then its own headers: the bound on headers is on top of what of
+        // that data was not read.)
+        let unread = data.saturating_sub(read.get() - began);
+        headers.set(Some(HEADERS_MOST.saturating_add(unread)));
         let next = entries.next();
         headers.set(None);
         let Some(entry) = next else {
             return Ok(());
         };
         let mut entry = entry?;
-        passed = entry
-            .header()
-            .entry_size()
-            .unwrap_or(u64::MAX)
-            .saturating_add(511)
-            / 512
-            * 512;
+        let held = match entry.header().entry_type().is_gnu_sparse() {
+            true => entry.header().entry_size().unwrap_or(0),
+            false => entry.size(),
+        };
+        data = held.saturating_add(511) / 512 * 512;
+        began = read.get();
         match String::from_utf8(entry.path_bytes().into_owned()) {
             Ok(name) => {
                 let kind = tar_kind(entry.header().entry_type());
@@ -317,7 +324,11 @@ fn zip_names(
     Ok(Some(names))
 }
 
-/// How the refusal of a zip of too many entries begins.
+/// The largest central directory memfs reads (a name is at most 64 KiB;
+/// an entry of a usual name takes about a hundred bytes).
+const ZIP_DIRECTORY_MOST: u64 = 64 << 20;
+
+/// How the refusal of a zip memfs does not read begins.
 const ZIP_TOO_MANY: &str = "the zip lists";
 
 /// The most entries a zip may list: its central directory is held whole
@@ -331,9 +342,21 @@ fn zip_most(rules: &Rules) -> usize {
 /// more (its last entry is the one read), and refuses a zip of more entries
 /// than [`zip_most`].
 fn zip_checked(file: &mut File, rules: &Rules, checker: &mut Checker) -> io::Result<()> {
-    let Some((count, size, offset)) = zip_directory(file)? else {
-        return Ok(());
+    // (A zip whose directory memfs cannot find and count is not read at
+    // all: the zip reader looks further, and would hold what it finds.)
+    let unchecked = || {
+        io::Error::other(format!(
+            "{ZIP_TOO_MANY} a central directory memfs cannot find or count (a zip after other bytes, or damaged): it is not read"
+        ))
     };
+    let Some((count, size, offset)) = zip_directory(file)? else {
+        return Err(unchecked());
+    };
+    if size > ZIP_DIRECTORY_MOST {
+        return Err(io::Error::other(format!(
+            "{ZIP_TOO_MANY} a central directory of {size} bytes, more than memfs reads ({ZIP_DIRECTORY_MOST})"
+        )));
+    }
     if count > zip_most(rules) as u64 {
         return Err(io::Error::other(format!(
             "{ZIP_TOO_MANY} {count} entries, more than memfs reads ({}: --max-entries, and 1000)",
@@ -341,8 +364,11 @@ fn zip_checked(file: &mut File, rules: &Rules, checker: &mut Checker) -> io::Res
         )));
     }
     let Some(names) = zip_names(file, count, size, offset)? else {
-        return Ok(());
+        return Err(unchecked());
     };
+    if (names.len() as u64) < count {
+        return Err(unchecked());
+    }
     let mut seen = std::collections::HashSet::new();
     for name in &names {
         if !seen.insert(name.as_slice()) {

@@ -86,3 +86,13 @@ def agent_sessions(log_json: str) -> set:
     """The sessions `memfs log --json` credits agents' changes to."""
     rows = [json.loads(line) for line in log_json.splitlines()]
     return {r["actor"].get("session") for r in rows if r["actor"]["kind"] == "agent"}
+
+
+def remember_ana():
+    """The README's snippets' conversation ("Remember that Ana prefers
+    email."): one create, then the model's answer."""
+    return [
+        [use(1, {"command": "create", "path": "/memories/ana.md", "file_text": "Ana prefers email.\n"},
+             "File created successfully at: /memories/ana.md")],
+        [{"type": "text", "text": "Noted: Ana prefers email."}],
+    ]

@@ -19,7 +19,8 @@ import pytest
 sys.path.insert(0, str(pathlib.Path(__file__).resolve().parent))
 from scripted_api import ScriptedApi  # noqa: E402
 from pngs import png  # noqa: E402
-from conversation import agent_sessions, script  # noqa: E402
+from conversation import agent_sessions, remember_ana, script  # noqa: E402
+import readme_blocks  # noqa: E402
 
 CI = os.environ.get("CI") == "true"
 TARBALLS = os.environ.get("MEMFS_NPM")
@@ -122,3 +123,22 @@ def test_a_bad_data_dir_and_a_missing_binary_are_clear_errors(project, tmp_path)
     out = run.stdout
     assert "BAD DATA: true memfs ended: memfs: the data dir" in out and "not a directory" in out, out
     assert "MISSING: true MEMFS_BIN names \"/nonexistent/memfs\", which is not an executable file" in out, out
+
+
+@pytest.mark.parametrize("block", readme_blocks.of_kind("npm"), ids=repr)
+def test_a_readme_block_runs_as_written_with_the_installed_packages(project, tmp_path, block):
+    """The `npm` blocks of README.md and the package's README, as pasted
+    into an ES module of the project, with the key and the API's address in
+    the environment as a user has them (the scripted API here)."""
+    root, env = project
+    (root / "snippet.mjs").write_text(block.text)
+    data = root / "memory"
+    shutil.rmtree(data, ignore_errors=True)
+    with ScriptedApi(remember_ana()) as api:
+        run = subprocess.run(["node", "snippet.mjs"], cwd=root, capture_output=True, text=True,
+                             env={**env, "ANTHROPIC_API_KEY": "sk-scripted", "ANTHROPIC_BASE_URL": api.url},
+                             timeout=120)
+        assert run.returncode == 0, f"{block}:\n{run.stderr[-3000:]}"
+        api.check()
+    assert "Noted: Ana prefers email." in run.stdout, run.stdout
+    assert (data / "memories" / "ana.md").read_text() == "Ana prefers email.\n"

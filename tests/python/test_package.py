@@ -18,7 +18,8 @@ import pytest
 sys.path.insert(0, str(pathlib.Path(__file__).resolve().parent))
 from scripted_api import ScriptedApi  # noqa: E402
 from pngs import png  # noqa: E402
-from conversation import agent_sessions, script  # noqa: E402
+from conversation import agent_sessions, remember_ana, script  # noqa: E402
+import readme_blocks  # noqa: E402
 
 CI = os.environ.get("CI") == "true"
 WHEEL = os.environ.get("MEMFS_WHEEL")
@@ -136,3 +137,20 @@ except MemfsError as e:
     bad = [line for line in out.splitlines() if line.startswith("BAD DATA:")]
     assert bad and "memfs ended:" in bad[0] and "not a directory" in bad[0].lower(), out
     assert "Traceback" not in run.stderr, run.stderr
+
+
+@pytest.mark.parametrize("block", readme_blocks.of_kind("package"), ids=repr)
+def test_a_readme_block_runs_as_written_with_the_installed_package(clean_env, tmp_path, block):
+    """The `package` blocks of README.md and packages/python/README.md, as
+    pasted into a file, with the key and the API's address in the
+    environment as a user has them (the scripted API here)."""
+    venv, env = clean_env
+    (tmp_path / "snippet.py").write_text(block.text)
+    with ScriptedApi(remember_ana()) as api:
+        run = subprocess.run([f"{venv}/bin/python", "snippet.py"], cwd=tmp_path, capture_output=True, text=True,
+                             env={**env, "ANTHROPIC_API_KEY": "sk-scripted", "ANTHROPIC_BASE_URL": api.url},
+                             timeout=120)
+        assert run.returncode == 0, f"{block}:\n{run.stderr[-3000:]}"
+        api.check()
+    assert "Noted: Ana prefers email." in run.stdout, run.stdout
+    assert (tmp_path / "memory" / "memories" / "ana.md").read_text() == "Ana prefers email.\n"
