@@ -46,6 +46,24 @@ pub fn project_key(project: &Path) -> String {
         .collect()
 }
 
+/// The project as Claude Code keys its auto memory: the repository's main
+/// checkout (every worktree of a repository shares one memory), else the
+/// git root of `here`, else `here`.
+fn main_checkout(here: &Path) -> PathBuf {
+    let common = git(
+        here,
+        &["rev-parse", "--path-format=absolute", "--git-common-dir"],
+    );
+    if let Some(common) = common.map(PathBuf::from) {
+        if common.file_name().is_some_and(|n| n == ".git") {
+            if let Some(main) = common.parent() {
+                return main.to_path_buf();
+            }
+        }
+    }
+    git(here, &["rev-parse", "--show-toplevel"]).map_or(here.to_path_buf(), PathBuf::from)
+}
+
 fn git(dir: &Path, args: &[&str]) -> Option<String> {
     let out = Command::new("git")
         .arg("-C")
@@ -95,7 +113,7 @@ pub fn store_for_remote(remote: &str) -> String {
 fn place(shared: Option<&str>, data: Option<&Path>) -> Result<Place, String> {
     let here =
         std::env::current_dir().map_err(|e| format!("cannot read the current directory: {e}"))?;
-    let project = git(&here, &["rev-parse", "--show-toplevel"]).map_or(here, PathBuf::from);
+    let project = main_checkout(&here);
     let home = std::env::var_os("HOME")
         .map(PathBuf::from)
         .ok_or("HOME is not set")?;
@@ -111,6 +129,7 @@ fn place(shared: Option<&str>, data: Option<&Path>) -> Result<Place, String> {
     };
     let shared = match shared {
         None => None,
+        Some(url) if url.contains("store=") => Some(url.to_string()),
         Some(url) => {
             let remote = git(&project, &["remote", "get-url", "origin"]).ok_or_else(|| {
                 format!(
@@ -118,13 +137,8 @@ fn place(shared: Option<&str>, data: Option<&Path>) -> Result<Place, String> {
                     project.display()
                 )
             })?;
-            Some(match url.contains("store=") {
-                true => url.to_string(),
-                false => {
-                    let sep = if url.contains('?') { '&' } else { '?' };
-                    format!("{url}{sep}store={}", store_for_remote(&remote))
-                }
-            })
+            let sep = if url.contains('?') { '&' } else { '?' };
+            Some(format!("{url}{sep}store={}", store_for_remote(&remote)))
         }
     };
     Ok(Place {
@@ -149,7 +163,11 @@ pub fn run(cmd: &ClaudeCodeCmd) -> ExitCode {
     let result = match cmd {
         ClaudeCodeCmd::Enable { .. } => enable(&place),
         ClaudeCodeCmd::Disable { .. } => disable(&place),
-        ClaudeCodeCmd::Status { .. } => Ok(status(&place)),
+        ClaudeCodeCmd::Status { .. } => {
+            let (said, ok) = status(&place);
+            crate::out::write(format_args!("{said}"));
+            return ExitCode::from(if ok { 0 } else { 1 });
+        }
     };
     match result {
         Ok(said) => {
@@ -160,16 +178,74 @@ pub fn run(cmd: &ClaudeCodeCmd) -> ExitCode {
     }
 }
 
-fn status(place: &Place) -> String {
-    let on = is_mount_point(&place.memory_dir);
-    format!(
-        "project {}\nClaude Code's auto memory: {}\n{}\n",
-        place.project.display(),
-        place.memory_dir.display(),
-        match on {
-            true => format!("on memfs (data dir {})", place.data.display()),
-            false => "a plain directory (not on memfs)".to_string(),
-        }
+/// What the place is now.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Mount {
+    /// Mounted, and its memfs answers.
+    Live,
+    /// Mounted, and its memfs is gone (killed, or a crash): every access
+    /// fails with "Transport endpoint is not connected".
+    Dead,
+    /// Not mounted.
+    None,
+}
+
+fn mount_of(place: &Place) -> Mount {
+    let dir = &place.memory_dir;
+    if !is_mount_point(dir) {
+        return Mount::None;
+    }
+    // (Opening the directory reaches the memfs behind it; a `stat` may be
+    // answered from the kernel's cache.)
+    match std::fs::read_dir(dir) {
+        Err(e) if e.raw_os_error() == Some(libc::ENOTCONN) => Mount::Dead,
+        _ if owner_gone(&place.data.join(".memfs")) => Mount::Dead,
+        _ => Mount::Live,
+    }
+}
+
+/// Whether `enable` put this project on memfs and no `disable` took it off
+/// since (the mount may be gone since: a reboot, a logout, a kill).
+fn enabled(place: &Place) -> bool {
+    place.data.join(ENABLED).exists()
+}
+
+/// The stamp `enable` leaves in the data dir and `disable` removes.
+const ENABLED: &str = "claude-code-enabled";
+/// What `disable` copied back to the plain directory, a name a line: on the
+/// next `enable`, a name listed and gone from the plain directory was
+/// deleted there while memfs was off.
+const COPIED_BACK: &str = "claude-code-copied-back";
+
+/// `status`: its text, and whether all is well (a dead or missing mount of
+/// an enabled project is not: the exit code says so).
+fn status(place: &Place) -> (String, bool) {
+    let (said, ok) = match (mount_of(place), enabled(place)) {
+        (Mount::Live, _) => (format!("on memfs (data dir {})", place.data.display()), true),
+        (Mount::Dead, _) => (
+            "on memfs, but the mount is dead: the memfs behind it stopped (killed, or it crashed), so Claude Code can neither read nor write this memory now (\"Transport endpoint is not connected\"). `memfs claude-code enable` mounts it again; nothing is lost".to_string(),
+            false,
+        ),
+        (Mount::None, true) => (
+            format!(
+                "enabled, but not mounted (after a reboot or a logout, or the mount was taken away): Claude Code now reads and writes a plain directory. `memfs claude-code enable` mounts the memory again and takes in what was written there meanwhile (data dir {})",
+                place.data.display()
+            ),
+            false,
+        ),
+        (Mount::None, false) => ("a plain directory (not on memfs)".to_string(), true),
+    };
+    let shared = match &place.shared {
+        Some(url) => format!("shared store: {}\n", memfs::transfer::api::redacted(url)),
+        None => String::new(),
+    };
+    (
+        format!(
+            "project {}\nClaude Code's auto memory: {}\n{said}\n{shared}",
+            place.project.display(),
+            place.memory_dir.display(),
+        ),
+        ok,
     )
 }
 
@@ -204,24 +280,51 @@ fn move_entries(from: &Path, to: &Path) -> Result<usize, String> {
     Ok(entries.len())
 }
 
+/// `enable`: mounts the memory on the place. A dead mount is cleared
+/// first; what the plain directory holds becomes the memory's first
+/// versions, or, when the memory is there already (after a `disable`, or a
+/// reboot that took the mount away), is taken in through the mount as the
+/// changes made while memfs was off.
+///
+/// Long because each of those cases moves the plain directory's files
+/// aside before the mount and brings them in after it, in its own way.
 fn enable(place: &Place) -> Result<String, String> {
     let dir = &place.memory_dir;
-    if is_mount_point(dir) {
-        return Ok(format!(
-            "Claude Code's auto memory for {} is already on memfs ({}); nothing changed\n",
-            place.project.display(),
-            dir.display()
-        ));
+    let mut repaired = "";
+    match mount_of(place) {
+        Mount::Live => {
+            return Ok(format!(
+                "Claude Code's auto memory for {} is already on memfs ({}); nothing changed\n",
+                place.project.display(),
+                dir.display()
+            ))
+        }
+        Mount::Dead => {
+            memfs::fuse::mountpoint::lazy_unmount(dir);
+            if is_mount_point(dir) {
+                return Err(format!(
+                    "the dead mount at {} could not be cleared; clear it with: fusermount3 -u -z {} (as root: umount -l {}), then run this again",
+                    dir.display(),
+                    dir.display(),
+                    dir.display()
+                ));
+            }
+            repaired = "the dead mount was cleared; ";
+        }
+        Mount::None => {}
     }
     std::fs::create_dir_all(dir).map_err(|e| format!("cannot make {}: {e}", dir.display()))?;
     let cache = &place.data;
     std::fs::create_dir_all(cache).map_err(|e| format!("cannot make {}: {e}", cache.display()))?;
     // What Claude Code kept so far becomes the memory's first versions.
-    // (A shared store's files come from the database: what is here waits
-    // aside and goes in through the mount.)
-    let aside = match &place.shared {
-        None => cache.join("memories"),
-        Some(_) => cache.join("claude-code-import"),
+    // (A shared store's files come from the database, and a memory that is
+    // there already has its own: what is here waits aside and goes in
+    // through the mount.)
+    let existing = cache.join(".memfs").is_dir();
+    let aside = match (&place.shared, existing) {
+        (Some(_), _) => cache.join("claude-code-import"),
+        (None, true) => cache.join("claude-code-offline"),
+        (None, false) => cache.join("memories"),
     };
     let moved = move_entries(dir, &aside)?;
     let pid = match start_mount(place) {
@@ -231,23 +334,90 @@ fn enable(place: &Place) -> Result<String, String> {
             return Err(e);
         }
     };
-    let store = match &place.shared {
-        Some(url) => {
+    let store = match (&place.shared, existing) {
+        (Some(url), _) => {
             let kept = bring_in(&aside, dir)?;
             format!(
                 ", shared store {}{kept}",
                 url.split("store=").nth(1).unwrap_or("?")
             )
         }
-        None => String::new(),
+        (None, true) => {
+            let taken = take_in(&aside, dir, &cache.join(COPIED_BACK))?;
+            format!("; {taken}")
+        }
+        (None, false) => format!("; {moved} file(s) already there are its first versions"),
     };
+    let _ = std::fs::write(cache.join(ENABLED), b"");
+    let _ = std::fs::remove_file(cache.join(COPIED_BACK));
     Ok(format!(
-        "Claude Code's auto memory for {} is on memfs: {} is mounted (memfs pid {}), data dir {}{store}; {moved} file(s) already there are its first versions.\nmemfs --data {} log shows who changed what; memfs claude-code disable puts the plain directory back.\n",
+        "{repaired}Claude Code's auto memory for {} is on memfs: {} is mounted (memfs pid {}), data dir {}{store}.\nmemfs --data {} log shows who changed what; memfs claude-code disable puts the plain directory back.\n",
         place.project.display(),
         dir.display(),
         pid,
         cache.display(),
         data_arg(place),
+    ))
+}
+
+/// Every file below `root`, relative to it (sorted).
+fn files_under(root: &Path) -> Vec<PathBuf> {
+    let mut out = Vec::new();
+    let mut stack = vec![PathBuf::new()];
+    while let Some(rel) = stack.pop() {
+        let Ok(entries) = std::fs::read_dir(root.join(&rel)) else {
+            continue;
+        };
+        for e in entries.filter_map(Result::ok) {
+            let path = rel.join(e.file_name());
+            match e.file_type() {
+                Ok(t) if t.is_dir() => stack.push(path),
+                Ok(t) if t.is_file() => out.push(path),
+                _ => {}
+            }
+        }
+    }
+    out.sort();
+    out
+}
+
+/// What the plain directory held while memfs was off (moved to `aside`),
+/// taken into the mounted memory at `dir` as changes: each file whose bytes
+/// differ written through the mount, and each file `disable` copied back
+/// (listed in `copied_back`) that is gone from it deleted. Then `aside` is
+/// removed. Says what it did.
+fn take_in(aside: &Path, dir: &Path, copied_back: &Path) -> Result<String, String> {
+    let (mut written, mut same, mut deleted) = (0, 0, 0);
+    let here = files_under(aside);
+    for rel in &here {
+        let bytes = std::fs::read(aside.join(rel))
+            .map_err(|e| format!("cannot read {}: {e}", aside.join(rel).display()))?;
+        let target = dir.join(rel);
+        if std::fs::read(&target).is_ok_and(|now| now == bytes) {
+            same += 1;
+            continue;
+        }
+        if let Some(parent) = target.parent() {
+            std::fs::create_dir_all(parent)
+                .map_err(|e| format!("cannot make {}: {e}", parent.display()))?;
+        }
+        std::fs::write(&target, &bytes)
+            .map_err(|e| format!("cannot write {} into the memory: {e}", target.display()))?;
+        written += 1;
+    }
+    // (Only after a disable: after a reboot, the plain directory holds just
+    // what was written since, and a file not there was not deleted.)
+    if let Ok(list) = std::fs::read_to_string(copied_back) {
+        for name in list.lines().filter(|l| !l.is_empty()) {
+            let rel = PathBuf::from(name);
+            if !here.contains(&rel) && std::fs::remove_file(dir.join(&rel)).is_ok() {
+                deleted += 1;
+            }
+        }
+    }
+    let _ = std::fs::remove_dir_all(aside);
+    Ok(format!(
+        "what the plain directory held meanwhile is taken in: {written} file(s) written, {deleted} deleted, {same} the same"
     ))
 }
 
@@ -330,15 +500,54 @@ fn data_arg(place: &Place) -> String {
     }
 }
 
+/// `disable`: unmounts the memory (a dead mount too), brings its plain
+/// files up to date from the journal, and copies them back as the plain
+/// directory. After a reboot took the mount away, the files Claude Code
+/// wrote to the plain directory since are kept, and the memory's others
+/// copied beside them.
 fn disable(place: &Place) -> Result<String, String> {
     let dir = &place.memory_dir;
-    if !is_mount_point(dir) {
+    let state = mount_of(place);
+    if state == Mount::None && !enabled(place) {
         return Ok(format!(
             "Claude Code's auto memory for {} is not on memfs ({} is a plain directory); nothing changed\n",
             place.project.display(),
             dir.display()
         ));
     }
+    match state {
+        Mount::Live => unmount(dir)?,
+        Mount::Dead => {
+            memfs::fuse::mountpoint::lazy_unmount(dir);
+        }
+        Mount::None => {}
+    }
+    // The mount's memfs writes everything out as it stops: wait for it to
+    // let go of its data dir.
+    let deadline = Instant::now() + Duration::from_secs(30);
+    while !owner_gone(&place.data.join(".memfs")) && Instant::now() < deadline {
+        std::thread::sleep(Duration::from_millis(50));
+    }
+    // One that was killed (or crashed) wrote nothing out: the journal holds
+    // what it acknowledged, and a checkpoint brings the plain files to it.
+    checkpoint(place)?;
+    let memories = place.data.join("memories");
+    let copied = copy_back(&memories, dir, state != Mount::None)?;
+    let names: Vec<String> = files_under(&memories)
+        .iter()
+        .map(|p| p.to_string_lossy().into_owned())
+        .collect();
+    let _ = std::fs::write(place.data.join(COPIED_BACK), names.join("\n"));
+    let _ = std::fs::remove_file(place.data.join(ENABLED));
+    Ok(format!(
+        "Claude Code's auto memory for {} is a plain directory again: {} ({copied} file(s)); the memory and its history stay in {}\n",
+        place.project.display(),
+        dir.display(),
+        place.data.display()
+    ))
+}
+
+fn unmount(dir: &Path) -> Result<(), String> {
     let unmounted = ["fusermount3", "umount"].iter().any(|tool| {
         let mut c = Command::new(tool);
         if *tool == "fusermount3" {
@@ -349,25 +558,40 @@ fn disable(place: &Place) -> Result<String, String> {
             .status()
             .is_ok_and(|s| s.success())
     });
-    if !unmounted {
-        return Err(format!(
+    match unmounted {
+        true => Ok(()),
+        false => Err(format!(
             "cannot unmount {} (is a program using it? close it, then run this again)",
             dir.display()
-        ));
+        )),
     }
-    // The mount's memfs writes everything out as it stops: wait for it to
-    // let go of its data dir, then the plain files are current.
-    let deadline = Instant::now() + Duration::from_secs(30);
-    while !owner_gone(&place.data.join(".memfs")) && Instant::now() < deadline {
-        std::thread::sleep(Duration::from_millis(50));
+}
+
+/// `memfs checkpoint` on the place's memory: its plain files brought up to
+/// date with its journal.
+fn checkpoint(place: &Place) -> Result<(), String> {
+    let exe = std::env::current_exe().map_err(|e| format!("cannot find memfs itself: {e}"))?;
+    let mut command = Command::new(exe);
+    match &place.shared {
+        Some(url) => command
+            .arg("--data")
+            .arg(url)
+            .arg("--cache")
+            .arg(&place.data),
+        None => command.arg("--data").arg(&place.data),
+    };
+    let out = command
+        .arg("checkpoint")
+        .stdin(Stdio::null())
+        .output()
+        .map_err(|e| format!("cannot run memfs checkpoint: {e}"))?;
+    match out.status.success() {
+        true => Ok(()),
+        false => Err(format!(
+            "the memory's files could not be brought up to date: {}",
+            String::from_utf8_lossy(&out.stderr).trim()
+        )),
     }
-    let copied = copy_back(&place.data.join("memories"), dir)?;
-    Ok(format!(
-        "Claude Code's auto memory for {} is a plain directory again: {} ({copied} file(s)); the memory and its history stay in {}\n",
-        place.project.display(),
-        dir.display(),
-        place.data.display()
-    ))
 }
 
 /// Whether no memfs holds the data dir whose state dir is `state` (its
@@ -398,14 +622,25 @@ fn copy_then_remove(from: &Path, to: &Path) -> bool {
     }
 }
 
-/// Copies the memory's files back into the plain directory.
-fn copy_back(memories: &Path, dir: &Path) -> Result<usize, String> {
+/// Copies the memory's files back into the plain directory (`replace`:
+/// over what is there; else a file already there is kept).
+fn copy_back(memories: &Path, dir: &Path, replace: bool) -> Result<usize, String> {
     let mut count = 0;
     for entry in std::fs::read_dir(memories)
         .map_err(|e| format!("cannot read {}: {e}", memories.display()))?
     {
         let entry = entry.map_err(|e| e.to_string())?;
-        if !copy(&entry.path(), &dir.join(entry.file_name())) {
+        let to = dir.join(entry.file_name());
+        let copied = match replace {
+            true => copy(&entry.path(), &to),
+            false => Command::new("cp")
+                .args(["-a", "-n"])
+                .arg(entry.path())
+                .arg(&to)
+                .status()
+                .is_ok_and(|s| s.success()),
+        };
+        if !copied {
             return Err(format!("cannot copy {} back", entry.path().display()));
         }
         count += 1;
