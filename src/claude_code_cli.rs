@@ -37,13 +37,50 @@ fn fail(message: String) -> ExitCode {
     ExitCode::from(2)
 }
 
-/// `/work/my app` -> `-work-my-app`, as Claude Code names its project dirs.
+/// The longest project key Claude Code uses whole; a longer one is cut
+/// there, and a hash of the whole path follows.
+const KEY_MOST: usize = 200;
+
+/// `/work/my app` -> `-work-my-app`, as Claude Code names its project
+/// dirs: each UTF-16 unit of the path that is not an ASCII letter or digit
+/// becomes `-` (so `é` is one `-` and `🚀` two); past 200 units, the first
+/// 200 and `-` and the base-36 absolute value of the path's 32-bit string
+/// hash (`h = 31 * h + unit`, as Claude Code 2.1.332 computes it).
 pub fn project_key(project: &Path) -> String {
-    project
-        .to_string_lossy()
-        .chars()
-        .map(|c| if c.is_ascii_alphanumeric() { c } else { '-' })
-        .collect()
+    let path = project.to_string_lossy();
+    let units: Vec<u16> = path.encode_utf16().collect();
+    let key: String = units
+        .iter()
+        .map(|&u| match char::from_u32(u32::from(u)) {
+            Some(c) if c.is_ascii_alphanumeric() => c,
+            _ => '-',
+        })
+        .collect();
+    if key.len() <= KEY_MOST {
+        return key;
+    }
+    let hash = units.iter().fold(0i32, |h, &u| {
+        h.wrapping_shl(5).wrapping_sub(h).wrapping_add(i32::from(u))
+    });
+    format!(
+        "{}-{}",
+        &key[..KEY_MOST],
+        base36(i64::from(hash).unsigned_abs())
+    )
+}
+
+fn base36(mut n: u64) -> String {
+    const DIGITS: &[u8; 36] = b"0123456789abcdefghijklmnopqrstuvwxyz";
+    let mut out = Vec::new();
+    loop {
+        out.push(DIGITS[(n % 36) as usize]);
+        n /= 36;
+        if n == 0 {
+            break;
+        }
+    }
+    out.reverse();
+    String::from_utf8(out).expect("ASCII digits")
 }
 
 /// The project as Claude Code keys its auto memory: the repository's main
@@ -232,6 +269,10 @@ fn status(place: &Place) -> (String, bool) {
                 place.data.display()
             ),
             false,
+        ),
+        (Mount::None, false) if !place.memory_dir.exists() => (
+            "not made yet (Claude Code makes it when it first keeps a memory); not on memfs".to_string(),
+            true,
         ),
         (Mount::None, false) => ("a plain directory (not on memfs)".to_string(), true),
     };
@@ -659,6 +700,14 @@ mod tests {
             "-tmp-ccprobe-work-My-Proj-x"
         );
         assert_eq!(project_key(Path::new("/work/main")), "-work-main");
+        // A UTF-16 unit each: é one, 🚀 (a surrogate pair) two.
+        assert_eq!(project_key(Path::new("/p/é🚀")), "-p----");
+        // Past 200: cut, then the path's hash (tests/python/
+        // test_claude_code.py checks it against the real Claude Code).
+        let long = format!("/{}", "a".repeat(250));
+        let key = project_key(Path::new(&long));
+        assert_eq!(key.len(), 200 + 1 + key.rsplit('-').next().unwrap().len());
+        assert!(key.starts_with(&format!("-{}", "a".repeat(199))));
     }
 
     #[test]

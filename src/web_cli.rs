@@ -92,7 +92,11 @@ pub fn web(cli: &Cli, listen: &str) -> ExitCode {
     drop(out);
     // (The link is the one address that opens the page: the server's root
     // answers nothing without a login.)
-    memfs::say!("memfs: serving the page on {host}:{port}: open the login link above in a browser (it works for 15 minutes; `memfs web --link` prints a fresh one); Ctrl-C to stop");
+    let again = match data == std::path::Path::new("./memory") {
+        true => "memfs web --link".to_string(),
+        false => format!("memfs --data {} web --link", data.display()),
+    };
+    memfs::say!("memfs: serving the page on {host}:{port}: open the login link above in a browser (it works for 15 minutes; `{again}` prints a fresh one); Ctrl-C to stop");
     let tend = {
         let hosted = hosted.clone();
         Box::new(move || hosted.reap())

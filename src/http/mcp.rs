@@ -69,7 +69,7 @@ impl Default for Sessions {
 /// A part of a session's id (`RANDOM.STORE.TOKEN.CLIENT.MAC`, each part
 /// hex) read back.
 fn unhex(text: &str) -> Option<String> {
-    if text.len() % 2 != 0 || text.len() > 512 {
+    if !text.len().is_multiple_of(2) || text.len() > 512 {
         return None;
     }
     let bytes: Option<Vec<u8>> = (0..text.len())

@@ -81,6 +81,16 @@ impl Page {
         }
     }
 
+    /// Plain text, with no link in it.
+    fn plain(status: u16, text: &str) -> Page {
+        Page {
+            status,
+            kind: "text/plain; charset=utf-8",
+            body: text.as_bytes().to_vec(),
+            headers: Vec::new(),
+        }
+    }
+
     fn redirect(to: &str) -> Page {
         Page {
             status: 303,
@@ -220,8 +230,10 @@ impl App {
         let path = match parts.uri.path().strip_prefix(self.base.as_str()) {
             Some("") => "/",
             Some(p) if p.starts_with('/') => p,
-            _ if self.sessions.is_some() => return Page::text(404, "no such page: the page's address is in the login link memfs web printed (`memfs web --link` prints a fresh one)"),
-            _ => return Page::text(404, "no such page"),
+            // (Outside the page's own path: plain text, never the page's
+            // shell, whose links would carry its secret path.)
+            _ if self.sessions.is_some() => return Page::plain(404, "no such page: the page's address is in the login link memfs web printed (`memfs web --link` prints a fresh one)\n"),
+            _ => return Page::plain(404, "no such page\n"),
         };
         match path {
             "/static/app.js" => return Page::asset("text/javascript; charset=utf-8", APP_JS),

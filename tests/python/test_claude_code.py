@@ -380,3 +380,36 @@ def review_page(memfs_bin, data, env):
     finally:
         web.terminate()
         web.wait(timeout=30)
+
+
+@pytest.mark.parametrize("name", ["My Proj.x", "proj-\u00e9", "proj-\U0001F680", "a b/c.d e", "x" * 120 + "/" + "y" * 120],
+                         ids=["spaces-and-dots", "e-acute", "rocket", "nested", "long"])
+def test_memfs_keys_a_project_as_claude_code_names_it_in_its_prompt(memfs_bin, tmp_path, name):
+    """For paths with spaces, dots, non-ASCII (one and two UTF-16 units) and
+    over 200 characters, `memfs claude-code status` names the very memory
+    directory the real Claude Code's system prompt names."""
+    if not CLAUDE or not os.path.exists(CLAUDE):
+        if CI:
+            pytest.fail("CI=true needs CLAUDE_BIN (scripts/claude_code.sh installs Claude Code)")
+        pytest.skip("needs CLAUDE_BIN")
+    import re
+    home = tmp_path / "home"
+    home.mkdir()
+    project = tmp_path / name
+    project.mkdir(parents=True)
+    env = {"PATH": os.environ.get("PATH", "/usr/bin:/bin"), "HOME": str(home),
+           "ANTHROPIC_API_KEY": "sk-ant-scripted", "CLAUDE_CODE_DISABLE_NONESSENTIAL_TRAFFIC": "1"}
+    with ScriptedApi([[{"type": "text", "text": "Hello."}]]) as api:
+        run = subprocess.run([CLAUDE, "-p", "hello"], env={**env, "ANTHROPIC_BASE_URL": api.url}, cwd=project,
+                             stdin=subprocess.DEVNULL, capture_output=True, text=True, timeout=180)
+        assert run.returncode == 0, run.stderr[-2000:]
+        prompts = [json.dumps(r.get("system", "")) for r in api.requests]
+    named = set()
+    for p in prompts:
+        named |= set(re.findall(r"\.claude/projects/([^/\"\\\\]+)/memory", p))
+    assert len(named) == 1, (named, prompts[0][:3000])
+    status = subprocess.run([memfs_bin, "claude-code", "status"], env=env, cwd=project, capture_output=True,
+                            text=True, timeout=60)
+    assert status.returncode == 0, status.stderr
+    ours = re.search(r"Claude Code's auto memory: .*/\.claude/projects/([^/]+)/memory", status.stdout).group(1)
+    assert ours == named.pop(), status.stdout

@@ -485,3 +485,31 @@ def test_the_search_box_finds_marks_and_opens_the_line_and_follows_changes(setup
         assert page.evaluate("document.documentElement.scrollWidth") <= 390
         assert errors == [], errors
         browser.close()
+
+
+def test_no_answer_outside_the_pages_path_tells_its_secret_path(memfs_bin, tmp_path):
+    """The page's links live under /p/KEY/, which no other local program
+    may learn: a request anywhere else (the root, a static file, a made-up
+    path, with or without a cookie) gets a plain 404 that names no link."""
+    import urllib.error
+    import urllib.request
+    data = tmp_path / "memory"
+    data.mkdir()
+    Agent(memfs_bin, data).close()
+    web = subprocess.Popen([memfs_bin, "--data", str(data), "web"], stdout=subprocess.PIPE,
+                           stderr=subprocess.PIPE, text=True)
+    try:
+        url = web.stdout.readline().strip()
+        base = url.split("/login")[0]
+        root, key = base.split("/p/")
+        for path in ("/", "/x", "/favicon.ico", "/static/app.css", "/review", "/p/", "/p/0000/"):
+            try:
+                urllib.request.urlopen(root + path, timeout=10)
+                raise AssertionError(f"{path} was served")
+            except urllib.error.HTTPError as e:
+                body = e.read().decode()
+                assert e.code == 404, (path, e.code)
+                assert key not in body and "href" not in body, (path, body[:300])
+    finally:
+        web.terminate()
+        assert web.wait(timeout=30) == 0
