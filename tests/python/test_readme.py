@@ -211,3 +211,25 @@ def test_the_readmes_python_and_shell_blocks_are_found(memfs_bin):
     assert len(python_blocks()) >= 2
     assert len(readme_blocks.of_kind("shell")) >= 4
     assert shutil.which("git")
+
+
+def test_serve_stdio_on_a_terminal_says_what_it_waits_for(memfs_bin, tmp_path):
+    """A person who types the set-up's first command at a terminal is told,
+    on stderr, what memfs reads and how to stop it; a program's pipe is not."""
+    import pty
+    master, slave = pty.openpty()
+    p = subprocess.Popen([memfs_bin, "--data", str(tmp_path / "m"), "serve", "--stdio"], stdin=slave,
+                         stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    os.close(slave)
+    try:
+        line = p.stderr.readline()
+        assert "reading tool calls as JSON lines on stdin" in line and "Ctrl-D" in line, line
+        os.write(master, b"\x04")
+        assert p.wait(timeout=30) == 0
+    finally:
+        if p.poll() is None:
+            p.kill()
+        os.close(master)
+    piped = subprocess.run([memfs_bin, "--data", str(tmp_path / "n"), "serve", "--stdio"], input="",
+                           capture_output=True, text=True, timeout=30)
+    assert piped.returncode == 0 and "reading tool calls" not in piped.stderr, piped.stderr
