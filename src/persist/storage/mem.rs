@@ -1324,7 +1324,10 @@ mod tests {
         let mut seen = BTreeSet::new();
         for seed in 0..64 {
             let kept = torn_append(seed, 1000, tail);
-            assert!(kept.is_multiple_of(PAGE) || kept == tail, "seed {seed}: kept {kept}");
+            assert!(
+                kept.is_multiple_of(PAGE) || kept == tail,
+                "seed {seed}: kept {kept}"
+            );
             assert!(kept <= tail, "seed {seed}: kept {kept}");
             assert_eq!(kept, torn_append(seed, 1000, tail), "reproducible");
             seen.insert(kept);
