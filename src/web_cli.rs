@@ -19,6 +19,18 @@ use crate::cli::Cli;
 /// most steps exit early with their own message.
 pub fn web(cli: &Cli, listen: &str) -> ExitCode {
     let data = &cli.common.data;
+    // The page shows a memory that is there: it makes none (run in the
+    // wrong directory, it would serve an empty page of a new `./memory`).
+    if cli.common.shared.is_none()
+        && !data.join(".memfs").is_dir()
+        && !data.join("memories").is_dir()
+    {
+        memfs::say!(
+            "memfs: there is no memory at {} (memfs web shows an existing memory; name it with --data DIR)",
+            data.display()
+        );
+        return ExitCode::from(2);
+    }
     let (listener, local) = match memfs::listen::bind(listen) {
         Ok(bound) => bound,
         Err(e) => {

@@ -823,3 +823,19 @@ fn a_subcommands_help_lists_its_own_options_and_points_to_the_global_ones() {
         .unwrap();
     assert!(out.status.success(), "{out:?}");
 }
+
+#[test]
+fn memfs_web_on_a_data_dir_that_is_not_there_is_an_error_and_makes_nothing() {
+    let dir = tempfile::tempdir().unwrap();
+    let missing = dir.path().join("memory");
+    let out = memfs()
+        .arg("--data")
+        .arg(&missing)
+        .args(["web", "--listen", "127.0.0.1:0"])
+        .output()
+        .unwrap();
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(2), "{err}");
+    assert!(err.contains("there is no memory at"), "{err}");
+    assert!(!missing.exists(), "a data dir was made");
+}
