@@ -189,6 +189,19 @@ fn place(shared: Option<&str>, data: Option<&Path>) -> Result<Place, String> {
 pub fn run(cmd: &ClaudeCodeCmd) -> ExitCode {
     let (shared, data) = match cmd {
         ClaudeCodeCmd::Enable { shared, memory } => (shared.as_deref(), memory.as_deref()),
+        ClaudeCodeCmd::Log { memory, args }
+        | ClaudeCodeCmd::Undo { memory, args }
+        | ClaudeCodeCmd::Web { memory, args } => {
+            let command = match cmd {
+                ClaudeCodeCmd::Log { .. } => "log",
+                ClaudeCodeCmd::Undo { .. } => "undo",
+                _ => "web",
+            };
+            return match place(None, memory.as_deref()) {
+                Ok(place) => on_memory(&place, command, args),
+                Err(e) => fail(e),
+            };
+        }
         ClaudeCodeCmd::Disable { memory } | ClaudeCodeCmd::Status { memory } => {
             (None, memory.as_deref())
         }
@@ -205,6 +218,10 @@ pub fn run(cmd: &ClaudeCodeCmd) -> ExitCode {
             crate::out::write(format_args!("{said}"));
             return ExitCode::from(if ok { 0 } else { 1 });
         }
+        // (Answered above.)
+        ClaudeCodeCmd::Log { .. } | ClaudeCodeCmd::Undo { .. } | ClaudeCodeCmd::Web { .. } => {
+            return ExitCode::from(2)
+        }
     };
     match result {
         Ok(said) => {
@@ -212,6 +229,25 @@ pub fn run(cmd: &ClaudeCodeCmd) -> ExitCode {
             ExitCode::SUCCESS
         }
         Err(e) => fail(e),
+    }
+}
+
+/// `memfs COMMAND ARGS` on the place's memory (a shared store's as
+/// `enable --shared` named it), its exit code.
+fn on_memory(place: &Place, command: &str, args: &[String]) -> ExitCode {
+    let exe = match std::env::current_exe() {
+        Ok(exe) => exe,
+        Err(e) => return fail(format!("cannot find memfs itself: {e}")),
+    };
+    let mut c = Command::new(exe);
+    let shared = std::fs::read_to_string(place.data.join(ENABLED)).unwrap_or_default();
+    match shared.trim() {
+        "" => c.arg("--data").arg(&place.data),
+        url => c.arg("--data").arg(url).arg("--cache").arg(&place.data),
+    };
+    match c.arg(command).args(args).status() {
+        Ok(s) => ExitCode::from(s.code().unwrap_or(2).clamp(0, 255) as u8),
+        Err(e) => fail(format!("cannot run memfs {command}: {e}")),
     }
 }
 
@@ -389,7 +425,8 @@ fn enable(place: &Place) -> Result<String, String> {
         }
         (None, false) => format!("; {moved} file(s) already there are its first versions"),
     };
-    let _ = std::fs::write(cache.join(ENABLED), b"");
+    // (The stamp keeps a shared store's URL, for `memfs claude-code log`.)
+    let _ = std::fs::write(cache.join(ENABLED), place.shared.as_deref().unwrap_or(""));
     let _ = std::fs::remove_file(cache.join(COPIED_BACK));
     Ok(format!(
         "{repaired}Claude Code's auto memory for {} is on memfs: {} is mounted (memfs pid {}), data dir {}{store}.\nmemfs --data {} log shows who changed what; memfs claude-code disable puts the plain directory back.\n",

@@ -568,6 +568,27 @@ pub enum ClaudeCodeCmd {
         #[arg(long, value_name = "DIR")]
         memory: Option<PathBuf>,
     },
+    /// `memfs log` on this project's memory (what follows is log's).
+    Log {
+        #[arg(long, value_name = "DIR")]
+        memory: Option<PathBuf>,
+        #[arg(trailing_var_arg = true, allow_hyphen_values = true)]
+        args: Vec<String>,
+    },
+    /// `memfs undo` on this project's memory (what follows is undo's).
+    Undo {
+        #[arg(long, value_name = "DIR")]
+        memory: Option<PathBuf>,
+        #[arg(trailing_var_arg = true, allow_hyphen_values = true)]
+        args: Vec<String>,
+    },
+    /// `memfs web` on this project's memory (what follows is web's).
+    Web {
+        #[arg(long, value_name = "DIR")]
+        memory: Option<PathBuf>,
+        #[arg(trailing_var_arg = true, allow_hyphen_values = true)]
+        args: Vec<String>,
+    },
 }
 
 #[derive(Subcommand, Debug)]

@@ -188,6 +188,22 @@ fn a_worktree_a_dead_mount_and_a_disable_after_a_crash() {
     );
     let (code, out, _) = day.cc(&day.project, &["status"]);
     assert_eq!(code, 0, "{out}");
+    // This project's history, from the worktree, with no --data to know.
+    let out = memfs()
+        .args(["claude-code", "log", "--memory"])
+        .arg(&day.data)
+        .args(["--json", "--all"])
+        .current_dir(&wt)
+        .env("HOME", &day.home)
+        .output()
+        .unwrap();
+    let log = String::from_utf8_lossy(&out.stdout);
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    assert!(log.contains("/memories/topic.md"), "{log}");
     // A new file and a line appended, each fsynced, then kill -9 at once:
     // `disable` gives the plain directory as the journal holds them.
     write_synced(&place.join("new.md"), "new\n");
