@@ -632,7 +632,7 @@ pub struct HttpArgs {
     pub http_max_connections: usize,
     /// Requests one token may have in flight at once (more get 429 from
     /// their head, their bodies unread).
-    #[arg(long, default_value_t = 32, value_name = "N", help_heading = "HTTP")]
+    #[arg(long, default_value_t = 128, value_name = "N", help_heading = "HTTP")]
     pub http_max_per_token: usize,
     /// Connections still sending their first request head (over it, the
     /// oldest of them is closed; over half of it, a new one gets 2 s).

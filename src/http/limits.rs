@@ -43,7 +43,7 @@ impl Default for Bounds {
             max_pending: 1024,
             rate: 200.0,
             burst: 400.0,
-            per_token: 32,
+            per_token: 128,
         }
     }
 }
