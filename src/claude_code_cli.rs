@@ -362,13 +362,9 @@ fn move_entries(from: &Path, to: &Path) -> Result<usize, String> {
 /// versions, or, when the memory is there already (after a `disable`, or a
 /// reboot that took the mount away), is taken in through the mount as the
 /// changes made while memfs was off.
-///
-/// Long because each of those cases moves the plain directory's files
-/// aside before the mount and brings them in after it, in its own way.
 fn enable(place: &Place) -> Result<String, String> {
     let dir = &place.memory_dir;
-    let mut repaired = "";
-    match mount_of(place) {
+    let repaired = match mount_of(place) {
         Mount::Live => {
             return Ok(format!(
                 "Claude Code's auto memory for {} is already on memfs ({}); nothing changed\n",
@@ -377,19 +373,11 @@ fn enable(place: &Place) -> Result<String, String> {
             ))
         }
         Mount::Dead => {
-            memfs::fuse::mountpoint::lazy_unmount(dir);
-            if is_mount_point(dir) {
-                return Err(format!(
-                    "the dead mount at {} could not be cleared; clear it with: fusermount3 -u -z {} (as root: umount -l {}), then run this again",
-                    dir.display(),
-                    dir.display(),
-                    dir.display()
-                ));
-            }
-            repaired = "the dead mount was cleared; ";
+            clear_dead(dir)?;
+            "the dead mount was cleared; "
         }
-        Mount::None => {}
-    }
+        Mount::None => "",
+    };
     std::fs::create_dir_all(dir).map_err(|e| format!("cannot make {}: {e}", dir.display()))?;
     let cache = &place.data;
     std::fs::create_dir_all(cache).map_err(|e| format!("cannot make {}: {e}", cache.display()))?;
@@ -411,20 +399,7 @@ fn enable(place: &Place) -> Result<String, String> {
             return Err(e);
         }
     };
-    let store = match (&place.shared, existing) {
-        (Some(url), _) => {
-            let kept = bring_in(&aside, dir)?;
-            format!(
-                ", shared store {}{kept}",
-                url.split("store=").nth(1).unwrap_or("?")
-            )
-        }
-        (None, true) => {
-            let taken = take_in(&aside, dir, &cache.join(COPIED_BACK))?;
-            format!("; {taken}")
-        }
-        (None, false) => format!("; {moved} file(s) already there are its first versions"),
-    };
+    let store = brought_in(place, &aside, existing, moved)?;
     // (The stamp keeps a shared store's URL, for `memfs claude-code log`.)
     let _ = std::fs::write(cache.join(ENABLED), place.shared.as_deref().unwrap_or(""));
     let _ = std::fs::remove_file(cache.join(COPIED_BACK));
@@ -436,6 +411,39 @@ fn enable(place: &Place) -> Result<String, String> {
         cache.display(),
         data_arg(place),
     ))
+}
+
+/// Detaches the dead mount at `dir`, or says how to.
+fn clear_dead(dir: &Path) -> Result<(), String> {
+    memfs::fuse::mountpoint::lazy_unmount(dir);
+    match is_mount_point(dir) {
+        false => Ok(()),
+        true => Err(format!(
+            "the dead mount at {} could not be cleared; clear it with: fusermount3 -u -z {} (as root: umount -l {}), then run this again",
+            dir.display(),
+            dir.display(),
+            dir.display()
+        )),
+    }
+}
+
+/// What was set aside in `aside` before the mount, brought into it now
+/// (a shared store's: where the store has no such file; a memory that was
+/// there already: as the changes made meanwhile; a new memory's: already
+/// its first versions, `moved` of them); what `enable` says of it.
+fn brought_in(place: &Place, aside: &Path, existing: bool, moved: usize) -> Result<String, String> {
+    let dir = &place.memory_dir;
+    Ok(match (&place.shared, existing) {
+        (Some(url), _) => {
+            let kept = bring_in(aside, dir)?;
+            format!(
+                ", shared store {}{kept}",
+                url.split("store=").nth(1).unwrap_or("?")
+            )
+        }
+        (None, true) => format!("; {}", take_in(aside, dir, &place.data.join(COPIED_BACK))?),
+        (None, false) => format!("; {moved} file(s) already there are its first versions"),
+    })
 }
 
 /// Every file below `root`, relative to it (sorted).

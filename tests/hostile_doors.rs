@@ -772,6 +772,14 @@ fn api_run(dir: &Path, args: &[&str]) -> (i32, String, String) {
     bounded(dir, args, &[("MEMFS_TEST_KEY", KEY)], b"", MINUTE)
 }
 
+/// `memfs import [FLAGS] URL --store s` with the test's key.
+fn api_import(dir: &Path, flags: &[&str], url: &str) -> (i32, String, String) {
+    let mut args = vec!["import"];
+    args.extend(flags);
+    args.extend([url, "--store", "s", "--key-env", "MEMFS_TEST_KEY"]);
+    api_run(dir, &args)
+}
+
 fn ok(body: Value) -> Answer {
     (200, vec![], body.to_string())
 }
@@ -807,10 +815,7 @@ fn the_key_never_follows_a_redirect_to_another_host_on_import_or_export() {
         ],
     );
     for url in [&redirecting.url, &later.url] {
-        let (code, _, err) = api_run(
-            &work.path().join("in"),
-            &["import", url, "--store", "s", "--key-env", "MEMFS_TEST_KEY"],
-        );
+        let (code, _, err) = api_import(&work.path().join("in"), &[], url);
         assert_eq!(code, 2, "{err}");
         assert!(err.contains("follows no redirect"), "{err}");
         let (code, _, err) = api_run(
@@ -874,17 +879,7 @@ fn api_pages_that_never_end_go_round_or_repeat_one_path_are_stopped_with_a_clear
         ("circle", &circle, "go round"),
     ] {
         let dir = work.path().join(what);
-        let (code, _, err) = api_run(
-            &dir,
-            &[
-                "import",
-                &url.url,
-                "--store",
-                "s",
-                "--key-env",
-                "MEMFS_TEST_KEY",
-            ],
-        );
+        let (code, _, err) = api_import(&dir, &[], &url.url);
         assert_eq!(code, 2, "{what}: {err}");
         assert!(err.contains(says), "{what}: {err}");
         let asked = url.heads.lock().unwrap().len();
@@ -897,18 +892,7 @@ fn api_pages_that_never_end_go_round_or_repeat_one_path_are_stopped_with_a_clear
         true => page(&repeats, None),
     });
     let dir = work.path().join("repeat");
-    let (code, out, err) = api_run(
-        &dir,
-        &[
-            "import",
-            "--json",
-            &one.url,
-            "--store",
-            "s",
-            "--key-env",
-            "MEMFS_TEST_KEY",
-        ],
-    );
+    let (code, out, err) = api_import(&dir, &["--json"], &one.url);
     assert_eq!(code, 0, "{err}");
     let v: Value = serde_json::from_str(&out).unwrap();
     assert_eq!(v["created"], 1);
@@ -918,17 +902,7 @@ fn api_pages_that_never_end_go_round_or_repeat_one_path_are_stopped_with_a_clear
         "the list is bounded"
     );
     assert_eq!(v["left_out_unlisted"], 50_000 - 1 - 1000);
-    let (_, text, _) = api_run(
-        &work.path().join("repeat2"),
-        &[
-            "import",
-            &one.url,
-            "--store",
-            "s",
-            "--key-env",
-            "MEMFS_TEST_KEY",
-        ],
-    );
+    let (_, text, _) = api_import(&work.path().join("repeat2"), &[], &one.url);
     assert!(
         text.contains("and 48999 more left out"),
         "{}",
@@ -946,33 +920,17 @@ fn what_an_endpoint_says_and_a_password_in_the_url_reach_no_terminal_raw() {
             json!({"error": {"message": "\u{1b}]0;owned\u{7}\u{1b}[2Jcleared"}}).to_string(),
         )
     });
-    let (code, _, err) = api_run(
-        &work.path().join("a"),
-        &[
-            "import",
-            &hostile.url,
-            "--store",
-            "s",
-            "--key-env",
-            "MEMFS_TEST_KEY",
-        ],
-    );
+    let (code, _, err) = api_import(&work.path().join("a"), &[], &hostile.url);
     assert_eq!(code, 2);
     assert!(
         err.contains("answered 500") && err.contains("cleared"),
         "{err}"
     );
     assert!(!err.contains('\u{1b}') && !err.contains('\u{7}'), "{err:?}");
-    let (code, _, err) = api_run(
+    let (code, _, err) = api_import(
         &work.path().join("b"),
-        &[
-            "import",
-            "http://someone:hunter2secret@127.0.0.1:9/",
-            "--store",
-            "s",
-            "--key-env",
-            "MEMFS_TEST_KEY",
-        ],
+        &[],
+        "http://someone:hunter2secret@127.0.0.1:9/",
     );
     assert_eq!(code, 2);
     assert!(
