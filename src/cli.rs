@@ -568,6 +568,13 @@ pub enum ClaudeCodeCmd {
         #[arg(long, value_name = "DIR")]
         memory: Option<PathBuf>,
     },
+    /// What the SessionStart hook `enable` adds to Claude Code's settings
+    /// runs: mounts this project's memory again if it is enabled and not
+    /// mounted (after a reboot) or dead; prints nothing when all is well.
+    Ensure {
+        #[arg(long, value_name = "DIR")]
+        memory: Option<PathBuf>,
+    },
     /// `memfs log` on this project's memory (what follows is log's).
     Log {
         #[arg(long, value_name = "DIR")]

@@ -23,6 +23,9 @@ use memfs::fuse::mountpoint::is_mount_point;
 
 use crate::cli::ClaudeCodeCmd;
 
+mod ensure;
+mod hook;
+
 /// Where a project's auto memory is, and the memory memfs keeps it in.
 struct Place {
     project: PathBuf,
@@ -30,6 +33,13 @@ struct Place {
     data: PathBuf,
     /// The shared store's URL (with its `store=`), when shared.
     shared: Option<String>,
+    /// Claude Code's config dir (`~/.claude`, or `$CLAUDE_CONFIG_DIR`).
+    config: PathBuf,
+    /// Where memfs keeps Claude Code's memories by default, a data dir per
+    /// project key.
+    root: PathBuf,
+    /// The project's key.
+    key: String,
 }
 
 fn fail(message: String) -> ExitCode {
@@ -157,14 +167,21 @@ fn place(shared: Option<&str>, data: Option<&Path>) -> Result<Place, String> {
     let config = std::env::var_os("CLAUDE_CONFIG_DIR").map_or(home.join(".claude"), PathBuf::from);
     let key = project_key(&project);
     let memory_dir = config.join("projects").join(&key).join("memory");
+    let root = std::env::var_os("XDG_DATA_HOME")
+        .map_or(home.join(".local/share"), PathBuf::from)
+        .join("memfs/claude-code");
+    // (`enable --memory DIR` leaves where, for the commands after it.)
     let data = match data {
-        Some(d) => d.to_path_buf(),
-        None => std::env::var_os("XDG_DATA_HOME")
-            .map_or(home.join(".local/share"), PathBuf::from)
-            .join("memfs/claude-code")
-            .join(&key),
+        Some(d) => std::path::absolute(d).unwrap_or_else(|_| d.to_path_buf()),
+        None => match std::fs::read_to_string(root.join(format!("{key}.memory"))) {
+            Ok(there) if !there.trim().is_empty() => PathBuf::from(there.trim_end_matches('\n')),
+            _ => root.join(&key),
+        },
     };
+    // (A project enabled on a shared store stays on it: the stamp says which.)
+    let stamp = std::fs::read_to_string(data.join(ENABLED)).unwrap_or_default();
     let shared = match shared {
+        None if !stamp.trim().is_empty() => Some(stamp.trim().to_string()),
         None => None,
         Some(url) if url.contains("store=") => Some(url.to_string()),
         Some(url) => {
@@ -183,6 +200,9 @@ fn place(shared: Option<&str>, data: Option<&Path>) -> Result<Place, String> {
         memory_dir,
         data,
         shared,
+        config,
+        root,
+        key,
     })
 }
 
@@ -202,17 +222,19 @@ pub fn run(cmd: &ClaudeCodeCmd) -> ExitCode {
                 Err(e) => fail(e),
             };
         }
-        ClaudeCodeCmd::Disable { memory } | ClaudeCodeCmd::Status { memory } => {
-            (None, memory.as_deref())
-        }
+        ClaudeCodeCmd::Disable { memory }
+        | ClaudeCodeCmd::Status { memory }
+        | ClaudeCodeCmd::Ensure { memory } => (None, memory.as_deref()),
     };
     let place = match place(shared, data) {
         Ok(p) => p,
         Err(e) => return fail(e),
     };
     let result = match cmd {
-        ClaudeCodeCmd::Enable { .. } => enable(&place),
-        ClaudeCodeCmd::Disable { .. } => disable(&place),
+        ClaudeCodeCmd::Enable { memory, .. } => ensure::hold(&place.data)
+            .and_then(|_held| enable(&place).map(|said| said + &remember_where(&place, memory))),
+        ClaudeCodeCmd::Disable { .. } => ensure::hold(&place.data).and_then(|_held| disable(&place)),
+        ClaudeCodeCmd::Ensure { .. } => ensure::ensure(place),
         ClaudeCodeCmd::Status { .. } => {
             let (said, ok) = status(&place);
             crate::out::write(format_args!("{said}"));
@@ -232,6 +254,26 @@ pub fn run(cmd: &ClaudeCodeCmd) -> ExitCode {
     }
 }
 
+/// After `enable --memory DIR`: DIR is remembered for this project, so
+/// that `status`, `disable`, `log` and the hook find it without `--memory`.
+fn remember_where(place: &Place, memory: &Option<PathBuf>) -> String {
+    let pointer = place.root.join(format!("{}.memory", place.key));
+    let default = place.root.join(&place.key);
+    let written = match memory {
+        Some(_) if place.data != default => std::fs::create_dir_all(&place.root)
+            .and_then(|()| std::fs::write(&pointer, place.data.to_string_lossy().as_bytes())),
+        _ => return String::new(),
+    };
+    match written {
+        Ok(()) => String::new(),
+        Err(e) => format!(
+            "(cannot write {}: {e}; give --memory {} to the other memfs claude-code commands)\n",
+            pointer.display(),
+            place.data.display()
+        ),
+    }
+}
+
 /// `memfs COMMAND ARGS` on the place's memory (a shared store's as
 /// `enable --shared` named it), its exit code.
 fn on_memory(place: &Place, command: &str, args: &[String]) -> ExitCode {
@@ -240,10 +282,9 @@ fn on_memory(place: &Place, command: &str, args: &[String]) -> ExitCode {
         Err(e) => return fail(format!("cannot find memfs itself: {e}")),
     };
     let mut c = Command::new(exe);
-    let shared = std::fs::read_to_string(place.data.join(ENABLED)).unwrap_or_default();
-    match shared.trim() {
-        "" => c.arg("--data").arg(&place.data),
-        url => c.arg("--data").arg(url).arg("--cache").arg(&place.data),
+    match &place.shared {
+        None => c.arg("--data").arg(&place.data),
+        Some(url) => c.arg("--data").arg(url).arg("--cache").arg(&place.data),
     };
     match c.arg(command).args(args).status() {
         Ok(s) => ExitCode::from(s.code().unwrap_or(2).clamp(0, 255) as u8),
@@ -312,10 +353,17 @@ fn status(place: &Place) -> (String, bool) {
         ),
         (Mount::None, false) => ("a plain directory (not on memfs)".to_string(), true),
     };
-    let shared = match &place.shared {
+    let mut shared = match &place.shared {
         Some(url) => format!("shared store: {}\n", memfs::transfer::api::redacted(url)),
         None => String::new(),
     };
+    if enabled(place) {
+        let settings = hook::settings_path(&place.config);
+        shared += &match hook::installed(&settings) {
+            true => format!("mounted again when Claude Code starts (the SessionStart hook in {})\n", settings.display()),
+            false => format!("not mounted again by itself: memfs' SessionStart hook is not in {} (memfs claude-code enable puts it back)\n", settings.display()),
+        };
+    }
     (
         format!(
             "project {}\nClaude Code's auto memory: {}\n{said}\n{shared}",
@@ -403,14 +451,64 @@ fn enable(place: &Place) -> Result<String, String> {
     // (The stamp keeps a shared store's URL, for `memfs claude-code log`.)
     let _ = std::fs::write(cache.join(ENABLED), place.shared.as_deref().unwrap_or(""));
     let _ = std::fs::remove_file(cache.join(COPIED_BACK));
+    let hook = hook_on(place);
     Ok(format!(
-        "{repaired}Claude Code's auto memory for {} is on memfs: {} is mounted (memfs pid {}), data dir {}{store}.\nmemfs --data {} log shows who changed what; memfs claude-code disable puts the plain directory back.\n",
+        "{repaired}Claude Code's auto memory for {} is on memfs: {} is mounted (memfs pid {}), data dir {}{store}.\n{hook}memfs claude-code log shows who changed what; memfs claude-code disable puts the plain directory back.\n",
         place.project.display(),
         dir.display(),
         pid,
         cache.display(),
-        data_arg(place),
     ))
+}
+
+/// Adds the `SessionStart` hook that mounts the memory again when Claude
+/// Code starts after a reboot; what `enable` says of it.
+fn hook_on(place: &Place) -> String {
+    let settings = hook::settings_path(&place.config);
+    let added = std::env::current_exe()
+        .map_err(|e| format!("cannot find memfs itself: {e}"))
+        .and_then(|exe| hook::install(&settings, &hook::command(&exe)));
+    match added {
+        Ok(true) => format!(
+            "A SessionStart hook in {} mounts it again whenever Claude Code starts after a reboot or a killed mount.\n",
+            settings.display()
+        ),
+        Ok(false) => String::new(),
+        Err(e) => format!("Not mounted again by itself after a reboot: {e}; run memfs claude-code enable then.\n"),
+    }
+}
+
+/// Takes the hook away when no other project is on memfs any more; what
+/// `disable` says of it.
+fn hook_off(place: &Place) -> String {
+    if others_enabled(place) {
+        return String::new();
+    }
+    let settings = hook::settings_path(&place.config);
+    match hook::remove(&settings) {
+        Ok(true) => format!("memfs' SessionStart hook is out of {}.\n", settings.display()),
+        Ok(false) => String::new(),
+        Err(e) => format!("memfs' SessionStart hook could not be taken out: {e}\n"),
+    }
+}
+
+/// Whether another project's memory (a data dir under the default root, or
+/// one an `enable --memory` named there) is still enabled.
+fn others_enabled(place: &Place) -> bool {
+    let Ok(entries) = std::fs::read_dir(&place.root) else {
+        return false;
+    };
+    entries.filter_map(Result::ok).any(|e| {
+        let path = e.path();
+        let data = match path.extension().is_some_and(|x| x == "memory") {
+            true => match std::fs::read_to_string(&path) {
+                Ok(there) => PathBuf::from(there.trim_end_matches('\n')),
+                Err(_) => return false,
+            },
+            false => path,
+        };
+        data != place.data && data.join(ENABLED).exists()
+    })
 }
 
 /// Detaches the dead mount at `dir`, or says how to.
@@ -578,14 +676,6 @@ fn bring_in(aside: &Path, dir: &Path) -> Result<String, String> {
     })
 }
 
-/// How to name this memory to other memfs commands.
-fn data_arg(place: &Place) -> String {
-    match &place.shared {
-        Some(url) => format!("'{url}' --cache {}", place.data.display()),
-        None => place.data.display().to_string(),
-    }
-}
-
 /// `disable`: unmounts the memory (a dead mount too), brings its plain
 /// files up to date from the journal, and copies them back as the plain
 /// directory. After a reboot took the mount away, the files Claude Code
@@ -625,8 +715,9 @@ fn disable(place: &Place) -> Result<String, String> {
         .collect();
     let _ = std::fs::write(place.data.join(COPIED_BACK), names.join("\n"));
     let _ = std::fs::remove_file(place.data.join(ENABLED));
+    let hook = hook_off(place);
     Ok(format!(
-        "Claude Code's auto memory for {} is a plain directory again: {} ({copied} file(s)); the memory and its history stay in {}\n",
+        "Claude Code's auto memory for {} is a plain directory again: {} ({copied} file(s)); the memory and its history stay in {}\n{hook}",
         place.project.display(),
         dir.display(),
         place.data.display()
