@@ -163,10 +163,7 @@ pub fn install(path: &Path, command: &str) -> Result<bool, String> {
 pub fn remove(path: &Path) -> Result<bool, String> {
     let mut settings = read(path)?;
     let mut hooks = hooks_of(&settings)?;
-    let Some(list) = hooks
-        .get_mut("SessionStart")
-        .and_then(Value::as_array_mut)
-    else {
+    let Some(list) = hooks.get_mut("SessionStart").and_then(Value::as_array_mut) else {
         return Ok(false);
     };
     let before = list.len();
@@ -183,9 +180,11 @@ pub fn remove(path: &Path) -> Result<bool, String> {
 
 /// Whether memfs' hook is in the settings at `path`.
 pub fn installed(path: &Path) -> bool {
-    read(path)
-        .and_then(|s| hooks_of(&s))
-        .is_ok_and(|h| h["SessionStart"].as_array().is_some_and(|l| l.iter().any(is_ours)))
+    read(path).and_then(|s| hooks_of(&s)).is_ok_and(|h| {
+        h["SessionStart"]
+            .as_array()
+            .is_some_and(|l| l.iter().any(is_ours))
+    })
 }
 
 #[cfg(test)]
@@ -205,7 +204,10 @@ mod tests {
         // Order and text of the other keys kept.
         let zeta = text.find("\"zeta\"").unwrap();
         let model = text.find("\"model\"").unwrap();
-        assert!(zeta < model && text.contains("{\"b\": 2, \"a\": 1}"), "{text}");
+        assert!(
+            zeta < model && text.contains("{\"b\": 2, \"a\": 1}"),
+            "{text}"
+        );
         let v: Value = serde_json::from_str(&text).unwrap();
         assert_eq!(v["hooks"]["Stop"][0]["hooks"][0]["command"], "true");
         // A newer memfs' path replaces the older one's.

@@ -233,7 +233,9 @@ pub fn run(cmd: &ClaudeCodeCmd) -> ExitCode {
     let result = match cmd {
         ClaudeCodeCmd::Enable { memory, .. } => ensure::hold(&place.data)
             .and_then(|_held| enable(&place).map(|said| said + &remember_where(&place, memory))),
-        ClaudeCodeCmd::Disable { .. } => ensure::hold(&place.data).and_then(|_held| disable(&place)),
+        ClaudeCodeCmd::Disable { .. } => {
+            ensure::hold(&place.data).and_then(|_held| disable(&place))
+        }
         ClaudeCodeCmd::Ensure { .. } => ensure::ensure(place),
         ClaudeCodeCmd::Status { .. } => {
             let (said, ok) = status(&place);
@@ -486,7 +488,10 @@ fn hook_off(place: &Place) -> String {
     }
     let settings = hook::settings_path(&place.config);
     match hook::remove(&settings) {
-        Ok(true) => format!("memfs' SessionStart hook is out of {}.\n", settings.display()),
+        Ok(true) => format!(
+            "memfs' SessionStart hook is out of {}.\n",
+            settings.display()
+        ),
         Ok(false) => String::new(),
         Err(e) => format!("memfs' SessionStart hook could not be taken out: {e}\n"),
     }

@@ -10,6 +10,7 @@ pub mod export;
 pub mod import;
 pub mod reply;
 pub mod request;
+pub mod saves;
 pub mod search;
 pub mod undo_session;
 

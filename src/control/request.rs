@@ -267,7 +267,7 @@ fn run(store: &Arc<Store>, history: &History, request: &Request) -> Result<Reply
                 None => (history.log(&at)?, None),
             };
             let mut out = String::new();
-            for row in rows {
+            for row in super::saves::fold(rows) {
                 if !*all && row.op != Op::Prune && scratch.hides_path(&row.path) {
                     continue;
                 }

@@ -11,7 +11,7 @@
 //! page showed (`BY\tV1,V2,...` lines): keep and undo act on those and on
 //! nothing the page did not show ([`Group`], read back by [`groups_of`]).
 
-use std::collections::{BTreeSet, HashMap};
+use std::collections::{BTreeSet, HashMap, HashSet};
 
 use super::html::{diff, esc, time};
 use super::model::{is_agents_change, Model};
@@ -66,10 +66,14 @@ pub fn groups_of(field: Option<&String>) -> Vec<Group> {
 }
 
 /// One session's changes to review: its files, newest first, each with its
-/// changes oldest first.
+/// changes oldest first (a save through a temporary file is in its
+/// target's: the temporary file's steps, then the rename).
 struct Session<'a> {
     by: String,
     files: Vec<(String, Vec<&'a Row>)>,
+    /// The versions that are steps of a save through a temporary file (one
+    /// change with its rename, not changes of their own).
+    steps: &'a HashSet<u64>,
 }
 
 impl Session<'_> {
@@ -90,7 +94,18 @@ impl Session<'_> {
     }
 
     fn count(&self) -> usize {
-        self.files.iter().map(|(_, rows)| rows.len()).sum()
+        self.files
+            .iter()
+            .map(|(_, rows)| self.shown(rows).len())
+            .sum()
+    }
+
+    /// A file's changes as a person counts them: a save's steps are not.
+    fn shown<'r>(&self, rows: &[&'r Row]) -> Vec<&'r Row> {
+        rows.iter()
+            .copied()
+            .filter(|r| !self.steps.contains(&r.id()))
+            .collect()
     }
 
     /// The versions of one file of the session (all files: `None`).
@@ -117,8 +132,28 @@ fn to_review<'a>(model: &'a Model, reviewed: &'a BTreeSet<u64>) -> impl Iterator
         .filter(|r| is_agents_change(r) && !reviewed.contains(&r.id()))
 }
 
-/// The queue: every unreviewed change of an agent's, by session and file.
-fn sessions<'a>(model: &'a Model, reviewed: &'a BTreeSet<u64>) -> Vec<Session<'a>> {
+/// The saves through a temporary file in the model: each step's version
+/// with the path its save ended at.
+pub fn save_steps(model: &Model) -> HashMap<u64, String> {
+    let mut out = HashMap::new();
+    for (rename, steps) in crate::control::saves::saves(&model.rows) {
+        if let Some(target) = model.row(rename) {
+            out.extend(steps.into_iter().map(|v| (v, target.path.clone())));
+        }
+    }
+    out
+}
+
+/// The queue: every unreviewed change of an agent's, by session and file,
+/// but a file whose changes are taken back since (`memfs undo` on the
+/// command line, a revert, an edit back): it holds what it held before the
+/// session's first change to it.
+fn sessions<'a>(
+    model: &'a Model,
+    reviewed: &'a BTreeSet<u64>,
+    steps: &'a HashMap<u64, String>,
+    step_set: &'a HashSet<u64>,
+) -> Vec<Session<'a>> {
     let mut out: Vec<Session<'a>> = Vec::new();
     // Where each session, and each of its files, is in `out`.
     let mut at: HashMap<String, usize> = HashMap::new();
@@ -129,30 +164,59 @@ fn sessions<'a>(model: &'a Model, reviewed: &'a BTreeSet<u64>) -> Vec<Session<'a
             out.push(Session {
                 by,
                 files: Vec::new(),
+                steps: step_set,
             });
             out.len() - 1
         });
+        let path = steps.get(&row.id()).unwrap_or(&row.path).as_str();
         let files = &mut out[i].files;
-        match file_at.get(&(i, row.path.as_str())) {
+        match file_at.get(&(i, path)) {
             Some(&f) => files[f].1.push(row),
             None => {
-                file_at.insert((i, row.path.as_str()), files.len());
-                files.push((row.path.clone(), vec![row]));
+                file_at.insert((i, path), files.len());
+                files.push((path.to_string(), vec![row]));
             }
         }
     }
     for s in &mut out {
         s.files
+            .retain(|(path, rows)| !taken_back(model, path, rows));
+        s.files
             .sort_by_key(|(_, rows)| std::cmp::Reverse(rows.last().map(|r| r.id())));
     }
+    out.retain(|s| !s.files.is_empty());
     out.sort_by_key(|s| std::cmp::Reverse(s.newest().id()));
     out
 }
 
+/// The first of a file's changes made at its path (a save's steps are at
+/// the temporary file's): what it replaced is what the file held before.
+fn first_at<'r>(path: &str, rows: &[&'r Row]) -> &'r Row {
+    rows.iter()
+        .copied()
+        .find(|r| r.path == path)
+        .unwrap_or(rows[0])
+}
+
+/// Whether the file at `path` holds now what it held before `rows` (its
+/// changes of one session): nothing of them is left to review.
+fn taken_back(model: &Model, path: &str, rows: &[&Row]) -> bool {
+    let before = first_at(path, rows)
+        .replaces
+        .and_then(|r| model.row(r.0))
+        .and_then(|r| r.sha256.as_deref());
+    let now = model
+        .live
+        .get(path)
+        .and_then(|&i| model.rows[i].sha256.as_deref());
+    let redacted = rows.iter().any(|r| r.redacted);
+    !redacted && before == now
+}
+
 /// A file's net change over `rows` (oldest first): from what the first
 /// replaced to what the last left.
-fn net_diff(model: &Model, source: &Source, rows: &[&Row]) -> Result<String, String> {
-    let (first, last) = (rows[0], rows[rows.len() - 1]);
+fn net_diff(model: &Model, source: &Source, path: &str, rows: &[&Row]) -> Result<String, String> {
+    let (first, last) = (first_at(path, rows), rows[rows.len() - 1]);
     if rows.iter().any(|r| r.redacted) {
         return Ok(String::new());
     }
@@ -196,7 +260,12 @@ fn act(ctx: &Ctx, action: &str, groups: &[Group], label: &str, class: &str, back
 
 /// How many changes wait for review.
 pub fn waiting(model: &Model, reviewed: &BTreeSet<u64>) -> usize {
-    to_review(model, reviewed).count()
+    let steps = save_steps(model);
+    let step_set = steps.keys().copied().collect();
+    sessions(model, reviewed, &steps, &step_set)
+        .iter()
+        .map(Session::count)
+        .sum()
 }
 
 /// `/review[?page=N]`.
@@ -207,7 +276,9 @@ pub fn review(
     page: usize,
     ctx: &Ctx,
 ) -> View {
-    let all = sessions(model, reviewed);
+    let steps = save_steps(model);
+    let step_set = steps.keys().copied().collect();
+    let all = sessions(model, reviewed, &steps, &step_set);
     let changes: usize = all.iter().map(Session::count).sum();
     let files: usize = all.iter().map(|s| s.files.len()).sum();
     let pages = all.len().div_ceil(SESSIONS_PER_PAGE).max(1);
@@ -303,16 +374,30 @@ fn file_block(
 ) -> String {
     let group = session.group(Some(path));
     let last = rows[rows.len() - 1];
-    let versions = match rows.len() {
-        1 => format!("v{} {}", rows[0].version, esc(rows[0].op.as_str())),
-        n => format!("{n} changes, v{} to v{}", rows[0].version, last.version),
+    let shown = match session.shown(rows) {
+        none if none.is_empty() => rows.to_vec(),
+        some => some,
+    };
+    let saved = rows.iter().any(|r| session.steps.contains(&r.id()));
+    let versions = match shown.as_slice() {
+        [one] if saved => {
+            let save = crate::control::saves::as_save(one);
+            format!("v{} {}", one.version, esc(save.op.as_str()))
+        }
+        [one] => format!("v{} {}", one.version, esc(one.op.as_str())),
+        _ => format!(
+            "{} changes, v{} to v{}",
+            shown.len(),
+            shown[0].version,
+            last.version
+        ),
     };
     let mut out = format!(
         "<section class=\"change\"><h3>{} <span class=\"summary\">{versions}</span> <span class=\"when\">{}</span></h3>",
         file_link(path),
         time(&last.time)
     );
-    match net_diff(model, source, rows) {
+    match net_diff(model, source, path, rows) {
         Ok(text) if text.is_empty() => out.push_str(
             "<p class=\"note\">No change to the content shown (a redaction, a move, or back as it was).</p>",
         ),
@@ -328,7 +413,7 @@ fn file_block(
         "keep",
         back,
     ));
-    let undo = match rows.len() {
+    let undo = match shown.len() {
         1 => "undo".to_string(),
         n => format!("undo these {n} together"),
     };

@@ -228,9 +228,20 @@ def test_memfs_claude_code_enable_puts_this_projects_auto_memory_on_memfs(claude
         # button for all of it.
         review = review_page(memfs_bin, data, env)
         assert "agent:mount(claude)" in review and "Undo this session" in review, review
-        # Everything Claude Code did, taken back in one step.
-        undo = memfs("--data", str(data), "undo", "--by", "agent:mount(claude)")
+        # Claude Code saves through X.tmp.<pid>.<hex> renamed over X: one
+        # change of X, in the log and on the page, no temporary file.
+        assert "2 changes to 2 files by 1 session" in review, review
+        assert ".tmp." not in review, review
+        text = memfs("claude-code", "log").stdout
+        assert text.count("agent:mount(claude)") == 2, text
+        assert all(".tmp." not in line.split("saved through")[0] for line in text.splitlines()), text
+        assert "saved through MEMORY.md.tmp." in text, text
+        # Everything Claude Code did, taken back in one step, on the command
+        # line: the page follows, nothing waits for review any more.
+        undo = memfs("claude-code", "undo", "--by", "agent:mount(claude)")
         assert undo.returncode == 0, undo.stderr
+        review = review_page(memfs_bin, data, env)
+        assert "0 changes to 0 files by 0 sessions" in review, review
         assert (place / "MEMORY.md").read_text() == "# Memory\n- [Old](old.md) \u2014 kept from before\n"
         assert not (place / "testing.md").exists()
     finally:
@@ -413,3 +424,97 @@ def test_memfs_keys_a_project_as_claude_code_names_it_in_its_prompt(memfs_bin, t
     assert status.returncode == 0, status.stderr
     ours = re.search(r"Claude Code's auto memory: .*/\.claude/projects/([^/]+)/memory", status.stdout).group(1)
     assert ours == named.pop(), status.stdout
+
+
+def needs_mount_and_claude():
+    if not CLAUDE or not os.path.exists(CLAUDE) or not (os.path.exists("/dev/fuse") and os.geteuid() == 0):
+        if CI:
+            pytest.fail("CI=true needs CLAUDE_BIN, /dev/fuse and root")
+        pytest.skip("needs CLAUDE_BIN, /dev/fuse and root")
+
+
+def log_rows(memfs_bin, cwd, env):
+    log = subprocess.run([memfs_bin, "claude-code", "log", "--json", "--all"], cwd=cwd, env=env,
+                         capture_output=True, text=True, timeout=60)
+    assert log.returncode == 0, log.stderr
+    return [json.loads(line) for line in log.stdout.splitlines()][::-1]  # oldest first
+
+
+def test_a_day_in_a_users_life_with_claude_code_on_memfs(memfs_bin, tmp_path):
+    """Enable in the main checkout; Claude Code writes in a worktree; the
+    mount is killed; Claude Code starts again and has its memory (memfs'
+    SessionStart hook mounts it and hands the session its MEMORY.md); disable
+    from the worktree; Claude Code writes to the plain directory; enable
+    again: every write is in `memfs claude-code log` in order, the files are
+    the latest, and no command refused anything."""
+    needs_mount_and_claude()
+    import re
+    import signal
+    home, main, wt = tmp_path / "home", tmp_path / "repo", tmp_path / "wt"
+    home.mkdir()
+    git = ["git", "-c", "user.name=u", "-c", "user.email=u@example.com"]
+    subprocess.run([*git, "init", "-q", str(main)], check=True)
+    subprocess.run([*git, "-C", str(main), "commit", "-q", "--allow-empty", "-m", "start"], check=True)
+    subprocess.run([*git, "-C", str(main), "worktree", "add", "-q", str(wt)], check=True)
+    key = "".join(c if c.isascii() and c.isalnum() else "-" for c in str(main))
+    place = home / ".claude" / "projects" / key / "memory"
+    env = {"PATH": os.environ.get("PATH", "/usr/bin:/bin"), "HOME": str(home)}
+
+    def memfs(cwd, *args):
+        done = subprocess.run([memfs_bin, *args], cwd=cwd, env=env, capture_output=True, text=True, timeout=60)
+        assert done.returncode == 0, (args, done.stdout, done.stderr)
+        return done.stdout
+
+    def claude_writes(turns, cwd, tool="Write"):
+        with ScriptedApi([*turns, [{"type": "text", "text": "Done."}]], main_tool=tool) as api:
+            run = claude_at(home, cwd, api, ["-p", "Remember this.", "--allowedTools", "Write,Edit,Read"])
+            assert run.returncode == 0, (run.stdout, run.stderr[-3000:])
+            api.check()
+        return api
+
+    def write(i, path, text, new=True):
+        said = f"File created successfully at: {path}" if new else f"The file {path} has been updated successfully."
+        return [{"type": "tool_use", "id": f"toolu_{i}", "name": "Write", "input": {"file_path": path, "content": text},
+                 "expect": {"content": said + NO_READ_BACK, "is_error": False}}]
+
+    md, build, deploy = f"{place}/MEMORY.md", f"{place}/build.md", f"{place}/deploy.md"
+    try:
+        on = memfs(main, "claude-code", "enable")
+        assert "SessionStart hook" in on, on
+        pid = int(re.search(r"memfs pid (\d+)", on).group(1))
+        settings = json.loads((home / ".claude" / "settings.json").read_text())
+        assert "claude-code ensure" in json.dumps(settings["hooks"]["SessionStart"]), settings
+        # 1. In the worktree: the one memory of the repository.
+        claude_writes([write(1, md, "# Memory\n- [Build](build.md)\n"), write(2, build, "Build with make.\n")], wt)
+        # 2. The mount is killed: status says so from the worktree, exit 1.
+        os.kill(pid, signal.SIGKILL)
+        time.sleep(0.3)
+        dead = subprocess.run([memfs_bin, "claude-code", "status"], cwd=wt, env=env, capture_output=True, text=True)
+        assert dead.returncode == 1 and "the mount is dead" in dead.stdout, dead.stdout
+        # 3. Claude Code starts again: the hook mounts the memory, and the first
+        # request carries MEMORY.md all the same.
+        api = claude_writes([
+            [{"type": "tool_use", "id": "toolu_3", "name": "Read", "input": {"file_path": build}}],
+            [{"type": "tool_use", "id": "toolu_4", "name": "Edit",
+              "input": {"file_path": build, "old_string": "make.", "new_string": "make -j2."},
+              "expect": {"content": f"The file {build} has been updated successfully.{NO_READ_BACK}", "is_error": False}}],
+        ], wt)
+        first = json.dumps(api.requests[0])
+        assert "memfs mounted this project's auto memory again" in first and "[Build](build.md)" in first, first[:3000]
+        assert "on memfs (data dir" in memfs(wt, "claude-code", "status")
+        # 4. Disabled from the worktree; Claude Code writes the plain directory.
+        off = memfs(wt, "claude-code", "disable")
+        assert "plain directory again" in off and not os.path.ismount(place), off
+        assert "claude-code ensure" not in (home / ".claude" / "settings.json").read_text()
+        claude_writes([write(5, deploy, "Deploy on Fridays.\n")], wt)
+        # 5. Enabled again: what was written meanwhile is taken in, nothing refused.
+        again = memfs(main, "claude-code", "enable")
+        assert "1 file(s) written" in again, again
+        assert (place / "build.md").read_text() == "Build with make -j2.\n"
+        assert (place / "deploy.md").read_text() == "Deploy on Fridays.\n"
+        assert (place / "MEMORY.md").read_text() == "# Memory\n- [Build](build.md)\n"
+        changes = [(r["op"], r["path"]) for r in log_rows(memfs_bin, wt, env) if r["op"] != "found"]
+        assert changes == [("create", "/memories/MEMORY.md"), ("create", "/memories/build.md"),
+                           ("write", "/memories/build.md"), ("create", "/memories/deploy.md")], changes
+    finally:
+        subprocess.run([memfs_bin, "claude-code", "disable"], cwd=main, env=env, capture_output=True, timeout=60)
