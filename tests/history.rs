@@ -601,7 +601,7 @@ fn a_stale_save_in_vim_is_marked_as_an_overwrite_and_one_revert_undoes_it() {
     assert_eq!(rows[0]["replaces"], rows[1]["version"]);
     let (_, table, _) = run(m.data.path(), &["log", "/memories/plan.md"]);
     assert!(
-        table.contains("overwrite") && table.contains("over agent's"),
+        table.contains("overwrite") && table.contains("which its writer had not read"),
         "{table}"
     );
     let (code, said, err) = run(

@@ -3,6 +3,7 @@
 //! the data dir, whether the CLI opened it itself or asked the owner through
 //! its socket (`{"type": "memfs_history", ...}`).
 
+use std::collections::BTreeSet;
 use std::sync::Arc;
 
 use serde::{Deserialize, Serialize};
@@ -250,6 +251,15 @@ pub fn handle(store: &Arc<Store>, control: &Control, request: &Request) -> Reply
     }
 }
 
+/// A host of a shared store as `memfs log` names it: `here` for the one
+/// asking, another by its journal's origin cut to 8 characters.
+pub fn host_name<'a>(origin: &'a str, here: &str) -> &'a str {
+    match origin == here {
+        true => "here",
+        false => origin.get(..8).unwrap_or(origin),
+    }
+}
+
 /// Long because it is a match over every control request kind; most arms
 /// are a few lines.
 fn run(store: &Arc<Store>, history: &History, request: &Request) -> Result<Reply, Refusal> {
@@ -267,14 +277,21 @@ fn run(store: &Arc<Store>, history: &History, request: &Request) -> Result<Reply
                 None => (history.log(&at)?, None),
             };
             let mut out = String::new();
-            for row in super::saves::fold(rows) {
+            let rows = super::saves::fold(rows);
+            // (Several hosts of a shared store: each line says whose.)
+            let hosts: BTreeSet<&str> = rows.iter().filter_map(|r| r.origin.as_deref()).collect();
+            let here = history.origin();
+            for row in &rows {
                 if !*all && row.op != Op::Prune && scratch.hides_path(&row.path) {
                     continue;
                 }
                 if *json {
-                    out.push_str(&serde_json::to_string(&row).expect("a row serializes"));
+                    out.push_str(&serde_json::to_string(row).expect("a row serializes"));
                 } else {
                     out.push_str(&row.table_line());
+                    if let Some(host) = row.origin.as_deref().filter(|_| hosts.len() > 1) {
+                        out.push_str(&format!("  @{}", host_name(host, &here)));
+                    }
                 }
                 out.push('\n');
             }

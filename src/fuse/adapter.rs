@@ -350,7 +350,8 @@ impl Filesystem for MemFs {
                 if flags.0 & libc::O_ACCMODE != libc::O_WRONLY {
                     // What this process saw: a later save of it over an
                     // agent's newer change is a lost update.
-                    self.store.note_open(ino.0, req.pid());
+                    self.store
+                        .note_open(ino.0, super::request::process_pid(req));
                 }
                 let fh = match flags.0 & libc::O_ACCMODE == libc::O_RDONLY {
                     true => READ_ONLY,

@@ -34,6 +34,12 @@ pub(super) fn origin(req: &Request) -> Origin {
     }
 }
 
+/// The process (the thread group) of the calling thread: what a read is
+/// noted under, as the change a save makes is credited to it.
+pub(super) fn process_pid(req: &Request) -> u32 {
+    process_of(req.pid()).0
+}
+
 /// The process thread `tid` belongs to and its name (its `comm`), from a
 /// small cache: a burst of writes from one editor reads `/proc` once.
 fn process_of(tid: u32) -> (u32, Process) {

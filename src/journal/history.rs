@@ -330,6 +330,12 @@ impl History {
         Ok((out, start.is_none()))
     }
 
+    /// This journal's origin: what the rows of this host's changes carry
+    /// (a shared store's other hosts' rows carry theirs).
+    pub fn origin(&self) -> String {
+        self.shared.state.lock().origin.clone()
+    }
+
     /// The number the next version will get: every version below it has
     /// been handed out (and, unless its batch was refused, is in the journal).
     pub fn next_version(&self) -> u64 {

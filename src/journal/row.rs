@@ -359,7 +359,9 @@ impl Row {
         }
         if let Some(replaces) = &self.replaces {
             if self.op == Op::Overwrite {
-                line.push_str(&format!(" (over agent's {replaces})"));
+                line.push_str(&format!(
+                    " (over {replaces}, which its writer had not read)"
+                ));
             }
         }
         if self.redacted {

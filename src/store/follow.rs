@@ -163,6 +163,7 @@ impl Store {
             touched.extend(cached(&tree, &applied));
             touched.dedup();
             let seq = self.seq.fetch_add(1, Ordering::Relaxed) + 1;
+            self.fresh.lock().note_foreign(seq, &applied);
             changes.push(Change {
                 seq,
                 origin: Origin::Memfs,

@@ -17,8 +17,10 @@ pub struct Fresh {
     /// (pid, path) → the store's change counter when that process last
     /// opened the file to read it (or wrote it: it knows its own content).
     reads: HashMap<(u32, MemPath), u64>,
-    /// path → (change counter, by an agent?) of the change that put its
-    /// content there last.
+    /// path → (change counter, unseen?) of the change that put its content
+    /// there last; unseen: by an agent (through a door, or its program
+    /// through the mount) or by another host of a shared store, a change a
+    /// person's program may save over without having read it.
     content_at: HashMap<MemPath, (u64, bool)>,
 }
 
@@ -57,10 +59,31 @@ impl Fresh {
             if self.content_at.len() >= MAX && !self.content_at.contains_key(path) {
                 self.content_at.clear();
             }
-            self.content_at
-                .insert(path.clone(), (seq, matches!(origin, Origin::Agent { .. })));
+            let unseen = match origin {
+                Origin::Agent { .. } => true,
+                Origin::Person { process, .. } => process.is_agent_program(),
+                _ => false,
+            };
+            self.content_at.insert(path.clone(), (seq, unseen));
         }
         stale
+    }
+
+    /// Notes another host's change `seq` (a shared store's follower applied
+    /// `ops`): a save over it by a program that read the file before it
+    /// arrived is a lost update.
+    pub fn note_foreign(&mut self, seq: u64, ops: &[ChangeOp]) {
+        for op in ops {
+            let path = match op {
+                ChangeOp::Write { path, .. } => path,
+                ChangeOp::Rename { to, .. } => to,
+                _ => continue,
+            };
+            if self.content_at.len() >= MAX && !self.content_at.contains_key(path) {
+                self.content_at.clear();
+            }
+            self.content_at.insert(path.clone(), (seq, true));
+        }
     }
 
     /// Forgets every path at or below `at` (a redacted path: memfs keeps

@@ -247,6 +247,43 @@ fn net_diff(model: &Model, source: &Source, path: &str, rows: &[&Row]) -> Result
     Ok(String::from_utf8_lossy(&text).into_owned())
 }
 
+/// What the file's lost updates replaced: each overwrite's both sides (the
+/// version its writer had not read is kept in the history).
+fn overwrites(model: &Model, rows: &[&Row]) -> String {
+    let mut out = String::new();
+    for row in rows
+        .iter()
+        .filter(|r| r.op == crate::journal::Op::Overwrite)
+    {
+        let Some(lost) = row.replaces.and_then(|v| model.row(v.0)) else {
+            continue;
+        };
+        // (Two hosts of a shared store: each named.)
+        let host = |r: &Row, other: &Row| match (&r.origin, &other.origin) {
+            (Some(a), Some(b)) if a != b => format!(" on host @{}", origin_name(a)),
+            _ => String::new(),
+        };
+        out.push_str(&format!(
+            "<p class=\"error\">Overwrite: v{} (by {}{}) was saved over <a href=\"/diff?version={}\">v{}</a> (by {}{}), which its writer had not read; v{} stays in the history.</p>",
+            row.version,
+            esc(&row.actor.short()),
+            host(row, lost),
+            lost.version,
+            lost.version,
+            esc(&lost.actor.short()),
+            host(lost, row),
+            lost.version
+        ));
+    }
+    out
+}
+
+/// A host as the page names it: its origin's first 8 characters, as
+/// `memfs log` does.
+fn origin_name(origin: &str) -> String {
+    esc(crate::control::request::host_name(origin, ""))
+}
+
 /// A form acting on groups (`/keep-groups`, `/undo-groups`).
 fn act(ctx: &Ctx, action: &str, groups: &[Group], label: &str, class: &str, back: &str) -> String {
     let lines: Vec<String> = groups.iter().map(Group::line).collect();
@@ -361,6 +398,25 @@ fn session_block(
     out
 }
 
+/// What a file's heading says of its changes (`v7 write`, `3 changes, v4
+/// to v9`): a save through a temporary file as the write it is.
+fn summary(session: &Session, rows: &[&Row], shown: &[&Row]) -> String {
+    let saved = rows.iter().any(|r| session.steps.contains(&r.id()));
+    match shown {
+        [one] if saved => {
+            let save = crate::control::saves::as_save(one);
+            format!("v{} {}", one.version, esc(save.op.as_str()))
+        }
+        [one] => format!("v{} {}", one.version, esc(one.op.as_str())),
+        _ => format!(
+            "{} changes, v{} to v{}",
+            shown.len(),
+            shown[0].version,
+            rows[rows.len() - 1].version
+        ),
+    }
+}
+
 /// One file of a session: its net change, with keep and undo for all of
 /// the session's changes to it.
 fn file_block(
@@ -378,25 +434,13 @@ fn file_block(
         none if none.is_empty() => rows.to_vec(),
         some => some,
     };
-    let saved = rows.iter().any(|r| session.steps.contains(&r.id()));
-    let versions = match shown.as_slice() {
-        [one] if saved => {
-            let save = crate::control::saves::as_save(one);
-            format!("v{} {}", one.version, esc(save.op.as_str()))
-        }
-        [one] => format!("v{} {}", one.version, esc(one.op.as_str())),
-        _ => format!(
-            "{} changes, v{} to v{}",
-            shown.len(),
-            shown[0].version,
-            last.version
-        ),
-    };
+    let versions = summary(session, rows, &shown);
     let mut out = format!(
         "<section class=\"change\"><h3>{} <span class=\"summary\">{versions}</span> <span class=\"when\">{}</span></h3>",
         file_link(path),
         time(&last.time)
     );
+    out.push_str(&overwrites(model, rows));
     match net_diff(model, source, path, rows) {
         Ok(text) if text.is_empty() => out.push_str(
             "<p class=\"note\">No change to the content shown (a redaction, a move, or back as it was).</p>",

@@ -375,12 +375,14 @@ def test_claude_code_on_two_machines_shares_one_memory_through_mcp(claude, memfs
         pg.remove()
 
 
-def review_page(memfs_bin, data, env):
-    """The review page of `memfs web` beside the mount, logged in with the
-    printed link: its HTML."""
+def review_page(memfs_bin, data, env, cwd=None):
+    """The review page of `memfs web` beside the mount (with `data` None:
+    `memfs claude-code web` in `cwd`), logged in with the printed link: its
+    HTML."""
     import http.cookiejar
     import urllib.request
-    web = subprocess.Popen([memfs_bin, "--data", str(data), "web"], env=env, stdout=subprocess.PIPE,
+    args = ["--data", str(data), "web"] if data is not None else ["claude-code", "web"]
+    web = subprocess.Popen([memfs_bin, *args], env=env, cwd=cwd, stdout=subprocess.PIPE,
                            stderr=subprocess.DEVNULL, text=True)
     try:
         url = web.stdout.readline().strip()
@@ -518,3 +520,161 @@ def test_a_day_in_a_users_life_with_claude_code_on_memfs(memfs_bin, tmp_path):
                            ("write", "/memories/build.md"), ("create", "/memories/deploy.md")], changes
     finally:
         subprocess.run([memfs_bin, "claude-code", "disable"], cwd=main, env=env, capture_output=True, timeout=60)
+
+
+def two_machines_on_one_store(memfs_bin, tmp_path, pg):
+    """Two machines (two HOMEs, two checkouts of one repository), each
+    `memfs claude-code enable --shared`: [(home, work, place, env)]."""
+    machines = []
+    for name in ("a", "b"):
+        home, work = tmp_path / name / "home", tmp_path / name / "project"
+        subprocess.run(["git", "init", "-q", str(work)], check=True)
+        subprocess.run(["git", "-C", str(work), "remote", "add", "origin", "git@example.com:team/notes.git"],
+                       check=True)
+        key = "".join(c if c.isascii() and c.isalnum() else "-" for c in str(work))
+        place = home / ".claude" / "projects" / key / "memory"
+        env = {"PATH": os.environ.get("PATH", "/usr/bin:/bin"), "HOME": str(home)}
+        on = subprocess.run([memfs_bin, "claude-code", "enable", "--shared", pg.base], cwd=work, env=env,
+                            capture_output=True, text=True, timeout=60)
+        assert on.returncode == 0, on.stderr
+        machines.append((home, work, place, env))
+    return machines
+
+
+def needs_pg_mount_and_claude():
+    if not (CLAUDE and os.path.exists(CLAUDE) and os.geteuid() == 0 and os.path.exists("/dev/fuse")
+            and os.path.exists("/usr/lib/postgresql/15/bin/pg_ctl")):
+        if CI:
+            pytest.fail("CI=true needs CLAUDE_BIN, root, /dev/fuse and PostgreSQL 15")
+        pytest.skip("needs CLAUDE_BIN, root, /dev/fuse and PostgreSQL 15")
+
+
+def wait_for(check, what, timeout=20.0):
+    deadline = time.monotonic() + timeout
+    while not check():
+        assert time.monotonic() < deadline, what
+        time.sleep(0.05)
+
+
+def read_elsewhere(path):
+    """A file's text read by another process (`cat`): this one's reads
+    are what its later save is judged by."""
+    return subprocess.run(["cat", str(path)], capture_output=True, text=True).stdout
+
+
+def test_a_save_over_another_machines_edit_its_writer_never_read_is_an_overwrite(memfs_bin, tmp_path):
+    """Machine B's program reads MEMORY.md; machine A's edit arrives; B's
+    program saves as Claude Code does (a temporary file renamed over it):
+    the history records an overwrite of A's version with both sides, `memfs
+    claude-code log` names each machine, the review page shows both."""
+    needs_pg_mount_and_claude()
+    from shared_hosts import Postgres
+    pg = Postgres(tmp_path / "pg")
+    pg.start()
+    machines = []
+    try:
+        machines = two_machines_on_one_store(memfs_bin, tmp_path, pg)
+        (_, _, place_a, _), (home_b, work_b, place_b, env_b) = machines
+        (place_a / "MEMORY.md").write_text("# Memory\n")
+        wait_for(lambda: read_elsewhere(place_b / "MEMORY.md") == "# Memory\n", "B sees the first version")
+        with open(place_b / "MEMORY.md") as f:
+            assert f.read() == "# Memory\n"
+        (place_a / "MEMORY.md").write_text("# Memory\n- A's edit\n")
+        wait_for(lambda: "A's edit" in read_elsewhere(place_b / "MEMORY.md"), "B sees A's edit")
+        tmp = place_b / f"MEMORY.md.tmp.{os.getpid()}.1f2e3d"
+        tmp.write_text("# Memory\n- B's edit\n")
+        os.rename(tmp, place_b / "MEMORY.md")
+        wait_for(lambda: "B's edit" in read_elsewhere(place_a / "MEMORY.md"), "A sees B's edit")
+        rows = log_rows(memfs_bin, work_b, env_b)
+        over = [r for r in rows if r["op"] == "overwrite"]
+        assert len(over) == 1 and over[0]["path"] == "/memories/MEMORY.md", rows
+        lost = next(r for r in rows if r["version"] == over[0]["replaces"])
+        assert lost["origin"] != over[0]["origin"], (lost, over[0])
+        text = subprocess.run([memfs_bin, "claude-code", "log"], cwd=work_b, env=env_b, capture_output=True,
+                              text=True, timeout=60).stdout
+        line = next(line for line in text.splitlines() if " overwrite " in line)
+        assert "which its writer had not read" in line and line.endswith("@here"), text
+        assert f"@{lost['origin'][:8]}" in text, text
+        assert ".tmp." not in line.split("saved through")[0], text
+    finally:
+        for home, work, place, env in machines:
+            subprocess.run([memfs_bin, "claude-code", "disable"], cwd=work, env=env, capture_output=True, timeout=60)
+        pg.remove()
+
+
+def test_two_claude_codes_editing_memory_md_at_once_lose_no_edit_silently(memfs_bin, tmp_path):
+    """Two machines on one PostgreSQL store, both Claude Codes reading then
+    editing MEMORY.md at the same time, 20 rounds (MEMFS_CC_ROUNDS): every
+    edit is in the final file, or its Edit was answered with an error, or
+    it is in a version the history records as overwritten, with the
+    machine that overwrote it named."""
+    needs_pg_mount_and_claude()
+    from shared_hosts import Postgres
+    rounds = int(os.environ.get("MEMFS_CC_ROUNDS", "20"))
+    pg = Postgres(tmp_path / "pg")
+    pg.start()
+    machines = []
+    try:
+        machines = two_machines_on_one_store(memfs_bin, tmp_path, pg)
+        places = [m[2] for m in machines]
+        (places[0] / "MEMORY.md").write_text("# Memory\n")
+        wait_for(lambda: read_elsewhere(places[1] / "MEMORY.md") == "# Memory\n", "B sees MEMORY.md")
+        told_error = set()
+        for i in range(rounds):
+            runs = []
+            for m, (home, work, place, _) in zip("ab", machines):
+                md = f"{place}/MEMORY.md"
+                api = ScriptedApi([
+                    [{"type": "tool_use", "id": "toolu_1", "name": "Read", "input": {"file_path": md}}],
+                    [{"type": "tool_use", "id": "toolu_2", "name": "Edit",
+                      "input": {"file_path": md, "old_string": "# Memory\n", "new_string": f"# Memory\n- {m} {i}\n"}}],
+                    [{"type": "text", "text": "Edited."}],
+                ], main_tool="Edit").__enter__()
+                env = {"PATH": os.environ.get("PATH", "/usr/bin:/bin"), "HOME": str(home),
+                       "ANTHROPIC_API_KEY": "sk-ant-scripted", "ANTHROPIC_BASE_URL": api.url,
+                       "CLAUDE_CODE_DISABLE_NONESSENTIAL_TRAFFIC": "1", "ENABLE_TOOL_SEARCH": "false"}
+                proc = subprocess.Popen([CLAUDE, "-p", "Note the round.", "--allowedTools", "Read,Edit"], env=env,
+                                        cwd=work, stdin=subprocess.DEVNULL, stdout=subprocess.PIPE,
+                                        stderr=subprocess.PIPE, text=True)
+                runs.append((m, api, proc))
+            for m, api, proc in runs:
+                out, err = proc.communicate(timeout=180)
+                api.__exit__(None, None, None)
+                assert proc.returncode == 0, (out, err[-2000:])
+                if api.results["toolu_2"]["is_error"]:
+                    told_error.add(f"- {m} {i}")
+            # Both machines agree before the next round.
+            wait_for(lambda: read_elsewhere(places[0] / "MEMORY.md") == read_elsewhere(places[1] / "MEMORY.md"),
+                     "both machines hold one MEMORY.md")
+        final = read_elsewhere(places[0] / "MEMORY.md")
+        home_b, work_b, _, env_b = machines[1]
+        rows = log_rows(memfs_bin, work_b, env_b)
+        url = pg.base + "?store=cc-example.com-team-notes"
+        cache_b = home_b / ".local" / "share" / "memfs" / "claude-code" / machines[1][2].parent.name
+
+        def content(version):
+            return subprocess.run([memfs_bin, "--data", url, "--cache", str(cache_b), "show", version],
+                                  capture_output=True, text=True, timeout=60).stdout
+
+        overwritten = ""
+        for r in rows:
+            if r["op"] == "overwrite":
+                lost = next(x for x in rows if x["version"] == r["replaces"])
+                assert lost["origin"] != r["origin"] or lost["actor"] != r["actor"], (lost, r)
+                overwritten += content(r["replaces"])
+        silent = [f"- {m} {i}" for i in range(rounds) for m in "ab"
+                  if f"- {m} {i}" not in final and f"- {m} {i}" not in told_error
+                  and f"- {m} {i}" not in overwritten]
+        assert not silent, (silent, final, [(r["op"], r["version"], r.get("replaces")) for r in rows])
+        # Claude Code's overwrites wait on the review page with both sides.
+        review = review_page(memfs_bin, None, env_b, cwd=work_b)
+        for r in rows:
+            if r["op"] == "overwrite" and r["actor"]["kind"] == "agent":
+                said = f"Overwrite: v{r['version']} (by agent:mount(claude)"
+                assert said in review and f"v{r['replaces']}</a>" in review, review
+        print(f"{rounds} rounds: {final.count(chr(10)) - 1} edits in the file, {len(told_error)} refused to "
+              f"the model, {sum(r['op'] == 'overwrite' for r in rows)} overwrites recorded")
+    finally:
+        for home, work, place, env in machines:
+            subprocess.run([memfs_bin, "claude-code", "disable"], cwd=work, env=env, capture_output=True, timeout=60)
+        pg.remove()
