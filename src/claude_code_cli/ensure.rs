@@ -45,17 +45,21 @@ pub fn ensure(place: Place) -> Result<String, String> {
     if !enabled(&place) {
         return Ok(String::new());
     }
-    if mount_of(&place) == Mount::Live {
-        return Ok(String::new());
-    }
-    let _held = hold(&place.data)?;
     let was = match mount_of(&place) {
-        // (Another Claude Code's hook mounted it meanwhile.)
         Mount::Live => return Ok(String::new()),
         Mount::Dead => "its memfs had stopped (killed, or it crashed)",
         Mount::None => "it was not mounted (after a reboot or a logout)",
     };
-    enable(&place)?;
+    let _held = hold(&place.data)?;
+    // (A `disable` that held the lock meanwhile: nothing to do.)
+    if !enabled(&place) {
+        return Ok(String::new());
+    }
+    // (Another Claude Code's hook mounted it meanwhile: this session
+    // started without its MEMORY.md all the same.)
+    if mount_of(&place) != Mount::Live {
+        enable(&place)?;
+    }
     let md = place.memory_dir.join("MEMORY.md");
     let text = std::fs::read(&md).unwrap_or_default();
     Ok(format!(

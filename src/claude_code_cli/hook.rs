@@ -73,22 +73,59 @@ fn write(path: &Path, settings: &Ordered) -> Result<(), String> {
         true => "{}\n".to_string(),
         false => format!("{{\n{}\n}}\n", body.join(",\n")),
     };
+    // (A settings file that is a link, as dotfile managers make it: the
+    // file it names is the one rewritten, and the link stays.)
+    let path = std::fs::canonicalize(path).unwrap_or_else(|_| path.to_path_buf());
     if let Some(dir) = path.parent() {
         std::fs::create_dir_all(dir).map_err(|e| format!("cannot make {}: {e}", dir.display()))?;
     }
-    let tmp = path.with_extension("json.memfs-tmp");
-    std::fs::write(&tmp, text)
-        .and_then(|()| std::fs::rename(&tmp, path))
-        .map_err(|e| format!("cannot write {}: {e}", path.display()))
+    let tmp = path.with_extension(format!("json.memfs-{}", std::process::id()));
+    let written = (|| {
+        use std::io::Write;
+        use std::os::unix::fs::OpenOptionsExt;
+        // Made private, then given the old file's mode: its secrets (an
+        // `env`, an `apiKeyHelper`) are never readable by others meanwhile.
+        let mut file = std::fs::OpenOptions::new()
+            .write(true)
+            .create_new(true)
+            .mode(0o600)
+            .open(&tmp)?;
+        if let Ok(old) = std::fs::metadata(&path) {
+            file.set_permissions(old.permissions())?;
+        }
+        file.write_all(text.as_bytes())?;
+        file.sync_all()?;
+        std::fs::rename(&tmp, &path)
+    })();
+    written.map_err(|e| {
+        let _ = std::fs::remove_file(&tmp);
+        format!("cannot write {}: {e}", path.display())
+    })
 }
 
-/// Whether a hook entry (`{"matcher": .., "hooks": [..]}`) is memfs' own.
+/// Whether a hook (`{"type": "command", "command": ..}`) is memfs' own.
+fn is_ours_hook(hook: &Value) -> bool {
+    hook["command"]
+        .as_str()
+        .is_some_and(|c| c.trim_end().ends_with(MARK))
+}
+
+/// Whether a hook entry (`{"matcher": .., "hooks": [..]}`) holds memfs' own.
 fn is_ours(entry: &Value) -> bool {
-    entry["hooks"].as_array().is_some_and(|hooks| {
-        hooks
-            .iter()
-            .any(|h| h["command"].as_str().is_some_and(|c| c.contains(MARK)))
-    })
+    entry["hooks"]
+        .as_array()
+        .is_some_and(|hooks| hooks.iter().any(is_ours_hook))
+}
+
+/// Takes memfs' own hooks out of the entries (an entry left with none
+/// goes; a person's hooks beside memfs' in one entry stay).
+fn without_ours(list: &mut Vec<Value>) {
+    for entry in list.iter_mut() {
+        if let Some(hooks) = entry.get_mut("hooks").and_then(Value::as_array_mut) {
+            hooks.retain(|h| !is_ours_hook(h));
+        }
+    }
+    list.retain(|e| e["hooks"].as_array().is_none_or(|h| !h.is_empty()));
 }
 
 /// The `hooks` value of the settings (an empty object when there is none).
@@ -152,7 +189,7 @@ pub fn install(path: &Path, command: &str) -> Result<bool, String> {
     if list.iter().any(|e| e == &ours) {
         return Ok(false);
     }
-    list.retain(|e| !is_ours(e));
+    without_ours(list);
     list.push(ours);
     set_hooks(&mut settings, &hooks)?;
     write(path, &settings).map(|()| true)
@@ -166,11 +203,10 @@ pub fn remove(path: &Path) -> Result<bool, String> {
     let Some(list) = hooks.get_mut("SessionStart").and_then(Value::as_array_mut) else {
         return Ok(false);
     };
-    let before = list.len();
-    list.retain(|e| !is_ours(e));
-    if list.len() == before {
+    if !list.iter().any(is_ours) {
         return Ok(false);
     }
+    without_ours(list);
     if list.is_empty() {
         hooks.as_object_mut().map(|m| m.remove("SessionStart"));
     }
@@ -218,6 +254,37 @@ mod tests {
         assert!(!remove(&path).unwrap() && !installed(&path));
         let v: Value = serde_json::from_str(&std::fs::read_to_string(&path).unwrap()).unwrap();
         assert!(v["hooks"].get("SessionStart").is_none() && v["hooks"]["Stop"].is_array());
+    }
+
+    #[test]
+    fn a_persons_hook_beside_memfs_in_one_entry_stays_and_a_link_stays_a_link() {
+        use std::os::unix::fs::PermissionsExt;
+        let dir = tempfile::tempdir().unwrap();
+        let real = dir.path().join("dotfiles-settings.json");
+        let before = r#"{"hooks": {"SessionStart": [{"hooks": [{"type": "command", "command": "echo hi"}, {"type": "command", "command": "'/x/memfs' claude-code ensure"}]}]}}"#;
+        std::fs::write(&real, before).unwrap();
+        std::fs::set_permissions(&real, std::fs::Permissions::from_mode(0o600)).unwrap();
+        let path = dir.path().join("settings.json");
+        std::os::unix::fs::symlink(&real, &path).unwrap();
+        assert!(remove(&path).unwrap());
+        assert!(std::fs::symlink_metadata(&path)
+            .unwrap()
+            .file_type()
+            .is_symlink());
+        let mode = std::fs::metadata(&real).unwrap().permissions().mode() & 0o777;
+        assert_eq!(mode, 0o600);
+        let v: Value = serde_json::from_str(&std::fs::read_to_string(&real).unwrap()).unwrap();
+        assert_eq!(
+            v["hooks"]["SessionStart"][0]["hooks"]
+                .as_array()
+                .unwrap()
+                .len(),
+            1
+        );
+        assert_eq!(
+            v["hooks"]["SessionStart"][0]["hooks"][0]["command"],
+            "echo hi"
+        );
     }
 
     #[test]

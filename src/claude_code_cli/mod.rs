@@ -264,7 +264,12 @@ fn remember_where(place: &Place, memory: &Option<PathBuf>) -> String {
     let written = match memory {
         Some(_) if place.data != default => std::fs::create_dir_all(&place.root)
             .and_then(|()| std::fs::write(&pointer, place.data.to_string_lossy().as_bytes())),
-        _ => return String::new(),
+        // (Back to the default place: no pointer elsewhere.)
+        Some(_) => {
+            let _ = std::fs::remove_file(&pointer);
+            return String::new();
+        }
+        None => return String::new(),
     };
     match written {
         Ok(()) => String::new(),
@@ -466,6 +471,8 @@ fn enable(place: &Place) -> Result<String, String> {
 /// Adds the `SessionStart` hook that mounts the memory again when Claude
 /// Code starts after a reboot; what `enable` says of it.
 fn hook_on(place: &Place) -> String {
+    // (One project's enable or disable at a time edits the settings.)
+    let _held = ensure::hold(&place.root);
     let settings = hook::settings_path(&place.config);
     let added = std::env::current_exe()
         .map_err(|e| format!("cannot find memfs itself: {e}"))
@@ -483,6 +490,7 @@ fn hook_on(place: &Place) -> String {
 /// Takes the hook away when no other project is on memfs any more; what
 /// `disable` says of it.
 fn hook_off(place: &Place) -> String {
+    let _held = ensure::hold(&place.root);
     if others_enabled(place) {
         return String::new();
     }

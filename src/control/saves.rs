@@ -24,7 +24,15 @@ pub fn saves<'a>(rows: impl IntoIterator<Item = &'a Row>) -> HashMap<u64, Vec<u6
     // it was made, its versions.
     let mut fresh: HashMap<&str, (String, i64, Vec<u64>)> = HashMap::new();
     let mut out = HashMap::new();
-    for row in rows.into_iter().filter(|r| through_a_mount(&r.actor)) {
+    for row in rows {
+        if !through_a_mount(&row.actor) {
+            // (Any other door's change to a path ends its save.)
+            fresh.remove(row.path.as_str());
+            if let Some(from) = row.from.as_deref() {
+                fresh.remove(from);
+            }
+            continue;
+        }
         let who = writer(row);
         let at = seconds(&row.time).unwrap_or(0);
         match (row.op, row.from.as_deref()) {

@@ -201,10 +201,15 @@ fn first_at<'r>(path: &str, rows: &[&'r Row]) -> &'r Row {
 /// Whether the file at `path` holds now what it held before `rows` (its
 /// changes of one session): nothing of them is left to review.
 fn taken_back(model: &Model, path: &str, rows: &[&Row]) -> bool {
-    let before = first_at(path, rows)
-        .replaces
-        .and_then(|r| model.row(r.0))
-        .and_then(|r| r.sha256.as_deref());
+    let before = match first_at(path, rows).replaces {
+        None => None,
+        // (What it held before is not known any more, redacted or pruned:
+        // nothing says it is back.)
+        Some(r) => match model.row(r.0).and_then(|r| r.sha256.as_deref()) {
+            None => return false,
+            known => known,
+        },
+    };
     let now = model
         .live
         .get(path)

@@ -154,3 +154,31 @@ def test_a_readme_block_runs_as_written_with_the_installed_package(clean_env, tm
         api.check()
     assert "Noted: Ana prefers email." in run.stdout, run.stdout
     assert (tmp_path / "memory" / "memories" / "ana.md").read_text() == "Ana prefers email.\n"
+
+
+CLOSING = r'''
+import gc, os, sys, warnings
+warnings.simplefilter("error")
+from memfs_memory import MemfsMemoryTool, AsyncMemfsMemoryTool
+root = sys.argv[1]
+tool = MemfsMemoryTool(data=os.path.join(root, "a", "b", "memory"))
+tool.create({"command": "create", "path": "/memories/x.md", "file_text": "x"})
+tool.close()
+tool.close()
+AsyncMemfsMemoryTool(data=os.path.join(root, "c", "memory")).close()
+gc.collect()
+print(oct(os.stat(os.path.join(root, "a", "b")).st_mode & 0o777), oct(os.stat(os.path.join(root, "a")).st_mode & 0o777))
+'''
+
+
+def test_a_closed_tool_leaves_no_pipe_open_and_a_data_dirs_parents_are_made(clean_env, tmp_path):
+    """Under warnings-as-errors (the SDK's own pytest settings), closing the
+    tool (twice) leaves nothing for the garbage collector to warn about; a
+    data dir whose parents are missing gets them, private, as the SDK's
+    filesystem tool does."""
+    venv, env = clean_env
+    run = subprocess.run([f"{venv}/bin/python", "-X", "dev", "-c", CLOSING, str(tmp_path)], env=env, capture_output=True,
+                         text=True, timeout=120)
+    assert run.returncode == 0 and "ResourceWarning" not in run.stderr, run.stderr
+    assert run.stdout.split() == ["0o700", "0o700"], run.stdout
+    assert (tmp_path / "a" / "b" / "memory" / "memories" / "x.md").read_text() == "x"

@@ -109,8 +109,16 @@ def _child_channel(argv: Sequence[str], session: Optional[str]) -> _Channel:
         return line
 
     def close() -> None:
-        proc.stdin.close()
+        # Every pipe closed, and the child reaped: nothing is left for the
+        # garbage collector to warn about (the SDK's own tests run with
+        # warnings as errors).
+        if proc.stdin is not None and not proc.stdin.closed:
+            proc.stdin.close()
         proc.wait(timeout=30)
+        drain.join(timeout=5)
+        for stream in (proc.stdout, proc.stderr):
+            if stream is not None and not stream.closed:
+                stream.close()
 
     channel = _Channel(write, read, close)
     # A first line, so that a memfs that could not open its memory (a bad
@@ -151,7 +159,14 @@ class MemfsMemoryTool(BetaAbstractMemoryTool):
             raise ValueError("give at most one of data= (a data dir), socket= (a running memfs) "
                              "or spawn= (the memfs command to start)")
         if socket is None and spawn is None:
-            spawn = [find_memfs(), "--data", os.path.expanduser(data if data is not None else "./memory")]
+            where = os.path.expanduser(data if data is not None else "./memory")
+            # A program naming its data dir gets what the SDK's filesystem
+            # tool does: the missing parents made, private (0700). (The
+            # command line's typo guard is for a person.)
+            parent = os.path.dirname(os.path.abspath(where))
+            if not os.path.isdir(parent):
+                os.makedirs(parent, mode=0o700, exist_ok=True)
+            spawn = [find_memfs(), "--data", where]
         self._socket, self._spawn, self._session = socket, spawn, session
         if socket is not None:
             self._channel = _socket_channel(socket)
