@@ -130,6 +130,21 @@ def _child_channel(argv: Sequence[str], session: Optional[str]) -> _Channel:
     return channel
 
 
+def _private_parents(path: str) -> None:
+    """Makes each missing directory of `path`, mode 0700 whatever the
+    umask (as the SDK's filesystem tool makes its parents)."""
+    missing = []
+    while path and not os.path.isdir(path):
+        missing.append(path)
+        path = os.path.dirname(path)
+    for directory in reversed(missing):
+        try:
+            os.mkdir(directory, 0o700)
+        except FileExistsError:
+            continue
+        os.chmod(directory, 0o700)
+
+
 def _drain(stream, said) -> None:
     try:
         for line in stream:
@@ -163,9 +178,7 @@ class MemfsMemoryTool(BetaAbstractMemoryTool):
             # A program naming its data dir gets what the SDK's filesystem
             # tool does: the missing parents made, private (0700). (The
             # command line's typo guard is for a person.)
-            parent = os.path.dirname(os.path.abspath(where))
-            if not os.path.isdir(parent):
-                os.makedirs(parent, mode=0o700, exist_ok=True)
+            _private_parents(os.path.dirname(os.path.abspath(where)))
             spawn = [find_memfs(), "--data", where]
         self._socket, self._spawn, self._session = socket, spawn, session
         if socket is not None:
