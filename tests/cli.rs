@@ -242,6 +242,11 @@ fn symlinks_in_the_data_dir_are_never_followed() {
         r#"{"command":"create","path":"/memories/link/planted","file_text":"x"}"#,
     );
     assert_eq!(code, 1, "{v}");
+    // The error names the link on the way, not the file asked for.
+    assert_eq!(
+        content(&v),
+        "Error: Cannot create /memories/link/planted: /memories/link is a symbolic link, which memfs does not follow"
+    );
     let (_, v) = exec(
         d,
         r#"{"command":"str_replace","path":"/memories/evil.txt","old_str":"TOKEN","new_str":"X"}"#,

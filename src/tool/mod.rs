@@ -26,7 +26,7 @@ pub use result::{Content, ToolResult};
 
 use crate::error::Error;
 use crate::path::MemPath;
-use crate::store::{Door, Origin, Snapshot, Store, Ticket};
+use crate::store::{Door, Origin, Snapshot, Store, Ticket, Window};
 use edit::EditError;
 
 /// Choices where the spec allows more than one behaviour.
@@ -276,12 +276,33 @@ impl Tool {
                 Error::Exists => format!("Error: File {path} already exists"),
                 Error::IsDir | Error::Root => format!("Error: {path} is a directory; create writes files only"),
                 Error::NotDir => format!("Error: Cannot create {path}: a component of its path is a file, not a directory"),
+                Error::IsSymlink => match self.link_on_the_way(&path) {
+                    Some(link) => format!("Error: Cannot create {path}: {link} is a symbolic link, which memfs does not follow"),
+                    None => format!("Error: Cannot create {path}: {}", Error::IsSymlink),
+                },
                 other => format!("Error: Cannot create {path}: {other}"),
             })?;
         Ok(written(
             with_note(format!("File created successfully at: {path}"), redacted),
             ticket,
         ))
+    }
+
+    /// The first directory on the way to `path` that is a symbolic link
+    /// (none: it is `path` itself, or nothing is).
+    fn link_on_the_way(&self, path: &MemPath) -> Option<MemPath> {
+        let mut above = Vec::new();
+        let mut at = path.parent();
+        while let Some(p) = at.filter(|p| !p.is_root()) {
+            at = p.parent();
+            above.push(p);
+        }
+        above.into_iter().rev().find(|p| {
+            let seen = self
+                .store
+                .snapshot(p, 0, Window { skip: 0, take: 0 }, &|_| false);
+            matches!(seen, Ok(Snapshot::Other))
+        })
     }
 
     /// Credential screening of the path an agent's create or rename names
