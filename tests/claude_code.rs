@@ -293,3 +293,44 @@ fn enable_after_disable_and_after_a_reboot_takes_in_what_was_written_meanwhile()
     );
     assert!(place.join("later.md").exists() && place.join("topic.md").exists());
 }
+
+/// `ensure` (the `SessionStart` hook) under another Claude Code config dir
+/// leaves a memory enabled for the first one alone; under the first, it
+/// mounts the killed memory again and hands over its MEMORY.md.
+#[test]
+fn the_hook_mounts_again_only_for_the_config_dir_it_was_enabled_for() {
+    if skip_without_fuse("the_hook_mounts_again_only_for_the_config_dir_it_was_enabled_for") {
+        return;
+    }
+    let day = Day::new();
+    let place = day.place();
+    fs::create_dir_all(&place).unwrap();
+    fs::write(place.join("MEMORY.md"), "- remember the hook\n").unwrap();
+    kill9(day.enable());
+    let other = day.home.join("other-config");
+    let ensure = |config: Option<&Path>| {
+        let mut c = memfs();
+        c.args(["claude-code", "ensure", "--memory"])
+            .arg(&day.data)
+            .current_dir(&day.project)
+            .env("HOME", &day.home)
+            .env_remove("XDG_DATA_HOME");
+        match config {
+            Some(dir) => c.env("CLAUDE_CONFIG_DIR", dir),
+            None => c.env_remove("CLAUDE_CONFIG_DIR"),
+        };
+        let out = c.output().unwrap();
+        assert!(out.status.success(), "{out:?}");
+        String::from_utf8_lossy(&out.stdout).into_owned()
+    };
+    assert_eq!(ensure(Some(&other)), "");
+    assert!(!other.join("projects").exists());
+    let said = ensure(None);
+    assert!(
+        said.contains("mounted this project's auto memory again")
+            && said.contains("- remember the hook"),
+        "{said}"
+    );
+    assert!(memfs::fuse::mountpoint::is_mount_point(&place));
+    assert_eq!(ensure(None), "", "nothing to say when the mount is up");
+}

@@ -12,7 +12,7 @@
 use std::fs::File;
 use std::path::Path;
 
-use super::{enable, enabled, mount_of, Mount, Place};
+use super::{enable, enabled, enabled_elsewhere, mount_of, Mount, Place};
 
 /// The most of MEMORY.md Claude Code puts in its context: 200 lines, at
 /// most 25 KB.
@@ -42,7 +42,9 @@ pub fn hold(data: &Path) -> Result<Held, String> {
 /// What the hook prints (nothing when all is well), or why it could not
 /// mount the memory.
 pub fn ensure(place: Place) -> Result<String, String> {
-    if !enabled(&place) {
+    // (Not enabled, or enabled for another Claude Code config dir: that
+    // one's hook mounts it.)
+    if !enabled(&place) || enabled_elsewhere(&place) {
         return Ok(String::new());
     }
     let was = match mount_of(&place) {

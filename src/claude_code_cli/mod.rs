@@ -331,8 +331,18 @@ fn enabled(place: &Place) -> bool {
     place.data.join(ENABLED).exists()
 }
 
+/// Whether the memory was enabled for another Claude Code config dir (the
+/// same project under another `CLAUDE_CONFIG_DIR`): that one's, not this.
+fn enabled_elsewhere(place: &Place) -> bool {
+    std::fs::read_to_string(place.data.join(PLACE))
+        .is_ok_and(|there| Path::new(&there) != place.memory_dir)
+}
+
 /// The stamp `enable` leaves in the data dir and `disable` removes.
 const ENABLED: &str = "claude-code-enabled";
+/// Where `enable` mounted the memory (Claude Code's memory dir under the
+/// config dir it was run for).
+const PLACE: &str = "claude-code-place";
 /// What `disable` copied back to the plain directory, a name a line: on the
 /// next `enable`, a name listed and gone from the plain directory was
 /// deleted there while memfs was off.
@@ -455,8 +465,11 @@ fn enable(place: &Place) -> Result<String, String> {
         }
     };
     let store = brought_in(place, &aside, existing, moved)?;
-    // (The stamp keeps a shared store's URL, for `memfs claude-code log`.)
+    // (The stamp keeps a shared store's URL, for `memfs claude-code log`;
+    // the place says which Claude Code config dir the memory is mounted
+    // for, so that another one's hook leaves it alone.)
     let _ = std::fs::write(cache.join(ENABLED), place.shared.as_deref().unwrap_or(""));
+    let _ = std::fs::write(cache.join(PLACE), dir.to_string_lossy().as_bytes());
     let _ = std::fs::remove_file(cache.join(COPIED_BACK));
     let hook = hook_on(place);
     Ok(format!(
@@ -520,7 +533,9 @@ fn others_enabled(place: &Place) -> bool {
             },
             false => path,
         };
-        data != place.data && data.join(ENABLED).exists()
+        let config = std::fs::read_to_string(data.join(PLACE)).unwrap_or_default();
+        let here = config.is_empty() || Path::new(&config).starts_with(&place.config);
+        data != place.data && data.join(ENABLED).exists() && here
     })
 }
 
