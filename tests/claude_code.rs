@@ -58,6 +58,16 @@ impl Day {
         }
     }
 
+    /// A project whose auto memory holds a MEMORY.md of `text`, not on
+    /// memfs yet; the place too.
+    fn with_memory(text: &str) -> (Day, PathBuf) {
+        let day = Day::new();
+        let place = day.place();
+        fs::create_dir_all(&place).unwrap();
+        fs::write(place.join("MEMORY.md"), text).unwrap();
+        (day, place)
+    }
+
     /// Where Claude Code keeps this project's auto memory.
     fn place(&self) -> PathBuf {
         let key: String = self
@@ -145,10 +155,7 @@ fn a_worktree_a_dead_mount_and_a_disable_after_a_crash() {
     if skip_without_fuse("a_worktree_a_dead_mount_and_a_disable_after_a_crash") {
         return;
     }
-    let day = Day::new();
-    let place = day.place();
-    fs::create_dir_all(&place).unwrap();
-    fs::write(place.join("MEMORY.md"), "# Memory\n").unwrap();
+    let (day, place) = Day::with_memory("# Memory\n");
     let pid = day.enable();
     // In a worktree: the same memory (Claude Code keys it by the main
     // checkout).
@@ -226,10 +233,7 @@ fn enable_after_disable_and_after_a_reboot_takes_in_what_was_written_meanwhile()
     ) {
         return;
     }
-    let day = Day::new();
-    let place = day.place();
-    fs::create_dir_all(&place).unwrap();
-    fs::write(place.join("MEMORY.md"), "# Memory\n").unwrap();
+    let (day, place) = Day::with_memory("# Memory\n");
     fs::write(place.join("old.md"), "old\n").unwrap();
     day.enable();
     write_synced(&place.join("topic.md"), "a topic\n");
@@ -302,10 +306,7 @@ fn the_hook_mounts_again_only_for_the_config_dir_it_was_enabled_for() {
     if skip_without_fuse("the_hook_mounts_again_only_for_the_config_dir_it_was_enabled_for") {
         return;
     }
-    let day = Day::new();
-    let place = day.place();
-    fs::create_dir_all(&place).unwrap();
-    fs::write(place.join("MEMORY.md"), "- remember the hook\n").unwrap();
+    let (day, place) = Day::with_memory("- remember the hook\n");
     kill9(day.enable());
     let other = day.home.join("other-config");
     let ensure = |config: Option<&Path>| {
