@@ -106,9 +106,15 @@ fn since_time(given: &str) -> String {
     }
 }
 
+/// Whether a memory is at `data` (its state, or its plain files): the
+/// commands that read one make none.
+pub fn memory_at(data: &std::path::Path) -> bool {
+    data.join(".memfs").is_dir() || data.join("memories").is_dir()
+}
+
 pub fn run(cli: &Cli, request: Request) -> ExitCode {
     let data = &cli.common.data;
-    if !data.join(".memfs").is_dir() && !data.join("memories").is_dir() {
+    if !memory_at(data) {
         memfs::say!(
             "memfs: no memory at {} (no memories/ there)",
             data.display()

@@ -484,7 +484,6 @@ fn report(tally: &Tally, asked: &Asked) {
     }
 }
 
-/// `file`, marked as the import's own when this history brought it in.
 /// `file`, with what this import last left at its path (see
 /// [`ImportFile::ours`]), and its own content's sha256 noted as sent.
 fn ours(

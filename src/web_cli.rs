@@ -21,10 +21,7 @@ pub fn web(cli: &Cli, listen: &str) -> ExitCode {
     let data = &cli.common.data;
     // The page shows a memory that is there: it makes none (run in the
     // wrong directory, it would serve an empty page of a new `./memory`).
-    if cli.common.shared.is_none()
-        && !data.join(".memfs").is_dir()
-        && !data.join("memories").is_dir()
-    {
+    if cli.common.shared.is_none() && !crate::history_cli::memory_at(data) {
         memfs::say!(
             "memfs: there is no memory at {} (memfs web shows an existing memory; name it with --data DIR)",
             data.display()

@@ -209,22 +209,12 @@ fn place(shared: Option<&str>, data: Option<&Path>) -> Result<Place, String> {
 pub fn run(cmd: &ClaudeCodeCmd) -> ExitCode {
     let (shared, data) = match cmd {
         ClaudeCodeCmd::Enable { shared, memory } => (shared.as_deref(), memory.as_deref()),
-        ClaudeCodeCmd::Log { memory, args }
-        | ClaudeCodeCmd::Undo { memory, args }
-        | ClaudeCodeCmd::Web { memory, args } => {
-            let command = match cmd {
-                ClaudeCodeCmd::Log { .. } => "log",
-                ClaudeCodeCmd::Undo { .. } => "undo",
-                _ => "web",
-            };
-            return match place(None, memory.as_deref()) {
-                Ok(place) => on_memory(&place, command, args),
-                Err(e) => fail(e),
-            };
-        }
         ClaudeCodeCmd::Disable { memory }
         | ClaudeCodeCmd::Status { memory }
-        | ClaudeCodeCmd::Ensure { memory } => (None, memory.as_deref()),
+        | ClaudeCodeCmd::Ensure { memory }
+        | ClaudeCodeCmd::Log { memory, .. }
+        | ClaudeCodeCmd::Undo { memory, .. }
+        | ClaudeCodeCmd::Web { memory, .. } => (None, memory.as_deref()),
     };
     let place = match place(shared, data) {
         Ok(p) => p,
@@ -242,10 +232,9 @@ pub fn run(cmd: &ClaudeCodeCmd) -> ExitCode {
             crate::out::write(format_args!("{said}"));
             return ExitCode::from(if ok { 0 } else { 1 });
         }
-        // (Answered above.)
-        ClaudeCodeCmd::Log { .. } | ClaudeCodeCmd::Undo { .. } | ClaudeCodeCmd::Web { .. } => {
-            return ExitCode::from(2)
-        }
+        ClaudeCodeCmd::Log { args, .. } => return on_memory(&place, "log", args),
+        ClaudeCodeCmd::Undo { args, .. } => return on_memory(&place, "undo", args),
+        ClaudeCodeCmd::Web { args, .. } => return on_memory(&place, "web", args),
     };
     match result {
         Ok(said) => {
@@ -284,19 +273,26 @@ fn remember_where(place: &Place, memory: &Option<PathBuf>) -> String {
 /// `memfs COMMAND ARGS` on the place's memory (a shared store's as
 /// `enable --shared` named it), its exit code.
 fn on_memory(place: &Place, command: &str, args: &[String]) -> ExitCode {
-    let exe = match std::env::current_exe() {
-        Ok(exe) => exe,
-        Err(e) => return fail(format!("cannot find memfs itself: {e}")),
-    };
-    let mut c = Command::new(exe);
-    match &place.shared {
-        None => c.arg("--data").arg(&place.data),
-        Some(url) => c.arg("--data").arg(url).arg("--cache").arg(&place.data),
+    let mut c = match memfs_on(place) {
+        Ok(c) => c,
+        Err(e) => return fail(e),
     };
     match c.arg(command).args(args).status() {
         Ok(s) => ExitCode::from(s.code().unwrap_or(2).clamp(0, 255) as u8),
         Err(e) => fail(format!("cannot run memfs {command}: {e}")),
     }
+}
+
+/// This very memfs, on the place's memory (`--data DIR`, or a shared
+/// store's `--data URL --cache DIR`): the other commands go after it.
+fn memfs_on(place: &Place) -> Result<Command, String> {
+    let exe = std::env::current_exe().map_err(|e| format!("cannot find memfs itself: {e}"))?;
+    let mut c = Command::new(exe);
+    match &place.shared {
+        None => c.arg("--data").arg(&place.data),
+        Some(url) => c.arg("--data").arg(url).arg("--cache").arg(&place.data),
+    };
+    Ok(c)
 }
 
 /// What the place is now.
@@ -622,7 +618,7 @@ fn take_in(aside: &Path, dir: &Path, copied_back: &Path) -> Result<String, Strin
     if let Ok(list) = std::fs::read_to_string(copied_back) {
         for name in list.lines().filter(|l| !l.is_empty()) {
             let rel = PathBuf::from(name);
-            if !here.contains(&rel) && std::fs::remove_file(dir.join(&rel)).is_ok() {
+            if here.binary_search(&rel).is_err() && std::fs::remove_file(dir.join(&rel)).is_ok() {
                 deleted += 1;
             }
         }
@@ -640,12 +636,7 @@ fn start_mount(place: &Place) -> Result<u32, String> {
     let log = cache.join("claude-code-mount.log");
     let log_file =
         std::fs::File::create(&log).map_err(|e| format!("cannot write {}: {e}", log.display()))?;
-    let exe = std::env::current_exe().map_err(|e| format!("cannot find memfs itself: {e}"))?;
-    let mut command = Command::new(exe);
-    match &place.shared {
-        Some(url) => command.arg("--data").arg(url).arg("--cache").arg(cache),
-        None => command.arg("--data").arg(cache),
-    };
+    let mut command = memfs_on(place)?;
     command.arg("mount").arg(dir);
     use std::os::unix::process::CommandExt;
     let mut child = command
@@ -775,17 +766,7 @@ fn unmount(dir: &Path) -> Result<(), String> {
 /// `memfs checkpoint` on the place's memory: its plain files brought up to
 /// date with its journal.
 fn checkpoint(place: &Place) -> Result<(), String> {
-    let exe = std::env::current_exe().map_err(|e| format!("cannot find memfs itself: {e}"))?;
-    let mut command = Command::new(exe);
-    match &place.shared {
-        Some(url) => command
-            .arg("--data")
-            .arg(url)
-            .arg("--cache")
-            .arg(&place.data),
-        None => command.arg("--data").arg(&place.data),
-    };
-    let out = command
+    let out = memfs_on(place)?
         .arg("checkpoint")
         .stdin(Stdio::null())
         .output()
@@ -815,8 +796,17 @@ fn owner_gone(state: &Path) -> bool {
 
 /// `cp -a from to` (a file or a whole directory, modes and times kept).
 fn copy(from: &Path, to: &Path) -> bool {
-    let copied = Command::new("cp").arg("-a").arg(from).arg(to).status();
-    copied.is_ok_and(|s| s.success())
+    copy_keeping(from, to, false)
+}
+
+/// [`copy`]; with `keep`, what is at `to` already stays (`cp -n`).
+fn copy_keeping(from: &Path, to: &Path, keep: bool) -> bool {
+    let mut cp = Command::new("cp");
+    cp.arg("-a");
+    if keep {
+        cp.arg("-n");
+    }
+    cp.arg(from).arg(to).status().is_ok_and(|s| s.success())
 }
 
 /// [`copy`], then `from` removed: a move across file systems.
@@ -836,16 +826,7 @@ fn copy_back(memories: &Path, dir: &Path, replace: bool) -> Result<usize, String
     {
         let entry = entry.map_err(|e| e.to_string())?;
         let to = dir.join(entry.file_name());
-        let copied = match replace {
-            true => copy(&entry.path(), &to),
-            false => Command::new("cp")
-                .args(["-a", "-n"])
-                .arg(entry.path())
-                .arg(&to)
-                .status()
-                .is_ok_and(|s| s.success()),
-        };
-        if !copied {
+        if !copy_keeping(&entry.path(), &to, !replace) {
             return Err(format!("cannot copy {} back", entry.path().display()));
         }
         count += 1;

@@ -251,12 +251,17 @@ pub fn handle(store: &Arc<Store>, control: &Control, request: &Request) -> Reply
     }
 }
 
+/// A host of a shared store by its journal's origin, cut to 8 characters.
+pub fn short_origin(origin: &str) -> &str {
+    origin.get(..8).unwrap_or(origin)
+}
+
 /// A host of a shared store as `memfs log` names it: `here` for the one
-/// asking, another by its journal's origin cut to 8 characters.
+/// asking, another by [`short_origin`].
 pub fn host_name<'a>(origin: &'a str, here: &str) -> &'a str {
     match origin == here {
         true => "here",
-        false => origin.get(..8).unwrap_or(origin),
+        false => short_origin(origin),
     }
 }
 

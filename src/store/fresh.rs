@@ -39,13 +39,14 @@ impl Fresh {
             Origin::Person { pid, .. } => Some(*pid),
             _ => None,
         };
+        // (Whether this change's content counts as unread by others.)
+        let unseen = match origin {
+            Origin::Agent { .. } => true,
+            Origin::Person { process, .. } => process.is_agent_program(),
+            _ => false,
+        };
         let mut stale = Vec::new();
-        for op in ops {
-            let path = match op {
-                ChangeOp::Write { path, .. } => path,
-                ChangeOp::Rename { to, .. } => to,
-                _ => continue,
-            };
+        for path in ops.iter().filter_map(content_path) {
             if let Some(pid) = person {
                 let read = self.reads.get(&(pid, path.clone())).copied();
                 let by_agent = self.content_at.get(path).copied();
@@ -56,33 +57,25 @@ impl Fresh {
                 }
                 self.note_read(pid, path.clone(), seq);
             }
-            if self.content_at.len() >= MAX && !self.content_at.contains_key(path) {
-                self.content_at.clear();
-            }
-            let unseen = match origin {
-                Origin::Agent { .. } => true,
-                Origin::Person { process, .. } => process.is_agent_program(),
-                _ => false,
-            };
-            self.content_at.insert(path.clone(), (seq, unseen));
+            self.put(path, seq, unseen);
         }
         stale
+    }
+
+    /// Notes who put the content at `path` last (bounded, as `reads` is).
+    fn put(&mut self, path: &MemPath, seq: u64, unseen: bool) {
+        if self.content_at.len() >= MAX && !self.content_at.contains_key(path) {
+            self.content_at.clear();
+        }
+        self.content_at.insert(path.clone(), (seq, unseen));
     }
 
     /// Notes another host's change `seq` (a shared store's follower applied
     /// `ops`): a save over it by a program that read the file before it
     /// arrived is a lost update.
     pub fn note_foreign(&mut self, seq: u64, ops: &[ChangeOp]) {
-        for op in ops {
-            let path = match op {
-                ChangeOp::Write { path, .. } => path,
-                ChangeOp::Rename { to, .. } => to,
-                _ => continue,
-            };
-            if self.content_at.len() >= MAX && !self.content_at.contains_key(path) {
-                self.content_at.clear();
-            }
-            self.content_at.insert(path.clone(), (seq, true));
+        for path in ops.iter().filter_map(content_path) {
+            self.put(path, seq, true);
         }
     }
 
@@ -91,5 +84,14 @@ impl Fresh {
     pub fn forget(&mut self, at: &MemPath) {
         self.reads.retain(|(_, p), _| !p.starts_with(at));
         self.content_at.retain(|p, _| !p.starts_with(at));
+    }
+}
+
+/// The path an op puts a file's content at (a write's, a rename's target).
+fn content_path(op: &ChangeOp) -> Option<&MemPath> {
+    match op {
+        ChangeOp::Write { path, .. } => Some(path),
+        ChangeOp::Rename { to, .. } => Some(to),
+        _ => None,
     }
 }

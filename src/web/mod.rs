@@ -223,17 +223,18 @@ impl App {
         body: Result<Vec<u8>, BodyError>,
         checked: Option<Checked>,
     ) -> Page {
-        let query = match crate::form::parse(parts.uri.query().unwrap_or("")) {
-            Some(q) => q,
-            None => return Page::text(400, "the query string is not valid"),
-        };
+        // (The path first: outside the page's own path, plain text, never
+        // the page's shell, whose links would carry its secret path; a bad
+        // query there too.)
         let path = match parts.uri.path().strip_prefix(self.base.as_str()) {
             Some("") => "/",
             Some(p) if p.starts_with('/') => p,
-            // (Outside the page's own path: plain text, never the page's
-            // shell, whose links would carry its secret path.)
             _ if self.sessions.is_some() => return Page::plain(404, "no such page: the page's address is in the login link memfs web printed (`memfs web --link` prints a fresh one)\n"),
             _ => return Page::plain(404, "no such page\n"),
+        };
+        let query = match crate::form::parse(parts.uri.query().unwrap_or("")) {
+            Some(q) => q,
+            None => return Page::text(400, "the query string is not valid"),
         };
         match path {
             "/static/app.js" => return Page::asset("text/javascript; charset=utf-8", APP_JS),

@@ -11,7 +11,7 @@
 //! page showed (`BY\tV1,V2,...` lines): keep and undo act on those and on
 //! nothing the page did not show ([`Group`], read back by [`groups_of`]).
 
-use std::collections::{BTreeSet, HashMap, HashSet};
+use std::collections::{BTreeSet, HashMap};
 
 use super::html::{diff, esc, time};
 use super::model::{is_agents_change, Model};
@@ -72,8 +72,9 @@ struct Session<'a> {
     by: String,
     files: Vec<(String, Vec<&'a Row>)>,
     /// The versions that are steps of a save through a temporary file (one
-    /// change with its rename, not changes of their own).
-    steps: &'a HashSet<u64>,
+    /// change with its rename, not changes of their own), each with the
+    /// path the save ended at.
+    steps: &'a HashMap<u64, String>,
 }
 
 impl Session<'_> {
@@ -104,7 +105,7 @@ impl Session<'_> {
     fn shown<'r>(&self, rows: &[&'r Row]) -> Vec<&'r Row> {
         rows.iter()
             .copied()
-            .filter(|r| !self.steps.contains(&r.id()))
+            .filter(|r| !self.steps.contains_key(&r.id()))
             .collect()
     }
 
@@ -152,7 +153,6 @@ fn sessions<'a>(
     model: &'a Model,
     reviewed: &'a BTreeSet<u64>,
     steps: &'a HashMap<u64, String>,
-    step_set: &'a HashSet<u64>,
 ) -> Vec<Session<'a>> {
     let mut out: Vec<Session<'a>> = Vec::new();
     // Where each session, and each of its files, is in `out`.
@@ -164,7 +164,7 @@ fn sessions<'a>(
             out.push(Session {
                 by,
                 files: Vec::new(),
-                steps: step_set,
+                steps,
             });
             out.len() - 1
         });
@@ -286,7 +286,7 @@ fn overwrites(model: &Model, rows: &[&Row]) -> String {
 /// A host as the page names it: its origin's first 8 characters, as
 /// `memfs log` does.
 fn origin_name(origin: &str) -> String {
-    esc(crate::control::request::host_name(origin, ""))
+    esc(crate::control::request::short_origin(origin))
 }
 
 /// A form acting on groups (`/keep-groups`, `/undo-groups`).
@@ -303,8 +303,7 @@ fn act(ctx: &Ctx, action: &str, groups: &[Group], label: &str, class: &str, back
 /// How many changes wait for review.
 pub fn waiting(model: &Model, reviewed: &BTreeSet<u64>) -> usize {
     let steps = save_steps(model);
-    let step_set = steps.keys().copied().collect();
-    sessions(model, reviewed, &steps, &step_set)
+    sessions(model, reviewed, &steps)
         .iter()
         .map(Session::count)
         .sum()
@@ -319,8 +318,7 @@ pub fn review(
     ctx: &Ctx,
 ) -> View {
     let steps = save_steps(model);
-    let step_set = steps.keys().copied().collect();
-    let all = sessions(model, reviewed, &steps, &step_set);
+    let all = sessions(model, reviewed, &steps);
     let changes: usize = all.iter().map(Session::count).sum();
     let files: usize = all.iter().map(|s| s.files.len()).sum();
     let pages = all.len().div_ceil(SESSIONS_PER_PAGE).max(1);
@@ -406,7 +404,7 @@ fn session_block(
 /// What a file's heading says of its changes (`v7 write`, `3 changes, v4
 /// to v9`): a save through a temporary file as the write it is.
 fn summary(session: &Session, rows: &[&Row], shown: &[&Row]) -> String {
-    let saved = rows.iter().any(|r| session.steps.contains(&r.id()));
+    let saved = rows.iter().any(|r| session.steps.contains_key(&r.id()));
     match shown {
         [one] if saved => {
             let save = crate::control::saves::as_save(one);

@@ -267,19 +267,8 @@ def test_two_machines_claude_code_meets_one_shared_memory(claude, memfs_bin, tmp
     pg.start()
     machines = []
     try:
-        for name, checkout in [("a", "src/project"), ("b", "work/elsewhere/project-copy")]:
-            home, work = tmp_path / name / "home", tmp_path / name / checkout
-            subprocess.run(["git", "init", "-q", str(work)], check=True)
-            subprocess.run(["git", "-C", str(work), "remote", "add", "origin", "git@example.com:team/project.git"],
-                           check=True)
-            key = "".join(c if c.isascii() and c.isalnum() else "-" for c in str(work))
-            place = home / ".claude" / "projects" / key / "memory"
-            env = {"PATH": os.environ.get("PATH", "/usr/bin:/bin"), "HOME": str(home)}
-            on = subprocess.run([memfs_bin, "claude-code", "enable", "--shared", pg.base], cwd=work, env=env,
-                                capture_output=True, text=True, timeout=60)
-            assert on.returncode == 0, on.stderr
-            assert "shared store cc-example.com-team-project" in on.stdout, on.stdout
-            machines.append((home, work, place, env))
+        two_machines_on_one_store(memfs_bin, tmp_path, pg, repo="project",
+                                  checkouts=("src/project", "work/elsewhere/project-copy"), machines=machines)
         (home_a, work_a, place_a, _), (home_b, work_b, place_b, _) = machines
         md_a, md_b = f"{place_a}/MEMORY.md", f"{place_b}/MEMORY.md"
         write = [
@@ -522,14 +511,17 @@ def test_a_day_in_a_users_life_with_claude_code_on_memfs(memfs_bin, tmp_path):
         subprocess.run([memfs_bin, "claude-code", "disable"], cwd=main, env=env, capture_output=True, timeout=60)
 
 
-def two_machines_on_one_store(memfs_bin, tmp_path, pg):
-    """Two machines (two HOMEs, two checkouts of one repository), each
-    `memfs claude-code enable --shared`: [(home, work, place, env)]."""
-    machines = []
-    for name in ("a", "b"):
-        home, work = tmp_path / name / "home", tmp_path / name / "project"
+def two_machines_on_one_store(memfs_bin, tmp_path, pg, repo="notes", checkouts=("project", "project"),
+                              machines=None):
+    """Two machines (two HOMEs, two checkouts of one repository at the
+    given paths), each `memfs claude-code enable --shared`, appended to
+    `machines` as they come (for the caller's cleanup): [(home, work,
+    place, env)]. Each enable names the store after the remote."""
+    machines = [] if machines is None else machines
+    for name, checkout in zip("ab", checkouts):
+        home, work = tmp_path / name / "home", tmp_path / name / checkout
         subprocess.run(["git", "init", "-q", str(work)], check=True)
-        subprocess.run(["git", "-C", str(work), "remote", "add", "origin", "git@example.com:team/notes.git"],
+        subprocess.run(["git", "-C", str(work), "remote", "add", "origin", f"git@example.com:team/{repo}.git"],
                        check=True)
         key = "".join(c if c.isascii() and c.isalnum() else "-" for c in str(work))
         place = home / ".claude" / "projects" / key / "memory"
@@ -537,6 +529,7 @@ def two_machines_on_one_store(memfs_bin, tmp_path, pg):
         on = subprocess.run([memfs_bin, "claude-code", "enable", "--shared", pg.base], cwd=work, env=env,
                             capture_output=True, text=True, timeout=60)
         assert on.returncode == 0, on.stderr
+        assert f"shared store cc-example.com-team-{repo}" in on.stdout, on.stdout
         machines.append((home, work, place, env))
     return machines
 
@@ -573,7 +566,7 @@ def test_a_save_over_another_machines_edit_its_writer_never_read_is_an_overwrite
     pg.start()
     machines = []
     try:
-        machines = two_machines_on_one_store(memfs_bin, tmp_path, pg)
+        two_machines_on_one_store(memfs_bin, tmp_path, pg, machines=machines)
         (_, _, place_a, _), (home_b, work_b, place_b, env_b) = machines
         (place_a / "MEMORY.md").write_text("# Memory\n")
         wait_for(lambda: read_elsewhere(place_b / "MEMORY.md") == "# Memory\n", "B sees the first version")
@@ -615,7 +608,7 @@ def test_two_claude_codes_editing_memory_md_at_once_lose_no_edit_silently(memfs_
     pg.start()
     machines = []
     try:
-        machines = two_machines_on_one_store(memfs_bin, tmp_path, pg)
+        two_machines_on_one_store(memfs_bin, tmp_path, pg, machines=machines)
         places = [m[2] for m in machines]
         (places[0] / "MEMORY.md").write_text("# Memory\n")
         wait_for(lambda: read_elsewhere(places[1] / "MEMORY.md") == "# Memory\n", "B sees MEMORY.md")
