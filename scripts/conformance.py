@@ -192,6 +192,22 @@ def _image(cmd, sdk, mem):
     return len(blocks) == 1 and blocks[0].get("type") == "image"
 
 
+def _outside(cmd, sdk, mem):
+    """D28: a path outside /memories is said as every invalid path is, naming it."""
+    return (
+        sdk[0] and "must start with /memories" in sdk[1]
+        and mem[0] and mem[1].startswith("Error: Invalid path `") and mem[1].endswith("the path must start with /memories")
+    )
+
+
+def _size(cmd, sdk, mem):
+    """D27: memfs refuses a file over its size limit where it is written; the SDK stores it."""
+    return (
+        cmd["command"] == "create" and not sdk[0] and mem[0]
+        and "over the limit of" in mem[1] and "bytes per file" in mem[1]
+    )
+
+
 def _long_echo(cmd, sdk, mem):
     """D19: a long old_str is cut at 200 characters in memfs' error."""
     old = cmd.get("old_str")
@@ -276,6 +292,8 @@ RULES = [
     ("D21", True, _credential),
     ("D24", True, _field_types),
     ("D26", False, _image),
+    ("D27", True, _size),
+    ("D28", False, _outside),
     ("D19", False, _long_echo),
     ("D18", False, _dir_range),
     ("D13", True, _rename_missing_parents),
@@ -499,6 +517,11 @@ SCENARIOS = {
     "credentials": [
         {"command": "create", "path": "/memories/deploy.md", "file_text": "token: ghp_" + "A1b2C3d4E5" * 3 + "F6g7H8\n"},
         {"command": "create", "path": "/memories/keys/sk-ant-api03-" + "x" * 93 + "AA", "file_text": "k\n"},
+        {"command": "view", "path": "/memories"},
+    ],
+    "size": [
+        {"command": "create", "path": "/memories/big.md", "file_text": "a" * 1_500_000 + "\n"},
+        {"command": "create", "path": "/memories/small.md", "file_text": "a\n"},
         {"command": "view", "path": "/memories"},
     ],
     "images": [
