@@ -50,7 +50,7 @@ LAYERS = [
     {"persist", "journal", "guard"},
     # A shared store upstream of the journal; the six commands; what an
     # import reads.
-    {"shared", "tool", "transfer"},
+    {"shared", "tool", "transfer", "outside"},
     # The search index, derived from the journal and the tree.
     {"search"},
     # The door-level commands beyond the tool.

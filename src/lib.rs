@@ -40,6 +40,7 @@ pub mod json;
 pub mod listen;
 pub mod lock;
 pub mod memory;
+pub mod outside;
 pub mod path;
 pub mod persist;
 pub mod pool;

@@ -57,6 +57,8 @@ pub struct Memory {
     follower: Option<crate::shared::Follower>,
     /// The search index, kept current while held.
     search: Option<Arc<crate::search::Search>>,
+    /// The plain files' watcher (on a real disk), while held.
+    outside: Option<Arc<crate::outside::Outside>>,
 }
 
 impl Memory {
@@ -80,6 +82,7 @@ impl Memory {
         options: Options,
         on: Option<crate::persist::storage::Dir>,
     ) -> Result<Memory, OpenError> {
+        let on_real_disk = on.is_none();
         let data_dir = DataDir::open_on(dir.as_ref(), on)?;
         let shown = data_dir.shown().to_string();
         let fail = |doing: &'static str| {
@@ -98,6 +101,7 @@ impl Memory {
             memories: data_dir.memories.clone(),
             tmp: data_dir.tmp.clone(),
             trash: data_dir.trash.clone(),
+            known: Default::default(),
         };
         let defaults = journal::Options::default();
         let mut journal_options = journal::Options {
@@ -179,6 +183,14 @@ impl Memory {
                 ),
             }
         }
+        // (`MEMFS_WATCH=0`: the plain files are read at start only, as on
+        // a network file system whose other clients' writes inotify never
+        // sees.)
+        let watch = std::env::var("MEMFS_WATCH").map_or(true, |v| v != "0");
+        let outside = match on_real_disk && watch {
+            true => watch_plain_files(&store, &data_dir, &files),
+            false => None,
+        };
         let search = (!options.no_search)
             .then(|| crate::search::Search::start(&store, journal.history(), &data_dir.state_dir));
         let control = Arc::new(
@@ -197,6 +209,7 @@ impl Memory {
             opened,
             follower,
             search,
+            outside,
         })
     }
 
@@ -365,6 +378,11 @@ impl Drop for Memory {
     /// use of the memory; the journal writes everything out and brings the
     /// plain files up to date.
     fn drop(&mut self) {
+        if let Some(outside) = self.outside.take() {
+            // What was written there up to now is taken in, then no more.
+            outside.drain();
+            outside.stop();
+        }
         self.save_usage();
         if let Some(mut follower) = self.follower.take() {
             follower.stop();
@@ -375,6 +393,26 @@ impl Drop for Memory {
             search.stop();
         }
         self.journal.shutdown();
+    }
+}
+
+/// Starts the plain files' watcher (`crate::outside`); without it (the
+/// kernel refuses one), the plain files are read at the next start only.
+fn watch_plain_files(
+    store: &Arc<Store>,
+    data_dir: &DataDir,
+    files: &Files,
+) -> Option<Arc<crate::outside::Outside>> {
+    let path = data_dir.state_dir.parent()?.join("memories");
+    match crate::outside::Outside::start(store, path, files.memories.clone(), files.known.clone()) {
+        Ok(outside) => Some(outside),
+        Err(e) => {
+            tracing::warn!(
+                "changes made to the plain files while memfs runs cannot be watched ({}); they are taken in at the next start",
+                crate::units::describe_io(&e)
+            );
+            None
+        }
     }
 }
 

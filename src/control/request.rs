@@ -192,6 +192,7 @@ const LOG_PAGE: usize = 5000;
 
 /// Runs a request against the memory `store` serves.
 pub fn handle(store: &Arc<Store>, control: &Control, request: &Request) -> Reply {
+    store.before_answer(); // (the plain files' changes first: history, index)
     if let Request::Clear { door, session } = request {
         // Needs no history: the deletes are kept in it when there is one.
         return clear(store, door, session.as_deref());
@@ -430,13 +431,25 @@ fn run(store: &Arc<Store>, history: &History, request: &Request) -> Result<Reply
             let mut cursor = *cursor;
             let (rows, all) = history.rows_after(&mut cursor)?;
             let stuck = history.stuck();
-            let out = serde_json::json!({"next": next, "rows": rows, "cursor": cursor, "all": all, "stuck": stuck});
+            let left_out = history.left_out();
+            let out = serde_json::json!({"next": next, "rows": rows, "cursor": cursor, "all": all, "stuck": stuck, "left_out": left_out});
             Ok(Reply::ok(out.to_string()))
         }
         Request::Clear { door, session } => Ok(clear(store, door, session.as_deref())),
         Request::Checkpoint => {
             history.checkpoint()?;
-            Ok(Reply::ok("the plain files are current and on disk\n"))
+            let mut said = String::from("the plain files are current and on disk\n");
+            let left_out = history.left_out();
+            if !left_out.is_empty() {
+                said.push_str(&format!(
+                    "{} plain file(s) are left out of the memory (they stay on disk, untouched):\n",
+                    left_out.len()
+                ));
+                for line in left_out {
+                    said.push_str(&format!("  {line}\n"));
+                }
+            }
+            Ok(Reply::ok(said))
         }
         Request::Expire {
             idle,

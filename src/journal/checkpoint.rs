@@ -30,6 +30,7 @@ use crate::error::DiskError;
 use crate::lock::{rank, Mutex};
 use crate::path::MemPath;
 use crate::persist::fsops;
+use crate::persist::known::Seen;
 use crate::persist::storage::{Dir, File};
 use crate::store::{Change, ChangeOp, Meta};
 
@@ -39,6 +40,10 @@ pub struct Files {
     pub memories: Dir,
     pub tmp: Dir,
     pub trash: Dir,
+    /// What memfs last wrote or took in, path by path (once armed: the
+    /// plain files are then a door, and a write never goes over a change
+    /// of someone else's).
+    pub known: Arc<crate::persist::known::Known>,
 }
 
 impl Files {
@@ -714,10 +719,24 @@ fn apply_op(
                 }
                 drop(written?);
             }
+            let mut known = files.known.armed().then(|| files.known.lock());
+            if let Some(known) = known.as_mut() {
+                if known.differs(root, path)? {
+                    // Someone else's change is there: it is taken in
+                    // (and then written back as memory holds it), never
+                    // written over.
+                    known.suspect(path);
+                    files.unstage_name(stage);
+                    return Ok(());
+                }
+            }
             if let Err(e) = fsops::place(root, &files.tmp, stage, path) {
                 files.unstage_name(stage);
                 let _ = fsops::remove_tree(&files.tmp, format!("{stage}.dirs"));
                 return Err(e);
+            }
+            if let Some(known) = known.as_mut() {
+                known.wrote(root, path, crate::digest::Sha::of(data));
             }
             sync.files.insert(path.clone());
             sync.with_ancestors(path);
@@ -725,10 +744,26 @@ fn apply_op(
         ChangeOp::MakeDir { path, meta } => {
             let parent = fsops::open_parent(root, path, true)?;
             fsops::make_dir(parent.as_ref(), leaf(path), meta)?;
+            if files.known.armed() {
+                files.known.lock().dir(path);
+            }
             sync.with_ancestors(path);
             sync.nodes.insert(path.clone());
         }
         ChangeOp::Remove { path } => {
+            let mut known = files.known.armed().then(|| files.known.lock());
+            if let Some(known) = known.as_mut() {
+                let file = matches!(known.get(path), Some(Seen::File { .. }));
+                if file && known.differs(root, path)? {
+                    // A file someone else changed since: theirs to keep
+                    // (the taker brings it back into the memory).
+                    known.suspect(path);
+                    known.forget(path);
+                    return Ok(());
+                }
+                known.forget(path);
+            }
+            drop(known);
             match fsops::open_parent(root, path, false).and_then(|parent| {
                 fsops::rename_noreplace(parent.as_ref(), leaf(path), files.trash.as_ref(), stage)
             }) {
@@ -772,6 +807,9 @@ fn apply_op(
                 }
                 Err(e) => return Err(e),
             }
+            if files.known.armed() {
+                files.known.lock().moved(from, to);
+            }
             sync.removed(to);
             sync.moved(from, to);
             sync.nodes.extend(from.parent());
@@ -801,6 +839,9 @@ fn apply_op(
                     }
                 }
                 other => other?,
+            }
+            if files.known.armed() {
+                files.known.lock().exchanged(a, b);
             }
             let swap = MemPath::root().join(".memfs-exchange");
             sync.moved(a, &swap);
@@ -916,5 +957,86 @@ pub fn apply_now(files: &Files, ops: Vec<ChangeOp>) -> Result<(), DiskError> {
             "bringing the plain files up to date",
             io::Error::other(format!("{} path(s) refused", stuck.list().len())),
         )),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::persist::known::Known;
+    use crate::store::Meta;
+
+    fn files() -> (tempfile::TempDir, Files) {
+        let tmp = tempfile::tempdir().unwrap();
+        let dir = crate::persist::DataDir::open(tmp.path()).unwrap();
+        let files = Files {
+            memories: dir.memories.clone(),
+            tmp: dir.tmp.clone(),
+            trash: dir.trash.clone(),
+            known: Arc::new(Known::default()),
+        };
+        std::mem::forget(dir);
+        (tmp, files)
+    }
+
+    fn write(path: &str, text: &str) -> ChangeOp {
+        ChangeOp::Write {
+            path: MemPath::parse(path).unwrap(),
+            data: Arc::new(text.as_bytes().to_vec()),
+            meta: Meta {
+                perm: 0o600,
+                uid: rustix::process::geteuid().as_raw(),
+                gid: rustix::process::getegid().as_raw(),
+                atime: std::time::SystemTime::now(),
+                mtime: std::time::SystemTime::now(),
+            },
+        }
+    }
+
+    fn pass(files: &Files, ops: Vec<ChangeOp>) {
+        let mut stuck = Stuck::default();
+        apply(
+            files,
+            &[(1, vec![Change::of_memfs(ops)])],
+            &mut Progress::default(),
+            Wait::OwnData,
+            &mut stuck,
+        )
+        .unwrap();
+    }
+
+    #[test]
+    fn a_pass_never_writes_over_a_plain_file_someone_else_changed() {
+        let (tmp, files) = files();
+        files.known.arm();
+        let plain = tmp.path().join("memories/a.md");
+        pass(&files, vec![write("/memories/a.md", "memfs v1\n")]);
+        assert_eq!(std::fs::read_to_string(&plain).unwrap(), "memfs v1\n");
+        // Someone else's write, then memory's newer change comes to disk.
+        std::fs::write(&plain, "theirs\n").unwrap();
+        pass(&files, vec![write("/memories/a.md", "memfs v2\n")]);
+        assert_eq!(std::fs::read_to_string(&plain).unwrap(), "theirs\n");
+        assert_eq!(
+            files.known.lock().take_suspects(),
+            vec![MemPath::parse("/memories/a.md").unwrap()]
+        );
+        // A file nobody knew of is not written over either, nor removed.
+        std::fs::write(tmp.path().join("memories/b.md"), "new\n").unwrap();
+        pass(&files, vec![write("/memories/b.md", "memfs\n")]);
+        pass(
+            &files,
+            vec![ChangeOp::Remove {
+                path: MemPath::parse("/memories/a.md").unwrap(),
+            }],
+        );
+        assert_eq!(std::fs::read_to_string(&plain).unwrap(), "theirs\n");
+        let b = tmp.path().join("memories/b.md");
+        assert_eq!(std::fs::read_to_string(b).unwrap(), "new\n");
+        // Unarmed (start-up, no watcher): memory wins, as it always did.
+        let (tmp, files) = self::files();
+        let plain = tmp.path().join("memories/a.md");
+        std::fs::write(&plain, "theirs\n").unwrap();
+        pass(&files, vec![write("/memories/a.md", "memfs\n")]);
+        assert_eq!(std::fs::read_to_string(&plain).unwrap(), "memfs\n");
     }
 }

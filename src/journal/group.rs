@@ -212,6 +212,7 @@ mod tests {
             memories: dir.memories.clone(),
             tmp: dir.tmp.clone(),
             trash: dir.trash.clone(),
+            known: Default::default(),
         };
         let (mut tree, _) = crate::persist::load::load(&dir.memories).unwrap();
         let (journal, _) =

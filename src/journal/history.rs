@@ -349,6 +349,13 @@ impl History {
         self.shared.stuck_reasons.lock().clone()
     }
 
+    /// The plain files memfs leaves out of the memory (a special file, a
+    /// name the tool cannot address, a file over the size limit), each
+    /// `path (why)`: they stay on disk, untouched.
+    pub fn left_out(&self) -> Vec<String> {
+        self.shared.known.left_out()
+    }
+
     /// Every kept row, oldest first (for `export`).
     pub fn all(&self) -> Result<Vec<Row>, Refusal> {
         self.rows()

@@ -240,13 +240,7 @@ impl Journal {
         opened.replayed_paths = squared.replayed.len();
         opened.found = squared.found_files;
         let checkpointed = st.checkpoint_written;
-        let shared = Arc::new(writer::Core::new(
-            st,
-            dir,
-            files.memories.clone(),
-            opts,
-            checkpointed,
-        ));
+        let shared = Arc::new(writer::Core::new(st, dir, files, opts, checkpointed));
         let _ = shared.me.set(Arc::downgrade(&shared));
         let _ = shared.compaction.set(compact::run_once);
         // The start's own frame: what was found, and that the files are

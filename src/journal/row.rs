@@ -99,6 +99,10 @@ impl Actor {
         }
     }
 
+    /// The actor of a change by `origin`.
+    ///
+    /// Long because it is one match over every kind of origin, each
+    /// naming its own fields.
     pub fn of(origin: &Origin) -> Actor {
         match origin {
             Origin::Agent { door, session } => Actor {
@@ -149,6 +153,12 @@ impl Actor {
                 authored: authored.as_deref().map(str::to_string),
                 ..Actor::default()
             },
+            Origin::Files { uid } => Actor {
+                kind: "person".into(),
+                door: Some("files".into()),
+                uid: Some(*uid),
+                ..Actor::default()
+            },
             Origin::Memfs | Origin::Expiry => Actor::memfs(),
             Origin::Api { token, request } => Actor {
                 kind: "api".into(),
@@ -169,6 +179,7 @@ impl Actor {
                 }
                 s
             }
+            "person" if self.door.as_deref() == Some("files") => "person:files".to_string(),
             "person" if self.author.is_some() => format!(
                 "person:{}",
                 crate::text::printable(self.author.as_deref().unwrap_or("?"))

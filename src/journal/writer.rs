@@ -94,6 +94,8 @@ pub(super) struct Core {
     pub dir: Dir,
     /// `DIR/memories`, to read a content found there before its first change.
     pub memories: Dir,
+    /// What memfs last left in the plain files (and what it left out).
+    pub known: Arc<crate::persist::known::Known>,
     pub opts: Options,
     /// Where refused batches go (taken at shutdown, which ends the
     /// store's side of the channel).
@@ -167,7 +169,13 @@ pub(super) struct Compaction {
 }
 
 impl Core {
-    pub fn new(state: State, dir: Dir, memories: Dir, opts: Options, checkpointed: u64) -> Core {
+    pub fn new(
+        state: State,
+        dir: Dir,
+        files: &super::Files,
+        opts: Options,
+        checkpointed: u64,
+    ) -> Core {
         Core {
             queue: Mutex::new(rank::QUEUE, Queue::default()),
             ticking: AtomicBool::new(false),
@@ -176,7 +184,8 @@ impl Core {
             stuck_reasons: Mutex::new(rank::STUCK_REASONS, Vec::new()),
             state: Mutex::new(rank::STATE, state),
             dir,
-            memories,
+            memories: files.memories.clone(),
+            known: files.known.clone(),
             opts,
             recovery: Mutex::new(rank::RECOVERY, None),
             checkpointer: Mutex::new(rank::CHECKPOINTER, None),

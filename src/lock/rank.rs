@@ -50,6 +50,8 @@ pub const SEARCH: Rank = Rank::new(32, "search::Search::state");
 pub const JOURNAL_JOB: Rank = Rank::new(39, "journal::writer::Core::job");
 pub const LEADER: Rank = Rank::new(40, "journal::writer::Core::leader");
 pub const DB_CONN: Rank = Rank::new(41, "shared::db::Db::conn");
+// Step 4b: the plain files' watcher, taken before the tree it changes.
+pub const OUTSIDE: Rank = Rank::new(45, "outside::Outside::state");
 
 // Step 5: the store's tree, then its side locks (`unsaved` then `lost`).
 pub const TREE: Rank = Rank::new(50, "store::Store::tree");
@@ -95,6 +97,7 @@ pub const DATABASE_WRITERS: Rank = Rank::new(90, "shared::database::Database::wr
 pub const DATABASE_READERS: Rank = Rank::new(90, "shared::database::Database::readers");
 pub const DATABASE_FOLLOWED: Rank = Rank::new(90, "shared::database::Database::followed");
 pub const FOLLOW_FIRST: Rank = Rank::new(90, "shared::follow::Tracked::first");
+pub const KNOWN: Rank = Rank::new(90, "persist::known::Known::map");
 pub const MEM_DISK: Rank = Rank::new(90, "persist::storage::mem::MemDisk::state");
 pub const POOL_QUEUE: Rank = Rank::new(90, "pool::Pool::queue");
 pub const CATALOG_CONNS: Rank = Rank::new(90, "http::catalog_pg::PgCatalog::idle");

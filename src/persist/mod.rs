@@ -3,6 +3,7 @@
 
 mod datadir;
 pub(crate) mod fsops;
+pub mod known;
 pub mod last_reads;
 pub mod load;
 pub mod storage;

@@ -12,6 +12,9 @@ use crate::path::MemPath;
 /// (a save then counts as an ordinary write).
 const MAX: usize = 65_536;
 
+/// The reader the files door counts as: what the plain files showed it.
+pub const FILES_READER: u32 = u32::MAX;
+
 #[derive(Default)]
 pub struct Fresh {
     /// (pid, path) → the store's change counter when that process last
@@ -35,8 +38,11 @@ impl Fresh {
     /// The paths change `seq` (by `origin`, doing `ops`) saves over an
     /// agent's change its process had not read; and notes who wrote what.
     pub fn judge(&mut self, seq: u64, origin: &Origin, ops: &[ChangeOp]) -> Vec<MemPath> {
+        // (A person's process; for the files door, a path it never saw
+        // memory's content at counts as read before any change.)
         let person = match origin {
-            Origin::Person { pid, .. } => Some(*pid),
+            Origin::Person { pid, .. } => Some((*pid, None)),
+            Origin::Files { .. } => Some((FILES_READER, Some(0))),
             _ => None,
         };
         // (Whether this change's content counts as unread by others.)
@@ -47,8 +53,8 @@ impl Fresh {
         };
         let mut stale = Vec::new();
         for path in ops.iter().filter_map(content_path) {
-            if let Some(pid) = person {
-                let read = self.reads.get(&(pid, path.clone())).copied();
+            if let Some((pid, unread)) = person {
+                let read = self.reads.get(&(pid, path.clone())).copied().or(unread);
                 let by_agent = self.content_at.get(path).copied();
                 if let (Some(read), Some((at, true))) = (read, by_agent) {
                     if at > read {

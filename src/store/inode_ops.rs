@@ -114,19 +114,19 @@ fn dir_of(tree: &Tree, ino: Ino) -> Result<(), Error> {
 
 impl Store {
     pub fn info(&self, ino: Ino) -> Result<NodeInfo, Error> {
-        info(&self.tree.read(), ino)
+        info(&self.read_tree(), ino)
     }
 
     /// Runs `f` with a way to read nodes' current attributes (`None` for one
     /// that is gone), all under one read lock: `f` must not call the kernel.
     pub fn with_infos<R>(&self, f: impl FnOnce(&dyn Fn(Ino) -> Option<NodeInfo>) -> R) -> R {
-        let tree = self.tree.read();
+        let tree = self.read_tree();
         f(&|ino| info(&tree, ino).ok())
     }
 
     /// Finds `name` in `parent` and pins the result once.
     pub fn lookup(&self, parent: Ino, name: &str) -> Result<NodeInfo, Error> {
-        let tree = self.tree.read();
+        let tree = self.read_tree();
         let ino = tree.child(parent, name)?.ok_or(Error::NotFound)?;
         let found = info(&tree, ino)?;
         self.pin(ino, 1);
@@ -144,7 +144,7 @@ impl Store {
     ) -> Result<(Arc<Vec<u8>>, std::ops::Range<usize>), Error> {
         let now = SystemTime::now();
         let (found, stale) = {
-            let tree = self.tree.read();
+            let tree = self.read_tree();
             let node = tree.get(ino).ok_or(Error::NotFound)?;
             match &node.kind {
                 NodeKind::File(data) => {
@@ -177,14 +177,14 @@ impl Store {
     /// again under the write lock). In memory; it reaches the disk with the
     /// file's next write.
     fn touch_atime(&self, ino: Ino, now: SystemTime) {
-        let mut tree = self.tree.write();
+        let mut tree = self.write_tree();
         if tree.get(ino).is_some_and(|n| atime_stale(&n.attr, now)) {
             tree.node_mut(ino).attr.atime = now;
         }
     }
 
     pub fn readlink(&self, ino: Ino) -> Result<String, Error> {
-        match &self.tree.read().get(ino).ok_or(Error::NotFound)?.kind {
+        match &self.read_tree().get(ino).ok_or(Error::NotFound)?.kind {
             NodeKind::Symlink(target) => Ok(target.clone()),
             _ => Err(Error::Disk(crate::error::DiskError {
                 errno: libc::EINVAL,
@@ -195,7 +195,7 @@ impl Store {
 
     /// A directory's entries, `.` and `..` first, in one lock.
     pub fn read_dir(&self, dir: Ino) -> Result<Vec<DirEntry>, Error> {
-        let tree = self.tree.read();
+        let tree = self.read_tree();
         dir_of(&tree, dir)?;
         let parent = tree.node(dir).links.first().map_or(ROOT_INO, |(p, _)| *p);
         let mut out = vec![
@@ -239,7 +239,7 @@ impl Store {
         owner: (u32, u32),
         origin: Origin,
     ) -> Result<NodeInfo, Error> {
-        let mut tree = self.tree.write();
+        let mut tree = self.write_tree();
         dir_of(&tree, parent)?;
         if tree.child(parent, name)?.is_some() {
             return Err(Error::Exists);
@@ -313,7 +313,7 @@ impl Store {
         append: bool,
         origin: Origin,
     ) -> Result<usize, Error> {
-        let mut tree = self.tree.write();
+        let mut tree = self.write_tree();
         let old_len = match &tree.get(ino).ok_or(Error::NotFound)?.kind {
             NodeKind::File(bytes) => bytes.len() as u64,
             NodeKind::Dir(_) => return Err(Error::IsDir),
@@ -333,7 +333,7 @@ impl Store {
 
     /// Grows a file to at least `offset + len` bytes (`fallocate` mode 0).
     pub fn allocate(&self, ino: Ino, offset: u64, len: u64, origin: Origin) -> Result<(), Error> {
-        let mut tree = self.tree.write();
+        let mut tree = self.write_tree();
         let NodeKind::File(bytes) = &tree.get(ino).ok_or(Error::NotFound)?.kind else {
             return Err(Error::IsDir);
         };
@@ -352,7 +352,7 @@ impl Store {
 
     /// Changes mode, owner, size or times.
     pub fn set_attr(&self, ino: Ino, set: SetAttr, origin: Origin) -> Result<NodeInfo, Error> {
-        let mut tree = self.tree.write();
+        let mut tree = self.write_tree();
         let node = tree.get(ino).ok_or(Error::NotFound)?;
         let now = SystemTime::now();
         if let Some(size) = set.size {
@@ -429,7 +429,7 @@ impl Store {
         want_dir: bool,
         origin: Origin,
     ) -> Result<(), Error> {
-        let mut tree = self.tree.write();
+        let mut tree = self.write_tree();
         let ino = tree.child(parent, name)?.ok_or(Error::NotFound)?;
         let path = tree.path_of(parent).map(|p| p.join(name));
         match (&tree.node(ino).kind, want_dir) {
@@ -467,7 +467,7 @@ impl Store {
         mode: RenameMode,
         origin: Origin,
     ) -> Result<(), Error> {
-        let mut tree = self.tree.write();
+        let mut tree = self.write_tree();
         dir_of(&tree, new_parent)?;
         let moved = tree.child(parent, name)?.ok_or(Error::NotFound)?;
         let target = tree.child(new_parent, new_name)?;
@@ -568,7 +568,7 @@ impl Store {
         name: &str,
         origin: Origin,
     ) -> Result<NodeInfo, Error> {
-        let mut tree = self.tree.write();
+        let mut tree = self.write_tree();
         dir_of(&tree, parent)?;
         let node = tree.get(ino).ok_or(Error::NotFound)?;
         if node.is_dir() {

@@ -58,7 +58,7 @@ impl Store {
         window: Window,
         hide: &dyn Fn(&str) -> bool,
     ) -> Result<Snapshot, Error> {
-        let tree = self.tree.read();
+        let tree = self.read_tree();
         let ino = tree.resolve(path)?;
         Ok(match &tree.node(ino).kind {
             NodeKind::File(data) => {

@@ -85,6 +85,9 @@ pub struct Store {
     /// A shared store's changes of this host's not settled yet (see
     /// `follow.rs`): an agent's change waits for one at its paths.
     hold: std::sync::OnceLock<follow::Hold>,
+    /// Run before every answer of every door, before the tree is locked:
+    /// takes in what was changed in the plain files (the `outside` module).
+    before: std::sync::OnceLock<Box<dyn Fn() + Send + Sync>>,
 }
 
 impl Store {
@@ -105,7 +108,44 @@ impl Store {
             lost: Mutex::new(rank::LOST, HashMap::new()),
             shared: Default::default(),
             hold: std::sync::OnceLock::new(),
+            before: std::sync::OnceLock::new(),
         }
+    }
+
+    /// Sets what runs before every answer (once; the plain files' watcher).
+    pub fn before_answers(&self, run: Box<dyn Fn() + Send + Sync>) {
+        let _ = self.before.set(run);
+    }
+
+    /// Runs what must come before an answer: called before the tree is
+    /// locked, holding no lock of the store's (and by the doors whose
+    /// answers do not read the tree: the history, search).
+    pub fn before_answer(&self) {
+        if let Some(run) = self.before.get() {
+            run();
+        }
+    }
+
+    /// The tree to read, for an answer (after what must come before it).
+    fn read_tree(&self) -> crate::lock::RwLockReadGuard<'_, Tree> {
+        self.before_answer();
+        self.tree.read()
+    }
+
+    /// The tree to change, for an answer (after what must come before it).
+    fn write_tree(&self) -> RwLockWriteGuard<'_, Tree> {
+        self.before_answer();
+        self.tree.write()
+    }
+
+    /// The files door (`Origin::Files`) saw memory's content at `path`
+    /// before its change (the plain file held it): a change of its on top
+    /// is not a lost update.
+    pub fn files_saw(&self, path: &MemPath) {
+        let seq = self.seq.load(std::sync::atomic::Ordering::Relaxed);
+        self.fresh
+            .lock()
+            .note_read(fresh::FILES_READER, path.clone(), seq);
     }
 
     pub fn limits(&self) -> Limits {
@@ -130,7 +170,7 @@ impl Store {
     }
 
     pub fn with_tree<R>(&self, f: impl FnOnce(&Tree) -> R) -> R {
-        f(&self.tree.read())
+        f(&self.read_tree())
     }
 
     /// The tree's derived state recomputed and compared (see
@@ -193,6 +233,8 @@ impl Store {
         // A change with no ops is a barrier (everything before it durable):
         // it waits for these too. Any other change does not answer for them.
         let barrier = ops.is_empty();
+        // What the files door took in is on disk already: never taken back.
+        let undo = undo.filter(|_| !matches!(origin, Origin::Files { .. }));
         let ticket = self.submit(held, origin, ops, touched, undo, Vec::new());
         if again.is_empty() {
             return ticket;

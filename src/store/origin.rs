@@ -19,6 +19,11 @@ pub enum Origin {
         pid: u32,
         process: Process,
     },
+    /// A change made to the plain files (`DIR/memories`) while memfs ran,
+    /// by a program other than memfs (an editor, a script, `git`, a sync
+    /// tool), taken in by the watcher: the files door. `uid` owns the file
+    /// (the writer is not known: inotify does not name it).
+    Files { uid: u32 },
     /// memfs itself: a recovery after the disk refused a change.
     Memfs,
     /// `memfs revert`, run by this user and process: the file at a path

@@ -46,9 +46,12 @@ impl Store {
             // A person's change that lost a race to another host: written
             // again in their name, over the winner (see `lost_saves`).
             let mut lost = self.lost.lock();
-            let people = kept
-                .iter()
-                .filter(|c| matches!(c.origin, Origin::Person { .. } | Origin::Revert { .. }));
+            let people = kept.iter().filter(|c| {
+                matches!(
+                    c.origin,
+                    Origin::Person { .. } | Origin::Revert { .. } | Origin::Files { .. }
+                )
+            });
             for change in people {
                 let ops = change
                     .ops

@@ -93,7 +93,7 @@ impl Hide {
 }
 
 /// Matches `name` against a glob of `*` and `?` (no character classes).
-fn glob(pattern: &str, name: &str) -> bool {
+pub fn glob(pattern: &str, name: &str) -> bool {
     let (p, n): (Vec<char>, Vec<char>) = (pattern.chars().collect(), name.chars().collect());
     // Classic two-pointer match with backtracking to the last `*`.
     let (mut pi, mut ni, mut star, mut mark) = (0, 0, None, 0);

@@ -7,7 +7,7 @@
 
 mod edit;
 mod format;
-mod hide;
+pub mod hide;
 mod image;
 mod input;
 mod result;

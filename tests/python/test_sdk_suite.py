@@ -31,16 +31,14 @@ CI = os.environ.get("CI") == "true"
 SDK = "2.17.0"
 SUITE = "tests/lib/tools/memory_tools/test_filesystem.py"
 
-FILES_DOOR = "writes into memory_root beside a running memfs: the files door (issue 48, item 1) is not built yet"
+LINKS = "D23: memfs never follows a link (a path through one does not exist, a listing leaves links out), in its own words"
 PRIVATE = "reaches into the SDK's private functions or its own process (monkeypatches `_validate_path` or `os.open`)"
 KNOWN = {
     "test_view_error_for_files_with_too_many_lines": "D27: memfs' default file limit (1 MiB, --max-file-size) refuses the 5 MB file the test makes",
     "test_insert": "D22: an insert ends the file with a newline",
     "test_insert_at_beginning_of_file": "D22: an insert ends the file with a newline",
     "test_insert_at_end_of_file": "D22: an insert ends the file with a newline",
-    "test_view_preserves_crlf_line_endings": FILES_DOOR,
-    "test_str_replace_preserves_crlf_line_endings": FILES_DOOR,
-    "test_insert_preserves_crlf_line_endings": FILES_DOOR,
+    "test_view_preserves_crlf_line_endings": "D3: no extra, empty numbered line after a final newline",
     "test_insert_error_for_non_existent_file": "D7: the spec's text",
     "test_insert_error_for_invalid_insert_line": "D6: the spec's text",
     "test_delete_not_allow_deleting_memories_directory[/memories/.]": "D12: a `.` or `..` segment is an invalid path",
@@ -56,10 +54,10 @@ KNOWN = {
     "test_read_rejects_file_replaced_with_symlink_before_open[str_replace]": PRIVATE,
     "test_read_rejects_file_replaced_with_symlink_before_open[insert]": PRIVATE,
     "test_view_rejects_directory_symlink_created_after_validation": PRIVATE,
-    "test_symlink_validation_reject_symlink_pointing_outside_memories": FILES_DOOR,
-    "test_view_lists_symlinks_only_when_they_stay_inside_memories": FILES_DOOR,
-    "test_symlink_validation_reject_creating_files_through_symlink_pointing_outside": FILES_DOOR,
-    "test_symlink_validation_reject_parent_directory_that_is_symlink_pointing_outside": FILES_DOOR,
+    "test_symlink_validation_reject_symlink_pointing_outside_memories": LINKS,
+    "test_view_lists_symlinks_only_when_they_stay_inside_memories": LINKS,
+    "test_symlink_validation_reject_creating_files_through_symlink_pointing_outside": LINKS,
+    "test_symlink_validation_reject_parent_directory_that_is_symlink_pointing_outside": LINKS,
     # The async class only.
     "Async:test_mkdir_parents_not_world_writable_under_permissive_umask": "calls the SDK's private `_ensure_memory_root`",
     "Async:test_validate_path_returns_resolved_path_not_symlink_target": "calls the SDK's private `_validate_path`",
