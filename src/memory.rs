@@ -122,6 +122,16 @@ impl Memory {
             .map_err(fail("opening its journal (.memfs/journal)"))?;
         let warnings = start_warnings(&skipped, &options.limits.exceeded(&tree));
         let store = Arc::new(Store::new(tree, options.limits, Some(journal.sink())));
+        // Watched from here, while the tree is what the plain files hold
+        // (before another host's changes or an earlier run's unsent ones
+        // come in). `MEMFS_WATCH=0`: the plain files are read at start
+        // only, as on a network file system whose other clients' writes
+        // inotify never sees.
+        let watch = std::env::var("MEMFS_WATCH").map_or(true, |v| v != "0");
+        let outside = match on_real_disk && watch && !opened.replay_failed {
+            true => watch_plain_files(&store, &data_dir, &files),
+            false => None,
+        };
         // A shared store: the database commits first (set before any change).
         let shared = options.shared.as_ref().map(|target| {
             let origin = journal.origin();
@@ -183,14 +193,6 @@ impl Memory {
                 ),
             }
         }
-        // (`MEMFS_WATCH=0`: the plain files are read at start only, as on
-        // a network file system whose other clients' writes inotify never
-        // sees.)
-        let watch = std::env::var("MEMFS_WATCH").map_or(true, |v| v != "0");
-        let outside = match on_real_disk && watch {
-            true => watch_plain_files(&store, &data_dir, &files),
-            false => None,
-        };
         let search = (!options.no_search)
             .then(|| crate::search::Search::start(&store, journal.history(), &data_dir.state_dir));
         let control = Arc::new(

@@ -276,3 +276,345 @@ fn a_program_writing_in_several_writes_gives_one_version() {
         "{rows:?}"
     );
 }
+
+#[test]
+fn a_flood_that_overflows_the_kernels_queue_is_taken_in_by_one_rescan() {
+    if !rustix::process::geteuid().is_root() {
+        common::skip(
+            "the overflow test",
+            "setting fs.inotify.max_queued_events needs root",
+        );
+        return;
+    }
+    // A queue of 16 events for the memfs started now (the kernel reads the
+    // limit when the watcher is made), the machine's own limit back at once.
+    let knob = "/proc/sys/fs/inotify/max_queued_events";
+    let was = fs::read_to_string(knob).unwrap();
+    fs::write(knob, "16").unwrap();
+    let started =
+        std::panic::catch_unwind(|| started(&["-v"], &[], "/memories/first.md", "first\n"));
+    fs::write(knob, was.trim()).unwrap();
+    let (_tmp, dir, mem, mut s) = started.unwrap();
+    // (In a watched directory: each file is three events.)
+    for i in 0..300 {
+        fs::write(mem.join(format!("f{i:03}.md")), format!("{i}\n")).unwrap();
+    }
+    fs::remove_file(mem.join("first.md")).unwrap();
+    let mut listing = String::new();
+    for _ in 0..50 {
+        // (A flood is taken in 1,000 paths per answer: a few answers.)
+        listing = view(&mut s, "/memories");
+        if listing.contains("f299.md") {
+            break;
+        }
+    }
+    let files = listing
+        .lines()
+        .filter(|l| l.contains("/memories/f"))
+        .count();
+    assert_eq!(files, 300, "{listing}");
+    assert!(!listing.contains("first.md"), "{listing}");
+    assert!(listing.contains("f299.md"), "{listing}");
+    let mut err = String::new();
+    let mut stderr = s.child.stderr.take().unwrap();
+    assert!(s.finish().success());
+    std::io::Read::read_to_string(&mut stderr, &mut err).unwrap();
+    assert!(err.contains("looking at every plain file again"), "{err}");
+    let rows = rows(&dir);
+    let taken = rows
+        .iter()
+        .filter(|r| {
+            r.0 == "person:files"
+                && r.1 == "create"
+                && r.2.starts_with("/memories/f")
+                && r.2 != "/memories/first.md"
+        })
+        .count();
+    assert_eq!(taken, 300);
+    assert!(by_files(&rows, "delete", "/memories/first.md"), "{rows:?}");
+}
+
+#[test]
+fn through_the_mount_the_plain_files_writes_are_seen_at_once() {
+    if common::skip_without_fuse("the files door beside a mount") {
+        return;
+    }
+    let m = common::Mounted::start(&[]);
+    let mem = m.data.path().join("memories");
+    {
+        let mut f = fs::File::create(m.at("agent.md")).unwrap();
+        f.write_all(b"through the mount\n").unwrap();
+        f.sync_all().unwrap();
+    }
+    checkpoint(m.data.path());
+    append(&mem.join("agent.md"), "and the plain file\n");
+    fs::write(mem.join("plain.md"), "beside\n").unwrap();
+    // A person reading the mount sees both at once.
+    assert_eq!(
+        fs::read_to_string(m.at("agent.md")).unwrap(),
+        "through the mount\nand the plain file\n"
+    );
+    assert_eq!(fs::read_to_string(m.at("plain.md")).unwrap(), "beside\n");
+    // The tool through the owner's socket too.
+    assert!(m.view("/memories").contains("/memories/plain.md"));
+    // A name the kernel has cached is answered without asking memfs: the
+    // removal reaches it when the next 100 ms look takes it in.
+    fs::remove_file(mem.join("plain.md")).unwrap();
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(10);
+    while m.at("plain.md").exists() {
+        assert!(
+            std::time::Instant::now() < deadline,
+            "the removal never reached the mount"
+        );
+        std::thread::sleep(std::time::Duration::from_millis(20));
+    }
+    let rows = rows(m.data.path());
+    assert!(by_files(&rows, "write", "/memories/agent.md"), "{rows:?}");
+    assert!(by_files(&rows, "delete", "/memories/plain.md"), "{rows:?}");
+}
+
+/// One step of the property test: a program beside memfs, or the agent.
+#[derive(Debug, Clone)]
+enum Step {
+    /// Written in place, in one `write`.
+    Write(usize),
+    /// Written in three `write` calls before the close.
+    Pieces(usize),
+    /// Written to a temporary file renamed into place (an editor's save).
+    Save(usize),
+    /// Truncated to nothing.
+    Truncate(usize),
+    /// Removed.
+    Remove(usize),
+    /// The agent's `create` (overwriting), `view` and `delete`.
+    Create(usize),
+    View(usize),
+    Delete(usize),
+}
+
+const PATHS: [&str; 3] = ["a.md", "b.md", "d/c.md"];
+
+fn step() -> impl proptest::strategy::Strategy<Value = Step> {
+    use proptest::prelude::*;
+    let p = 0..PATHS.len();
+    prop_oneof![
+        p.clone().prop_map(Step::Write),
+        p.clone().prop_map(Step::Pieces),
+        p.clone().prop_map(Step::Save),
+        p.clone().prop_map(Step::Truncate),
+        p.clone().prop_map(Step::Remove),
+        p.clone().prop_map(Step::Create),
+        p.clone().prop_map(Step::View),
+        p.prop_map(Step::Delete),
+    ]
+}
+
+/// What a path may hold: one content (or none), or, after a program
+/// removed a file it had itself just written over an agent's change the
+/// plain files did not show yet, either that change or nothing (whether
+/// memfs took the program's file in before it went depends on when it
+/// looked: both keep every version a call came after).
+#[derive(Clone, Debug, Default)]
+struct May {
+    one: Option<String>,
+    or: Option<Option<String>>,
+}
+
+impl May {
+    fn is(text: Option<String>) -> May {
+        May {
+            one: text,
+            or: None,
+        }
+    }
+
+    fn allows(&self, got: &Option<String>) -> bool {
+        self.one == *got || self.or.as_ref() == Some(got)
+    }
+}
+
+/// The content a `view` answer shows (`None`: an error), as far as the
+/// model's contents go (a first line `vN`, or nothing).
+fn shown(v: &Value) -> Result<Option<String>, ()> {
+    if v["is_error"] == true {
+        return Ok(None);
+    }
+    let text = content(v);
+    match text.lines().nth(1) {
+        Some(line) => match line.split_once('\t') {
+            Some((_, first)) if first.starts_with('v') => {
+                Ok(Some(format!("{first}\nsecond line\n")))
+            }
+            _ => Err(()),
+        },
+        None => Ok(Some(String::new())),
+    }
+}
+
+/// Runs `steps` beside a running memfs, checking each agent call against
+/// what the steps before it left; then a clean stop and a restart: the
+/// plain files equal the memory, nothing is `found`, and what a path held
+/// (by an outside write) when a later call began is a version.
+///
+/// Long because it is the model of both doors, one arm a step.
+fn interleave(steps: &[Step]) -> Result<(), String> {
+    let tmp = tempfile::tempdir().unwrap();
+    let dir = tmp.path().join("data");
+    let mem = dir.join("memories");
+    let mut s = Server::start(&dir, &["--create-overwrites"]);
+    let _ = s.call(r#"{"command":"view","path":"/memories"}"#);
+    let mut now: [May; 3] = Default::default();
+    let mut at_call: [Option<String>; 3] = [None, None, None];
+    let mut seen_before_a_call: Vec<String> = Vec::new();
+    let mut pending: std::collections::BTreeMap<usize, String> = Default::default();
+    // Paths an outside program wrote since the last call.
+    let mut wrote: std::collections::BTreeSet<usize> = Default::default();
+    for (n, step) in steps.iter().enumerate() {
+        let text = format!("v{n}\nsecond line\n");
+        let at = |i: usize| mem.join(PATHS[i]);
+        let tool = |i: usize| format!("/memories/{}", PATHS[i]);
+        let outside = |i: usize| fs::create_dir_all(at(i).parent().unwrap()).unwrap();
+        let call = |s: &mut Server, json: Value| s.call(&json.to_string());
+        match *step {
+            Step::Write(i) | Step::Pieces(i) | Step::Save(i) => {
+                outside(i);
+                if let Step::Write(_) = step {
+                    fs::write(at(i), &text).unwrap();
+                } else if let Step::Pieces(_) = step {
+                    let mut f = fs::File::create(at(i)).unwrap();
+                    for piece in [&text[..2], &text[2..5], &text[5..]] {
+                        f.write_all(piece.as_bytes()).unwrap();
+                    }
+                } else {
+                    let tmp = at(i).with_extension("tmp-save");
+                    fs::write(&tmp, &text).unwrap();
+                    fs::rename(&tmp, at(i)).unwrap();
+                }
+                now[i] = May::is(Some(text.clone()));
+                pending.insert(i, text);
+                wrote.insert(i);
+            }
+            // (On a file the plain files show: an agent's new file may not
+            // have reached them yet. An empty file truncated is a write
+            // too: memfs never writes a plain file in place.)
+            Step::Truncate(i) if at(i).exists() => {
+                fs::OpenOptions::new()
+                    .write(true)
+                    .truncate(true)
+                    .open(at(i))
+                    .unwrap();
+                now[i] = May::is(Some(String::new()));
+                pending.remove(&i);
+                wrote.insert(i);
+            }
+            Step::Remove(i) if at(i).exists() => {
+                fs::remove_file(at(i)).unwrap();
+                pending.remove(&i);
+                let over = wrote.contains(&i) && at_call[i].is_some();
+                now[i] = May {
+                    one: None,
+                    or: over.then(|| at_call[i].clone()),
+                };
+            }
+            Step::Truncate(_) | Step::Remove(_) => {}
+            Step::Create(i) | Step::View(i) | Step::Delete(i) => {
+                seen_before_a_call.extend(std::mem::take(&mut pending).into_values());
+                wrote.clear();
+                let v = match *step {
+                    Step::Create(_) => call(
+                        &mut s,
+                        serde_json::json!({"command": "create", "path": tool(i), "file_text": text}),
+                    ),
+                    Step::View(_) => call(
+                        &mut s,
+                        serde_json::json!({"command": "view", "path": tool(i)}),
+                    ),
+                    _ => call(
+                        &mut s,
+                        serde_json::json!({"command": "delete", "path": tool(i)}),
+                    ),
+                };
+                let ok = match *step {
+                    Step::Create(_) => v["is_error"] == false,
+                    Step::View(_) => match shown(&v) {
+                        Ok(got) if now[i].allows(&got) => {
+                            now[i] = May::is(got);
+                            true
+                        }
+                        _ => false,
+                    },
+                    _ => {
+                        let had = if v["is_error"] == false {
+                            Some(())
+                        } else {
+                            None
+                        };
+                        now[i].allows(&None) && had.is_none()
+                            || (now[i].one.is_some()
+                                || now[i].or.as_ref().is_some_and(|o| o.is_some()))
+                                && had.is_some()
+                    }
+                };
+                if !ok {
+                    return Err(format!("step {n} {step:?}: expected {:?}, got {v}", now[i]));
+                }
+                now[i] = match *step {
+                    Step::Create(_) => May::is(Some(text.clone())),
+                    Step::Delete(_) => May::is(None),
+                    _ => now[i].clone(),
+                };
+                for (j, may) in now.iter().enumerate() {
+                    if may.or.is_none() {
+                        at_call[j] = may.one.clone();
+                    }
+                }
+            }
+        }
+    }
+    if !s.finish().success() {
+        return Err("memfs did not stop cleanly".into());
+    }
+    // A restart: the plain files are what the memory holds, and allowed.
+    let mut s = Server::start(&dir, &[]);
+    for (i, may) in now.iter().enumerate() {
+        let on_disk = fs::read_to_string(mem.join(PATHS[i])).ok();
+        let v = s.call(
+            &serde_json::json!({"command": "view", "path": format!("/memories/{}", PATHS[i])})
+                .to_string(),
+        );
+        let memory = shown(&v).map_err(|()| format!("{}: {v}", PATHS[i]))?;
+        if on_disk != memory || !may.allows(&memory) {
+            return Err(format!(
+                "{}: on disk {on_disk:?}, memory {memory:?}, expected {may:?}",
+                PATHS[i]
+            ));
+        }
+    }
+    s.finish();
+    let rows = log_rows(&dir);
+    if rows.iter().any(|r| r["op"] == "found") {
+        return Err("the restart found changes the running memfs had not taken in".into());
+    }
+    let kept: std::collections::HashSet<&str> =
+        rows.iter().filter_map(|r| r["sha256"].as_str()).collect();
+    for text in seen_before_a_call.iter().filter(|t| !t.is_empty()) {
+        let sha = memfs::digest::Sha::of(text.as_bytes()).hex();
+        if !kept.contains(sha.as_str()) {
+            return Err(format!(
+                "{text:?}, written before a later call, is no version"
+            ));
+        }
+    }
+    Ok(())
+}
+
+proptest::proptest! {
+    #![proptest_config(proptest::prelude::ProptestConfig {
+        cases: common::cases("MEMFS_FILES_CASES", 24),
+        ..proptest::prelude::ProptestConfig::default()
+    })]
+    #[test]
+    fn outside_writes_and_tool_calls_interleaved_lose_nothing(steps in proptest::collection::vec(step(), 1..24)) {
+        interleave(&steps).map_err(proptest::test_runner::TestCaseError::fail)?;
+    }
+}

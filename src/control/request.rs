@@ -192,7 +192,7 @@ const LOG_PAGE: usize = 5000;
 
 /// Runs a request against the memory `store` serves.
 pub fn handle(store: &Arc<Store>, control: &Control, request: &Request) -> Reply {
-    store.before_answer(); // (the plain files' changes first: history, index)
+    store.catch_up(); // (the plain files' changes first: history, index)
     if let Request::Clear { door, session } = request {
         // Needs no history: the deletes are kept in it when there is one.
         return clear(store, door, session.as_deref());

@@ -30,7 +30,6 @@ use crate::error::DiskError;
 use crate::lock::{rank, Mutex};
 use crate::path::MemPath;
 use crate::persist::fsops;
-use crate::persist::known::Seen;
 use crate::persist::storage::{Dir, File};
 use crate::store::{Change, ChangeOp, Meta};
 
@@ -721,6 +720,15 @@ fn apply_op(
             }
             let mut known = files.known.armed().then(|| files.known.lock());
             if let Some(known) = known.as_mut() {
+                let sha = crate::digest::Sha::of(data);
+                if known.holds(root, path, sha, data.len() as u64)? {
+                    // The disk has it already (what the files door took
+                    // in, or a program wrote the same): not written again,
+                    // so a program holding the file open keeps it.
+                    files.unstage_name(stage);
+                    sync.files.insert(path.clone());
+                    return Ok(());
+                }
                 if known.differs(root, path)? {
                     // Someone else's change is there: it is taken in
                     // (and then written back as memory holds it), never
@@ -737,6 +745,7 @@ fn apply_op(
             }
             if let Some(known) = known.as_mut() {
                 known.wrote(root, path, crate::digest::Sha::of(data));
+                known.dirs_to(path);
             }
             sync.files.insert(path.clone());
             sync.with_ancestors(path);
@@ -753,17 +762,22 @@ fn apply_op(
         ChangeOp::Remove { path } => {
             let mut known = files.known.armed().then(|| files.known.lock());
             if let Some(known) = known.as_mut() {
-                let file = matches!(known.get(path), Some(Seen::File { .. }));
-                if file && known.differs(root, path)? {
-                    // A file someone else changed since: theirs to keep
-                    // (the taker brings it back into the memory).
-                    known.suspect(path);
-                    known.forget(path);
+                let theirs = known.theirs_below(root, path)?;
+                if !theirs.is_empty() {
+                    // Someone else's files are there: only memfs' own go.
+                    super::keep_theirs::remove_ours(
+                        (root, &files.trash),
+                        known,
+                        path,
+                        &theirs,
+                        stage,
+                        &mut progress.trash,
+                    )?;
+                    sync.removed(path);
+                    sync.nodes.extend(path.parent());
                     return Ok(());
                 }
-                known.forget(path);
             }
-            drop(known);
             match fsops::open_parent(root, path, false).and_then(|parent| {
                 fsops::rename_noreplace(parent.as_ref(), leaf(path), files.trash.as_ref(), stage)
             }) {
@@ -775,16 +789,36 @@ fn apply_op(
                         || e.raw_os_error() == Some(libc::ENOTDIR) => {}
                 Err(e) => return Err(e),
             }
+            if let Some(known) = known.as_mut() {
+                known.forget(path);
+            }
             sync.removed(path);
             sync.nodes.extend(path.parent());
         }
         ChangeOp::Rename { from, to, replace } => {
+            let mut known = files.known.armed().then(|| files.known.lock());
+            let theirs_in_the_way = match known.as_mut() {
+                Some(known) if *replace => !known.theirs_below(root, to)?.is_empty(),
+                _ => false,
+            };
+            if let Some(mut held) = known.take_if(|_| theirs_in_the_way) {
+                // What the rename would replace is someone else's: it
+                // stays (the taker brings it in, over the moved file), and
+                // what moved leaves its old name.
+                held.suspect(to);
+                drop(held);
+                let gone = ChangeOp::Remove { path: from.clone() };
+                return apply_op(files, &gone, stage, staged, progress, times);
+            }
             let to_dir = fsops::open_parent(root, to, true)?;
             let moved = match fsops::open_parent(root, from, false) {
                 Err(e) if absent(&e) => Err(io::Error::from(io::ErrorKind::NotFound)),
                 Err(e) => return Err(e),
                 Ok(from_dir) => renamed(files, &from_dir, from, &to_dir, to, *replace, stage),
             };
+            if let (Some(known), Ok(_)) = (known.as_mut(), &moved) {
+                known.moved(from, to);
+            }
             match moved {
                 Ok(true) => progress.trash.push(stage.to_string()),
                 Ok(false) => {}
@@ -807,9 +841,7 @@ fn apply_op(
                 }
                 Err(e) => return Err(e),
             }
-            if files.known.armed() {
-                files.known.lock().moved(from, to);
-            }
+            drop(known);
             sync.removed(to);
             sync.moved(from, to);
             sync.nodes.extend(from.parent());
@@ -1032,6 +1064,18 @@ mod tests {
         assert_eq!(std::fs::read_to_string(&plain).unwrap(), "theirs\n");
         let b = tmp.path().join("memories/b.md");
         assert_eq!(std::fs::read_to_string(b).unwrap(), "new\n");
+        // A directory removed: memfs' own files go, theirs stay.
+        pass(&files, vec![write("/memories/d/ours.md", "ours\n")]);
+        std::fs::write(tmp.path().join("memories/d/theirs.md"), "theirs\n").unwrap();
+        pass(
+            &files,
+            vec![ChangeOp::Remove {
+                path: MemPath::parse("/memories/d").unwrap(),
+            }],
+        );
+        assert!(!tmp.path().join("memories/d/ours.md").exists());
+        let theirs = std::fs::read_to_string(tmp.path().join("memories/d/theirs.md"));
+        assert_eq!(theirs.unwrap(), "theirs\n");
         // Unarmed (start-up, no watcher): memory wins, as it always did.
         let (tmp, files) = self::files();
         let plain = tmp.path().join("memories/a.md");

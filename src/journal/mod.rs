@@ -29,6 +29,7 @@ mod frame;
 mod group;
 mod handoff;
 mod history;
+mod keep_theirs;
 mod migrate;
 mod record;
 mod refusal;
@@ -143,6 +144,9 @@ pub struct Opened {
     pub found: usize,
     /// A history kept before the journal was taken in.
     pub upgraded: bool,
+    /// The replay could not bring the plain files up to date (the
+    /// checkpointer tries again): they are behind the tree.
+    pub replay_failed: bool,
 }
 
 /// See [`Journal::own_held`].
@@ -236,6 +240,7 @@ impl Journal {
             }
             tree.apply_ops(&squared.replayed);
         }
+        opened.replay_failed = replay_failed;
         opened.replayed_batches = tail_batches;
         opened.replayed_paths = squared.replayed.len();
         opened.found = squared.found_files;

@@ -131,11 +131,17 @@ impl Outside {
         let Some(store) = self.store.upgrade() else {
             return;
         };
+        /// Clears `TAKING` however the drain ends (a panic included).
+        struct Taking;
+        impl Drop for Taking {
+            fn drop(&mut self) {
+                TAKING.with(|t| t.set(false));
+            }
+        }
         TAKING.with(|t| t.set(true));
+        let _taking = Taking;
         let mut state = self.state.lock();
         self.drain_held(&store, &mut state);
-        drop(state);
-        TAKING.with(|t| t.set(false));
     }
 
     fn drain_held(&self, store: &Arc<Store>, state: &mut State) {
@@ -172,16 +178,18 @@ impl Outside {
             known: &self.known,
         };
         for _ in 0..BATCH {
-            let Some(item) = queue.pop() else {
+            let Some((item, written)) = queue.pop() else {
                 break;
             };
             match item {
                 Item::Path(path) => {
-                    if let Some(dir) = taker.look(&path).dir {
+                    // (A directory already watched has told of its
+                    // entries; a new one, moved in or made, is listed.)
+                    if let Some(dir) = taker.look(&path, written).dir {
                         if !watch.watches(&dir) {
                             watch.add(&dir);
+                            self.entries(&dir, queue);
                         }
-                        self.entries(&dir, queue);
                     }
                 }
                 Item::Moved(from, to) => {
@@ -211,7 +219,7 @@ impl Outside {
                 Some(n) => {
                     let path = dir.join(n);
                     if !ignored(&path) {
-                        queue.push(path);
+                        queue.push_unbounded(path);
                     }
                 }
                 None => self.known.lock().leave_out(
@@ -231,8 +239,10 @@ impl Outside {
         let paths: Vec<MemPath> =
             store.with_tree(|t| t.walk().into_iter().map(|(p, _)| p).collect());
         for path in paths.into_iter().filter(|p| !p.is_root() && !ignored(p)) {
-            queue.push(path);
+            queue.push_unbounded(path);
         }
+        // Every directory is watched and listed again as it is looked at.
+        watch.drop_below(&MemPath::root());
         watch.add(&MemPath::root());
         self.entries(&MemPath::root(), queue);
     }

@@ -75,8 +75,10 @@ impl Taker<'_> {
         self.known.lock().leave_out(&path.to_string(), why);
     }
 
-    /// Looks at `path` and takes in what changed there.
-    pub fn look(&self, path: &MemPath) -> Next {
+    /// Looks at `path` and takes in what changed there (`written`: someone
+    /// wrote it in place, which memfs never does: even a content memfs
+    /// knew is theirs now).
+    pub fn look(&self, path: &MemPath, written: bool) -> Next {
         let disk = match on_disk(self.root, path) {
             Ok(d) => d,
             Err(e) => {
@@ -96,7 +98,7 @@ impl Taker<'_> {
                 }
             }
             OnDisk::File(stat) => {
-                self.file(path, &stat);
+                self.file(path, &stat, written);
                 Next::default()
             }
             OnDisk::Other(Kind::Symlink) => {
@@ -136,10 +138,14 @@ impl Taker<'_> {
     }
 
     fn dir(&self, path: &MemPath, stat: &Stat) {
+        let was = self.known.lock().get(path);
         self.known.lock().dir(path);
         let origin = Origin::Files { uid: stat.attr.uid };
         match self.tree(path) {
             InTree::Dir => return,
+            // A directory memfs made and the memory no longer has: its
+            // removal has not reached the disk yet.
+            InTree::Absent if was == Some(Seen::Dir) => return,
             InTree::Absent => {}
             _ => {
                 let _ = self.store.remove(path, origin.clone());
@@ -182,25 +188,26 @@ impl Taker<'_> {
 
     /// A plain file: taken in unless it is what memfs left there, or what
     /// memory holds already.
-    fn file(&self, path: &MemPath, stat: &Stat) {
-        let seen = self.known.lock().get(path);
+    fn file(&self, path: &MemPath, stat: &Stat, written: bool) {
+        // Read and compared under the map's lock: the checkpointer never
+        // places a file meanwhile (it records what it placed under it).
+        let mut known = self.known.lock();
+        let seen = known.get(path);
         if let Some(Seen::File {
             stamp: Some(stamp), ..
         }) = seen
         {
-            if stamp.holds(stat) {
+            if stamp.holds(stat) && !written {
                 return;
             }
         }
         let limit = self.store.limits().max_file_size;
         if stat.size > limit {
-            self.leave_out(
-                path,
-                &format!(
-                    "{} bytes, over the limit of {limit} bytes per file",
-                    stat.size
-                ),
+            let why = format!(
+                "{} bytes, over the limit of {limit} bytes per file",
+                stat.size
             );
+            known.leave_out(&path.to_string(), &why);
             return;
         }
         let Ok(data) = read_plain(self.root, path) else {
@@ -208,12 +215,12 @@ impl Taker<'_> {
         };
         let sha = Sha::of(&data);
         let stamp = Some(Stamp::of(stat));
-        if matches!(seen, Some(Seen::File { sha: s, .. }) if s == sha) {
-            let mut known = self.known.lock();
+        if !written && matches!(seen, Some(Seen::File { sha: s, .. }) if s == sha) {
             known.file(path, sha, stamp);
             known.let_in(&path.to_string());
             return;
         }
+        drop(known);
         let now = self.tree(path);
         if now == InTree::File(sha) {
             let mut known = self.known.lock();

@@ -35,6 +35,9 @@ pub struct Unaddressable(pub String);
 pub struct Queue {
     items: VecDeque<Item>,
     queued: HashSet<MemPath>,
+    /// Paths someone wrote in place (memfs never does: it renames into
+    /// place), whatever their content now.
+    written: HashSet<MemPath>,
     /// Files written and not closed yet, with their last write.
     settling: HashMap<MemPath, Instant>,
     /// The kernel lost events (or the queue grew too long): look at everything.
@@ -47,11 +50,17 @@ pub struct Queue {
 
 impl Queue {
     pub fn push(&mut self, path: MemPath) {
+        self.push_unbounded(path);
+        self.bound();
+    }
+
+    /// [`Queue::push`] from a rescan or a listing (what memfs itself asks
+    /// to look at, bounded by the tree and the disk, not by the kernel).
+    pub fn push_unbounded(&mut self, path: MemPath) {
         self.settling.remove(&path);
         if self.queued.insert(path.clone()) {
             self.items.push_back(Item::Path(path));
         }
-        self.bound();
     }
 
     fn moved(&mut self, from: MemPath, to: MemPath) {
@@ -63,6 +72,7 @@ impl Queue {
         if self.items.len() > MAX_QUEUED {
             self.items.clear();
             self.queued.clear();
+            self.written.clear();
             self.rescan = true;
         }
     }
@@ -83,16 +93,25 @@ impl Queue {
             .map(|(p, _)| p.clone())
             .collect();
         for path in quiet {
-            self.push(path);
+            self.push_written(path);
         }
     }
 
-    pub fn pop(&mut self) -> Option<Item> {
+    /// [`Queue::push`] of a path someone wrote in place.
+    pub fn push_written(&mut self, path: MemPath) {
+        self.written.insert(path.clone());
+        self.push(path);
+    }
+
+    /// The next thing to look at, and whether someone wrote it in place.
+    pub fn pop(&mut self) -> Option<(Item, bool)> {
         let item = self.items.pop_front()?;
+        let mut written = false;
         if let Item::Path(p) = &item {
             self.queued.remove(p);
+            written = self.written.remove(p);
         }
-        Some(item)
+        Some((item, written))
     }
 
     pub fn is_empty(&self) -> bool {
@@ -106,6 +125,7 @@ impl Queue {
     pub fn clear(&mut self) {
         self.items.clear();
         self.queued.clear();
+        self.written.clear();
         self.settling.clear();
     }
 }
@@ -291,6 +311,8 @@ impl Watch {
                 Some(from) => queue.moved(from, path),
                 None => queue.push(path),
             }
+        } else if mask.contains(ReadFlags::CLOSE_WRITE) {
+            queue.push_written(path);
         } else if mask.contains(ReadFlags::MODIFY) {
             queue.settle(path);
         } else if mask.contains(ReadFlags::CREATE) && !is_dir {
@@ -298,7 +320,7 @@ impl Watch {
             // (no write comes) does not: the drain tells them apart.
             queue.created.push(path);
         } else {
-            // Closed after writing, removed, a new directory, attributes.
+            // Removed, a new directory, attributes.
             queue.push(path);
         }
     }

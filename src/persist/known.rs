@@ -245,6 +245,75 @@ impl Held<'_> {
         }
     }
 
+    /// The files at or below `path` on disk that memfs did not leave as
+    /// they are (see [`Held::differs`]); FIFOs and other special files
+    /// count (memfs never writes one), links do not.
+    pub fn theirs_below(&mut self, root: &Dir, path: &MemPath) -> io::Result<Vec<MemPath>> {
+        let mut out = Vec::new();
+        let mut todo = vec![path.clone()];
+        while let Some(at) = todo.pop() {
+            match on_disk(root, &at)? {
+                OnDisk::Absent | OnDisk::Other(Kind::Symlink) => {}
+                OnDisk::File(_) => {
+                    if self.differs(root, &at)? {
+                        out.push(at);
+                    }
+                }
+                OnDisk::Other(_) => out.push(at),
+                OnDisk::Dir(_) => {
+                    let dir = match at.is_root() {
+                        true => root.clone(),
+                        false => super::fsops::open_parent(root, &at.join("x"), false)?,
+                    };
+                    for (name, _) in dir.list()? {
+                        match name.to_str() {
+                            Some(n) if crate::path::check_name(n).is_ok() => todo.push(at.join(n)),
+                            // A name memfs cannot have made.
+                            _ => out.push(at.clone()),
+                        }
+                    }
+                }
+            }
+        }
+        Ok(out)
+    }
+
+    /// Records the directories on the way to `path` (memfs made them).
+    pub fn dirs_to(&mut self, path: &MemPath) {
+        let mut at = path.parent();
+        while let Some(dir) = at.filter(|d| !d.is_root()) {
+            at = dir.parent();
+            if self.0.at.insert(dir.clone(), Seen::Dir) == Some(Seen::Dir) {
+                break;
+            }
+        }
+    }
+
+    /// Whether the disk has a file of content `sha` (`size` bytes) at
+    /// `path` (recorded then as what memfs left there).
+    pub fn holds(&mut self, root: &Dir, path: &MemPath, sha: Sha, size: u64) -> io::Result<bool> {
+        let OnDisk::File(stat) = on_disk(root, path)? else {
+            return Ok(false);
+        };
+        if let Some(Seen::File {
+            sha: s,
+            stamp: Some(stamp),
+        }) = self.get(path)
+        {
+            if s == sha && stamp.holds(&stat) {
+                return Ok(true);
+            }
+        }
+        if stat.size != size {
+            return Ok(false);
+        }
+        let same = Sha::of(&read_plain(root, path)?) == sha;
+        if same {
+            self.file(path, sha, Some(Stamp::of(&stat)));
+        }
+        Ok(same)
+    }
+
     /// Records the file memfs just put at `path`, with content `sha`.
     pub fn wrote(&mut self, root: &Dir, path: &MemPath, sha: Sha) {
         let stamp = match on_disk(root, path) {

@@ -29,6 +29,15 @@ impl Store {
         self.persist(Tree::dirty_files, true, origin)
     }
 
+    /// What must come before an answer that reads the history (the plain
+    /// files' changes, taken in), and, if the memory changed meanwhile, the
+    /// journal holding it (a barrier waited for).
+    pub fn catch_up(&self) {
+        if self.before_answer() {
+            let _ = self.barrier(Origin::Memfs).wait();
+        }
+    }
+
     /// A barrier: settles once every change queued before it is in the
     /// journal (or refused), writing nothing of its own.
     pub fn barrier(&self, origin: Origin) -> Ticket {

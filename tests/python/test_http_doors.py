@@ -480,3 +480,34 @@ def test_an_ended_mcp_session_stays_ended(server):
     assert httpx.delete(server.url + "/mcp", headers=with_session).status_code == 200
     assert httpx.post(server.url + "/mcp", json=call, headers=with_session).status_code == 404
     assert httpx.delete(server.url + "/mcp", headers=with_session).status_code == 404
+
+
+def test_the_plain_files_of_a_store_are_a_door_the_api_sees_at_once(server):
+    """Issue 48: a program writing a store's plain files beside the server
+    (an editor, a sync tool) is seen by the next API request, as a version
+    of the files door, and the API's change goes on top; the plain files
+    end as the memory says."""
+    admin = sdk(server, server.token("--admin"))
+    ms = admin.beta.memory_stores
+    store = ms.create(name="plain").id
+    m = ms.memories.create(store, path="/notes/a.md", content="from the API\n")
+    plain = server.root / store / "memories"
+    deadline = time.time() + 10
+    while not (plain / "notes" / "a.md").exists():
+        assert time.time() < deadline, "the plain file never appeared"
+        time.sleep(0.02)
+    with open(plain / "notes" / "a.md", "a") as f:
+        f.write("appended beside the server\n")
+    (plain / "notes" / "b.md").write_text("a new file\n")
+    got = ms.memories.retrieve(m.id, memory_store_id=store)
+    assert got.content == "from the API\nappended beside the server\n"
+    paths = sorted(x.path for x in ms.memories.list(store))
+    assert paths == ["/notes/a.md", "/notes/b.md"], paths
+    versions = list(ms.memory_versions.list(store, memory_id=m.id))
+    assert any(v.created_by.type == "user_actor" for v in versions), versions
+    ms.memories.update(m.id, memory_store_id=store, content="the API on top\n")
+    deadline = time.time() + 10
+    while (plain / "notes" / "a.md").read_text() != "the API on top\n":
+        assert time.time() < deadline, "the API's change never reached the plain file"
+        time.sleep(0.02)
+    assert (plain / "notes" / "b.md").read_text() == "a new file\n"

@@ -6,6 +6,8 @@ use super::*;
 /// The store held, its id index brought up to date.
 pub(super) fn held(reg: &Registry, meta: &StoreMeta) -> ApiResult<Held> {
     let held = reg.hold(&meta.id)?;
+    // What was written in the store's plain files is in its history first.
+    held.memory.store().catch_up();
     resync(&held)?;
     Ok(held)
 }
