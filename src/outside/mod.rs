@@ -51,6 +51,11 @@ struct State {
 /// The watcher and taker of one memory's plain files.
 pub struct Outside {
     state: Mutex<State>,
+    /// The watcher's descriptor, and whether its queue holds anything:
+    /// with nothing to read and nothing queued, an answer goes on without
+    /// the watcher's lock (every door asks, the mount on each request).
+    fd: Arc<std::os::fd::OwnedFd>,
+    waiting: AtomicBool,
     store: Weak<Store>,
     root: Dir,
     known: Arc<Known>,
@@ -67,34 +72,23 @@ impl Outside {
         root: Dir,
         known: Arc<Known>,
     ) -> std::io::Result<Arc<Outside>> {
-        let mut watch = Watch::new(path)?;
-        // What memfs left: the tree as loaded (read first: the map is a
-        // leaf, taken under nothing).
-        let left: Vec<(MemPath, Option<Sha>)> = store.with_tree(|tree| {
-            tree.walk()
-                .into_iter()
-                .filter(|(path, _)| !ignored(path))
-                .filter_map(|(path, node)| match &node.kind {
-                    NodeKind::Dir(_) => Some((path, None)),
-                    NodeKind::File(data) => Some((path, Some(Sha::of(data)))),
-                    _ => None,
-                })
-                .collect()
-        });
-        {
-            let mut held = known.lock();
-            for (path, sha) in left {
-                match sha {
-                    None => {
-                        held.dir(&path);
-                        watch.add(&path);
-                    }
-                    Some(sha) => held.file(&path, sha, None),
-                }
-            }
+        // A memory deeper than its limit (loaded all the same, with a
+        // warning) is not watched: what memfs left would cost the square
+        // of its depth to remember.
+        let height = store.with_tree(|t| t.height(crate::store::ROOT_INO));
+        let limit = store.limits().max_depth;
+        if height > limit + 1 {
+            return Err(std::io::Error::other(format!(
+                "the memory is {height} levels deep, over --max-depth {limit}"
+            )));
         }
+        let mut watch = Watch::new(path)?;
+        remember(store, &known, &mut watch);
         known.arm();
+        let fd = watch.fd();
         let outside = Arc::new(Outside {
+            fd,
+            waiting: AtomicBool::new(false),
             state: Mutex::new(
                 rank::OUTSIDE,
                 State {
@@ -128,6 +122,9 @@ impl Outside {
         if self.stopped.load(Ordering::Acquire) || TAKING.with(|t| t.get()) {
             return;
         }
+        if !self.waiting.load(Ordering::Acquire) && !self.known.suspected() && !self.readable() {
+            return;
+        }
         let Some(store) = self.store.upgrade() else {
             return;
         };
@@ -142,6 +139,20 @@ impl Outside {
         let _taking = Taking;
         let mut state = self.state.lock();
         self.drain_held(&store, &mut state);
+        let waiting = !state.queue.is_empty() || state.queue.settling();
+        self.waiting.store(waiting, Ordering::Release);
+    }
+
+    /// Whether the kernel holds events to read (one `poll`, no wait).
+    fn readable(&self) -> bool {
+        use rustix::event::{poll, PollFd, PollFlags};
+        let mut fds = [PollFd::new(&*self.fd, PollFlags::IN)];
+        let zero = rustix::event::Timespec {
+            tv_sec: 0,
+            tv_nsec: 0,
+        };
+        // (An error: look, as if it were.)
+        poll(&mut fds, Some(&zero)).map_or(true, |n| n > 0)
     }
 
     fn drain_held(&self, store: &Arc<Store>, state: &mut State) {
@@ -251,5 +262,31 @@ impl Outside {
     pub fn busy(&self) -> bool {
         let state = self.state.lock();
         !state.queue.is_empty() || state.queue.settling()
+    }
+}
+
+/// What memfs left in the plain files: the tree as loaded (read first:
+/// the map is a leaf, taken under nothing); every directory watched.
+fn remember(store: &Store, known: &Known, watch: &mut Watch) {
+    let left: Vec<(MemPath, Option<Sha>)> = store.with_tree(|tree| {
+        tree.walk()
+            .into_iter()
+            .filter(|(path, _)| !ignored(path))
+            .filter_map(|(path, node)| match &node.kind {
+                NodeKind::Dir(_) => Some((path, None)),
+                NodeKind::File(data) => Some((path, Some(Sha::of(data)))),
+                _ => None,
+            })
+            .collect()
+    });
+    let mut held = known.lock();
+    for (path, sha) in left {
+        match sha {
+            None => {
+                held.dir(&path);
+                watch.add(&path);
+            }
+            Some(sha) => held.file(&path, sha, None),
+        }
     }
 }

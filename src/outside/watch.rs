@@ -131,7 +131,7 @@ impl Queue {
 }
 
 pub struct Watch {
-    fd: OwnedFd,
+    fd: std::sync::Arc<OwnedFd>,
     /// `DIR/memories` as a path (inotify watches paths).
     root: PathBuf,
     dirs: HashMap<i32, MemPath>,
@@ -159,7 +159,7 @@ fn flags() -> WatchFlags {
 
 impl Watch {
     pub fn new(root: PathBuf) -> io::Result<Watch> {
-        let fd = inotify::init(CreateFlags::CLOEXEC | CreateFlags::NONBLOCK)?;
+        let fd = std::sync::Arc::new(inotify::init(CreateFlags::CLOEXEC | CreateFlags::NONBLOCK)?);
         Ok(Watch {
             fd,
             root,
@@ -174,11 +174,16 @@ impl Watch {
     /// Watches the directory `dir` (again, if it was: a new directory at
     /// the same name gets a new watch).
     pub fn add(&mut self, dir: &MemPath) {
+        // (Past PATH_MAX the kernel refuses the path: not even built.)
+        let long: usize = dir.names().iter().map(|n| n.len() + 1).sum();
+        if long + self.root.as_os_str().len() >= 4096 {
+            return;
+        }
         let mut real = self.root.clone();
         for name in dir.names() {
             real.push(name);
         }
-        match inotify::add_watch(&self.fd, &real, flags()) {
+        match inotify::add_watch(&*self.fd, &real, flags()) {
             Ok(wd) => {
                 if let Some(old) = self.dirs.insert(wd, dir.clone()) {
                     if old != *dir {
@@ -210,7 +215,7 @@ impl Watch {
         for (path, wd) in below {
             self.by_path.remove(&path);
             self.dirs.remove(&wd);
-            let _ = inotify::remove_watch(&self.fd, wd);
+            let _ = inotify::remove_watch(&*self.fd, wd);
         }
     }
 
@@ -241,6 +246,11 @@ impl Watch {
         (!super::take::ignored(&path)).then_some(path)
     }
 
+    /// The descriptor, to ask whether events wait without the watcher's lock.
+    pub fn fd(&self) -> std::sync::Arc<OwnedFd> {
+        self.fd.clone()
+    }
+
     /// Reads every event queued, without blocking, into `queue`.
     pub fn read(&mut self, queue: &mut Queue) -> io::Result<()> {
         let mut buf = std::mem::take(&mut self.buf);
@@ -256,7 +266,7 @@ impl Watch {
     fn read_into(&mut self, buf: &mut [MaybeUninit<u8>], queue: &mut Queue) -> io::Result<()> {
         let mut events = Vec::new();
         {
-            let mut reader = inotify::Reader::new(&self.fd, buf);
+            let mut reader = inotify::Reader::new(&*self.fd, buf);
             loop {
                 match reader.next() {
                     Ok(ev) => events.push((

@@ -81,6 +81,8 @@ struct Map {
 
 pub struct Known {
     armed: AtomicBool,
+    /// Suspects wait (read without the lock).
+    suspected: AtomicBool,
     map: Mutex<Map>,
 }
 
@@ -88,6 +90,7 @@ impl Default for Known {
     fn default() -> Self {
         Known {
             armed: AtomicBool::new(false),
+            suspected: AtomicBool::new(false),
             map: Mutex::new(rank::KNOWN, Map::default()),
         }
     }
@@ -144,7 +147,12 @@ impl Known {
 
     /// The map, held (a leaf: nothing is locked under it).
     pub fn lock(&self) -> Held<'_> {
-        Held(self.map.lock())
+        Held(self.map.lock(), &self.suspected)
+    }
+
+    /// Whether the checkpointer named suspects not taken yet.
+    pub fn suspected(&self) -> bool {
+        self.suspected.load(Ordering::Acquire)
     }
 
     /// The plain files left out of the memory, each `path (why)`.
@@ -158,7 +166,7 @@ impl Known {
 }
 
 /// The map of what memfs left, held.
-pub struct Held<'a>(MutexGuard<'a, Map>);
+pub struct Held<'a>(MutexGuard<'a, Map>, &'a AtomicBool);
 
 impl Held<'_> {
     pub fn get(&self, path: &MemPath) -> Option<Seen> {
@@ -204,9 +212,11 @@ impl Held<'_> {
 
     pub fn suspect(&mut self, path: &MemPath) {
         self.0.suspects.insert(path.clone());
+        self.1.store(true, Ordering::Release);
     }
 
     pub fn take_suspects(&mut self) -> Vec<MemPath> {
+        self.1.store(false, Ordering::Release);
         std::mem::take(&mut self.0.suspects).into_iter().collect()
     }
 
@@ -231,48 +241,94 @@ impl Held<'_> {
         match (on_disk(root, path)?, seen) {
             (OnDisk::Absent, seen) => Ok(seen.is_some()),
             (OnDisk::Dir(_), Some(Seen::Dir)) => Ok(false),
-            (OnDisk::File(stat), Some(Seen::File { sha, stamp })) => {
-                if stamp.is_some_and(|s| s.holds(&stat)) {
-                    return Ok(false);
-                }
-                let same = Sha::of(&read_plain(root, path)?) == sha;
-                if same {
-                    self.file(path, sha, Some(Stamp::of(&stat)));
-                }
-                Ok(!same)
+            (OnDisk::File(stat), Some(Seen::File { .. })) => {
+                let parent = super::fsops::open_parent(root, path, false)?;
+                let leaf = OsStr::new(path.file_name().unwrap_or("."));
+                self.file_differs(&parent, leaf, path, &stat)
             }
             _ => Ok(true),
         }
     }
 
+    /// [`Held::differs`] for the file `name` of `dir` (at `path`, `stat`).
+    fn file_differs(
+        &mut self,
+        dir: &Dir,
+        name: &OsStr,
+        path: &MemPath,
+        stat: &Stat,
+    ) -> io::Result<bool> {
+        let Some(Seen::File { sha, stamp }) = self.get(path) else {
+            return Ok(true);
+        };
+        if stamp.is_some_and(|s| s.holds(stat)) {
+            return Ok(false);
+        }
+        let file = dir.open_file(name, Open::Read)?;
+        let same = Sha::of(&super::storage::read_all(file.as_ref())?) == sha;
+        if same {
+            self.file(path, sha, Some(Stamp::of(stat)));
+        }
+        Ok(!same)
+    }
+
     /// The files at or below `path` on disk that memfs did not leave as
     /// they are (see [`Held::differs`]); FIFOs and other special files
-    /// count (memfs never writes one), links do not.
+    /// count (memfs never writes one), and names it cannot have made; links
+    /// do not. A walk with a bounded number of descriptors, each level
+    /// opened from the one above (a tree thousands of levels deep costs
+    /// one open a level).
     pub fn theirs_below(&mut self, root: &Dir, path: &MemPath) -> io::Result<Vec<MemPath>> {
         let mut out = Vec::new();
-        let mut todo = vec![path.clone()];
-        while let Some(at) = todo.pop() {
-            match on_disk(root, &at)? {
-                OnDisk::Absent | OnDisk::Other(Kind::Symlink) => {}
-                OnDisk::File(_) => {
-                    if self.differs(root, &at)? {
+        match on_disk(root, path)? {
+            OnDisk::Absent | OnDisk::Other(Kind::Symlink) => return Ok(out),
+            OnDisk::File(_) | OnDisk::Other(_) => {
+                if self.differs(root, path)? {
+                    out.push(path.clone());
+                }
+                return Ok(out);
+            }
+            OnDisk::Dir(_) => {}
+        }
+        let top = match path.is_root() {
+            true => root.clone(),
+            false => super::fsops::open_parent(root, &path.join("x"), false)?,
+        };
+        let names = |dir: &Dir| -> io::Result<Vec<std::ffi::OsString>> {
+            Ok(dir.list()?.into_iter().map(|(n, _)| n).collect())
+        };
+        let first = names(&top)?;
+        let mut stack = super::walk::DirStack::new(top, (path.clone(), first));
+        while let Some((at_dir, pending)) = stack.top() {
+            let Some(name) = pending.pop() else {
+                stack.pop()?;
+                continue;
+            };
+            let at_dir = at_dir.clone();
+            let Some(n) = name.to_str().filter(|n| crate::path::check_name(n).is_ok()) else {
+                out.push(at_dir);
+                continue;
+            };
+            let at = at_dir.join(n);
+            let dir = stack.dir().clone();
+            let stat = match dir.stat(Some(&name)) {
+                Ok(stat) => stat,
+                Err(e) if e.kind() == io::ErrorKind::NotFound => continue,
+                Err(e) => return Err(e),
+            };
+            match stat.kind {
+                Kind::Dir => {
+                    let sub = dir.open_dir(&name)?;
+                    let below = names(&sub)?;
+                    stack.push(sub, (at, below));
+                }
+                Kind::File => {
+                    if self.file_differs(&dir, &name, &at, &stat)? {
                         out.push(at);
                     }
                 }
-                OnDisk::Other(_) => out.push(at),
-                OnDisk::Dir(_) => {
-                    let dir = match at.is_root() {
-                        true => root.clone(),
-                        false => super::fsops::open_parent(root, &at.join("x"), false)?,
-                    };
-                    for (name, _) in dir.list()? {
-                        match name.to_str() {
-                            Some(n) if crate::path::check_name(n).is_ok() => todo.push(at.join(n)),
-                            // A name memfs cannot have made.
-                            _ => out.push(at.clone()),
-                        }
-                    }
-                }
+                Kind::Symlink => {}
+                _ => out.push(at),
             }
         }
         Ok(out)
