@@ -11,7 +11,7 @@ the watcher off (MEMFS_WATCH=0: memfs before the files door):
   `person:files`), counted from the checkout's start;
 - memfs' peak resident memory (VmHWM).
 
-usage: scripts/bench_files_door.py [--files N] [--binary target/release/memfs] [--markdown]
+usage: scripts/bench_files_door.py [--files N] [--binary target/release/memfs] [--flags "--no-search"]
 """
 import argparse
 import json
@@ -55,8 +55,8 @@ def branch_repo(root, n):
 class Agent:
     """A client calling memfs over stdio in a loop: a str_replace and a view."""
 
-    def __init__(self, binary, data, env):
-        self.p = subprocess.Popen([binary, "--data", data, "serve", "--stdio"], stdin=subprocess.PIPE,
+    def __init__(self, binary, data, env, flags):
+        self.p = subprocess.Popen([binary, "--data", data, *flags, "serve", "--stdio"], stdin=subprocess.PIPE,
                                   stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, text=True, env=env)
         self.call({"command": "create", "path": "/memories/agent.md", "file_text": "n 0\n"})
         self.n = 0
@@ -99,7 +99,7 @@ def stats(xs):
     return (statistics.median(xs) * 1e6, p99 * 1e6, xs[-1] * 1e6)
 
 
-def run(binary, repo, n, watch, flood):
+def run(binary, repo, n, watch, flood, flags):
     with tempfile.TemporaryDirectory() as data:
         env = dict(os.environ)
         if not watch:
@@ -108,7 +108,7 @@ def run(binary, repo, n, watch, flood):
         os.makedirs(mem, mode=0o700)
         g = ["--git-dir", repo, "--work-tree", mem]
         git(*g, "checkout", "-q", "-f", "small", cwd=data)
-        agent = Agent(binary, data, env)
+        agent = Agent(binary, data, env, flags)
         th = threading.Thread(target=agent.loop)
         th.start()
         time.sleep(2)
@@ -142,14 +142,15 @@ def main():
     ap = argparse.ArgumentParser()
     ap.add_argument("--files", type=int, default=10_000)
     ap.add_argument("--binary", default="target/release/memfs")
-    ap.add_argument("--markdown", action="store_true")
+    ap.add_argument("--flags", default="", help="memfs' global flags, e.g. --no-search")
     a = ap.parse_args()
+    flags = a.flags.split()
     binary = os.path.abspath(a.binary)
     with tempfile.TemporaryDirectory() as root:
         repo = branch_repo(root, a.files)
-        rows = [("the agent alone (no checkout)", run(binary, repo, a.files, True, False)),
-                (f"git checkout of {a.files:,} files, files door on", run(binary, repo, a.files, True, True)),
-                (f"git checkout of {a.files:,} files, MEMFS_WATCH=0", run(binary, repo, a.files, False, True))]
+        rows = [("the agent alone (no checkout)", run(binary, repo, a.files, True, False, flags)),
+                (f"git checkout of {a.files:,} files, files door on", run(binary, repo, a.files, True, True, flags)),
+                (f"git checkout of {a.files:,} files, MEMFS_WATCH=0", run(binary, repo, a.files, False, True, flags))]
     base = rows[0][1]["during"]
     print("| run | agent calls | p50 / p99 / max during (µs) | p99 vs alone | checkout (s) | all taken in (s) | memfs peak RSS (MiB) |")
     print("|---|---|---|---|---|---|---|")

@@ -35,7 +35,7 @@ use watch::{Item, Queue, Watch};
 pub const TICK: Duration = Duration::from_millis(100);
 
 /// Paths looked at per drain, at most.
-pub const BATCH: usize = 1000;
+pub const BATCH: usize = 256;
 
 thread_local! {
     /// This thread is taking changes in (the store's calls it makes come
