@@ -556,6 +556,11 @@ pub enum ClaudeCodeCmd {
         /// default ~/.local/share/memfs/claude-code/PROJECT.
         #[arg(long, value_name = "DIR")]
         memory: Option<PathBuf>,
+        /// No FUSE mount (a container without /dev/fuse): Claude Code's
+        /// memory directory becomes a link to the memory's plain files,
+        /// which a memfs in the background watches and takes in.
+        #[arg(long)]
+        no_mount: bool,
     },
     /// Unmounts it and puts the files back as a plain directory (the memory
     /// and its history stay in the data dir).

@@ -47,6 +47,13 @@ pub fn ensure(place: Place) -> Result<String, String> {
     if !enabled(&place) || enabled_elsewhere(&place) {
         return Ok(String::new());
     }
+    if super::unmounted::chosen(&place) {
+        if super::unmounted::running(&place) && super::unmounted::linked(&place) {
+            return Ok(String::new());
+        }
+        let _held = hold(&place.data)?;
+        return super::unmounted::ensure(&place);
+    }
     let was = match mount_of(&place) {
         Mount::Live => return Ok(String::new()),
         Mount::Dead => "its memfs had stopped (killed, or it crashed)",

@@ -223,6 +223,26 @@ pub fn installed(path: &Path) -> bool {
     })
 }
 
+/// Sets the top-level key `key` of the settings file at `path` to the
+/// string `value` (`None`: takes it out), every other key as it was.
+pub fn set_key(path: &Path, key: &str, value: Option<&str>) -> Result<(), String> {
+    let mut settings = read(path)?;
+    settings.0.retain(|(k, _)| k != key);
+    if let Some(value) = value {
+        let raw = RawValue::from_string(Value::from(value).to_string())
+            .map_err(|e| format!("cannot write {key}: {e}"))?;
+        settings.0.push((key.to_string(), raw));
+    }
+    write(path, &settings)
+}
+
+/// The string the settings file at `path` holds at `key`, if any.
+pub fn get_key(path: &Path, key: &str) -> Option<String> {
+    let settings = read(path).ok()?;
+    let (_, raw) = settings.0.iter().find(|(k, _)| k == key)?;
+    serde_json::from_str::<String>(raw.get()).ok()
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

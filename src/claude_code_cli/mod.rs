@@ -25,6 +25,7 @@ use crate::cli::ClaudeCodeCmd;
 
 mod ensure;
 mod hook;
+mod unmounted;
 
 /// Where a project's auto memory is, and the memory memfs keeps it in.
 struct Place {
@@ -208,7 +209,7 @@ fn place(shared: Option<&str>, data: Option<&Path>) -> Result<Place, String> {
 
 pub fn run(cmd: &ClaudeCodeCmd) -> ExitCode {
     let (shared, data) = match cmd {
-        ClaudeCodeCmd::Enable { shared, memory } => (shared.as_deref(), memory.as_deref()),
+        ClaudeCodeCmd::Enable { shared, memory, .. } => (shared.as_deref(), memory.as_deref()),
         ClaudeCodeCmd::Disable { memory }
         | ClaudeCodeCmd::Status { memory }
         | ClaudeCodeCmd::Ensure { memory }
@@ -221,8 +222,15 @@ pub fn run(cmd: &ClaudeCodeCmd) -> ExitCode {
         Err(e) => return fail(e),
     };
     let result = match cmd {
-        ClaudeCodeCmd::Enable { memory, .. } => ensure::hold(&place.data)
-            .and_then(|_held| enable(&place).map(|said| said + &remember_where(&place, memory))),
+        ClaudeCodeCmd::Enable {
+            memory, no_mount, ..
+        } => ensure::hold(&place.data).and_then(|_held| {
+            let enabled = match no_mount {
+                true => unmounted::enable(&place),
+                false => enable(&place),
+            };
+            enabled.map(|said| said + &remember_where(&place, memory))
+        }),
         ClaudeCodeCmd::Disable { .. } => {
             ensure::hold(&place.data).and_then(|_held| disable(&place))
         }
@@ -348,6 +356,7 @@ const COPIED_BACK: &str = "claude-code-copied-back";
 /// an enabled project is not: the exit code says so).
 fn status(place: &Place) -> (String, bool) {
     let (said, ok) = match (mount_of(place), enabled(place)) {
+        (_, true) if unmounted::chosen(place) => unmounted::status(place),
         (Mount::Live, _) => (format!("on memfs (data dir {})", place.data.display()), true),
         (Mount::Dead, _) => (
             "on memfs, but the mount is dead: the memfs behind it stopped (killed, or it crashed), so Claude Code can neither read nor write this memory now (\"Transport endpoint is not connected\"). `memfs claude-code enable` mounts it again; nothing is lost".to_string(),
@@ -424,6 +433,9 @@ fn move_entries(from: &Path, to: &Path) -> Result<usize, String> {
 /// reboot that took the mount away), is taken in through the mount as the
 /// changes made while memfs was off.
 fn enable(place: &Place) -> Result<String, String> {
+    if unmounted::chosen(place) {
+        return Err("this project's memory is enabled without a mount (--no-mount): run memfs claude-code disable first, or enable it with --no-mount".to_string());
+    }
     let dir = &place.memory_dir;
     let repaired = match mount_of(place) {
         Mount::Live => {
@@ -632,20 +644,10 @@ fn take_in(aside: &Path, dir: &Path, copied_back: &Path) -> Result<String, Strin
 /// Starts `memfs mount` on the place in the background (its log in the
 /// data dir) and waits until it is mounted; its pid.
 fn start_mount(place: &Place) -> Result<u32, String> {
-    let (dir, cache) = (&place.memory_dir, &place.data);
-    let log = cache.join("claude-code-mount.log");
-    let log_file =
-        std::fs::File::create(&log).map_err(|e| format!("cannot write {}: {e}", log.display()))?;
-    let mut command = memfs_on(place)?;
-    command.arg("mount").arg(dir);
-    use std::os::unix::process::CommandExt;
-    let mut child = command
-        .stdin(Stdio::null())
-        .stdout(Stdio::null())
-        .stderr(log_file)
-        .process_group(0) // not stopped by the terminal's Ctrl-C
-        .spawn()
-        .map_err(|e| format!("cannot start memfs mount: {e}"))?;
+    let dir = &place.memory_dir;
+    let log = place.data.join("claude-code-mount.log");
+    let args = [std::ffi::OsStr::new("mount"), dir.as_os_str()];
+    let mut child = in_background(place, &args, &log)?;
     let deadline = Instant::now() + Duration::from_secs(30);
     while !is_mount_point(dir) {
         if let Ok(Some(_)) = child.try_wait() {
@@ -662,6 +664,28 @@ fn start_mount(place: &Place) -> Result<u32, String> {
         std::thread::sleep(Duration::from_millis(50));
     }
     Ok(child.id())
+}
+
+/// `memfs ... ARGS` on the place's memory, started in the background (its
+/// standard error in `log`, its own process group: a terminal's Ctrl-C
+/// does not stop it).
+fn in_background(
+    place: &Place,
+    args: &[&std::ffi::OsStr],
+    log: &Path,
+) -> Result<std::process::Child, String> {
+    let log_file =
+        std::fs::File::create(log).map_err(|e| format!("cannot write {}: {e}", log.display()))?;
+    let mut command = memfs_on(place)?;
+    command.args(args);
+    use std::os::unix::process::CommandExt;
+    command
+        .stdin(Stdio::null())
+        .stdout(Stdio::null())
+        .stderr(log_file)
+        .process_group(0)
+        .spawn()
+        .map_err(|e| format!("cannot start memfs {}: {e}", args[0].to_string_lossy()))
 }
 
 /// What was in the place before a shared store was mounted on it, copied
@@ -701,6 +725,9 @@ fn bring_in(aside: &Path, dir: &Path) -> Result<String, String> {
 /// wrote to the plain directory since are kept, and the memory's others
 /// copied beside them.
 fn disable(place: &Place) -> Result<String, String> {
+    if unmounted::chosen(place) {
+        return unmounted::disable(place);
+    }
     let dir = &place.memory_dir;
     let state = mount_of(place);
     if state == Mount::None && !enabled(place) {

@@ -837,6 +837,11 @@ fn apply_op(
                         .is_ok()
                     {
                         progress.trash.push(stage.to_string());
+                        // (Gone until a later write brings it: not someone
+                        // else's removal.)
+                        if let Some(known) = known.as_mut() {
+                            known.forget(to);
+                        }
                     }
                 }
                 Err(e) => return Err(e),
@@ -883,8 +888,15 @@ fn apply_op(
             sync.nodes.extend(b.parent());
         }
         ChangeOp::Symlink { path, target, meta } => {
+            // (Held across: what was at the path goes, and no look at it
+            // meanwhile takes that for someone's removal.)
+            let mut known = files.known.armed().then(|| files.known.lock());
+            if let Some(known) = known.as_mut() {
+                known.forget(path);
+            }
             let parent = fsops::open_parent(root, path, true)?;
             fsops::symlink(parent.as_ref(), leaf(path), target, meta)?;
+            drop(known);
             sync.with_ancestors(path);
         }
         ChangeOp::SetTimes { path, meta } => {

@@ -125,6 +125,12 @@ impl Taker<'_> {
                 // Never memfs' (or not written yet): nothing to take.
                 return;
             }
+            // Looked at again under the lock: the checkpointer replacing a
+            // file (moving the old one out, the new one in) holds it, and
+            // the name was missing only meanwhile.
+            if !matches!(on_disk(self.root, path), Ok(OnDisk::Absent)) {
+                return;
+            }
             known.forget(path);
         }
         if self.tree(path) != InTree::Absent {

@@ -105,6 +105,20 @@ def test_claude_code_calls_the_memory_tool_through_mcp_exactly(claude, memfs_bin
 NO_READ_BACK = " (file state is current in your context \u2014 no need to Read it back)"
 
 
+def write_and_edit(md, topic):
+    """The scripted model's turns: Write a topic file, Read MEMORY.md, Edit it."""
+    return [
+        [{"type": "tool_use", "id": "toolu_01", "name": "Write",
+          "input": {"file_path": topic, "content": "Run pytest -q.\n"},
+          "expect": {"content": f"File created successfully at: {topic}{NO_READ_BACK}", "is_error": False}}],
+        [{"type": "tool_use", "id": "toolu_02", "name": "Read", "input": {"file_path": md}}],
+        [{"type": "tool_use", "id": "toolu_03", "name": "Edit",
+          "input": {"file_path": md, "old_string": "kept from before", "new_string": "replaced"},
+          "expect": {"content": f"The file {md} has been updated successfully.{NO_READ_BACK}", "is_error": False}}],
+        [{"type": "text", "text": "Memory written."}],
+    ]
+
+
 def wait_mounted(mnt, proc, timeout=20.0):
     import time
     deadline = time.monotonic() + timeout
@@ -200,16 +214,7 @@ def test_memfs_claude_code_enable_puts_this_projects_auto_memory_on_memfs(claude
     assert again.returncode == 0 and "nothing changed" in again.stdout, again.stdout
     data = home / ".local" / "share" / "memfs" / "claude-code" / key
     md, topic = f"{place}/MEMORY.md", f"{place}/testing.md"
-    turns = [
-        [{"type": "tool_use", "id": "toolu_01", "name": "Write",
-          "input": {"file_path": topic, "content": "Run pytest -q.\n"},
-          "expect": {"content": f"File created successfully at: {topic}{NO_READ_BACK}", "is_error": False}}],
-        [{"type": "tool_use", "id": "toolu_02", "name": "Read", "input": {"file_path": md}}],
-        [{"type": "tool_use", "id": "toolu_03", "name": "Edit",
-          "input": {"file_path": md, "old_string": "kept from before", "new_string": "replaced"},
-          "expect": {"content": f"The file {md} has been updated successfully.{NO_READ_BACK}", "is_error": False}}],
-        [{"type": "text", "text": "Memory written."}],
-    ]
+    turns = write_and_edit(md, topic)
     try:
         with ScriptedApi(turns, main_tool="Write") as api:
             run = claude(["-p", "Remember how to test.", "--allowedTools", "Write,Edit,Read"], api)
@@ -504,9 +509,14 @@ def test_a_day_in_a_users_life_with_claude_code_on_memfs(memfs_bin, tmp_path):
         assert (place / "build.md").read_text() == "Build with make -j2.\n"
         assert (place / "deploy.md").read_text() == "Deploy on Fridays.\n"
         assert (place / "MEMORY.md").read_text() == "# Memory\n- [Build](build.md)\n"
-        changes = [(r["op"], r["path"]) for r in log_rows(memfs_bin, wt, env) if r["op"] != "found"]
+        # (A file written through the mount reaches the journal, and so the
+        # log, within moments of its close.)
+        wait_for(lambda: any(r["path"] == "/memories/deploy.md" for r in log_rows(memfs_bin, wt, env)),
+                 "deploy.md in the log")
+        rows = log_rows(memfs_bin, wt, env)
+        changes = [(r["op"], r["path"]) for r in rows if r["op"] != "found"]
         assert changes == [("create", "/memories/MEMORY.md"), ("create", "/memories/build.md"),
-                           ("write", "/memories/build.md"), ("create", "/memories/deploy.md")], changes
+                           ("write", "/memories/build.md"), ("create", "/memories/deploy.md")], rows
     finally:
         subprocess.run([memfs_bin, "claude-code", "disable"], cwd=main, env=env, capture_output=True, timeout=60)
 
@@ -671,3 +681,116 @@ def test_two_claude_codes_editing_memory_md_at_once_lose_no_edit_silently(memfs_
         for home, work, place, env in machines:
             subprocess.run([memfs_bin, "claude-code", "disable"], cwd=work, env=env, capture_output=True, timeout=60)
         pg.remove()
+
+
+class NoFuse:
+    """A container-like place without /dev/fuse: a mount namespace whose
+    /dev is a fresh tmpfs with only the usual nodes (null, zero, random,
+    urandom, tty, fd). Commands run in it through nsenter."""
+
+    NODES = {"null": (1, 3), "zero": (1, 5), "random": (1, 8), "urandom": (1, 9), "tty": (5, 0)}
+
+    def __init__(self):
+        setup = ["mount -t tmpfs -o mode=755 tmpfs /dev"]
+        setup += [f"mknod -m 666 /dev/{n} c {a} {b}" for n, (a, b) in self.NODES.items()]
+        setup += ["ln -s /proc/self/fd /dev/fd", "mkdir /dev/shm /dev/pts", "exec sleep 3600"]
+        self.proc = subprocess.Popen(["unshare", "-m", "--propagation", "private", "sh", "-c", " && ".join(setup)])
+        deadline = time.time() + 10
+        while not self.inside(["test", "-e", "/dev/urandom"]).returncode == 0:
+            assert time.time() < deadline, "the namespace did not come up"
+            time.sleep(0.05)
+
+    def inside(self, args, **kw):
+        return subprocess.run(["nsenter", "-t", str(self.proc.pid), "-m", "--", *args],
+                              capture_output=True, text=True, **kw)
+
+    def close(self):
+        self.proc.kill()
+        self.proc.wait()
+
+
+def test_claude_code_on_memfs_without_fuse_through_the_plain_files(memfs_bin, tmp_path):
+    """Issue 48, item 2: `memfs claude-code enable --no-mount` where there is
+    no /dev/fuse. Claude Code keeps the project's memory in the memory's
+    plain files (its autoMemoryDirectory, in the project's local settings),
+    a memfs in the background watches them: the real Claude Code's Write
+    and Edit are versions (of the files door), `status` says so, the hook
+    starts the memfs again after it stopped, `disable` puts the plain
+    directory back."""
+    if not CLAUDE or not os.path.exists(CLAUDE) or os.geteuid() != 0:
+        if CI:
+            pytest.fail("CI=true needs CLAUDE_BIN and root (a mount namespace)")
+        pytest.skip("needs CLAUDE_BIN and root")
+    home, work = tmp_path / "home", tmp_path / "work"
+    home.mkdir()
+    subprocess.run(["git", "init", "-q", str(work)], check=True)
+    key = "".join(c if c.isascii() and c.isalnum() else "-" for c in str(work))
+    place = home / ".claude" / "projects" / key / "memory"
+    place.mkdir(parents=True)
+    (place / "MEMORY.md").write_text("# Memory\n- [Old](old.md) \u2014 kept from before\n")
+    data = home / ".local" / "share" / "memfs" / "claude-code" / key
+    env = {"PATH": os.environ.get("PATH", "/usr/bin:/bin"), "HOME": str(home)}
+    box = NoFuse()
+    try:
+        assert box.inside(["test", "-e", "/dev/fuse"]).returncode != 0
+
+        def memfs(*args):
+            return box.inside(["env", *[f"{k}={v}" for k, v in env.items()], "sh", "-c",
+                               f'cd "$0" && exec "$@"', str(work), memfs_bin, *args], timeout=60)
+
+        on = memfs("claude-code", "enable", "--no-mount")
+        assert on.returncode == 0, on.stderr
+        assert "without a mount" in on.stdout, on.stdout
+        mem = data / "memories"
+        local = json.loads((work / ".claude" / "settings.local.json").read_text())
+        assert local == {"autoMemoryDirectory": str(mem)}, local
+        assert (mem / "MEMORY.md").read_text().startswith("# Memory")
+        assert memfs("claude-code", "status").returncode == 0
+        md, topic = f"{mem}/MEMORY.md", f"{mem}/testing.md"
+        turns = write_and_edit(md, topic)
+        claude_env = {**env, "ANTHROPIC_API_KEY": "sk-ant-scripted", "CLAUDE_CODE_DISABLE_NONESSENTIAL_TRAFFIC": "1",
+                      "ENABLE_TOOL_SEARCH": "false"}
+        with ScriptedApi(turns, main_tool="Write") as api:
+            claude_env["ANTHROPIC_BASE_URL"] = api.url
+            run = box.inside(["env", *[f"{k}={v}" for k, v in claude_env.items()], "sh", "-c", 'cd "$0" && exec "$@"',
+                              str(work), CLAUDE, "-p", "Remember how to test.", "--allowedTools", "Write,Edit,Read"],
+                             stdin=subprocess.DEVNULL, timeout=180)
+            assert run.returncode == 0, (run.stdout, run.stderr[-3000:])
+            api.check()
+        system = json.dumps(api.requests[0].get("system"))
+        assert f"persistent file-based memory at `{mem}/`" in system, system[:2000]
+        # Claude Code's writes are versions of the files door, as memfs log says.
+        log = memfs("claude-code", "log", "--json", "--all")
+        rows = [json.loads(line) for line in log.stdout.splitlines()]
+        files = {(r["op"], r["path"]) for r in rows if r["actor"].get("door") == "files"}
+        assert ("create", "/memories/testing.md") in files, rows
+        assert any(p == "/memories/MEMORY.md" for _, p in files), rows
+        shown = memfs("--data", str(data), "exec", '{"command":"view","path":"/memories/MEMORY.md"}')
+        assert "replaced" in shown.stdout, shown.stdout
+        # The memfs behind it stopped (a reboot): the hook starts it again.
+        pid = int((data / "claude-code-serve.pid").read_text())
+        os.kill(pid, 15)
+        deadline = time.time() + 30
+        while memfs("claude-code", "status").returncode == 0:
+            assert time.time() < deadline, "status never said the memfs had stopped"
+            time.sleep(0.1)
+        (data / "memories" / "offline.md").write_text("written while memfs was off\n")
+        ensure = memfs("claude-code", "ensure")
+        assert ensure.returncode == 0, ensure.stderr
+        assert memfs("claude-code", "status").returncode == 0
+        rows = [json.loads(line) for line in memfs("claude-code", "log", "--json", "--all").stdout.splitlines()]
+        assert any(r["path"] == "/memories/offline.md" for r in rows), rows
+        off = memfs("claude-code", "disable")
+        assert off.returncode == 0, off.stderr
+        assert place.is_dir()
+        assert json.loads((work / ".claude" / "settings.local.json").read_text()) == {}
+        assert "replaced" in (place / "MEMORY.md").read_text()
+        assert (place / "testing.md").read_text() == "Run pytest -q.\n"
+    finally:
+        memfs_stop = data / "claude-code-serve.pid"
+        if memfs_stop.exists():
+            try:
+                os.kill(int(memfs_stop.read_text()), 9)
+            except (ProcessLookupError, ValueError):
+                pass
+        box.close()
