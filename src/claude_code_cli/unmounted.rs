@@ -65,22 +65,34 @@ pub fn enable(place: &Place) -> Result<String, String> {
     let memories = target(place);
     std::fs::create_dir_all(&memories)
         .map_err(|e| format!("cannot make {}: {e}", memories.display()))?;
+    // Claude Code told where the memory is first: a settings file that
+    // cannot take it stops here, with nothing changed.
+    let settings = local_settings(place);
+    let was_set = linked(place);
+    if !was_set {
+        super::hook::set_key(&settings, KEY, Some(&memories.to_string_lossy()))?;
+    }
     let pid = match running(place) {
         true => None,
-        false => Some(start(place)?),
+        false => match start(place) {
+            Ok(pid) => Some(pid),
+            Err(e) => {
+                if !was_set {
+                    let _ = super::hook::set_key(&settings, KEY, None);
+                }
+                return Err(e);
+            }
+        },
     };
-    // What Claude Code kept so far goes into the watched files: each file
-    // a version (of the files door), over the memory's own where both have
-    // one (a plain directory written while memfs was off).
-    let moved = bring_in(dir, &memories)?;
-    if !linked(place) {
-        let there = memories.to_string_lossy();
-        super::hook::set_key(&local_settings(place), KEY, Some(&there))?;
-    }
     let data = &place.data;
     let _ = std::fs::write(data.join(ENABLED), place.shared.as_deref().unwrap_or(""));
     let _ = std::fs::write(data.join(PLACE), dir.to_string_lossy().as_bytes());
     let _ = std::fs::write(data.join(UNMOUNTED), "");
+    // What Claude Code kept so far goes into the watched files: each file
+    // a version (of the files door), over the memory's own where both have
+    // one (a plain directory written while memfs was off), except in a
+    // shared store, whose files stay and whose others come in.
+    let moved = bring_in(dir, &memories, place.shared.is_some())?;
     let started = match pid {
         Some(pid) => format!("memfs pid {pid} watches them"),
         None => "the memfs that holds the data dir watches them".to_string(),
@@ -96,15 +108,19 @@ pub fn enable(place: &Place) -> Result<String, String> {
 }
 
 /// Moves what the plain directory `dir` holds into `memories` (a file of
-/// the same name there is written over: the plain directory's is newer),
-/// then removes `dir`; how many files.
-fn bring_in(dir: &Path, memories: &Path) -> Result<usize, String> {
+/// the same name there is written over: the plain directory's is newer;
+/// with `keep_theirs`, a shared store's, it stays), then removes `dir`;
+/// how many files.
+fn bring_in(dir: &Path, memories: &Path, keep_theirs: bool) -> Result<usize, String> {
     if !dir.exists() {
         return Ok(0);
     }
     let files = super::files_under(dir);
     for rel in &files {
         let to = memories.join(rel);
+        if keep_theirs && to.exists() {
+            continue;
+        }
         if let Some(parent) = to.parent() {
             std::fs::create_dir_all(parent)
                 .map_err(|e| format!("cannot make {}: {e}", parent.display()))?;
@@ -123,13 +139,18 @@ pub fn start(place: &Place) -> Result<u32, String> {
     let log = place.data.join("claude-code-serve.log");
     let args = ["serve", "--idle-exit", "0"].map(std::ffi::OsStr::new);
     let mut child = super::in_background(place, &args, &log)?;
+    // Ready when its socket answers (it has loaded the memory and watches
+    // the plain files by then); a stale socket file refuses.
+    let state = place.data.join(".memfs");
     let deadline = Instant::now() + Duration::from_secs(30);
-    while !place.data.join(".memfs/sock").exists() || owner_gone(&place.data.join(".memfs")) {
+    while memfs::serve::socket::connect(&state).is_err() {
         if let Ok(Some(_)) = child.try_wait() {
             let said = std::fs::read_to_string(&log).unwrap_or_default();
             return Err(format!("memfs serve did not start: {}", said.trim()));
         }
         if Instant::now() > deadline {
+            let _ = child.kill();
+            let _ = child.wait();
             return Err(format!(
                 "memfs serve did not start within 30 s (see {})",
                 log.display()
@@ -145,10 +166,19 @@ pub fn start(place: &Place) -> Result<u32, String> {
 fn stop(place: &Place) {
     let pid = std::fs::read_to_string(place.data.join(PID))
         .ok()
-        .and_then(|p| p.trim().parse::<i32>().ok())
-        .and_then(rustix::process::Pid::from_raw);
-    if let Some(pid) = pid {
-        let _ = rustix::process::kill_process(pid, rustix::process::Signal::TERM);
+        .and_then(|p| p.trim().parse::<i32>().ok());
+    // (Only while a memfs holds the data dir, and only a `serve` of this
+    // kind: after a reboot the pid may be another program's.)
+    let ours = |pid: i32| {
+        std::fs::read(format!("/proc/{pid}/cmdline")).is_ok_and(|c| {
+            let args: Vec<&[u8]> = c.split(|b| *b == 0).collect();
+            args.contains(&&b"serve"[..]) && args.contains(&&b"--idle-exit"[..])
+        })
+    };
+    if let Some(pid) = pid.filter(|p| running(place) && ours(*p)) {
+        if let Some(pid) = rustix::process::Pid::from_raw(pid) {
+            let _ = rustix::process::kill_process(pid, rustix::process::Signal::TERM);
+        }
     }
     let deadline = Instant::now() + Duration::from_secs(30);
     while running(place) && Instant::now() < deadline {
@@ -161,6 +191,9 @@ fn stop(place: &Place) {
 /// link replaced by a plain directory holding a copy of the memory's files.
 pub fn disable(place: &Place) -> Result<String, String> {
     stop(place);
+    // One that was killed wrote nothing out: the journal holds what it
+    // took in, and a checkpoint brings the plain files to it.
+    super::checkpoint(place)?;
     let dir = &place.memory_dir;
     if linked(place) {
         super::hook::set_key(&local_settings(place), KEY, None)?;

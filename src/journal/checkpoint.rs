@@ -853,6 +853,8 @@ fn apply_op(
             sync.with_ancestors(to);
         }
         ChangeOp::Exchange { a, b } => {
+            // (Held across: no look in between takes a side for removed.)
+            let mut known = files.known.armed().then(|| files.known.lock());
             // Both parents are made: a side missing from the disk (never
             // written, its write superseded) leaves the other to move.
             let a_dir = fsops::open_parent(root, a, true)?;
@@ -877,9 +879,10 @@ fn apply_op(
                 }
                 other => other?,
             }
-            if files.known.armed() {
-                files.known.lock().exchanged(a, b);
+            if let Some(known) = known.as_mut() {
+                known.exchanged(a, b);
             }
+            drop(known);
             let swap = MemPath::root().join(".memfs-exchange");
             sync.moved(a, &swap);
             sync.moved(b, a);
@@ -892,6 +895,11 @@ fn apply_op(
             // meanwhile takes that for someone's removal.)
             let mut known = files.known.armed().then(|| files.known.lock());
             if let Some(known) = known.as_mut() {
+                if !known.theirs_below(root, path)?.is_empty() {
+                    // Someone else's file is there: it stays, and is taken in.
+                    known.suspect(path);
+                    return Ok(());
+                }
                 known.forget(path);
             }
             let parent = fsops::open_parent(root, path, true)?;

@@ -138,6 +138,9 @@ impl Outside {
         TAKING.with(|t| t.set(true));
         let _taking = Taking;
         let mut state = self.state.lock();
+        // (Set while this drain works: an answer that finds nothing to read
+        // meanwhile waits for it, as what it read is not taken in yet.)
+        self.waiting.store(true, Ordering::Release);
         self.drain_held(&store, &mut state);
         let waiting = !state.queue.is_empty() || state.queue.settling();
         self.waiting.store(waiting, Ordering::Release);

@@ -301,8 +301,18 @@ impl Taker<'_> {
     /// A name moved within the plain files: a rename in memory when it
     /// moved what memfs had left there; otherwise both names are looked at.
     pub fn moved(&self, from: &MemPath, to: &MemPath) -> bool {
-        let ours = self.known.lock().get(from).is_some();
-        if !ours || self.tree(from) == InTree::Absent || self.tree(to) != InTree::Absent {
+        // Someone else's move of what memfs left: memfs knows `from`, not
+        // `to`, and the disk has `to`, not `from` (the checkpointer's own
+        // renames move what it knows along, under the same lock; a new
+        // file memfs put at `from` since is no move).
+        let theirs = {
+            let known = self.known.lock();
+            known.get(from).is_some()
+                && known.get(to).is_none()
+                && matches!(on_disk(self.root, from), Ok(OnDisk::Absent))
+                && !matches!(on_disk(self.root, to), Ok(OnDisk::Absent) | Err(_))
+        };
+        if !theirs || self.tree(from) == InTree::Absent || self.tree(to) != InTree::Absent {
             return false;
         }
         let uid = owner_of_parent(self.root, to);
