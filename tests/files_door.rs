@@ -449,126 +449,142 @@ fn shown(v: &Value) -> Result<Option<String>, ()> {
     }
 }
 
+/// What the steps so far allow the memory to hold, and what it must keep.
+#[derive(Default)]
+struct Expect {
+    now: [May; 3],
+    /// Each path as the last call left it.
+    at_call: [Option<String>; 3],
+    /// What a path held, by an outside write, when a later call began:
+    /// each must be a version (a write over it before any call need not).
+    seen_before_a_call: Vec<String>,
+    pending: std::collections::BTreeMap<usize, String>,
+    /// Paths an outside program wrote since the last call.
+    wrote: std::collections::BTreeSet<usize>,
+}
+
+impl Expect {
+    /// A program's step beside memfs, on the plain file `at`.
+    fn outside(&mut self, step: &Step, at: &Path, text: &str) {
+        let i = match *step {
+            Step::Write(i)
+            | Step::Pieces(i)
+            | Step::Save(i)
+            | Step::Truncate(i)
+            | Step::Remove(i) => i,
+            _ => return,
+        };
+        fs::create_dir_all(at.parent().unwrap()).unwrap();
+        match step {
+            Step::Write(_) => fs::write(at, text).unwrap(),
+            Step::Pieces(_) => {
+                let mut f = fs::File::create(at).unwrap();
+                for piece in [&text[..2], &text[2..5], &text[5..]] {
+                    f.write_all(piece.as_bytes()).unwrap();
+                }
+            }
+            Step::Save(_) => {
+                let tmp = at.with_extension("tmp-save");
+                fs::write(&tmp, text).unwrap();
+                fs::rename(&tmp, at).unwrap();
+            }
+            // (On a file the plain files show: an agent's new file may not
+            // have reached them yet. An empty file truncated is a write
+            // too: memfs never writes a plain file in place.)
+            Step::Truncate(_) if at.exists() => {
+                fs::OpenOptions::new()
+                    .write(true)
+                    .truncate(true)
+                    .open(at)
+                    .unwrap();
+                self.now[i] = May::is(Some(String::new()));
+                self.pending.remove(&i);
+                self.wrote.insert(i);
+                return;
+            }
+            Step::Remove(_) if at.exists() => {
+                fs::remove_file(at).unwrap();
+                self.pending.remove(&i);
+                let over = self.wrote.contains(&i) && self.at_call[i].is_some();
+                self.now[i] = May {
+                    one: None,
+                    or: over.then(|| self.at_call[i].clone()),
+                };
+                return;
+            }
+            _ => return,
+        }
+        self.now[i] = May::is(Some(text.to_string()));
+        self.pending.insert(i, text.to_string());
+        self.wrote.insert(i);
+    }
+
+    /// The agent's call for `step` (at path `i`), checked.
+    fn call(&mut self, s: &mut Server, step: &Step, i: usize, text: &str) -> Result<(), String> {
+        self.seen_before_a_call
+            .extend(std::mem::take(&mut self.pending).into_values());
+        self.wrote.clear();
+        let path = format!("/memories/{}", PATHS[i]);
+        let input = match step {
+            Step::Create(_) => {
+                serde_json::json!({"command": "create", "path": path, "file_text": text})
+            }
+            Step::View(_) => serde_json::json!({"command": "view", "path": path}),
+            _ => serde_json::json!({"command": "delete", "path": path}),
+        };
+        let v = s.call(&input.to_string());
+        let done = v["is_error"] == false;
+        let may = &self.now[i];
+        let ok = match step {
+            Step::Create(_) => done,
+            Step::View(_) => shown(&v).is_ok_and(|got| may.allows(&got)),
+            _ => match done {
+                true => may.one.is_some() || may.or.as_ref().is_some_and(|o| o.is_some()),
+                false => may.allows(&None),
+            },
+        };
+        if !ok {
+            return Err(format!("{step:?}: expected {may:?}, got {v}"));
+        }
+        self.now[i] = match step {
+            Step::Create(_) => May::is(Some(text.to_string())),
+            Step::View(_) => May::is(shown(&v).expect("checked")),
+            _ => May::is(None),
+        };
+        for (j, may) in self.now.iter().enumerate() {
+            if may.or.is_none() {
+                self.at_call[j] = may.one.clone();
+            }
+        }
+        Ok(())
+    }
+}
+
 /// Runs `steps` beside a running memfs, checking each agent call against
 /// what the steps before it left; then a clean stop and a restart: the
 /// plain files equal the memory, nothing is `found`, and what a path held
 /// (by an outside write) when a later call began is a version.
-///
-/// Long because it is the model of both doors, one arm a step.
 fn interleave(steps: &[Step]) -> Result<(), String> {
     let tmp = tempfile::tempdir().unwrap();
     let dir = tmp.path().join("data");
     let mem = dir.join("memories");
     let mut s = Server::start(&dir, &["--create-overwrites"]);
     let _ = s.call(r#"{"command":"view","path":"/memories"}"#);
-    let mut now: [May; 3] = Default::default();
-    let mut at_call: [Option<String>; 3] = [None, None, None];
-    let mut seen_before_a_call: Vec<String> = Vec::new();
-    let mut pending: std::collections::BTreeMap<usize, String> = Default::default();
-    // Paths an outside program wrote since the last call.
-    let mut wrote: std::collections::BTreeSet<usize> = Default::default();
+    let mut expect = Expect::default();
     for (n, step) in steps.iter().enumerate() {
         let text = format!("v{n}\nsecond line\n");
-        let at = |i: usize| mem.join(PATHS[i]);
-        let tool = |i: usize| format!("/memories/{}", PATHS[i]);
-        let outside = |i: usize| fs::create_dir_all(at(i).parent().unwrap()).unwrap();
-        let call = |s: &mut Server, json: Value| s.call(&json.to_string());
         match *step {
-            Step::Write(i) | Step::Pieces(i) | Step::Save(i) => {
-                outside(i);
-                if let Step::Write(_) = step {
-                    fs::write(at(i), &text).unwrap();
-                } else if let Step::Pieces(_) = step {
-                    let mut f = fs::File::create(at(i)).unwrap();
-                    for piece in [&text[..2], &text[2..5], &text[5..]] {
-                        f.write_all(piece.as_bytes()).unwrap();
-                    }
-                } else {
-                    let tmp = at(i).with_extension("tmp-save");
-                    fs::write(&tmp, &text).unwrap();
-                    fs::rename(&tmp, at(i)).unwrap();
-                }
-                now[i] = May::is(Some(text.clone()));
-                pending.insert(i, text);
-                wrote.insert(i);
-            }
-            // (On a file the plain files show: an agent's new file may not
-            // have reached them yet. An empty file truncated is a write
-            // too: memfs never writes a plain file in place.)
-            Step::Truncate(i) if at(i).exists() => {
-                fs::OpenOptions::new()
-                    .write(true)
-                    .truncate(true)
-                    .open(at(i))
-                    .unwrap();
-                now[i] = May::is(Some(String::new()));
-                pending.remove(&i);
-                wrote.insert(i);
-            }
-            Step::Remove(i) if at(i).exists() => {
-                fs::remove_file(at(i)).unwrap();
-                pending.remove(&i);
-                let over = wrote.contains(&i) && at_call[i].is_some();
-                now[i] = May {
-                    one: None,
-                    or: over.then(|| at_call[i].clone()),
-                };
-            }
-            Step::Truncate(_) | Step::Remove(_) => {}
-            Step::Create(i) | Step::View(i) | Step::Delete(i) => {
-                seen_before_a_call.extend(std::mem::take(&mut pending).into_values());
-                wrote.clear();
-                let v = match *step {
-                    Step::Create(_) => call(
-                        &mut s,
-                        serde_json::json!({"command": "create", "path": tool(i), "file_text": text}),
-                    ),
-                    Step::View(_) => call(
-                        &mut s,
-                        serde_json::json!({"command": "view", "path": tool(i)}),
-                    ),
-                    _ => call(
-                        &mut s,
-                        serde_json::json!({"command": "delete", "path": tool(i)}),
-                    ),
-                };
-                let ok = match *step {
-                    Step::Create(_) => v["is_error"] == false,
-                    Step::View(_) => match shown(&v) {
-                        Ok(got) if now[i].allows(&got) => {
-                            now[i] = May::is(got);
-                            true
-                        }
-                        _ => false,
-                    },
-                    _ => {
-                        let had = if v["is_error"] == false {
-                            Some(())
-                        } else {
-                            None
-                        };
-                        now[i].allows(&None) && had.is_none()
-                            || (now[i].one.is_some()
-                                || now[i].or.as_ref().is_some_and(|o| o.is_some()))
-                                && had.is_some()
-                    }
-                };
-                if !ok {
-                    return Err(format!("step {n} {step:?}: expected {:?}, got {v}", now[i]));
-                }
-                now[i] = match *step {
-                    Step::Create(_) => May::is(Some(text.clone())),
-                    Step::Delete(_) => May::is(None),
-                    _ => now[i].clone(),
-                };
-                for (j, may) in now.iter().enumerate() {
-                    if may.or.is_none() {
-                        at_call[j] = may.one.clone();
-                    }
-                }
-            }
+            Step::Create(i) | Step::View(i) | Step::Delete(i) => expect
+                .call(&mut s, step, i, &text)
+                .map_err(|e| format!("step {n} {e}"))?,
+            Step::Write(i)
+            | Step::Pieces(i)
+            | Step::Save(i)
+            | Step::Truncate(i)
+            | Step::Remove(i) => expect.outside(step, &mem.join(PATHS[i]), &text),
         }
     }
+    let (now, seen_before_a_call) = (expect.now, expect.seen_before_a_call);
     if !s.finish().success() {
         return Err("memfs did not stop cleanly".into());
     }

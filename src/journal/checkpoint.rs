@@ -718,9 +718,10 @@ fn apply_op(
                 }
                 drop(written?);
             }
+            // (Hashed once, before the map is held.)
+            let sha = files.known.armed().then(|| crate::digest::Sha::of(data));
             let mut known = files.known.armed().then(|| files.known.lock());
-            if let Some(known) = known.as_mut() {
-                let sha = crate::digest::Sha::of(data);
+            if let (Some(known), Some(sha)) = (known.as_mut(), sha) {
                 if known.holds(root, path, sha, data.len() as u64)? {
                     // The disk has it already (what the files door took
                     // in, or a program wrote the same): not written again,
@@ -743,8 +744,8 @@ fn apply_op(
                 let _ = fsops::remove_tree(&files.tmp, format!("{stage}.dirs"));
                 return Err(e);
             }
-            if let Some(known) = known.as_mut() {
-                known.wrote(root, path, crate::digest::Sha::of(data));
+            if let (Some(known), Some(sha)) = (known.as_mut(), sha) {
+                known.wrote(root, path, sha);
                 known.dirs_to(path);
             }
             sync.files.insert(path.clone());

@@ -100,9 +100,6 @@ impl Actor {
     }
 
     /// The actor of a change by `origin`.
-    ///
-    /// Long because it is one match over every kind of origin, each
-    /// naming its own fields.
     pub fn of(origin: &Origin) -> Actor {
         match origin {
             Origin::Agent { door, session } => Actor {
@@ -111,25 +108,7 @@ impl Actor {
                 session: session.as_deref().map(str::to_string),
                 ..Actor::default()
             },
-            // An agent's program writing through the mount (Claude Code's
-            // Write and Edit on its auto memory): the agent's change, for
-            // review, with the process it came from.
-            Origin::Person { uid, pid, process } if process.is_agent_program() => Actor {
-                kind: "agent".into(),
-                door: Some("mount".into()),
-                session: Some(process.as_str().to_string()),
-                uid: Some(*uid),
-                pid: Some(*pid),
-                process: Some(process.as_str().to_string()),
-                ..Actor::default()
-            },
-            Origin::Person { uid, pid, process } => Actor {
-                kind: "person".into(),
-                uid: Some(*uid),
-                pid: Some(*pid),
-                process: Some(process.as_str().to_string()),
-                ..Actor::default()
-            },
+            Origin::Person { uid, pid, process } => Actor::through_the_mount(*uid, *pid, process),
             Origin::Revert { uid, pid, by, .. } => Actor {
                 kind: "person".into(),
                 uid: Some(*uid),
@@ -166,6 +145,22 @@ impl Actor {
                 request: request.as_deref().map(str::to_string),
                 ..Actor::default()
             },
+        }
+    }
+
+    /// A process writing through the mount: a person's, or an agent's
+    /// program (Claude Code's Write and Edit on its auto memory: the
+    /// agent's change, for review, with the process it came from).
+    fn through_the_mount(uid: u32, pid: u32, process: &crate::store::Process) -> Actor {
+        let agent = process.is_agent_program();
+        Actor {
+            kind: if agent { "agent" } else { "person" }.into(),
+            door: agent.then(|| "mount".into()),
+            session: agent.then(|| process.as_str().to_string()),
+            uid: Some(uid),
+            pid: Some(pid),
+            process: Some(process.as_str().to_string()),
+            ..Actor::default()
         }
     }
 

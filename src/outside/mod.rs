@@ -271,19 +271,24 @@ impl Outside {
 /// What memfs left in the plain files: the tree as loaded (read first:
 /// the map is a leaf, taken under nothing); every directory watched.
 fn remember(store: &Store, known: &Known, watch: &mut Watch) {
-    let left: Vec<(MemPath, Option<Sha>)> = store.with_tree(|tree| {
+    // (The bytes shared out under the tree's lock, hashed after it.)
+    let left: Vec<(MemPath, Option<Arc<Vec<u8>>>)> = store.with_tree(|tree| {
         tree.walk()
             .into_iter()
             .filter(|(path, _)| !ignored(path))
             .filter_map(|(path, node)| match &node.kind {
                 NodeKind::Dir(_) => Some((path, None)),
-                NodeKind::File(data) => Some((path, Some(Sha::of(data)))),
+                NodeKind::File(data) => Some((path, Some(data.clone()))),
                 _ => None,
             })
             .collect()
     });
+    let hashed: Vec<(MemPath, Option<Sha>)> = left
+        .into_iter()
+        .map(|(path, data)| (path, data.map(|d| Sha::of(&d))))
+        .collect();
     let mut held = known.lock();
-    for (path, sha) in left {
+    for (path, sha) in hashed {
         match sha {
             None => {
                 held.dir(&path);

@@ -41,16 +41,18 @@ enum InTree {
     Other,
 }
 
-fn in_tree(tree: &Tree, path: &MemPath) -> InTree {
+/// What the tree has at a path, copied out under its lock: a file's bytes
+/// are shared, not hashed, there (the hash is taken after the lock).
+fn in_tree(tree: &Tree, path: &MemPath) -> Result<InTree, Arc<Vec<u8>>> {
     let Ok(ino) = tree.resolve(path) else {
-        return InTree::Absent;
+        return Ok(InTree::Absent);
     };
-    match &tree.node(ino).kind {
+    Ok(match &tree.node(ino).kind {
         NodeKind::Dir(_) => InTree::Dir,
-        NodeKind::File(data) => InTree::File(Sha::of(data)),
+        NodeKind::File(data) => return Err(data.clone()),
         NodeKind::Symlink(target) => InTree::Link(target.clone()),
         NodeKind::Special { .. } => InTree::Other,
-    }
+    })
 }
 
 pub struct Taker<'a> {
@@ -68,7 +70,9 @@ pub struct Next {
 
 impl Taker<'_> {
     fn tree(&self, path: &MemPath) -> InTree {
-        self.store.with_tree(|t| in_tree(t, path))
+        self.store
+            .with_tree(|t| in_tree(t, path))
+            .unwrap_or_else(|data| InTree::File(Sha::of(&data)))
     }
 
     fn leave_out(&self, path: &MemPath, why: &str) {
@@ -101,8 +105,8 @@ impl Taker<'_> {
                 self.file(path, &stat, written);
                 Next::default()
             }
-            OnDisk::Other(Kind::Symlink) => {
-                self.link(path);
+            OnDisk::Other(stat) if stat.kind == Kind::Symlink => {
+                self.link(path, &stat);
                 Next::default()
             }
             OnDisk::Other(_) => {
@@ -144,8 +148,12 @@ impl Taker<'_> {
     }
 
     fn dir(&self, path: &MemPath, stat: &Stat) {
-        let was = self.known.lock().get(path);
-        self.known.lock().dir(path);
+        let was = {
+            let mut known = self.known.lock();
+            let was = known.get(path);
+            known.dir(path);
+            was
+        };
         let origin = Origin::Files { uid: stat.attr.uid };
         match self.tree(path) {
             InTree::Dir => return,
@@ -162,7 +170,7 @@ impl Taker<'_> {
         }
     }
 
-    fn link(&self, path: &MemPath) {
+    fn link(&self, path: &MemPath, stat: &Stat) {
         let leaf = path.file_name().unwrap_or(".");
         let target = crate::persist::fsops::open_parent(self.root, path, false)
             .and_then(|parent| parent.read_link(OsStr::new(leaf)));
@@ -170,23 +178,15 @@ impl Taker<'_> {
             return;
         };
         let target = target.to_string_lossy().into_owned();
-        if self.tree(path) == InTree::Link(target.clone()) {
+        let now = self.tree(path);
+        if now == InTree::Link(target.clone()) {
             return;
         }
-        let Ok(OnDisk::Other(_)) = on_disk(self.root, path) else {
-            return;
-        };
-        let stat = match crate::persist::fsops::open_parent(self.root, path, false)
-            .and_then(|parent| parent.stat(Some(OsStr::new(leaf))))
-        {
-            Ok(s) => s,
-            Err(_) => return,
-        };
         let origin = Origin::Files { uid: stat.attr.uid };
-        if self.tree(path) != InTree::Absent {
+        if now != InTree::Absent {
             let _ = self.store.remove(path, origin.clone());
         }
-        match self.make(path, NewNode::Symlink(target), &stat, origin) {
+        match self.make(path, NewNode::Symlink(target), stat, origin) {
             Ok(()) => self.known.lock().let_in(&path.to_string()),
             Err(e) => self.leave_out(path, &e.to_string()),
         }

@@ -101,8 +101,8 @@ pub enum OnDisk {
     Absent,
     Dir(Stat),
     File(Stat),
-    /// A symlink, FIFO, socket or device node.
-    Other(Kind),
+    /// A symlink, FIFO, socket or device node (its kind in the stat).
+    Other(Stat),
 }
 
 /// What is at `path` below `root`, not following a link.
@@ -116,7 +116,7 @@ pub fn on_disk(root: &Dir, path: &MemPath) -> io::Result<OnDisk> {
         Ok(stat) => Ok(match stat.kind {
             Kind::Dir => OnDisk::Dir(stat),
             Kind::File => OnDisk::File(stat),
-            other => OnDisk::Other(other),
+            _ => OnDisk::Other(stat),
         }),
         Err(e)
             if e.kind() == io::ErrorKind::NotFound || e.raw_os_error() == Some(libc::ENOTDIR) =>
@@ -281,7 +281,8 @@ impl Held<'_> {
     pub fn theirs_below(&mut self, root: &Dir, path: &MemPath) -> io::Result<Vec<MemPath>> {
         let mut out = Vec::new();
         match on_disk(root, path)? {
-            OnDisk::Absent | OnDisk::Other(Kind::Symlink) => return Ok(out),
+            OnDisk::Absent => return Ok(out),
+            OnDisk::Other(stat) if stat.kind == Kind::Symlink => return Ok(out),
             OnDisk::File(_) | OnDisk::Other(_) => {
                 if self.differs(root, path)? {
                     out.push(path.clone());
