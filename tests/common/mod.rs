@@ -346,10 +346,12 @@ impl Mounted {
         self.child = Some(child);
         let deadline = std::time::Instant::now() + std::time::Duration::from_secs(20);
         // Ready: the socket answers (a stale socket file refuses) and the mount
-        // point is a mount that answers (a stale mount says ENOTCONN).
+        // point is a mount that answers (a stale mount says ENOTCONN). A stat
+        // of a stale mount's root can still succeed from the kernel's
+        // attribute cache, so the mount is asked to list itself.
         let ready = |m: &Mounted| {
             std::os::unix::net::UnixStream::connect(m.data.path().join(".memfs/sock")).is_ok()
-                && std::fs::metadata(m.mnt.path()).is_ok()
+                && std::fs::read_dir(m.mnt.path()).is_ok()
                 && memfs::fuse::mountpoint::is_mount_point(m.mnt.path())
         };
         while !ready(self) {
