@@ -332,6 +332,115 @@ fn a_flood_that_overflows_the_kernels_queue_is_taken_in_by_one_rescan() {
     assert!(by_files(&rows, "delete", "/memories/first.md"), "{rows:?}");
 }
 
+/// Runs `script` with `sh` under the name `name` (a link to it: the
+/// kernel names a process by what it ran), and keeps it running until the
+/// returned child's stdin is closed: a writer that still runs, as an editor
+/// or Claude Code does when memfs reads its name.
+fn writer_named(bin: &Path, name: &str, script: &str) -> std::process::Child {
+    let program = bin.join(name);
+    if !program.exists() {
+        std::os::unix::fs::symlink("/bin/sh", &program).unwrap();
+    }
+    std::process::Command::new(&program)
+        .arg("-c")
+        .arg(format!("{script} && echo written && read _"))
+        .stdin(std::process::Stdio::piped())
+        .stdout(std::process::Stdio::piped())
+        .spawn()
+        .unwrap()
+}
+
+/// Waits for `writer` to say it wrote.
+fn wrote(writer: &mut std::process::Child) {
+    let mut line = String::new();
+    std::io::BufRead::read_line(
+        &mut std::io::BufReader::new(writer.stdout.as_mut().unwrap()),
+        &mut line,
+    )
+    .unwrap();
+    assert_eq!(line, "written\n");
+}
+
+#[test]
+fn the_writer_is_named_where_the_kernel_tells_and_claude_codes_writes_are_the_agents() {
+    if !rustix::process::geteuid().is_root() {
+        common::skip(
+            "the writer test",
+            "fanotify, which names the writing process, needs root",
+        );
+        return;
+    }
+    let (tmp, dir, mem, mut s) = started(&[], &[], "/memories/a.md", "one\n");
+    let bin = tmp.path().join("bin");
+    fs::create_dir(&bin).unwrap();
+    let a = mem.join("a.md");
+    let b = mem.join("b.md");
+    let mut person = writer_named(
+        &bin,
+        "sh",
+        &format!("printf 'by hand\\n' >> '{}'", a.display()),
+    );
+    wrote(&mut person);
+    // Claude Code saves as editors do: a temporary file renamed into place
+    // (the inode it wrote is the one that lands).
+    let mut claude = writer_named(
+        &bin,
+        "claude",
+        &format!(
+            "printf 'agent note\\n' > '{}.tmp' && mv '{}.tmp' '{}'",
+            b.display(),
+            b.display(),
+            b.display()
+        ),
+    );
+    wrote(&mut claude);
+    let listing = view(&mut s, "/memories");
+    assert!(listing.contains("/memories/b.md"), "{listing}");
+    // A removal is no write: the kernel names nobody.
+    fs::remove_file(&a).unwrap();
+    assert!(!view(&mut s, "/memories").contains("a.md"));
+    for w in [&mut person, &mut claude] {
+        drop(w.stdin.take());
+        w.wait().unwrap();
+    }
+    assert!(s.finish().success());
+    let shorts: Vec<(String, String, String)> = log_rows(&dir)
+        .iter()
+        .rev()
+        .map(|r| {
+            (
+                r["actor"]["kind"].as_str().unwrap_or("").to_string(),
+                r["actor"]["process"].as_str().unwrap_or("").to_string()
+                    + "/"
+                    + r["actor"]["door"].as_str().unwrap_or(""),
+                r["op"].as_str().unwrap().to_string() + " " + r["path"].as_str().unwrap(),
+            )
+        })
+        .collect();
+    let row = |kind: &str, who: &str, what: &str| {
+        shorts
+            .iter()
+            .any(|(k, w, op)| k == kind && w == who && op == what)
+    };
+    assert!(
+        row("person", "sh/files", "write /memories/a.md"),
+        "{shorts:?}"
+    );
+    assert!(
+        row("agent", "claude/files", "create /memories/b.md"),
+        "{shorts:?}"
+    );
+    assert!(
+        row("person", "/files", "delete /memories/a.md"),
+        "{shorts:?}"
+    );
+    // The table says who: `memfs log` as a person reads it.
+    let table = memfs().arg("--data").arg(&dir).arg("log").output().unwrap();
+    let table = String::from_utf8_lossy(&table.stdout);
+    assert!(table.contains("agent:files(claude)"), "{table}");
+    assert!(table.contains("person:files(sh)"), "{table}");
+}
+
 #[test]
 fn through_the_mount_the_plain_files_writes_are_seen_at_once() {
     if common::skip_without_fuse("the files door beside a mount") {

@@ -7,8 +7,8 @@
 //! Claude Code refuses to write through a link that leads out of its
 //! directories). A `memfs serve` runs on the data dir in the background:
 //! its watcher takes in what Claude Code writes there as versions of the
-//! files door (`person:files`: the kernel does not say which process
-//! wrote), with the history, review and undo of every other change
+//! files door (`agent:files(claude)` where the kernel names the writer:
+//! fanotify, as root; else `person:files`), with the history, review and undo of every other change
 //! (docs/SEMANTICS.md, "The plain files").
 //!
 //! The `SessionStart` hook starts the `serve` again after a reboot, as it
@@ -99,7 +99,7 @@ pub fn enable(place: &Place) -> Result<String, String> {
     };
     let hook = super::hook_on(place);
     Ok(format!(
-        "Claude Code's auto memory for {} is on memfs without a mount: Claude Code keeps it in {}, the memory's plain files (its autoMemoryDirectory in {}; {moved} file(s) brought in from {}); {started}.\n{hook}memfs claude-code log shows who changed what (Claude Code's writes as person:files); memfs claude-code disable puts the plain directory back.\n",
+        "Claude Code's auto memory for {} is on memfs without a mount: Claude Code keeps it in {}, the memory's plain files (its autoMemoryDirectory in {}; {moved} file(s) brought in from {}); {started}.\n{hook}memfs claude-code log shows who changed what (Claude Code's writes as agent:files(claude) when memfs runs as root, else person:files); memfs claude-code disable puts the plain directory back.\n",
         place.project.display(),
         memories.display(),
         local_settings(place).display(),

@@ -51,9 +51,7 @@ fn process_of(tid: u32) -> (u32, Process) {
         return *known;
     }
     let pid = thread_group(tid).unwrap_or(tid);
-    let name = std::fs::read_to_string(format!("/proc/{pid}/comm"))
-        .map(|n| Process::new(n.trim_end()))
-        .unwrap_or_default();
+    let name = Process::of_pid(pid).unwrap_or_default();
     let mut names = names.lock();
     if names.len() >= 1024 {
         names.clear(); // pids are reused; a bounded cache stays fresh enough

@@ -132,12 +132,7 @@ impl Actor {
                 authored: authored.as_deref().map(str::to_string),
                 ..Actor::default()
             },
-            Origin::Files { uid } => Actor {
-                kind: "person".into(),
-                door: Some("files".into()),
-                uid: Some(*uid),
-                ..Actor::default()
-            },
+            Origin::Files { uid, by } => Actor::through_the_files(*uid, by.as_ref()),
             Origin::Memfs | Origin::Expiry => Actor::memfs(),
             Origin::Api { token, request } => Actor {
                 kind: "api".into(),
@@ -164,7 +159,24 @@ impl Actor {
         }
     }
 
-    /// Short form for the table: `agent:mcp(claude)`, `person:vim[1000]`, `memfs`.
+    /// A change to the plain files: a person's, or an agent's program's
+    /// where the kernel named the writer (Claude Code's auto memory on the
+    /// plain files, `claude-code enable --no-mount`).
+    fn through_the_files(uid: u32, by: Option<&crate::store::Writer>) -> Actor {
+        let agent = by.is_some_and(|w| w.process.is_agent_program());
+        Actor {
+            kind: if agent { "agent" } else { "person" }.into(),
+            door: Some("files".into()),
+            session: by.filter(|_| agent).map(|w| w.process.as_str().to_string()),
+            uid: Some(uid),
+            pid: by.map(|w| w.pid),
+            process: by.map(|w| w.process.as_str().to_string()),
+            ..Actor::default()
+        }
+    }
+
+    /// Short form for the table: `agent:mcp(claude)`, `person:vim[1000]`,
+    /// `person:files(sed)`, `memfs`.
     pub fn short(&self) -> String {
         match self.kind.as_str() {
             "agent" => {
@@ -174,7 +186,10 @@ impl Actor {
                 }
                 s
             }
-            "person" if self.door.as_deref() == Some("files") => "person:files".to_string(),
+            "person" if self.door.as_deref() == Some("files") => match &self.process {
+                Some(p) => format!("person:files({})", crate::text::printable(p)),
+                None => "person:files".to_string(),
+            },
             "person" if self.author.is_some() => format!(
                 "person:{}",
                 crate::text::printable(self.author.as_deref().unwrap_or("?"))
@@ -469,5 +484,25 @@ mod tests {
         assert_eq!(vim.short(), "person:vim[1000]");
         // A name that only begins like it is a person's program.
         assert_eq!(by("claude-notes").kind, "person");
+    }
+
+    #[test]
+    fn the_plain_files_writer_is_named_when_the_kernel_told_it() {
+        let by = |name: Option<&str>| {
+            Actor::of(&Origin::Files {
+                uid: 1000,
+                by: name.map(|n| crate::store::Writer {
+                    pid: 77,
+                    process: Process::new(n),
+                }),
+            })
+        };
+        let claude = by(Some("claude"));
+        assert_eq!(claude.short(), "agent:files(claude)");
+        assert_eq!((claude.pid, claude.uid), (Some(77), Some(1000)));
+        assert_eq!(by(Some("vim")).short(), "person:files(vim)");
+        assert_eq!(by(Some("vim")).session, None);
+        assert_eq!(by(None).short(), "person:files");
+        assert_eq!(by(None).pid, None);
     }
 }

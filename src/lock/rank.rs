@@ -98,6 +98,7 @@ pub const DATABASE_READERS: Rank = Rank::new(90, "shared::database::Database::re
 pub const DATABASE_FOLLOWED: Rank = Rank::new(90, "shared::database::Database::followed");
 pub const FOLLOW_FIRST: Rank = Rank::new(90, "shared::follow::Tracked::first");
 pub const KNOWN: Rank = Rank::new(90, "persist::known::Known::map");
+pub const WRITERS: Rank = Rank::new(90, "outside::writers::Group::recent");
 pub const MEM_DISK: Rank = Rank::new(90, "persist::storage::mem::MemDisk::state");
 pub const POOL_QUEUE: Rank = Rank::new(90, "pool::Pool::queue");
 pub const CATALOG_CONNS: Rank = Rank::new(90, "http::catalog_pg::PgCatalog::idle");

@@ -13,6 +13,7 @@
 
 mod take;
 mod watch;
+mod writers;
 
 use std::cell::Cell;
 use std::path::PathBuf;

@@ -142,6 +142,7 @@ impl Taker<'_> {
                 path,
                 Origin::Files {
                     uid: owner_of_parent(self.root, path),
+                    by: None,
                 },
             );
         }
@@ -154,7 +155,10 @@ impl Taker<'_> {
             known.dir(path);
             was
         };
-        let origin = Origin::Files { uid: stat.attr.uid };
+        let origin = Origin::Files {
+            uid: stat.attr.uid,
+            by: None,
+        };
         match self.tree(path) {
             InTree::Dir => return,
             // A directory memfs made and the memory no longer has: its
@@ -182,7 +186,10 @@ impl Taker<'_> {
         if now == InTree::Link(target.clone()) {
             return;
         }
-        let origin = Origin::Files { uid: stat.attr.uid };
+        let origin = Origin::Files {
+            uid: stat.attr.uid,
+            by: None,
+        };
         if now != InTree::Absent {
             let _ = self.store.remove(path, origin.clone());
         }
@@ -222,19 +229,19 @@ impl Taker<'_> {
         let sha = Sha::of(&data);
         let stamp = Some(Stamp::of(stat));
         if !written && matches!(seen, Some(Seen::File { sha: s, .. }) if s == sha) {
+            // (Under the same lock as the look: the checkpointer places nothing meanwhile.)
             known.file(path, sha, stamp);
-            known.let_in(&path.to_string());
-            return;
+            return known.let_in(&path.to_string());
         }
         drop(known);
         let now = self.tree(path);
         if now == InTree::File(sha) {
-            let mut known = self.known.lock();
-            known.file(path, sha, stamp);
-            known.let_in(&path.to_string());
-            return;
+            return self.holds(path, sha, stamp);
         }
-        let origin = Origin::Files { uid: stat.attr.uid };
+        let origin = Origin::Files {
+            uid: stat.attr.uid,
+            by: super::writers::of(stat.id),
+        };
         // The plain file showed memory's content when it was changed:
         // what memory held is no lost update.
         if let Some(Seen::File { sha: was, .. }) = seen {
@@ -246,13 +253,16 @@ impl Taker<'_> {
             let _ = self.store.remove(path, origin.clone());
         }
         match self.store.create_file(path, data, true, origin) {
-            Ok(_) => {
-                let mut known = self.known.lock();
-                known.file(path, sha, stamp);
-                known.let_in(&path.to_string());
-            }
+            Ok(_) => self.holds(path, sha, stamp),
             Err(e) => self.leave_out(path, &e.to_string()),
         }
+    }
+
+    /// The plain file at `path` holds what memory does (`sha`, seen as `stamp`).
+    fn holds(&self, path: &MemPath, sha: Sha, stamp: Option<Stamp>) {
+        let mut known = self.known.lock();
+        known.file(path, sha, stamp);
+        known.let_in(&path.to_string());
     }
 
     /// Makes `what` at `path` (and its missing parents) as the files door.
@@ -316,7 +326,11 @@ impl Taker<'_> {
             return false;
         }
         let uid = owner_of_parent(self.root, to);
-        if self.store.rename(from, to, Origin::Files { uid }).is_err() {
+        if self
+            .store
+            .rename(from, to, Origin::Files { uid, by: None })
+            .is_err()
+        {
             return false;
         }
         self.known.lock().moved(from, to);

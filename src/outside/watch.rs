@@ -185,6 +185,7 @@ impl Watch {
         }
         match inotify::add_watch(&*self.fd, &real, flags()) {
             Ok(wd) => {
+                super::writers::mark(&real);
                 if let Some(old) = self.dirs.insert(wd, dir.clone()) {
                     if old != *dir {
                         self.by_path.remove(&old);

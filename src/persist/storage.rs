@@ -44,6 +44,9 @@ pub struct Stat {
     pub kind: Kind,
     pub size: u64,
     pub attr: crate::store::Attr,
+    /// The node's identity on a real disk (its device and inode: who
+    /// wrote it is known by it, `outside::writers`); none on the memory disk.
+    pub id: Option<(u64, u64)>,
 }
 
 /// How a file is opened (never through a symlink; new files get mode 0600).

@@ -7,7 +7,7 @@ use std::time::SystemTime;
 
 use crate::lock::{rank, Condvar, Mutex};
 
-pub use super::origin::{Door, Origin, Process};
+pub use super::origin::{Door, Origin, Process, Writer};
 pub use super::touched::Touched;
 use super::tree::Attr;
 use super::undo::Undo;

@@ -37,7 +37,7 @@ use crate::lock::{rank, Mutex, RwLock, RwLockWriteGuard};
 
 pub use change::{
     Change, ChangeOp, ChangeSink, Door, Foreign, Meta, Origin, Process, Recover, Refused, Ticket,
-    Touched,
+    Touched, Writer,
 };
 pub use follow::{Busy, Hold, Unsent};
 pub use inode_ops::{DirEntry, InfoKind, NewNode, NodeInfo, RenameMode, SetAttr};

@@ -21,9 +21,10 @@ pub enum Origin {
     },
     /// A change made to the plain files (`DIR/memories`) while memfs ran,
     /// by a program other than memfs (an editor, a script, `git`, a sync
-    /// tool), taken in by the watcher: the files door. `uid` owns the file
-    /// (the writer is not known: inotify does not name it).
-    Files { uid: u32 },
+    /// tool), taken in by the watcher: the files door. `uid` owns the file;
+    /// `by` wrote it, where the kernel tells (`outside::writers`: a file's
+    /// content, as root; never a removal or a rename).
+    Files { uid: u32, by: Option<Writer> },
     /// memfs itself: a recovery after the disk refused a change.
     Memfs,
     /// `memfs revert`, run by this user and process: the file at a path
@@ -128,6 +129,13 @@ impl Door {
     }
 }
 
+/// The process that wrote a plain file, as the kernel named it.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub struct Writer {
+    pub pid: u32,
+    pub process: Process,
+}
+
 /// A process's name as the kernel keeps it (`comm`: at most 15 bytes).
 #[derive(Clone, Copy, Default, PartialEq, Eq, Hash)]
 pub struct Process([u8; 16]);
@@ -165,6 +173,13 @@ impl Process {
         }
         bytes[..end].copy_from_slice(&name.as_bytes()[..end]);
         Process(bytes)
+    }
+
+    /// The name of the running process `pid` (none once it is gone).
+    pub fn of_pid(pid: u32) -> Option<Process> {
+        std::fs::read_to_string(format!("/proc/{pid}/comm"))
+            .ok()
+            .map(|n| Process::new(n.trim_end()))
     }
 
     pub fn as_str(&self) -> &str {

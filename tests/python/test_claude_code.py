@@ -693,10 +693,13 @@ class NoFuse:
     def __init__(self):
         setup = ["mount -t tmpfs -o mode=755 tmpfs /dev"]
         setup += [f"mknod -m 666 /dev/{n} c {a} {b}" for n, (a, b) in self.NODES.items()]
-        setup += ["ln -s /proc/self/fd /dev/fd", "mkdir /dev/shm /dev/pts", "exec sleep 3600"]
+        setup += ["ln -s /proc/self/fd /dev/fd", "mkdir /dev/shm /dev/pts", "touch /dev/shm/nofuse-ready",
+                  "exec sleep 3600"]
         self.proc = subprocess.Popen(["unshare", "-m", "--propagation", "private", "sh", "-c", " && ".join(setup)])
         deadline = time.time() + 10
-        while not self.inside(["test", "-e", "/dev/urandom"]).returncode == 0:
+        # (Ready when the new /dev holds the marker: until unshare has run,
+        # nsenter enters the host's namespace, whose /dev has every node.)
+        while not self.inside(["test", "-e", "/dev/shm/nofuse-ready"]).returncode == 0:
             assert time.time() < deadline, "the namespace did not come up"
             time.sleep(0.05)
 
@@ -765,6 +768,14 @@ def test_claude_code_on_memfs_without_fuse_through_the_plain_files(memfs_bin, tm
         files = {(r["op"], r["path"]) for r in rows if r["actor"].get("door") == "files"}
         assert ("create", "/memories/testing.md") in files, rows
         assert any(p == "/memories/MEMORY.md" for _, p in files), rows
+        # As root the kernel names the writer (fanotify): Claude Code's own
+        # writes are the agent's, for review, as through the mount.
+        agents = {(r["op"], r["path"]) for r in rows if r["actor"].get("door") == "files"
+                  and r["actor"].get("kind") == "agent" and r["actor"].get("session") == "claude"}
+        assert ("create", "/memories/testing.md") in agents, rows
+        assert any(p == "/memories/MEMORY.md" for _, p in agents), rows
+        table = memfs("claude-code", "log", "--all").stdout
+        assert "agent:files(claude)" in table, table
         shown = memfs("--data", str(data), "exec", '{"command":"view","path":"/memories/MEMORY.md"}')
         assert "replaced" in shown.stdout, shown.stdout
         # The memfs behind it stopped (a reboot): the hook starts it again.

@@ -289,6 +289,7 @@ impl Node {
                 mtime: self.mtime,
                 ctime: self.ctime,
             },
+            id: None,
         }
     }
 

@@ -65,6 +65,7 @@ fn stat_of(st: &rfs::Stat) -> Stat {
             mtime: time(st.st_mtime, st.st_mtime_nsec as i64),
             ctime: time(st.st_ctime, st.st_ctime_nsec as i64),
         },
+        id: Some((st.st_dev, st.st_ino)),
     }
 }
 
