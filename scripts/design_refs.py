@@ -46,14 +46,20 @@ import sys
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 import layers  # noqa: E402 (its brace splitting)
 
+import glob
+
 SRC = "src"
+# The workspace's crates below the root package (docs/DESIGN.md, "Crates"):
+# the root library re-exports their modules under their own names, so a
+# citation `store::Tree` is looked up in them too.
+SRCS = [SRC] + sorted(glob.glob(os.path.join("crates", "*", "src")))
 DEFAULT_DOC = os.path.join("docs", "DESIGN.md")
 
 LINE_CITATION = re.compile(r"[\w./-]*\.rs:\d+(?:-\d+)?")
 SPAN = re.compile(r"`([^`\n]+)`")
 IDENT = r"[A-Za-z_][A-Za-z0-9_]*"
 RUST_PATH = re.compile(rf"^[a-z_][a-z0-9_]*(?:::(?:{IDENT}|\*))+$")
-FILE_PATH = re.compile(r"^(?:src|tests)/[\w./-]+\.rs$")
+FILE_PATH = re.compile(r"^(?:src|tests|crates/[\w-]+/src)/[\w./-]+\.rs$")
 ITEM_KINDS = r"fn|struct|enum|trait|const|static|type|mod|union"
 CHAR_LITERAL = re.compile(
     r"'(?:\\(?:x[0-9a-fA-F]{2}|u\{[0-9a-fA-F]{1,6}\}|.)|[^\\'\n])'"
@@ -158,15 +164,16 @@ def top_level(code, start, end):
 
 
 class Source:
-    def __init__(self, root):
-        self.root = root
+    def __init__(self, roots):
+        self.root, self.roots = roots[0], roots
         self.cache = {}
         self.failpoints = set()
-        for dirpath, _, names in os.walk(root):
-            for name in names:
-                if name.endswith(".rs"):
-                    raw = self.raw(os.path.join(dirpath, name))
-                    self.failpoints.update(FAILPOINT.findall(raw))
+        for root in roots:
+            for dirpath, _, names in os.walk(root):
+                for name in names:
+                    if name.endswith(".rs"):
+                        raw = self.raw(os.path.join(dirpath, name))
+                        self.failpoints.update(FAILPOINT.findall(raw))
 
     def raw(self, path):
         with open(path, encoding="utf-8") as f:
@@ -195,7 +202,7 @@ class Scope:
         return top_level(self.code, self.start, self.end)
 
     def rel(self):
-        return os.path.relpath(self.path, self.src.root)
+        return os.path.relpath(self.path)
 
 
 def file_scope(src, path, name):
@@ -211,6 +218,12 @@ def declares_mod(scope, name):
     """The child module `name` that `scope` declares, or None."""
     flat = scope.flat()
     m = re.search(rf"(?<![\w:])mod\s+{name}\s*([;{{])", flat)
+    if not m and scope.name == "crate":
+        # (A module the root library re-exports from a crate below it.)
+        for other in crate_roots(scope.src):
+            if other.path != scope.path and re.search(rf"(?<![\w:])mod\s+{name}\s*;", other.flat()):
+                return declares_mod(other, name)
+        return None
     if not m:
         return None
     if m.group(1) == "{":
@@ -226,8 +239,9 @@ def declares_mod(scope, name):
 
 
 def crate_roots(src):
-    return [file_scope(src, os.path.join(src.root, f), "crate")
-            for f in ("lib.rs", "main.rs") if os.path.isfile(os.path.join(src.root, f))]
+    return [file_scope(src, os.path.join(root, f), "crate")
+            for root in src.roots
+            for f in ("lib.rs", "main.rs") if os.path.isfile(os.path.join(root, f))]
 
 
 def top_module(src, name):
@@ -470,7 +484,8 @@ RANK_CONST = re.compile(
     r'pub const ([A-Z_0-9]+): Rank = Rank::new\(\s*(\d+),\s*"([^"]+)"\s*\)', re.S
 )
 RANK_ROW = re.compile(r"^\|\s*(\d+)\s*\|\s*`lock::rank::([A-Z_0-9]+)`\s*\|\s*`([^`]+)`\s*\|")
-RANKS_FILE = os.path.join(SRC, "lock", "rank.rs")
+RANKS_FILE = next((p for p in (os.path.join(r, "lock", "rank.rs") for r in SRCS) if os.path.exists(p)),
+                  os.path.join(SRC, "lock", "rank.rs"))
 
 
 def rank_problems(doc, text, src, outside):
@@ -514,7 +529,7 @@ def main(argv):
         return 2
     with open(doc, encoding="utf-8") as f:
         text = f.read()
-    src = Source(SRC)
+    src = Source(SRCS)
     outside = outside_crates()
     problems = []
     for n, line in enumerate(text.splitlines(), 1):

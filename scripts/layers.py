@@ -25,19 +25,24 @@ from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
 SRC = ROOT / "src"
+# The workspace's crates below the root package (docs/DESIGN.md, "Crates"):
+# their modules are re-exported by the root library under their own names,
+# so they are checked as the library's top-level modules (the compiler
+# already refuses a crate's use of one above it).
+CRATES = sorted((ROOT / "crates").glob("*/src"))
 BASELINE = ROOT / ".ci" / "layers-baseline"
 
 
-def declared(file):
+def declared(file, src=SRC):
     """The modules a crate root declares (`mod x;`, `pub mod x;`)."""
-    text = (SRC / file).read_text(encoding="utf-8")
+    text = (src / file).read_text(encoding="utf-8")
     return set(re.findall(r"^\s*(?:pub(?:\([a-z]+\))?\s+)?mod\s+([a-z_0-9]+)\s*;", text, re.M))
 
 
 # The binary's own modules (main.rs declares them): not part of the library.
 BINARY = declared("main.rs") | {"main"}
-# The library's top-level modules (lib.rs declares them): each has a layer.
-LIBRARY = declared("lib.rs")
+# The library's top-level modules (lib.rs and the crates' declare them): each has a layer.
+LIBRARY = declared("lib.rs").union(*(declared("lib.rs", src) for src in CRATES))
 # The library's layers, lowest first (docs/DESIGN.md, "Layers").
 LAYERS = [
     # Leaves everyone uses: paths, hashing, units, clipping and labels,
@@ -62,8 +67,8 @@ LAYERS = [
 ]
 
 
-def module_of(path):
-    rel = path.relative_to(SRC).with_suffix("")
+def module_of(path, src=SRC):
+    rel = path.relative_to(src).with_suffix("")
     parts = list(rel.parts)
     if parts[-1] == "mod":
         parts.pop()
@@ -104,11 +109,13 @@ def split_top(s):
 
 def graph():
     modules = {}
-    for path in SRC.rglob("*.rs"):
-        mod = module_of(path)
-        if mod and mod[0] in BINARY:
-            continue
-        modules[tuple(mod)] = path.read_text(encoding="utf-8")
+    for src in [SRC, *CRATES]:
+        for path in src.rglob("*.rs"):
+            mod = module_of(path, src)
+            if src == SRC and mod and mod[0] in BINARY:
+                continue
+            if mod:
+                modules[tuple(mod)] = path.read_text(encoding="utf-8")
     known = set(modules)
     edges = defaultdict(set)
     for mod, text in modules.items():

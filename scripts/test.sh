@@ -14,15 +14,15 @@ cd "$(dirname "$0")/.."
 export PROPTEST_RNG_SEED="${PROPTEST_RNG_SEED:-2026120125}"
 echo "property tests: PROPTEST_RNG_SEED=$PROPTEST_RNG_SEED"
 cargo fmt --all -- --check
-cargo clippy --locked --all-targets --quiet -- -D warnings
-cargo clippy --locked --all-targets --quiet --features failpoints -- -D warnings
+cargo clippy --locked --workspace --all-targets --quiet -- -D warnings
+cargo clippy --locked --workspace --all-targets --quiet --features failpoints -- -D warnings
 # No new import circle between modules (the known ones are in .ci/layers-baseline).
 python3 scripts/layers.py
 # No function over 60 lines without a reason (the known ones are in .ci/long-functions-baseline).
 python3 scripts/long_functions.py
 # docs/DESIGN.md names code by item, never by line, and every item it names exists.
 python3 scripts/design_refs.py
-cargo test --locked --quiet
+cargo test --locked --workspace --quiet
 # Every disk step failing, once and repeatedly, with a fake kernel checking
 # the caches (bounded here; MEMFS_FAILPOINT_CASES=N and MEMFS_FUZZ_CASES=N
 # run the property tests longer).

@@ -28,48 +28,29 @@
 //! # Ok::<(), Box<dyn std::error::Error>>(())
 //! ```
 
+// The bottom layer is its own crate (crates/core): re-exported here under
+// the names it always had, so that `memfs::store` (and, inside this crate,
+// `crate::store`) means what it did.
+pub use memfs_core::{digest, error, guard, json, lock, path, pool, say, store, text, tool, units};
+
 pub mod control;
-pub mod digest;
-pub mod error;
 pub mod form;
 pub mod fuse;
-pub mod guard;
 pub mod http;
 pub mod journal;
-pub mod json;
 pub mod listen;
-pub mod lock;
 pub mod memory;
 pub mod outside;
-pub mod path;
 pub mod persist;
-pub mod pool;
 pub mod search;
 pub mod serve;
 pub mod shared;
-pub mod store;
-pub mod text;
-pub mod tool;
 pub mod transfer;
-pub mod units;
 pub mod web;
 
 pub use error::Error;
 pub use memory::{Memory, Options};
 pub use tool::{ToolConfig, ToolResult};
-
-/// `eprintln!` that cannot panic: when stderr cannot be written (closed, or
-/// a full disk behind `2>file`), the message is lost, never the process (a
-/// panic there would end an owner before it wrote its memory out).
-#[macro_export]
-macro_rules! say {
-    ($($arg:tt)*) => {{
-        use std::io::Write as _;
-        // (What others wrote, quoted in a message, never acts on a terminal.)
-        let text = format!($($arg)*);
-        let _ = writeln!(std::io::stderr(), "{}", $crate::text::printable_lines(&text));
-    }};
-}
 
 /// The README's Rust example, compiled as a doc test (its other blocks are
 /// not Rust: `tests/python/test_readme.py` runs them).

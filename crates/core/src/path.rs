@@ -84,7 +84,7 @@ impl MemPath {
 
     /// The path of these names, which came from a valid path (not checked
     /// again: the journal's keys, made from paths).
-    pub(crate) fn from_names(names: impl IntoIterator<Item = String>) -> MemPath {
+    pub fn from_names(names: impl IntoIterator<Item = String>) -> MemPath {
         MemPath {
             names: names.into_iter().collect(),
         }
