@@ -2,7 +2,7 @@
 """What each of the mount's kernel-side features is worth (issue 24): the
 mount rows of scripts/bench.py for memfs as it is, for memfs with one
 feature turned back to classic FUSE (`MEMFS_FUSE_CLASSIC`, see
-src/fuse/tuning.rs), for memfs with all of them classic, and for the FUSE
+crates/fuse/src/tuning.rs), for memfs with all of them classic, and for the FUSE
 floor and tmpfs, all in one run. Prints a Markdown table of each row's
 figure and, per feature, the ratio classic / default (for times > 1 means
 the feature helps; for rates < 1 does).

@@ -249,6 +249,10 @@ def top_module(src, name):
         found = declares_mod(root, name)
         if found:
             return found
+    # A crate that is one module (crates/fuse is `fuse`: the root re-exports it).
+    lib = os.path.join("crates", name, "src", "lib.rs")
+    if os.path.isfile(lib):
+        return file_scope(src, lib, name)
     return None
 
 

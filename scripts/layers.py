@@ -41,8 +41,21 @@ def declared(file, src=SRC):
 
 # The binary's own modules (main.rs declares them): not part of the library.
 BINARY = declared("main.rs") | {"main"}
+# A crate is either a set of top-level modules (memfs-core: its lib.rs
+# declares them) or one top-level module itself (memfs-fuse is `fuse`).
+SPREAD = {"core"}
+
+
+def prefix_of(src):
+    """The module path of a crate's lib.rs: () when it spreads its modules."""
+    name = src.parent.name
+    return () if name in SPREAD else (name,)
+
+
 # The library's top-level modules (lib.rs and the crates' declare them): each has a layer.
-LIBRARY = declared("lib.rs").union(*(declared("lib.rs", src) for src in CRATES))
+LIBRARY = declared("lib.rs").union(
+    *(declared("lib.rs", src) if not prefix_of(src) else set(prefix_of(src)) for src in CRATES)
+)
 # The library's layers, lowest first (docs/DESIGN.md, "Layers").
 LAYERS = [
     # Leaves everyone uses: paths, hashing, units, clipping and labels,
@@ -73,8 +86,8 @@ def module_of(path, src=SRC):
     if parts[-1] == "mod":
         parts.pop()
     if parts == ["lib"]:
-        return []
-    return parts
+        parts = []
+    return list(prefix_of(src)) + parts if src != SRC else parts
 
 
 def use_paths(text):

@@ -32,10 +32,10 @@
 // the names it always had, so that `memfs::store` (and, inside this crate,
 // `crate::store`) means what it did.
 pub use memfs_core::{digest, error, guard, json, lock, path, pool, say, store, text, tool, units};
+pub use memfs_fuse as fuse;
 
 pub mod control;
 pub mod form;
-pub mod fuse;
 pub mod http;
 pub mod journal;
 pub mod listen;

@@ -3,6 +3,10 @@
 //! `adapter.rs` turns kernel requests into store operations; `invalidate.rs`
 //! keeps the kernel's caches honest after tool-side changes; `mountpoint.rs`
 //! checks the mount point and unmounts robustly.
+//!
+//! A crate of its own (docs/DESIGN.md, "Crates"): it uses `memfs-core` only
+//! (the store and its one lock), so the mount never reaches the journal,
+//! the search index or another door.
 
 mod adapter;
 mod attr;
@@ -19,6 +23,9 @@ use std::sync::Arc;
 use std::thread::JoinHandle;
 
 use fuser::{BackgroundSession, Config, MountOption, SessionACL};
+
+// The core's modules under the names the rest of memfs knows them by.
+use memfs_core::{error, lock, path, say, store};
 
 use crate::store::{Origin, Store};
 pub use adapter::MemFs;
