@@ -21,7 +21,7 @@
 # turn it into a named regression test.
 set -euo pipefail
 cd "$(dirname "$0")/.."
-watched=(crates/core/src/store src/persist src/history src/journal)
+watched=(crates/core/src/store crates/durable/src/persist crates/durable/src/journal)
 mode="${1:-}"
 if [ "$mode" = "--if-changed" ]; then
   soaked="$(cat .ci/soaked 2>/dev/null || true)"

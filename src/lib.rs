@@ -32,16 +32,15 @@
 // the names it always had, so that `memfs::store` (and, inside this crate,
 // `crate::store`) means what it did.
 pub use memfs_core::{digest, error, guard, json, lock, path, pool, say, store, text, tool, units};
+pub use memfs_durable::{journal, persist};
 pub use memfs_fuse as fuse;
 
 pub mod control;
 pub mod form;
 pub mod http;
-pub mod journal;
 pub mod listen;
 pub mod memory;
 pub mod outside;
-pub mod persist;
 pub mod search;
 pub mod serve;
 pub mod shared;

@@ -2,7 +2,7 @@
 //! group-committed writes of the store's changes.
 
 mod datadir;
-pub(crate) mod fsops;
+pub mod fsops;
 pub mod known;
 pub mod last_reads;
 pub mod load;
@@ -10,4 +10,4 @@ pub mod storage;
 mod walk;
 
 pub use datadir::{open_state_dir, read_key, DataDir, OpenError};
-pub(crate) use fsops::{list_names, read_file};
+pub use fsops::{list_names, read_file};

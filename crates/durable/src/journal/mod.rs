@@ -393,6 +393,18 @@ fn journal_dir(state: &Dir) -> io::Result<Dir> {
     Ok(dir)
 }
 
+/// Whether the journal under the data dir `root` (its `.memfs/journal`)
+/// ends in a torn frame: its last segment is longer than its last whole
+/// frame (a power cut while a frame was written; the next open drops it).
+pub fn tail_is_torn(root: &Dir) -> io::Result<bool> {
+    let state = crate::persist::fsops::open_dir(root.as_ref(), ".memfs")?;
+    let journal = crate::persist::fsops::open_dir(state.as_ref(), "journal")?;
+    let Some(&last) = segment::list(&journal)?.last() else {
+        return Ok(false);
+    };
+    Ok(segment::read(&journal, last, None, true, &mut |_| Ok(()))?.longer)
+}
+
 /// Every kept version's content, read from the journal of the data dir at
 /// `dir` without taking its lock (for reports such as `memfs scan`): rows
 /// newest first, each content once, with the versions that hold it.

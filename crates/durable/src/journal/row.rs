@@ -402,8 +402,9 @@ impl Row {
 }
 
 /// A row for tests: version `v` of change `change`, by memfs, with a
-/// content (none for a delete).
-#[cfg(test)]
+/// content (none for a delete). (Compiled always: the tests of the crates
+/// above use it, and a `cfg(test)` item is only in this crate's own tests.)
+#[doc(hidden)]
 pub fn example(v: u64, change: u64, op: Op, path: &str, from: Option<&str>) -> Row {
     let time = format!("2026-12-02T00:00:{:02}Z", v % 60);
     Row {

@@ -24,7 +24,7 @@ macro_rules! step {
 
 /// The error a failpoint injects: the errno it names (default EIO).
 #[cfg_attr(not(feature = "failpoints"), allow(dead_code))]
-pub(crate) fn injected(errno: Option<String>) -> io::Error {
+pub fn injected(errno: Option<String>) -> io::Error {
     let code = match errno.as_deref() {
         Some("ENOSPC") => libc::ENOSPC,
         Some("EROFS") => libc::EROFS,
