@@ -22,13 +22,13 @@ offline=()
 cargo fetch --locked --offline >/dev/null 2>&1 && offline=(--offline)
 started=$(date +%s)
 cargo fmt --all -- --check
-cargo clippy --locked "${offline[@]}" --all-targets --quiet -- -D warnings
+cargo clippy --locked "${offline[@]}" --workspace --all-targets --quiet -- -D warnings
 python3 scripts/layers.py
 python3 scripts/long_functions.py
 python3 scripts/design_refs.py
 mkdir -p target
 status=0
-cargo test --locked "${offline[@]}" --quiet > target/check-test.log 2>&1 || status=$?
+cargo test --locked "${offline[@]}" --workspace --quiet > target/check-test.log 2>&1 || status=$?
 grep -E 'test result|FAILED|panicked|^error' target/check-test.log || true
 if [ "$status" != 0 ]; then
   echo "quick check: cargo test failed (the whole output is in target/check-test.log)" >&2
