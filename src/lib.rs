@@ -34,6 +34,8 @@
 pub use memfs_core::{digest, error, guard, json, lock, path, pool, say, store, text, tool, units};
 pub use memfs_durable::{journal, persist};
 pub use memfs_fuse as fuse;
+pub use memfs_search as search;
+pub use memfs_shared as shared;
 
 pub mod control;
 pub mod form;
@@ -41,9 +43,7 @@ pub mod http;
 pub mod listen;
 pub mod memory;
 pub mod outside;
-pub mod search;
 pub mod serve;
-pub mod shared;
 pub mod transfer;
 pub mod web;
 

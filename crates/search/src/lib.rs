@@ -14,6 +14,13 @@
 //! rewrites the index without its deleted documents, so that a redacted
 //! content leaves the index's files. A search looks first, so a change is
 //! found as soon as its call returned.
+//!
+//! A crate of its own (docs/DESIGN.md, "Crates"): tantivy is compiled
+//! once, here, and search uses `memfs-core` and `memfs-durable` only.
+
+// The lower crates' modules under the names the rest of memfs knows them by.
+use memfs_core::{digest, lock, path, pool, store, text, tool};
+use memfs_durable::journal;
 
 pub mod analyze;
 mod deadline;

@@ -152,8 +152,8 @@ fn cut(number: usize, line: &str, ranges: &[(usize, usize)]) -> Line {
 
 #[cfg(test)]
 mod tests {
+    use super::super::query::parse;
     use super::*;
-    use crate::search::query::parse;
 
     #[test]
     fn marks_words_identifiers_phrases_and_prefixes_on_their_lines() {

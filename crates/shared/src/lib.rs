@@ -10,6 +10,14 @@
 //! `database.rs` is what the open stores of one database share (kept
 //! connections, the one listener), `connect.rs` how a connection is made,
 //! and `target.rs` reads the URL.
+//!
+//! A crate of its own (docs/DESIGN.md, "Crates"): it uses `memfs-core` and
+//! `memfs-durable` only, and is handed what it needs from above (the
+//! journal's `Upstream` it implements, a `Weak<Store>` to follow into).
+
+// The lower crates' modules under the names the rest of memfs knows them by.
+use memfs_core::{error, lock, path, pool, store};
+use memfs_durable::journal;
 
 mod connect;
 mod database;

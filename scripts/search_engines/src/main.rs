@@ -10,7 +10,7 @@
 
 // The analyzer memfs itself uses (its VERSION unused here).
 #[allow(dead_code)]
-#[path = "../../../src/search/analyze.rs"]
+#[path = "../../../crates/search/src/analyze.rs"]
 mod analyze;
 #[cfg(feature = "fts5")]
 mod fts5;
