@@ -28,23 +28,19 @@
 //! # Ok::<(), Box<dyn std::error::Error>>(())
 //! ```
 
-// The bottom layer is its own crate (crates/core): re-exported here under
+// The layers below are crates of their own (crates/*): re-exported here under
 // the names it always had, so that `memfs::store` (and, inside this crate,
 // `crate::store`) means what it did.
 pub use memfs_core::{digest, error, guard, json, lock, path, pool, say, store, text, tool, units};
 pub use memfs_durable::{journal, persist};
+pub use memfs_engine::{control, memory, outside, serve, transfer};
 pub use memfs_fuse as fuse;
 pub use memfs_search as search;
 pub use memfs_shared as shared;
 
-pub mod control;
 pub mod form;
 pub mod http;
 pub mod listen;
-pub mod memory;
-pub mod outside;
-pub mod serve;
-pub mod transfer;
 pub mod web;
 
 pub use error::Error;
