@@ -6,6 +6,7 @@
 
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
+use std::sync::atomic::{AtomicUsize, Ordering};
 
 use tantivy::collector::TopDocs;
 use tantivy::indexer::NoMergePolicy;
@@ -129,6 +130,16 @@ pub struct Found {
     pub score: f32,
 }
 
+/// Writers kept between commits across the process (each holds three of
+/// tantivy's threads: its indexer, segment updater and merger).
+static KEPT: AtomicUsize = AtomicUsize::new(0);
+
+/// Past this many writers kept, an index lets its writer go as soon as its
+/// commit is done, so a server with many stores written at once does not
+/// hold three threads for each (docs/PLAN-SEARCH-MEMORY.md: a writer per
+/// batch is the plan).
+const MAX_KEPT: usize = 4;
+
 pub struct Index {
     index: Tantivy,
     reader: IndexReader,
@@ -140,6 +151,12 @@ pub struct Index {
     docs: BTreeMap<String, String>,
     /// Documents deleted since the index was last purged of them.
     deleted_since_purge: bool,
+}
+
+impl Drop for Index {
+    fn drop(&mut self) {
+        drop(self.take_writer());
+    }
 }
 
 fn engine_error(doing: &str, e: tantivy::TantivyError) -> String {
@@ -278,6 +295,7 @@ impl Index {
                 .index
                 .writer_with_options(options)
                 .map_err(|e| engine_error("written", e))?;
+            KEPT.fetch_add(1, Ordering::Relaxed);
             self.writer = Some((writer, std::time::Instant::now()));
         }
         let (writer, used) = self.writer.as_mut().expect("made above");
@@ -292,10 +310,19 @@ impl Index {
             .as_ref()
             .is_some_and(|(_, used)| used.elapsed() >= idle)
         {
-            if let Some((writer, _)) = self.writer.take() {
+            if let Some(writer) = self.take_writer() {
                 let _ = writer.wait_merging_threads();
             }
         }
+    }
+
+    /// The writer, no longer kept (none if there was none).
+    fn take_writer(&mut self) -> Option<IndexWriter<Doc>> {
+        let taken = self.writer.take().map(|(writer, _)| writer);
+        if taken.is_some() {
+            KEPT.fetch_sub(1, Ordering::Relaxed);
+        }
+        taken
     }
 
     /// Puts `puts` and removes `removes` in one commit.
@@ -307,8 +334,15 @@ impl Index {
         if result.is_err() {
             // A writer that failed is not used again (the next update
             // makes a new one from what was committed).
-            self.writer = None;
+            drop(self.take_writer());
             return result;
+        }
+        // Past MAX_KEPT writers kept in the process, this one goes now
+        // that its commit is done (each holds three threads).
+        if KEPT.load(Ordering::Relaxed) > MAX_KEPT {
+            if let Some(writer) = self.take_writer() {
+                let _ = writer.wait_merging_threads();
+            }
         }
         self.deleted_since_purge |=
             !removes.is_empty() || puts.iter().any(|p| self.docs.contains_key(&p.path));
@@ -350,7 +384,7 @@ impl Index {
             return Ok(());
         }
         // (The background merges done first: the purge merges everything.)
-        if let Some((writer, _)) = self.writer.take() {
+        if let Some(writer) = self.take_writer() {
             writer
                 .wait_merging_threads()
                 .map_err(|e| engine_error("written", e))?;
@@ -373,7 +407,7 @@ impl Index {
             .map_err(|e| engine_error("cleaned", e))?;
         self.deleted_since_purge = false;
         // (The next update makes a writer with the usual policy.)
-        if let Some((writer, _)) = self.writer.take() {
+        if let Some(writer) = self.take_writer() {
             writer
                 .wait_merging_threads()
                 .map_err(|e| engine_error("written", e))?;
