@@ -163,16 +163,16 @@ impl Actor {
     /// where the kernel named the writer (Claude Code's auto memory on the
     /// plain files, `claude-code enable --no-mount`).
     fn through_the_files(uid: u32, by: Option<&crate::store::Writer>) -> Actor {
-        let agent = by.is_some_and(|w| w.process.is_agent_program());
-        Actor {
-            kind: if agent { "agent" } else { "person" }.into(),
-            door: Some("files".into()),
-            session: by.filter(|_| agent).map(|w| w.process.as_str().to_string()),
-            uid: Some(uid),
-            pid: by.map(|w| w.pid),
-            process: by.map(|w| w.process.as_str().to_string()),
-            ..Actor::default()
-        }
+        let mut actor = match by {
+            Some(w) => Actor::through_the_mount(uid, w.pid, &w.process),
+            None => Actor {
+                kind: "person".into(),
+                uid: Some(uid),
+                ..Actor::default()
+            },
+        };
+        actor.door = Some("files".into());
+        actor
     }
 
     /// Short form for the table: `agent:mcp(claude)`, `person:vim[1000]`,
