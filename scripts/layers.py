@@ -43,7 +43,7 @@ def declared(file, src=SRC):
 BINARY = declared("main.rs") | {"main"}
 # A crate is either a set of top-level modules (memfs-core: its lib.rs
 # declares them) or one top-level module itself (memfs-fuse is `fuse`).
-SPREAD = {"core", "durable", "engine"}
+SPREAD = {"core", "durable", "engine", "http", "web"}
 
 
 def prefix_of(src):

@@ -37,7 +37,7 @@ Errors tolerated (counted, not failures):
     the default per-token rate (200/s), so a 429 would be a limiter bug.
   * with --tolerate-id-change only: a memory's id changing while the store
     stays open (see IdChanged); off by default: it was a memfs bug (a
-    compaction's rebuild of the id index), fixed in src/http/ids.rs.
+    compaction's rebuild of the id index), fixed in crates/http/src/http/ids.rs.
 Everything else (any other HTTP status, a tool result with is_error, an
 OSError in the mount, a non-zero `memfs log`, a content/listing mismatch, a
 timeout) is an error, and any error fails the run.

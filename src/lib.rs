@@ -35,13 +35,10 @@ pub use memfs_core::{digest, error, guard, json, lock, path, pool, say, store, t
 pub use memfs_durable::{journal, persist};
 pub use memfs_engine::{control, memory, outside, serve, transfer};
 pub use memfs_fuse as fuse;
+pub use memfs_http::http;
 pub use memfs_search as search;
 pub use memfs_shared as shared;
-
-pub mod form;
-pub mod http;
-pub mod listen;
-pub mod web;
+pub use memfs_web::{form, listen, web};
 
 pub use error::Error;
 pub use memory::{Memory, Options};
