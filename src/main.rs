@@ -1,5 +1,6 @@
 //! The `memfs` binary: wiring only; every behaviour lives in the library.
 
+mod allocator;
 mod claude_code_cli;
 mod cli;
 mod export_cli;
@@ -27,6 +28,7 @@ use memfs::store::{Door, Origin};
 use memfs::Memory;
 
 fn main() -> ExitCode {
+    allocator::tune();
     if let Some(code) = mount_helper() {
         return code;
     }

@@ -362,6 +362,49 @@ fn the_index_s_memory_and_files_stay_bounded_under_thousands_of_edits() {
     assert!(most_files <= 70, "{most_files} files in the index");
 }
 
+/// The maps the process holds of its index's files (`/proc/PID/maps`).
+fn index_maps(pid: u32) -> usize {
+    fs::read_to_string(format!("/proc/{pid}/maps"))
+        .unwrap_or_default()
+        .lines()
+        .filter(|l| l.contains("/.memfs/search/"))
+        .count()
+}
+
+/// An index nobody searches or writes closes (its readers' maps go), and
+/// opens again for the next change and for the next search (issue 54):
+/// under a running owner whose indexes close after 300 ms idle.
+#[test]
+fn an_idle_index_closes_and_opens_again_for_a_change_or_a_search() {
+    let dir = tempfile::tempdir().unwrap();
+    let d = dir.path();
+    let mut s = Server::start_with_env(d, &[], &[("MEMFS_SEARCH_IDLE_MS", "300")]);
+    let pid = s.child.id();
+    s.call(r#"{"command":"create","path":"/memories/a.md","file_text":"an okapi\n"}"#);
+    assert_eq!(found(d, "okapi"), ["/memories/a.md"]);
+    assert!(index_maps(pid) > 0, "the index is open after a search");
+    let closed = |what: &str| {
+        let deadline = Instant::now() + Duration::from_secs(20);
+        while index_maps(pid) > 0 {
+            assert!(Instant::now() < deadline, "the index never closed {what}");
+            std::thread::sleep(Duration::from_millis(50));
+        }
+    };
+    closed("after the search");
+    // A change opens it (the owner's look indexes it with nobody searching).
+    s.call(r#"{"command":"create","path":"/memories/b.md","file_text":"a quokka\n"}"#);
+    let deadline = Instant::now() + Duration::from_secs(20);
+    while !indexed(d).contains(&"b.md".to_string()) {
+        assert!(Instant::now() < deadline, "never indexed: {:?}", indexed(d));
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    closed("after the change");
+    // A search opens it, and finds what it held before it closed.
+    assert_eq!(found(d, "okapi"), ["/memories/a.md"]);
+    assert_eq!(found(d, "quokka"), ["/memories/b.md"]);
+    assert!(s.finish().success());
+}
+
 /// `memory_search` through `memfs mcp --search-tool`: text and errors as
 /// MCP tool results, names the tool hides left out; without the flag the
 /// tool list is the memory tool alone, and with it that tool is unchanged.

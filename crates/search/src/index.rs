@@ -30,6 +30,11 @@ const STAMP: &str = "memfs-search.json";
 /// A prefix matches at most this many words of the index.
 const PREFIX_EXPANSIONS: u32 = 2000;
 
+/// Decompressed blocks of stored fields a reader keeps per segment
+/// (tantivy's default is 100, 1.6 MiB a segment once filled): a document
+/// is read for its path and sha only, a few a search.
+const DOCSTORE_CACHE_BLOCKS: usize = 4;
+
 /// The analyzer as a tantivy tokenizer: the body's parts, or the whole
 /// identifiers.
 #[derive(Clone)]
@@ -172,6 +177,25 @@ fn register(index: &Tantivy) {
         .register("memfs_idents", Words { idents: true });
 }
 
+/// The index as memfs writes and reads it: its analyzers registered, and
+/// the stored fields compressed on the indexing thread (tantivy's default
+/// starts a thread of its own for each segment written).
+fn settle(mut index: Tantivy) -> Tantivy {
+    register(&index);
+    index.settings_mut().docstore_compress_dedicated_thread = false;
+    index
+}
+
+/// A reader reloaded by hand (after each commit), with a small cache.
+fn reader_of(index: &Tantivy) -> Result<IndexReader, String> {
+    index
+        .reader_builder()
+        .reload_policy(ReloadPolicy::Manual)
+        .doc_store_cache_num_blocks(DOCSTORE_CACHE_BLOCKS)
+        .try_into()
+        .map_err(|e| engine_error("read", e))
+}
+
 fn stamp_text() -> String {
     format!("{{\"analyzer\": {}}}\n", analyze::VERSION)
 }
@@ -189,12 +213,8 @@ impl Index {
         if index.schema() != want {
             return Err("the search index has another schema".into());
         }
-        register(&index);
-        let reader = index
-            .reader_builder()
-            .reload_policy(ReloadPolicy::Manual)
-            .try_into()
-            .map_err(|e| engine_error("read", e))?;
+        let index = settle(index);
+        let reader = reader_of(&index)?;
         let mut this = Index {
             index,
             reader,
@@ -218,8 +238,8 @@ impl Index {
     pub fn build(dir: &Path, files: Vec<Put>, bytes: u64) -> Result<Index, String> {
         std::fs::create_dir(dir).map_err(|e| format!("the search index could not be made: {e}"))?;
         let (schema, fields) = schema();
-        let index = Tantivy::create_in_dir(dir, schema).map_err(|e| engine_error("made", e))?;
-        register(&index);
+        let index =
+            settle(Tantivy::create_in_dir(dir, schema).map_err(|e| engine_error("made", e))?);
         let threads = if bytes > 8 << 20 { 2 } else { 1 };
         let heap = (bytes as usize).clamp(15_000_000 * threads, 50_000_000 * threads);
         let mut writer: IndexWriter<Doc> = index
@@ -238,11 +258,7 @@ impl Index {
             .map_err(|e| engine_error("written", e))?;
         std::fs::write(dir.join(STAMP), stamp_text())
             .map_err(|e| format!("the search index could not be stamped: {e}"))?;
-        let reader = index
-            .reader_builder()
-            .reload_policy(ReloadPolicy::Manual)
-            .try_into()
-            .map_err(|e| engine_error("read", e))?;
+        let reader = reader_of(&index)?;
         Ok(Index {
             index,
             reader,

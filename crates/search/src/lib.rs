@@ -51,6 +51,24 @@ pub const PERIOD: Duration = Duration::from_millis(300);
 /// How long an index keeps its writer after its last change.
 pub const WRITER_IDLE: Duration = Duration::from_secs(10);
 
+/// How long an index stays open after its last search or change: then its
+/// reader (the segments' maps and caches) and writer go, and a store
+/// nobody searches or writes holds nothing of search but its state here
+/// (issue 54). The next change or search opens it again.
+pub const INDEX_IDLE: Duration = Duration::from_secs(30);
+
+/// [`INDEX_IDLE`], or `MEMFS_SEARCH_IDLE_MS` from the environment (read
+/// once: an operator's choice, and the tests' way to see an index close).
+fn index_idle() -> Duration {
+    static IDLE: std::sync::OnceLock<Duration> = std::sync::OnceLock::new();
+    *IDLE.get_or_init(|| {
+        std::env::var("MEMFS_SEARCH_IDLE_MS")
+            .ok()
+            .and_then(|v| v.parse().ok())
+            .map_or(INDEX_IDLE, Duration::from_millis)
+    })
+}
+
 /// The most results one search returns.
 pub const MOST_RESULTS: usize = 100;
 /// Results when the caller does not say.
@@ -100,7 +118,14 @@ pub struct Ask<'a> {
 struct State {
     /// The memory closed: no more looks.
     stopped: bool,
+    /// The index while open (see [`INDEX_IDLE`]).
     index: Option<Index>,
+    /// The index was compared with the whole tree in this process (built
+    /// again if it was lost or damaged): once it is, an index closed for
+    /// idleness opens for what the journal names only.
+    checked: bool,
+    /// The last search or change of the index.
+    used: Instant,
     /// Where the journal was read up to.
     cursor: Option<Cursor>,
     /// The journal's redactions when it was last read.
@@ -139,6 +164,8 @@ impl Search {
                 State {
                     stopped: false,
                     index: None,
+                    checked: false,
+                    used: Instant::now(),
                     cursor: None,
                     redactions: 0,
                     known: HashMap::new(),
@@ -178,24 +205,24 @@ impl Search {
 
     /// One look (see [`Search::catch_up_with`]), under the state's lock.
     fn look(&self, st: &mut State, store: &Store, unrecorded: bool) -> Result<(), String> {
-        let first = st.index.is_none();
+        let first = !st.checked;
         let (rows, all) = self.history.rows_after(&mut st.cursor).map_err(|r| r.0)?;
         // Read after the rows: a redaction counts under the journal's lock
         // that `rows_after` takes.
         let redactions = self.history.redactions();
-        if first {
-            st.index = Some(match Index::open(&self.dir) {
-                Ok(index) => index,
-                Err(why) => {
-                    tracing::info!("building the search index ({why})");
-                    self.rebuild(store)?
-                }
-            });
+        let touched = touched(&rows, unrecorded.then_some(store));
+        if !first && !all && touched.is_empty() {
+            // Nothing changed: an index closed for idleness stays closed.
+            return Ok(());
+        }
+        st.used = Instant::now();
+        if st.index.is_none() {
+            st.index = Some(self.open_or_build(store)?);
         }
         let Some(index) = st.index.as_mut() else {
             return Ok(());
         };
-        if all {
+        if all || first {
             let live = store.with_tree(|t| files_below(t, &MemPath::root()));
             let docs: Vec<String> = index.docs().keys().cloned().collect();
             update(index, &mut st.known, live, docs)?;
@@ -205,10 +232,7 @@ impl Search {
                 index.purge()?;
                 st.redactions = redactions;
             }
-            return Ok(());
-        }
-        let touched = touched(&rows, unrecorded.then_some(store));
-        if touched.is_empty() {
+            st.checked = true;
             return Ok(());
         }
         let live = store.with_tree(|t| {
@@ -224,13 +248,25 @@ impl Search {
         update(index, &mut st.known, live, docs)
     }
 
+    /// The index in the data dir, or a new one of the whole tree when it
+    /// is missing, damaged or made by another analyzer.
+    fn open_or_build(&self, store: &Store) -> Result<Index, String> {
+        Index::open(&self.dir).or_else(|why| {
+            tracing::info!("building the search index ({why})");
+            self.rebuild(store)
+        })
+    }
+
     /// The background look: [`Search::catch_up`], then the index's writer
     /// let go once idle.
     fn tick(&self) {
         if let Err(e) = self.catch_up() {
             tracing::warn!("the search index is not current: {e}");
         }
-        if let Some(index) = self.state.lock().index.as_mut() {
+        let mut st = self.state.lock();
+        if st.used.elapsed() >= index_idle() {
+            st.index = None;
+        } else if let Some(index) = st.index.as_mut() {
             index.drop_idle_writer(WRITER_IDLE);
         }
     }
@@ -258,6 +294,21 @@ impl Search {
         Index::open(&self.dir)
     }
 
+    /// The index as it stands now, opened again if it was closed for
+    /// idleness (with nothing changed since).
+    fn view(&self, store: &Store) -> Result<index::View, SearchError> {
+        let mut st = self.state.lock();
+        if st.stopped {
+            return Err(SearchError::Index("the memory is closed".into()));
+        }
+        st.used = Instant::now();
+        if st.index.is_none() {
+            st.index = Some(self.open_or_build(store).map_err(SearchError::Index)?);
+        }
+        let index = st.index.as_ref().expect("opened above");
+        Ok(index.view())
+    }
+
     /// The files that match, best first, and whether the search was cut
     /// at its deadline ([`deadline`]).
     pub fn search(&self, ask: &Ask) -> Result<Found, SearchError> {
@@ -279,13 +330,7 @@ impl Search {
         };
         // The index as it stands, searched without the lock: a long search
         // holds up no other search and no update.
-        let view = {
-            let st = self.state.lock();
-            let Some(index) = st.index.as_ref() else {
-                return Err(SearchError::Index("the memory is closed".into()));
-            };
-            index.view()
-        };
+        let view = self.view(&store)?;
         // More than asked: some may be hidden from the caller, or changed
         // since they were indexed and no longer match.
         let (found, mut cut) = view

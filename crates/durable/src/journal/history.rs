@@ -308,6 +308,11 @@ impl History {
                 let mut out = Vec::new();
                 for (&n, seg) in st.segments.range(c.segment..) {
                     let from = if n == c.segment { c.offset } else { 0 };
+                    // (Nothing appended since: the segment is not opened,
+                    // so that a follower looking often costs no syscall.)
+                    if from >= seg.bytes {
+                        continue;
+                    }
                     segment::read_from(&sh.dir, n, from, Some(seg.bytes), false, &mut |frame| {
                         out.extend(frame.header.changes.into_iter().flat_map(|c| c.rows));
                         Ok(())
