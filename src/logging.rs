@@ -28,6 +28,10 @@ pub fn init(common: &Common) {
         .with_env_filter(filter)
         .with_span_events(spans)
         .with_writer(std::io::stderr)
+        // A log line stderr cannot take (full, closed) is lost, quietly:
+        // the subscriber's own report of it is an eprintln!, which panics
+        // when stderr cannot be written.
+        .log_internal_errors(false)
         .with_ansi(std::io::IsTerminal::is_terminal(&std::io::stderr()))
         .with_target(false);
     let _ = match common.log_format {

@@ -500,6 +500,18 @@ fn a_full_stderr_loses_the_message_not_the_process() {
         .arg("--data")
         .arg(dir.path())
         .args(["show", "999"])
+        .stderr(full.try_clone().unwrap())
+        .output()
+        .unwrap();
+    assert_eq!(out.status.code(), Some(1), "{out:?}");
+    // A log line too (-v: the index is built, there being none): the
+    // logger's report that stderr refused it was an eprintln!, which
+    // panicked (exit 101).
+    let out = memfs()
+        .arg("-v")
+        .arg("--data")
+        .arg(dir.path())
+        .args(["search", "--", "zebra"])
         .stderr(full)
         .output()
         .unwrap();
