@@ -511,3 +511,40 @@ def test_the_plain_files_of_a_store_are_a_door_the_api_sees_at_once(server):
         assert time.time() < deadline, "the API's change never reached the plain file"
         time.sleep(0.02)
     assert (plain / "notes" / "b.md").read_text() == "a new file\n"
+
+
+def inotify_instances(pid):
+    """The inotify instances a process holds (its descriptors on them)."""
+    n = 0
+    for fd in os.listdir(f"/proc/{pid}/fd"):
+        try:
+            n += os.readlink(f"/proc/{pid}/fd/{fd}") == "anon_inode:inotify"
+        except OSError:
+            pass
+    return n
+
+
+def test_many_open_stores_share_one_inotify_instance_and_each_sees_its_plain_files(server):
+    """The files door of every open store runs on one inotify instance of
+    the server's: the kernel allows a user 128 by default (fs.inotify.
+    max_user_instances), and one per store took them all, from the server's
+    later stores and from every other program of the user. 150 stores
+    open; a plain file written in each of the first, a middle and the last
+    is seen by the next API request."""
+    admin = sdk(server, server.token("--admin"))
+    ms = admin.beta.memory_stores
+    stores = []
+    for i in range(150):
+        sid = ms.create(name=f"s{i}").id
+        ms.memories.create(sid, path="/a.md", content=f"store {i}\n")
+        stores.append(sid)
+    assert inotify_instances(server.proc.pid) == 1
+    for i in (0, 75, 149):
+        plain = server.root / stores[i] / "memories"
+        deadline = time.time() + 10
+        while not (plain / "a.md").exists():
+            assert time.time() < deadline, "the plain file never appeared"
+            time.sleep(0.02)
+        (plain / "b.md").write_text(f"beside store {i}\n")
+        paths = sorted(x.path for x in ms.memories.list(stores[i]))
+        assert paths == ["/a.md", "/b.md"], (i, paths)

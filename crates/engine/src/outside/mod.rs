@@ -30,7 +30,7 @@ use crate::store::{NodeKind, Store};
 
 pub use take::ignored;
 use take::Taker;
-use watch::{Item, Queue, Watch};
+use watch::{Item, Queue, Ready, Watch};
 
 /// How often the plain files are looked at when no call comes.
 pub const TICK: Duration = Duration::from_millis(100);
@@ -52,10 +52,11 @@ struct State {
 /// The watcher and taker of one memory's plain files.
 pub struct Outside {
     state: Mutex<State>,
-    /// The watcher's descriptor, and whether its queue holds anything:
-    /// with nothing to read and nothing queued, an answer goes on without
-    /// the watcher's lock (every door asks, the mount on each request).
-    fd: Arc<std::os::fd::OwnedFd>,
+    /// Whether the kernel told anything for this memory, and whether its
+    /// queue holds anything: with nothing to read and nothing queued, an
+    /// answer goes on without the watcher's lock (every door asks, the
+    /// mount on each request).
+    ready: Ready,
     waiting: AtomicBool,
     store: Weak<Store>,
     root: Dir,
@@ -86,9 +87,9 @@ impl Outside {
         let mut watch = Watch::new(path)?;
         remember(store, &known, &mut watch);
         known.arm();
-        let fd = watch.fd();
+        let ready = watch.ready();
         let outside = Arc::new(Outside {
-            fd,
+            ready,
             waiting: AtomicBool::new(false),
             state: Mutex::new(
                 rank::OUTSIDE,
@@ -147,16 +148,10 @@ impl Outside {
         self.waiting.store(waiting, Ordering::Release);
     }
 
-    /// Whether the kernel holds events to read (one `poll`, no wait).
+    /// Whether the kernel told anything for this memory (one `poll`, no
+    /// wait).
     fn readable(&self) -> bool {
-        use rustix::event::{poll, PollFd, PollFlags};
-        let mut fds = [PollFd::new(&*self.fd, PollFlags::IN)];
-        let zero = rustix::event::Timespec {
-            tv_sec: 0,
-            tv_nsec: 0,
-        };
-        // (An error: look, as if it were.)
-        poll(&mut fds, Some(&zero)).map_or(true, |n| n > 0)
+        self.ready.now()
     }
 
     fn drain_held(&self, store: &Arc<Store>, state: &mut State) {

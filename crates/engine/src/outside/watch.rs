@@ -1,17 +1,25 @@
-//! The kernel's word on what changed in the plain files: one inotify
-//! descriptor with a watch on `DIR/memories` and every directory below it,
-//! read without blocking. It only says which paths to look at; the taker
-//! (`take.rs`) looks.
+//! The kernel's word on what changed in the plain files: a watch on
+//! `DIR/memories` and every directory below it, read without blocking. It
+//! only says which paths to look at; the taker (`take.rs`) looks.
+//!
+//! One inotify instance serves every memory of the process (the [`Hub`]):
+//! the kernel allows a user 128 instances by default, and a server of many
+//! stores with one each took them all, from its own later stores and from
+//! every other program of that user. Whoever reads the instance hands each
+//! event to the watch its descriptor belongs to.
 
 use std::collections::{HashMap, HashSet, VecDeque};
 use std::io;
 use std::mem::MaybeUninit;
 use std::os::fd::OwnedFd;
 use std::path::PathBuf;
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::sync::{Arc, Weak};
 use std::time::{Duration, Instant};
 
 use rustix::fs::inotify::{self, CreateFlags, ReadFlags, WatchFlags};
 
+use crate::lock::{rank, Mutex};
 use crate::path::MemPath;
 
 /// A file written and still open is taken in once it has been quiet this long.
@@ -130,17 +138,173 @@ impl Queue {
     }
 }
 
+/// One event as read: its watch descriptor, mask, cookie and name.
+type Raw = (i32, ReadFlags, u32, Option<Vec<u8>>);
+
+/// The process's inotify instance, while some memory watches.
+static HUB: Mutex<Weak<Hub>> = Mutex::new(rank::INOTIFY_HUB, Weak::new());
+
+/// Watches told apart in the hub.
+static NEXT_WATCH: AtomicU64 = AtomicU64::new(1);
+
+/// One inotify instance for every watch of the process, and the events
+/// read from it for each watch, until that watch reads them.
+pub struct Hub {
+    fd: OwnedFd,
+    inner: Mutex<Inner>,
+}
+
+struct Inner {
+    /// Which watch each descriptor belongs to.
+    owners: HashMap<i32, u64>,
+    /// Events read for a watch and not yet taken, with its flag.
+    held: HashMap<u64, (Vec<Raw>, Arc<AtomicBool>)>,
+    buf: Vec<MaybeUninit<u8>>,
+}
+
+impl Hub {
+    /// The process's instance (made when no memory had one open).
+    fn get() -> io::Result<Arc<Hub>> {
+        let mut hub = HUB.lock();
+        if let Some(h) = hub.upgrade() {
+            return Ok(h);
+        }
+        let fd = inotify::init(CreateFlags::CLOEXEC | CreateFlags::NONBLOCK)?;
+        let h = Arc::new(Hub {
+            fd,
+            inner: Mutex::new(
+                rank::INOTIFY_EVENTS,
+                Inner {
+                    owners: HashMap::new(),
+                    held: HashMap::new(),
+                    buf: vec![MaybeUninit::uninit(); 64 * 1024],
+                },
+            ),
+        });
+        *hub = Arc::downgrade(&h);
+        Ok(h)
+    }
+
+    /// Reads what the kernel holds and hands each event to its watch;
+    /// then `id`'s events, taken. An overflow goes to every watch.
+    fn take(&self, id: u64) -> io::Result<Vec<Raw>> {
+        let mut inner = self.inner.lock();
+        let mut buf = std::mem::take(&mut inner.buf);
+        let read = read_all(&self.fd, &mut buf);
+        inner.buf = buf;
+        let events = read?;
+        for ev in events {
+            if ev.1.contains(ReadFlags::QUEUE_OVERFLOW) {
+                for (held, flag) in inner.held.values_mut() {
+                    held.push(ev.clone());
+                    flag.store(true, Ordering::Release);
+                }
+                continue;
+            }
+            let Some(&owner) = inner.owners.get(&ev.0) else {
+                continue;
+            };
+            if ev.1.contains(ReadFlags::IGNORED) {
+                inner.owners.remove(&ev.0);
+            }
+            if let Some((held, flag)) = inner.held.get_mut(&owner) {
+                held.push(ev);
+                flag.store(true, Ordering::Release);
+            }
+        }
+        Ok(match inner.held.get_mut(&id) {
+            Some((held, flag)) => {
+                flag.store(false, Ordering::Release);
+                std::mem::take(held)
+            }
+            None => Vec::new(),
+        })
+    }
+
+    /// Whether events may wait for the watch whose flag is `mine`: read
+    /// for it already, or in the kernel. (Under the hub's lock when the
+    /// kernel holds none: another watch's read hands them over under it.)
+    pub fn ready(&self, mine: &AtomicBool) -> bool {
+        if mine.load(Ordering::Acquire) || readable(&self.fd) {
+            return true;
+        }
+        let _handing = self.inner.lock();
+        mine.load(Ordering::Acquire)
+    }
+}
+
+/// Whether the descriptor holds events (one `poll`, no wait).
+fn readable(fd: &OwnedFd) -> bool {
+    use rustix::event::{poll, PollFd, PollFlags};
+    let mut fds = [PollFd::new(fd, PollFlags::IN)];
+    let zero = rustix::event::Timespec {
+        tv_sec: 0,
+        tv_nsec: 0,
+    };
+    // (An error: look, as if it were.)
+    poll(&mut fds, Some(&zero)).map_or(true, |n| n > 0)
+}
+
+/// Every event the descriptor holds, without blocking.
+fn read_all(fd: &OwnedFd, buf: &mut [MaybeUninit<u8>]) -> io::Result<Vec<Raw>> {
+    let mut events = Vec::new();
+    let mut reader = inotify::Reader::new(fd, buf);
+    loop {
+        match reader.next() {
+            Ok(ev) => events.push((
+                ev.wd(),
+                ev.events(),
+                ev.cookie(),
+                ev.file_name().map(|n| n.to_bytes().to_vec()),
+            )),
+            Err(rustix::io::Errno::AGAIN) => break,
+            Err(rustix::io::Errno::INTR) => continue,
+            Err(e) => return Err(e.into()),
+        }
+    }
+    Ok(events)
+}
+
+/// How a memory's outside asks, without its watcher's lock, whether the
+/// kernel told anything for it.
+pub struct Ready {
+    hub: Arc<Hub>,
+    mine: Arc<AtomicBool>,
+}
+
+impl Ready {
+    pub fn now(&self) -> bool {
+        self.hub.ready(&self.mine)
+    }
+}
+
 pub struct Watch {
-    fd: std::sync::Arc<OwnedFd>,
+    hub: Arc<Hub>,
+    /// This watch in the hub.
+    id: u64,
+    /// Set while the hub holds events read for this watch.
+    mine: Arc<AtomicBool>,
     /// `DIR/memories` as a path (inotify watches paths).
     root: PathBuf,
     dirs: HashMap<i32, MemPath>,
     by_path: HashMap<MemPath, i32>,
     /// A MOVED_FROM waiting for its MOVED_TO, by cookie.
     moving: HashMap<u32, MemPath>,
-    buf: Vec<MaybeUninit<u8>>,
     /// The kernel refused a watch (its limit): said once.
     refused: bool,
+}
+
+impl Drop for Watch {
+    fn drop(&mut self) {
+        let mut inner = self.hub.inner.lock();
+        inner.held.remove(&self.id);
+        for wd in self.dirs.keys() {
+            if inner.owners.get(wd) == Some(&self.id) {
+                inner.owners.remove(wd);
+                let _ = inotify::remove_watch(&self.hub.fd, *wd);
+            }
+        }
+    }
 }
 
 /// What a directory's watch asks the kernel to tell.
@@ -159,14 +323,18 @@ fn flags() -> WatchFlags {
 
 impl Watch {
     pub fn new(root: PathBuf) -> io::Result<Watch> {
-        let fd = std::sync::Arc::new(inotify::init(CreateFlags::CLOEXEC | CreateFlags::NONBLOCK)?);
+        let hub = Hub::get()?;
+        let id = NEXT_WATCH.fetch_add(1, Ordering::Relaxed);
+        let mine = Arc::new(AtomicBool::new(false));
+        hub.inner.lock().held.insert(id, (Vec::new(), mine.clone()));
         Ok(Watch {
-            fd,
+            hub,
+            id,
+            mine,
             root,
             dirs: HashMap::new(),
             by_path: HashMap::new(),
             moving: HashMap::new(),
-            buf: vec![MaybeUninit::uninit(); 64 * 1024],
             refused: false,
         })
     }
@@ -183,7 +351,18 @@ impl Watch {
         for name in dir.names() {
             real.push(name);
         }
-        match inotify::add_watch(&*self.fd, &real, flags()) {
+        // (The descriptor is the hub's from now on: an event read before
+        // it is owned has no watch to go to, and the directory is listed
+        // after it is watched.)
+        let added = {
+            let mut inner = self.hub.inner.lock();
+            let added = inotify::add_watch(&self.hub.fd, &real, flags());
+            if let Ok(wd) = added {
+                inner.owners.insert(wd, self.id);
+            }
+            added
+        };
+        match added {
             Ok(wd) => {
                 super::writers::mark(&real);
                 if let Some(old) = self.dirs.insert(wd, dir.clone()) {
@@ -216,7 +395,7 @@ impl Watch {
         for (path, wd) in below {
             self.by_path.remove(&path);
             self.dirs.remove(&wd);
-            let _ = inotify::remove_watch(&*self.fd, wd);
+            let _ = inotify::remove_watch(&self.hub.fd, wd);
         }
     }
 
@@ -247,45 +426,27 @@ impl Watch {
         (!super::take::ignored(&path)).then_some(path)
     }
 
-    /// The descriptor, to ask whether events wait without the watcher's lock.
-    pub fn fd(&self) -> std::sync::Arc<OwnedFd> {
-        self.fd.clone()
+    /// How to ask whether events wait, without the watcher's lock.
+    pub fn ready(&self) -> Ready {
+        Ready {
+            hub: self.hub.clone(),
+            mine: self.mine.clone(),
+        }
     }
 
-    /// Reads every event queued, without blocking, into `queue`.
+    /// Reads every event queued for this watch, without blocking, into
+    /// `queue`.
     pub fn read(&mut self, queue: &mut Queue) -> io::Result<()> {
-        let mut buf = std::mem::take(&mut self.buf);
-        let result = self.read_into(&mut buf, queue);
-        self.buf = buf;
+        let result = self.hub.take(self.id).map(|events| {
+            for (wd, mask, cookie, name) in events {
+                self.event(wd, mask, cookie, name, queue);
+            }
+        });
         // A move whose other half never came: the name left the plain files.
         for (_, from) in self.moving.drain() {
             queue.push(from);
         }
         result
-    }
-
-    fn read_into(&mut self, buf: &mut [MaybeUninit<u8>], queue: &mut Queue) -> io::Result<()> {
-        let mut events = Vec::new();
-        {
-            let mut reader = inotify::Reader::new(&*self.fd, buf);
-            loop {
-                match reader.next() {
-                    Ok(ev) => events.push((
-                        ev.wd(),
-                        ev.events(),
-                        ev.cookie(),
-                        ev.file_name().map(|n| n.to_bytes().to_vec()),
-                    )),
-                    Err(rustix::io::Errno::AGAIN) => break,
-                    Err(rustix::io::Errno::INTR) => continue,
-                    Err(e) => return Err(e.into()),
-                }
-            }
-        }
-        for (wd, mask, cookie, name) in events {
-            self.event(wd, mask, cookie, name, queue);
-        }
-        Ok(())
     }
 
     fn event(
