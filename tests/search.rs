@@ -517,3 +517,44 @@ fn mcp_hosts_that_ask_get_a_search_tool_beside_an_unchanged_memory_tool() {
     assert_eq!(text, "/memories/new.md:1: ocelot\n");
     assert!(mcp.finish().success());
 }
+
+/// The index's errors say their cause (issue 49, item 5): none there, made
+/// by another version, damaged, and a full disk, which a caller must not
+/// answer by building the index again.
+#[test]
+fn the_index_tells_a_missing_a_stale_a_damaged_index_and_a_full_disk_apart() {
+    use memfs::search::{Index, IndexError};
+    let dir = tempfile::tempdir().unwrap();
+    let at = dir.path().join("search");
+    assert!(matches!(Index::open(&at), Err(IndexError::Missing(_))));
+    let put = |n: usize| memfs::search::index::Put {
+        path: format!("n{n}.md"),
+        sha: format!("{n:064}"),
+        text: Some(format!("note {n} about an okapi\n")),
+    };
+    drop(Index::build(&at, vec![put(1)], 100).unwrap());
+    assert!(Index::open(&at).is_ok());
+    fs::write(at.join("memfs-search.json"), "{\"analyzer\": 0}\n").unwrap();
+    assert!(matches!(Index::open(&at), Err(IndexError::OtherVersion)));
+    let damaged = dir.path().join("damaged");
+    drop(Index::build(&damaged, vec![put(2)], 100).unwrap());
+    fs::write(damaged.join("meta.json"), "{ not json").unwrap();
+    let e = Index::open(&damaged).err().expect("a damaged index");
+    assert!(matches!(e, IndexError::Engine { .. }), "{e}");
+    assert!(!e.disk_full());
+    if !can_mount()
+        && skip(
+            "the_index_tells_a_missing_a_stale_a_damaged_index_and_a_full_disk_apart (its full disk)",
+            "it needs root to mount a tmpfs",
+        )
+    {
+        return;
+    }
+    let small = Tmpfs::mount("256k");
+    fs::write(small.path().join("filler"), vec![0u8; 250 * 1024]).ok();
+    let many: Vec<_> = (0..2000).map(put).collect();
+    let e = Index::build(&small.path().join("search"), many, 1 << 20)
+        .err()
+        .expect("a full disk");
+    assert!(e.disk_full(), "{e:?}");
+}

@@ -20,6 +20,7 @@ use tantivy::tokenizer::{Token, TokenStream, Tokenizer};
 use tantivy::{DocAddress, Index as Tantivy, IndexReader, IndexWriter, ReloadPolicy, Term};
 
 use super::analyze;
+use super::error::{disk, engine, IndexError};
 use super::query::{Clause, Query};
 
 type Doc = tantivy::TantivyDocument;
@@ -164,10 +165,6 @@ impl Drop for Index {
     }
 }
 
-fn engine_error(doing: &str, e: tantivy::TantivyError) -> String {
-    format!("the search index could not be {doing}: {e}")
-}
-
 fn register(index: &Tantivy) {
     index
         .tokenizers()
@@ -187,13 +184,13 @@ fn settle(mut index: Tantivy) -> Tantivy {
 }
 
 /// A reader reloaded by hand (after each commit), with a small cache.
-fn reader_of(index: &Tantivy) -> Result<IndexReader, String> {
+fn reader_of(index: &Tantivy) -> Result<IndexReader, IndexError> {
     index
         .reader_builder()
         .reload_policy(ReloadPolicy::Manual)
         .doc_store_cache_num_blocks(DOCSTORE_CACHE_BLOCKS)
         .try_into()
-        .map_err(|e| engine_error("read", e))
+        .map_err(engine("read"))
 }
 
 fn stamp_text() -> String {
@@ -202,16 +199,16 @@ fn stamp_text() -> String {
 
 impl Index {
     /// Opens the index in `dir`, if one made by this analyzer is there.
-    pub fn open(dir: &Path) -> Result<Index, String> {
+    pub fn open(dir: &Path) -> Result<Index, IndexError> {
         match std::fs::read_to_string(dir.join(STAMP)) {
             Ok(s) if s == stamp_text() => {}
-            Ok(_) => return Err("the search index was made by another version".into()),
-            Err(e) => return Err(format!("no search index ({e})")),
+            Ok(_) => return Err(IndexError::OtherVersion),
+            Err(e) => return Err(IndexError::Missing(e)),
         }
-        let index = Tantivy::open_in_dir(dir).map_err(|e| engine_error("opened", e))?;
+        let index = Tantivy::open_in_dir(dir).map_err(engine("opened"))?;
         let (want, fields) = schema();
         if index.schema() != want {
-            return Err("the search index has another schema".into());
+            return Err(IndexError::OtherVersion);
         }
         let index = settle(index);
         let reader = reader_of(&index)?;
@@ -235,29 +232,25 @@ impl Index {
 
     /// Builds an index of `files` from nothing in `dir` (which must not
     /// exist), with a writer sized for `bytes` of text.
-    pub fn build(dir: &Path, files: Vec<Put>, bytes: u64) -> Result<Index, String> {
-        std::fs::create_dir(dir).map_err(|e| format!("the search index could not be made: {e}"))?;
+    pub fn build(dir: &Path, files: Vec<Put>, bytes: u64) -> Result<Index, IndexError> {
+        std::fs::create_dir(dir).map_err(disk("made"))?;
         let (schema, fields) = schema();
-        let index =
-            settle(Tantivy::create_in_dir(dir, schema).map_err(|e| engine_error("made", e))?);
+        let index = settle(Tantivy::create_in_dir(dir, schema).map_err(engine("made"))?);
         let threads = if bytes > 8 << 20 { 2 } else { 1 };
         let heap = (bytes as usize).clamp(15_000_000 * threads, 50_000_000 * threads);
         let mut writer: IndexWriter<Doc> = index
             .writer_with_num_threads(threads, heap)
-            .map_err(|e| engine_error("written", e))?;
+            .map_err(engine("written"))?;
         let mut docs = BTreeMap::new();
         for put in files {
             writer
                 .add_document(document(&fields, &put))
-                .map_err(|e| engine_error("written", e))?;
+                .map_err(engine("written"))?;
             docs.insert(put.path, put.sha);
         }
-        writer.commit().map_err(|e| engine_error("written", e))?;
-        writer
-            .wait_merging_threads()
-            .map_err(|e| engine_error("written", e))?;
-        std::fs::write(dir.join(STAMP), stamp_text())
-            .map_err(|e| format!("the search index could not be stamped: {e}"))?;
+        writer.commit().map_err(engine("written"))?;
+        writer.wait_merging_threads().map_err(engine("written"))?;
+        std::fs::write(dir.join(STAMP), stamp_text()).map_err(disk("stamped"))?;
         let reader = reader_of(&index)?;
         Ok(Index {
             index,
@@ -269,14 +262,14 @@ impl Index {
         })
     }
 
-    fn read_docs(&self) -> Result<BTreeMap<String, String>, String> {
+    fn read_docs(&self) -> Result<BTreeMap<String, String>, IndexError> {
         let searcher = self.reader.searcher();
         let mut out = BTreeMap::new();
         for (n, segment) in searcher.segment_readers().iter().enumerate() {
             for id in segment.doc_ids_alive() {
                 let doc: Doc = searcher
                     .doc(DocAddress::new(n as u32, id))
-                    .map_err(|e| engine_error("read", e))?;
+                    .map_err(engine("read"))?;
                 let get = |f| {
                     doc.get_first(f)
                         .and_then(|v| v.as_str())
@@ -300,7 +293,7 @@ impl Index {
     /// merge policy says (eight of a size become one), so a search never
     /// waits for a merge. (Merging by hand after commits held searches up:
     /// 0.6 s whenever a rebuild's segment was among those merged.)
-    fn writer(&mut self) -> Result<&mut IndexWriter<Doc>, String> {
+    fn writer(&mut self) -> Result<&mut IndexWriter<Doc>, IndexError> {
         if self.writer.is_none() {
             let options = tantivy::indexer::IndexWriterOptions::builder()
                 .num_worker_threads(1)
@@ -310,7 +303,7 @@ impl Index {
             let writer: IndexWriter<Doc> = self
                 .index
                 .writer_with_options(options)
-                .map_err(|e| engine_error("written", e))?;
+                .map_err(engine("written"))?;
             KEPT.fetch_add(1, Ordering::Relaxed);
             self.writer = Some((writer, std::time::Instant::now()));
         }
@@ -342,7 +335,7 @@ impl Index {
     }
 
     /// Puts `puts` and removes `removes` in one commit.
-    pub fn update(&mut self, puts: Vec<Put>, removes: Vec<String>) -> Result<(), String> {
+    pub fn update(&mut self, puts: Vec<Put>, removes: Vec<String>) -> Result<(), IndexError> {
         if puts.is_empty() && removes.is_empty() {
             return Ok(());
         }
@@ -368,10 +361,10 @@ impl Index {
         for put in puts {
             self.docs.insert(put.path, put.sha);
         }
-        self.reader.reload().map_err(|e| engine_error("read", e))
+        self.reader.reload().map_err(engine("read"))
     }
 
-    fn try_update(&mut self, puts: &[Put], removes: &[String]) -> Result<(), String> {
+    fn try_update(&mut self, puts: &[Put], removes: &[String]) -> Result<(), IndexError> {
         let fields = self.fields;
         let replaced: Vec<bool> = puts
             .iter()
@@ -387,48 +380,41 @@ impl Index {
             }
             writer
                 .add_document(document(&fields, put))
-                .map_err(|e| engine_error("written", e))?;
+                .map_err(engine("written"))?;
         }
-        writer.commit().map_err(|e| engine_error("written", e))?;
+        writer.commit().map_err(engine("written"))?;
         Ok(())
     }
 
     /// Rewrites the index without the documents deleted from it: what a
     /// deleted document held leaves the index's files (after a redaction).
-    pub fn purge(&mut self) -> Result<(), String> {
+    pub fn purge(&mut self) -> Result<(), IndexError> {
         if !self.deleted_since_purge {
             return Ok(());
         }
         // (The background merges done first: the purge merges everything.)
         if let Some(writer) = self.take_writer() {
-            writer
-                .wait_merging_threads()
-                .map_err(|e| engine_error("written", e))?;
+            writer.wait_merging_threads().map_err(engine("written"))?;
         }
         let ids = self
             .index
             .searchable_segment_ids()
-            .map_err(|e| engine_error("read", e))?;
+            .map_err(engine("read"))?;
         let writer = self.writer()?;
         writer.set_merge_policy(Box::new(NoMergePolicy));
         if !ids.is_empty() {
-            writer
-                .merge(&ids)
-                .wait()
-                .map_err(|e| engine_error("merged", e))?;
+            writer.merge(&ids).wait().map_err(engine("merged"))?;
         }
         writer
             .garbage_collect_files()
             .wait()
-            .map_err(|e| engine_error("cleaned", e))?;
+            .map_err(engine("cleaned"))?;
         self.deleted_since_purge = false;
         // (The next update makes a writer with the usual policy.)
         if let Some(writer) = self.take_writer() {
-            writer
-                .wait_merging_threads()
-                .map_err(|e| engine_error("written", e))?;
+            writer.wait_merging_threads().map_err(engine("written"))?;
         }
-        self.reader.reload().map_err(|e| engine_error("read", e))
+        self.reader.reload().map_err(engine("read"))
     }
 
     /// The index as it stands now, to search without holding the index
@@ -443,16 +429,16 @@ impl Index {
     /// Whether any segment's dictionary of the body holds `word` (also for
     /// a deleted document, until a purge): what a redaction must leave
     /// behind.
-    pub fn holds_word(&self, word: &str) -> Result<bool, String> {
+    pub fn holds_word(&self, word: &str) -> Result<bool, IndexError> {
         let searcher = self.reader.searcher();
         for segment in searcher.segment_readers() {
             let words = segment
                 .inverted_index(self.fields.body)
-                .map_err(|e| engine_error("read", e))?;
+                .map_err(engine("read"))?;
             if words
                 .terms()
                 .get(word.as_bytes())
-                .map_err(|e| format!("the search index could not be read: {e}"))?
+                .map_err(disk("read"))?
                 .is_some()
             {
                 return Ok(true);
@@ -557,7 +543,7 @@ impl View {
         query: &Query,
         limit: usize,
         until: std::time::Instant,
-    ) -> Result<(Vec<Found>, bool), String> {
+    ) -> Result<(Vec<Found>, bool), IndexError> {
         let mut all: Vec<(Occur, Box<dyn Engine>)> = query
             .must
             .iter()
@@ -592,10 +578,10 @@ impl View {
                 &bounded,
                 &TopDocs::with_limit(limit.max(1)).order_by_score(),
             )
-            .map_err(|e| engine_error("searched", e))?;
+            .map_err(engine("searched"))?;
         let mut out = Vec::with_capacity(top.len());
         for (score, address) in top {
-            let doc: Doc = searcher.doc(address).map_err(|e| engine_error("read", e))?;
+            let doc: Doc = searcher.doc(address).map_err(engine("read"))?;
             let get = |f| {
                 doc.get_first(f)
                     .and_then(|v| v.as_str())

@@ -24,6 +24,7 @@ use memfs_durable::journal;
 
 pub mod analyze;
 mod deadline;
+pub mod error;
 pub mod index;
 pub mod lines;
 pub mod query;
@@ -41,6 +42,7 @@ use crate::path::MemPath;
 use crate::store::{Ino, NodeKind, Store, Tree};
 use crate::tool::Hide;
 
+pub use error::IndexError;
 pub use index::Index;
 pub use lines::Line;
 pub use query::Query;
@@ -77,20 +79,17 @@ pub const DEFAULT_RESULTS: usize = 20;
 pub const LINES_PER_FILE: usize = 3;
 
 /// Why a search gave no results.
-#[derive(Debug, Clone, PartialEq, Eq)]
+#[derive(Debug, thiserror::Error)]
 pub enum SearchError {
     /// The query: the caller's to fix.
+    #[error("{0}")]
     Query(String),
     /// The index could not answer (memfs' side).
-    Index(String),
-}
-
-impl std::fmt::Display for SearchError {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        match self {
-            SearchError::Query(e) | SearchError::Index(e) => f.write_str(e),
-        }
-    }
+    #[error(transparent)]
+    Index(#[from] IndexError),
+    /// The memory closed while the search was asked.
+    #[error("the memory is closed")]
+    Closed,
 }
 
 /// One file that matched.
@@ -181,7 +180,7 @@ impl Search {
     }
 
     /// Brings the index up to date with the journal (and the tree).
-    pub fn catch_up(&self) -> Result<(), String> {
+    pub fn catch_up(&self) -> Result<(), IndexError> {
         self.catch_up_with(false)
     }
 
@@ -189,7 +188,7 @@ impl Search {
     /// through the mount that are not a version yet (a save the flusher
     /// has not handed to the journal), so that a search right after a save
     /// finds it.
-    fn catch_up_with(&self, unrecorded: bool) -> Result<(), String> {
+    fn catch_up_with(&self, unrecorded: bool) -> Result<(), IndexError> {
         let mut st = self.state.lock();
         let Some(store) = self.store.upgrade().filter(|_| !st.stopped) else {
             return Ok(());
@@ -204,9 +203,12 @@ impl Search {
     }
 
     /// One look (see [`Search::catch_up_with`]), under the state's lock.
-    fn look(&self, st: &mut State, store: &Store, unrecorded: bool) -> Result<(), String> {
+    fn look(&self, st: &mut State, store: &Store, unrecorded: bool) -> Result<(), IndexError> {
         let first = !st.checked;
-        let (rows, all) = self.history.rows_after(&mut st.cursor).map_err(|r| r.0)?;
+        let (rows, all) = self
+            .history
+            .rows_after(&mut st.cursor)
+            .map_err(|r| IndexError::History(r.0))?;
         // Read after the rows: a redaction counts under the journal's lock
         // that `rows_after` takes.
         let redactions = self.history.redactions();
@@ -250,8 +252,12 @@ impl Search {
 
     /// The index in the data dir, or a new one of the whole tree when it
     /// is missing, damaged or made by another analyzer.
-    fn open_or_build(&self, store: &Store) -> Result<Index, String> {
+    /// (Not when the disk is full: a build would fail the same way.)
+    fn open_or_build(&self, store: &Store) -> Result<Index, IndexError> {
         Index::open(&self.dir).or_else(|why| {
+            if why.disk_full() {
+                return Err(why);
+            }
             tracing::info!("building the search index ({why})");
             self.rebuild(store)
         })
@@ -282,7 +288,7 @@ impl Search {
 
     /// A new index of the whole tree, made beside the old one and put in
     /// its place.
-    fn rebuild(&self, store: &Store) -> Result<Index, String> {
+    fn rebuild(&self, store: &Store) -> Result<Index, IndexError> {
         let live = store.with_tree(|t| files_below(t, &MemPath::root()));
         let bytes = live.iter().map(|(_, d)| d.len() as u64).sum();
         let puts = live.into_iter().map(|(p, d)| put(p, &d)).collect();
@@ -290,7 +296,7 @@ impl Search {
         Index::build(&self.new_dir, puts, bytes)?;
         let _ = std::fs::remove_dir_all(&self.dir);
         std::fs::rename(&self.new_dir, &self.dir)
-            .map_err(|e| format!("the new search index could not take the old one's place: {e}"))?;
+            .map_err(error::disk("put in the old one's place"))?;
         Index::open(&self.dir)
     }
 
@@ -299,11 +305,11 @@ impl Search {
     fn view(&self, store: &Store) -> Result<index::View, SearchError> {
         let mut st = self.state.lock();
         if st.stopped {
-            return Err(SearchError::Index("the memory is closed".into()));
+            return Err(SearchError::Closed);
         }
         st.used = Instant::now();
         if st.index.is_none() {
-            st.index = Some(self.open_or_build(store).map_err(SearchError::Index)?);
+            st.index = Some(self.open_or_build(store)?);
         }
         let index = st.index.as_ref().expect("opened above");
         Ok(index.view())
@@ -324,18 +330,16 @@ impl Search {
             query.under = Some(query::under(under));
         }
         let limit = ask.limit.clamp(1, MOST_RESULTS);
-        self.catch_up_with(true).map_err(SearchError::Index)?;
+        self.catch_up_with(true)?;
         let Some(store) = self.store.upgrade() else {
-            return Err(SearchError::Index("the memory is closed".into()));
+            return Err(SearchError::Closed);
         };
         // The index as it stands, searched without the lock: a long search
         // holds up no other search and no update.
         let view = self.view(&store)?;
         // More than asked: some may be hidden from the caller, or changed
         // since they were indexed and no longer match.
-        let (found, mut cut) = view
-            .search(&query, limit * 2 + 10, until)
-            .map_err(SearchError::Index)?;
+        let (found, mut cut) = view.search(&query, limit * 2 + 10, until)?;
         // The bytes each found document was made from, while the tree
         // still holds them (then it is current without a hash).
         let made_from: Vec<Option<Known>> = {
@@ -480,7 +484,7 @@ fn update(
     known: &mut HashMap<String, Known>,
     live: Vec<Live>,
     docs: Vec<String>,
-) -> Result<(), String> {
+) -> Result<(), IndexError> {
     // (A path below two touched ones is listed twice: put once.)
     let live: BTreeMap<String, Arc<Vec<u8>>> = live.into_iter().collect();
     let mut puts = Vec::new();

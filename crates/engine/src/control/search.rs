@@ -86,7 +86,9 @@ pub fn answer(control: &Control, asked: &Asked) -> Reply {
     let found = match search.search(&ask) {
         Ok(found) => found,
         Err(SearchError::Query(e)) => return failed(e),
-        Err(SearchError::Index(e)) => return failed(format!("the search failed: {e}")),
+        Err(e @ (SearchError::Index(_) | SearchError::Closed)) => {
+            return failed(format!("the search failed: {e}"))
+        }
     };
     // A search cut at its deadline says so: on stderr beside JSON, after
     // the results in text (which the agent reads).

@@ -47,7 +47,12 @@ pub(super) fn search_store(on: On) -> ApiResult<Value> {
         })
         .map_err(|e| match e {
             SearchError::Query(e) => ApiError::invalid(e),
+            // (A full disk and a closing store pass: try again.)
+            SearchError::Index(e) if e.disk_full() => {
+                ApiError::unavailable(format!("the search failed: {e}"))
+            }
             SearchError::Index(e) => ApiError::internal(format!("the search failed: {e}")),
+            SearchError::Closed => ApiError::unavailable("the store is closing; try again"),
         })?;
     let ids = held.ids.lock();
     let data: Vec<Value> = found
