@@ -16,10 +16,13 @@
 //!   token made on one host works on every server at once, and one revoked
 //!   is refused by every server from its next request.
 
+use std::io;
+
 use postgres::error::SqlState;
 
 use postgres::Client;
 
+use super::catalog::CatalogError;
 use super::metas::StoreMeta;
 use super::tokens::{Token, TokenStore};
 use crate::lock::rank;
@@ -57,17 +60,10 @@ pub struct PgCatalog {
     idle: Kept<Client>,
 }
 
-fn said(e: crate::journal::UpstreamError) -> String {
-    match e {
-        crate::journal::UpstreamError::Unreachable(why) => format!("the database: {why}"),
-        _ => "the database asked to try again".into(),
-    }
-}
-
 impl PgCatalog {
     /// Connects to the database `target` names and makes the tables (and
     /// the shared store's) if missing.
-    pub fn open(target: Target) -> Result<PgCatalog, String> {
+    pub fn open(target: Target) -> Result<PgCatalog, CatalogError> {
         let catalog = PgCatalog {
             target,
             idle: Kept::new(rank::CATALOG_CONNS, KEPT),
@@ -87,29 +83,31 @@ impl PgCatalog {
     }
 
     /// The database, as a shared store's target.
-    pub fn store_target(&self, id: &str) -> Result<Target, String> {
-        Ok(self.target.with_store(StoreName::parse(id)?))
+    pub fn store_target(&self, id: &str) -> Result<Target, CatalogError> {
+        Ok(self
+            .target
+            .with_store(StoreName::parse(id).map_err(CatalogError::Refused)?))
     }
 
     /// Runs `f` on a connection of the catalog's (a broken one is dropped).
     fn with<R>(
         &self,
         f: impl FnOnce(&mut Client) -> Result<R, postgres::Error>,
-    ) -> Result<R, String> {
+    ) -> Result<R, CatalogError> {
         let mut client = match self.idle.take() {
             Some(c) => c,
-            None => crate::shared::connect_as(&self.target, "memfs-catalog").map_err(said)?,
+            None => crate::shared::connect_as(&self.target, "memfs-catalog")?,
         };
         let done = f(&mut client);
         // (A connection that is gone is not kept.)
         if !matches!(&done, Err(e) if e.code().is_none()) {
             self.idle.keep(client);
         }
-        done.map_err(|e| said(crate::shared::classify(&e)))
+        done.map_err(|e| crate::shared::classify(&e).into())
     }
 
     /// Writes a store's record (none: deleted) with a new `gen`.
-    fn put(&self, id: &str, record: Option<String>) -> Result<(), String> {
+    fn put(&self, id: &str, record: Option<String>) -> Result<(), CatalogError> {
         self.with(|c| {
             let mut tx = c.transaction()?;
             let gen: i64 = tx
@@ -127,13 +125,13 @@ impl PgCatalog {
         })
     }
 
-    pub fn put_store(&self, meta: &StoreMeta) -> Result<(), String> {
-        let record = serde_json::to_string(meta).map_err(|e| e.to_string())?;
+    pub fn put_store(&self, meta: &StoreMeta) -> Result<(), CatalogError> {
+        let record = serde_json::to_string(meta).map_err(io::Error::from)?;
         self.put(&meta.id, Some(record))
     }
 
     /// Marks store `id` deleted, and deletes its memory's rows.
-    pub fn delete_store(&self, id: &str) -> Result<(), String> {
+    pub fn delete_store(&self, id: &str) -> Result<(), CatalogError> {
         self.put(id, None)?;
         self.with(|c| {
             let mut tx = c.transaction()?;
@@ -146,7 +144,7 @@ impl PgCatalog {
     }
 
     /// The records changed past `gen`, and the `gen` they bring it to.
-    pub fn changed_since(&self, gen: i64) -> Result<(i64, Vec<Changed>), String> {
+    pub fn changed_since(&self, gen: i64) -> Result<(i64, Vec<Changed>), CatalogError> {
         let rows = self.with(|c| {
             c.query(
                 "SELECT id, record, gen FROM memfs_catalog_stores WHERE gen > $1 ORDER BY gen",
@@ -175,7 +173,7 @@ impl PgCatalog {
     }
 
     /// Store `id`'s record now, if it has one.
-    pub fn store(&self, id: &str) -> Result<Option<StoreMeta>, String> {
+    pub fn store(&self, id: &str) -> Result<Option<StoreMeta>, CatalogError> {
         let row = self.with(|c| {
             c.query_opt(
                 "SELECT record FROM memfs_catalog_stores WHERE id = $1",
@@ -190,8 +188,8 @@ impl PgCatalog {
 
     /// The key every server of the database signs what it hands out with
     /// (MCP session ids): made once, by the first server.
-    pub fn secret(&self) -> Result<Vec<u8>, String> {
-        let mine = crate::digest::random_hex(32).map_err(|e| format!("no randomness: {e}"))?;
+    pub fn secret(&self) -> Result<Vec<u8>, CatalogError> {
+        let mine = crate::digest::random_hex(32)?;
         let row = self.with(|c| {
             c.execute(
                 "INSERT INTO memfs_catalog_secret (id, secret) VALUES (1, $1) ON CONFLICT DO NOTHING",
@@ -204,7 +202,7 @@ impl PgCatalog {
 
     /// Notes that MCP session `id` ended (a client's DELETE through any
     /// server), and forgets those ended more than a week ago.
-    pub fn end_mcp_session(&self, id: &str) -> Result<(), String> {
+    pub fn end_mcp_session(&self, id: &str) -> Result<(), CatalogError> {
         self.with(|c| {
             c.execute(
                 "INSERT INTO memfs_catalog_mcp_ended (id) VALUES ($1) ON CONFLICT DO NOTHING",
@@ -219,7 +217,7 @@ impl PgCatalog {
     }
 
     /// Whether MCP session `id` was ended through some server.
-    pub fn mcp_session_ended(&self, id: &str) -> Result<bool, String> {
+    pub fn mcp_session_ended(&self, id: &str) -> Result<bool, CatalogError> {
         let row = self.with(|c| {
             c.query_opt(
                 "SELECT 1 FROM memfs_catalog_mcp_ended WHERE id = $1",
@@ -230,7 +228,7 @@ impl PgCatalog {
     }
 
     /// The newest version id of store `id`'s memory in the database.
-    pub fn head(&self, id: &str) -> Result<u64, String> {
+    pub fn head(&self, id: &str) -> Result<u64, CatalogError> {
         let row =
             self.with(|c| c.query_opt("SELECT seq FROM memfs_stores WHERE name = $1", &[&id]))?;
         Ok(row.map_or(0, |r| r.get::<_, i64>(0).max(0) as u64))
@@ -239,7 +237,7 @@ impl PgCatalog {
 
 impl TokenStore for PgCatalog {
     /// The token whose secret hashes to `sha256`, if any.
-    fn token(&self, sha256: &str) -> Result<Option<Token>, String> {
+    fn token(&self, sha256: &str) -> Result<Option<Token>, CatalogError> {
         let row = self.with(|c| {
             c.query_opt(
                 "SELECT record FROM memfs_catalog_tokens WHERE sha256 = $1",
@@ -249,7 +247,7 @@ impl TokenStore for PgCatalog {
         Ok(row.and_then(|r| serde_json::from_str::<Token>(&r.get::<_, String>(0)).ok()))
     }
 
-    fn tokens(&self) -> Result<Vec<Token>, String> {
+    fn tokens(&self) -> Result<Vec<Token>, CatalogError> {
         let rows =
             self.with(|c| c.query("SELECT record FROM memfs_catalog_tokens ORDER BY name", &[]))?;
         Ok(rows
@@ -259,8 +257,8 @@ impl TokenStore for PgCatalog {
     }
 
     /// Adds `token`; an error if its name is taken.
-    fn add_token(&self, token: &Token) -> Result<(), String> {
-        let record = serde_json::to_string(token).map_err(|e| e.to_string())?;
+    fn add_token(&self, token: &Token) -> Result<(), CatalogError> {
+        let record = serde_json::to_string(token).map_err(io::Error::from)?;
         let added = self.with(|c| {
             c.execute(
                 "INSERT INTO memfs_catalog_tokens (sha256, name, record) VALUES ($1, $2, $3) \
@@ -270,15 +268,15 @@ impl TokenStore for PgCatalog {
         })?;
         match added {
             1 => Ok(()),
-            _ => Err(format!(
+            _ => Err(CatalogError::Refused(format!(
                 "a token named {} exists; revoke it first, or pick another --name",
                 token.name
-            )),
+            ))),
         }
     }
 
     /// Revokes the token named `name`; false if there is none.
-    fn revoke(&self, name: &str) -> Result<bool, String> {
+    fn revoke(&self, name: &str) -> Result<bool, CatalogError> {
         let gone =
             self.with(|c| c.execute("DELETE FROM memfs_catalog_tokens WHERE name = $1", &[&name]))?;
         Ok(gone > 0)

@@ -42,6 +42,16 @@ impl ApiError {
         }
     }
 
+    /// A catalog's failure while `doing` (e.g. "the store's record could
+    /// not be saved"): what was refused is the client's to fix (400); the
+    /// database or the disk, a retry's (503).
+    pub fn from_catalog(e: super::catalog::CatalogError, doing: &str) -> ApiError {
+        match e {
+            super::catalog::CatalogError::Refused(why) => ApiError::invalid(why),
+            e => ApiError::unavailable(format!("{doing} ({e})")),
+        }
+    }
+
     fn new(status: u16, kind: &'static str, message: impl Into<String>) -> ApiError {
         ApiError {
             status,
@@ -153,3 +163,28 @@ impl ApiError {
 }
 
 pub type ApiResult<T> = Result<T, ApiError>;
+
+#[cfg(test)]
+mod tests {
+    use super::super::catalog::CatalogError;
+    use super::ApiError;
+
+    /// A catalog's refusal is the client's to fix; its database or disk
+    /// failing is a retry's, never a 500 nor a 401 a client would believe.
+    #[test]
+    fn a_catalog_error_is_answered_by_its_cause() {
+        let refused = ApiError::from_catalog(CatalogError::Refused("no".into()), "saving");
+        assert_eq!((refused.status, refused.retry_after), (400, None));
+        for e in [
+            CatalogError::Unreachable("connection refused".into()),
+            CatalogError::Again,
+            CatalogError::Disk(std::io::Error::from_raw_os_error(28)),
+        ] {
+            // (A full disk does not pass on its own; the database may.)
+            assert_eq!(e.passing(), !matches!(e, CatalogError::Disk(_)));
+            let a = ApiError::from_catalog(e, "saving");
+            assert_eq!((a.status, a.retry_after), (503, Some(1)), "{}", a.message);
+            assert!(a.message.starts_with("saving ("), "{}", a.message);
+        }
+    }
+}

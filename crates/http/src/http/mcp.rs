@@ -102,7 +102,7 @@ impl Sessions {
 
     /// Sessions every server of a root in PostgreSQL takes up: signed with
     /// the catalog's key, ended for all through it.
-    pub fn across(catalog: Arc<PgCatalog>) -> Result<Sessions, String> {
+    pub fn across(catalog: Arc<PgCatalog>) -> Result<Sessions, super::catalog::CatalogError> {
         Ok(Sessions {
             key: catalog.secret()?,
             catalog: Some(catalog),
@@ -230,9 +230,9 @@ impl Sessions {
         let known = here
             || (self.catalog.is_some() && self.read_id(id).is_some_and(|s| s.token == token.name));
         if let (true, Some(catalog)) = (known, &self.catalog) {
-            catalog.end_mcp_session(id).map_err(|e| {
-                ApiError::unavailable(format!("the store's database cannot be reached ({e})"))
-            })?;
+            catalog
+                .end_mcp_session(id)
+                .map_err(|e| ApiError::from_catalog(e, "the store's database cannot be reached"))?;
         }
         Ok(known)
     }
@@ -270,9 +270,9 @@ impl Sessions {
     /// PostgreSQL; one round trip).
     fn ended(&self, id: &str) -> ApiResult<bool> {
         match &self.catalog {
-            Some(catalog) => catalog.mcp_session_ended(id).map_err(|e| {
-                ApiError::unavailable(format!("the store's database cannot be reached ({e})"))
-            }),
+            Some(catalog) => catalog
+                .mcp_session_ended(id)
+                .map_err(|e| ApiError::from_catalog(e, "the store's database cannot be reached")),
             None => Ok(false),
         }
     }

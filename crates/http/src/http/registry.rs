@@ -225,7 +225,7 @@ impl Registry {
             )
         })?;
         reg.catalog = Some(catalog);
-        reg.take_in_catalog()?;
+        reg.take_in_catalog().map_err(|e| e.to_string())?;
         Ok(reg)
     }
 
@@ -239,7 +239,7 @@ impl Registry {
 
     /// [`Registry::refresh`]'s one round trip: the records changed past
     /// the `gen` this server holds (none, most times).
-    fn take_in_catalog(&self) -> Result<(), String> {
+    fn take_in_catalog(&self) -> Result<(), super::catalog::CatalogError> {
         let Some(catalog) = &self.catalog else {
             return Ok(());
         };
@@ -267,9 +267,9 @@ impl Registry {
         let Some(catalog) = &self.catalog else {
             return Ok(());
         };
-        let head = catalog.head(&held.id).map_err(|e| {
-            ApiError::unavailable(format!("the store's database cannot be reached ({e})"))
-        })?;
+        let head = catalog
+            .head(&held.id)
+            .map_err(|e| ApiError::from_catalog(e, "the store's database cannot be reached"))?;
         let store = held.memory.store();
         if !store.wait_followed(head, Duration::from_secs(5)) {
             return Err(ApiError::unavailable(
@@ -417,9 +417,9 @@ impl Registry {
 
     fn save_meta(&self, meta: &StoreMeta) -> ApiResult<()> {
         if let Some(catalog) = &self.catalog {
-            return catalog.put_store(meta).map_err(|e| {
-                ApiError::unavailable(format!("the store's record could not be saved ({e})"))
-            });
+            return catalog
+                .put_store(meta)
+                .map_err(|e| ApiError::from_catalog(e, "the store's record could not be saved"));
         }
         let text =
             serde_json::to_vec_pretty(meta).map_err(|e| ApiError::internal(e.to_string()))?;
@@ -536,38 +536,48 @@ impl Registry {
         Ok(Held { store })
     }
 
-    fn open_store(&self, id: &str) -> ApiResult<OpenStore> {
-        // Held here in tests: a store slow to open.
-        fail::fail_point!("http::open-store", |_| Err(ApiError::unavailable(
-            "store held by a failpoint".to_string()
-        )));
+    /// Store `id`'s memory, opened on its dir (and its database, for a
+    /// root in PostgreSQL).
+    fn open_memory(&self, id: &str) -> ApiResult<Memory> {
         let dir = self.root.join(id);
         let mut options = self.options.clone();
         if let Some(catalog) = &self.catalog {
-            options.shared = Some(catalog.store_target(id).map_err(ApiError::internal)?);
+            options.shared = Some(
+                catalog
+                    .store_target(id)
+                    .map_err(|e| ApiError::internal(e.to_string()))?,
+            );
         }
         // One try: a store another process owns now is answered 503 with
         // Retry-After (the SDK retries), never waited for under the lock
         // every store's first use takes.
-        let memory = match Memory::open(&dir, options) {
-            Ok(memory) => memory,
+        match Memory::open(&dir, options) {
+            Ok(memory) => Ok(memory),
             Err(OpenError::Busy { pid, .. }) => {
-                return Err(ApiError::unavailable(format!(
+                Err(ApiError::unavailable(format!(
                     "store {id} is open in another memfs process{}; the server serves a store only while it owns it (mount it beside the server instead: `memfs --data ROOT/{id} mount MNT` while the server runs)",
                     pid.map(|p| format!(" (pid {p})")).unwrap_or_default()
                 )))
             }
             Err(OpenError::Io { err, .. }) if out_of_files(&err) => {
                 tracing::warn!("opening store {id}: {err}");
-                return Err(out_of_files_answer());
+                Err(out_of_files_answer())
             }
             Err(e) => {
                 tracing::warn!("opening store {id}: {e}");
-                return Err(ApiError::internal(format!(
+                Err(ApiError::internal(format!(
                     "store {id} cannot be opened; the server's log says why"
-                )));
+                )))
             }
-        };
+        }
+    }
+
+    fn open_store(&self, id: &str) -> ApiResult<OpenStore> {
+        // Held here in tests: a store slow to open.
+        fail::fail_point!("http::open-store", |_| Err(ApiError::unavailable(
+            "store held by a failpoint".to_string()
+        )));
+        let memory = self.open_memory(id)?;
         let hosted = Arc::new(Hosted::default());
         let server = SocketServer::start(
             memory.tool().clone(),
@@ -662,9 +672,9 @@ impl Registry {
             Err(e) => return Err(io_error("delete the store")(e)),
         }
         match &self.catalog {
-            Some(catalog) => catalog.delete_store(id).map_err(|e| {
-                ApiError::unavailable(format!("the store could not be deleted ({e})"))
-            })?,
+            Some(catalog) => catalog
+                .delete_store(id)
+                .map_err(|e| ApiError::from_catalog(e, "the store could not be deleted"))?,
             None => fs::remove_file(self.state.join("stores").join(format!("{id}.json")))
                 .map_err(io_error("delete the store's record"))?,
         }

@@ -97,7 +97,7 @@ fn final_answer(status: u16) -> bool {
 
 /// The tokens cannot be read now (their file, or the database of a root in
 /// PostgreSQL): 503, which a client retries, never a 401 it would believe.
-fn tokens_unreadable(e: &std::io::Error) -> ApiError {
+fn tokens_unreadable(e: &super::catalog::CatalogError) -> ApiError {
     tracing::warn!("reading the tokens: {e}");
     ApiError::unavailable("the server cannot read its tokens now; try again shortly")
 }
@@ -398,7 +398,7 @@ pub fn run(config: Config) -> Result<bool, String> {
         )
     })?;
     let sessions = match reg.catalog() {
-        Some(catalog) => Sessions::across(catalog.clone())?,
+        Some(catalog) => Sessions::across(catalog.clone()).map_err(|e| e.to_string())?,
         None => Sessions::default(),
     };
     let state = Arc::new(State {

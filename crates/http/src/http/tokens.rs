@@ -11,6 +11,7 @@ use std::io::{self, Write};
 use std::os::unix::fs::{MetadataExt, OpenOptionsExt};
 use std::path::{Path, PathBuf};
 
+use super::catalog::CatalogError;
 use crate::lock::{rank, Mutex};
 use serde::{Deserialize, Serialize};
 
@@ -92,17 +93,17 @@ pub struct Tokens {
 /// `catalog_pg.rs`).
 pub trait TokenStore: Send + Sync {
     /// The token whose secret hashes to `sha256`.
-    fn token(&self, sha256: &str) -> Result<Option<Token>, String>;
-    fn tokens(&self) -> Result<Vec<Token>, String>;
+    fn token(&self, sha256: &str) -> Result<Option<Token>, CatalogError>;
+    fn tokens(&self) -> Result<Vec<Token>, CatalogError>;
     /// Adds one; an error if its name is taken.
-    fn add_token(&self, token: &Token) -> Result<(), String>;
+    fn add_token(&self, token: &Token) -> Result<(), CatalogError>;
     /// Revokes the one named `name`; false if there is none.
-    fn revoke(&self, name: &str) -> Result<bool, String>;
+    fn revoke(&self, name: &str) -> Result<bool, CatalogError>;
 }
 
 /// The name a new token gets: the one asked for (checked), else the first
 /// `token-N` free among `taken`.
-fn name_among(asked: Option<&str>, taken: &[Token]) -> Result<String, String> {
+fn name_among(asked: Option<&str>, taken: &[Token]) -> Result<String, CatalogError> {
     let name = match asked {
         Some(n) => n.to_string(),
         None => (1..)
@@ -110,12 +111,8 @@ fn name_among(asked: Option<&str>, taken: &[Token]) -> Result<String, String> {
             .find(|n| !taken.iter().any(|t| &t.name == n))
             .expect("some name is free"),
     };
-    check_name(&name)?;
+    check_name(&name).map_err(CatalogError::Refused)?;
     Ok(name)
-}
-
-fn io_said(e: String) -> io::Error {
-    io::Error::other(e)
 }
 
 impl Tokens {
@@ -154,16 +151,14 @@ impl Tokens {
     }
 
     /// The token whose secret is `secret`, if any (read again if the file changed).
-    pub fn find(&self, secret: &str) -> io::Result<Option<Token>> {
+    pub fn find(&self, secret: &str) -> Result<Option<Token>, CatalogError> {
         if let Some(catalog) = &self.catalog {
-            return catalog
-                .token(&Sha::of(secret.as_bytes()).hex())
-                .map_err(io_said);
+            return catalog.token(&Sha::of(secret.as_bytes()).hex());
         }
         let stamp = match fs::metadata(&self.path) {
             Ok(m) => Some((m.mtime(), m.mtime_nsec(), m.ino(), m.len())),
             Err(e) if e.kind() == io::ErrorKind::NotFound => None,
-            Err(e) => return Err(e),
+            Err(e) => return Err(e.into()),
         };
         let mut cached = self.cached.lock();
         if cached.0 != stamp || stamp.is_none() {
@@ -185,36 +180,31 @@ impl Tokens {
     /// what to answer.
     fn change<R>(
         &self,
-        change: impl FnOnce(&mut Vec<Token>) -> Result<R, String>,
-    ) -> Result<R, String> {
-        let describe = |e: io::Error| crate::units::describe_io(&e);
+        change: impl FnOnce(&mut Vec<Token>) -> Result<R, CatalogError>,
+    ) -> Result<R, CatalogError> {
         let lock = fs::OpenOptions::new()
             .create(true)
             .truncate(false)
             .write(true)
             .mode(0o600)
-            .open(&self.lock)
-            .map_err(describe)?;
+            .open(&self.lock)?;
         rustix::fs::flock(&lock, rustix::fs::FlockOperation::LockExclusive)
-            .map_err(|e| describe(e.into()))?;
-        let mut tokens = self.read_file().map_err(describe)?;
+            .map_err(io::Error::from)?;
+        let mut tokens = self.read_file()?;
         let answer = change(&mut tokens)?;
-        let text = serde_json::to_vec_pretty(&File { tokens }).map_err(|e| e.to_string())?;
+        let text = serde_json::to_vec_pretty(&File { tokens }).map_err(io::Error::from)?;
         let tmp = self.path.with_extension("json.tmp");
         let mut f = fs::OpenOptions::new()
             .create(true)
             .truncate(true)
             .write(true)
             .mode(0o600)
-            .open(&tmp)
-            .map_err(describe)?;
-        f.write_all(&text).map_err(describe)?;
-        f.sync_all().map_err(describe)?;
-        fs::rename(&tmp, &self.path).map_err(describe)?;
+            .open(&tmp)?;
+        f.write_all(&text)?;
+        f.sync_all()?;
+        fs::rename(&tmp, &self.path)?;
         if let Some(dir) = self.path.parent() {
-            fs::File::open(dir)
-                .and_then(|d| d.sync_all())
-                .map_err(describe)?;
+            fs::File::open(dir).and_then(|d| d.sync_all())?;
         }
         Ok(answer)
     }
@@ -226,9 +216,9 @@ impl Tokens {
         admin: bool,
         stores: Vec<String>,
         access: Access,
-    ) -> Result<String, String> {
+    ) -> Result<String, CatalogError> {
         let mut bytes = [0u8; 32];
-        random(&mut bytes).map_err(|e| format!("no randomness for a token: {e}"))?;
+        random(&mut bytes)?;
         let secret = format!(
             "memfs_{}",
             bytes.iter().map(|b| format!("{b:02x}")).collect::<String>()
@@ -248,9 +238,9 @@ impl Tokens {
         self.change(|tokens| {
             let name = name_among(name, tokens)?;
             if tokens.iter().any(|t| t.name == name) {
-                return Err(format!(
+                return Err(CatalogError::Refused(format!(
                     "a token named {name} exists; revoke it first, or pick another --name"
-                ));
+                )));
             }
             tokens.push(made(name));
             Ok(())
@@ -259,18 +249,19 @@ impl Tokens {
     }
 
     /// Every token (their hashes left out).
-    pub fn list(&self) -> Result<Vec<Token>, String> {
+    pub fn list(&self) -> Result<Vec<Token>, CatalogError> {
         if let Some(catalog) = &self.catalog {
             return catalog.tokens();
         }
-        self.read_file().map_err(|e| crate::units::describe_io(&e))
+        Ok(self.read_file()?)
     }
 
-    pub fn revoke(&self, name: &str) -> Result<(), String> {
+    pub fn revoke(&self, name: &str) -> Result<(), CatalogError> {
+        let none = || CatalogError::Refused(format!("no token named {}", crate::text::label(name)));
         if let Some(catalog) = &self.catalog {
             return match catalog.revoke(name)? {
                 true => Ok(()),
-                false => Err(format!("no token named {}", crate::text::label(name))),
+                false => Err(none()),
             };
         }
         self.change(|tokens| {
@@ -278,7 +269,7 @@ impl Tokens {
             tokens.retain(|t| t.name != name);
             match tokens.len() < before {
                 true => Ok(()),
-                false => Err(format!("no token named {}", crate::text::label(name))),
+                false => Err(none()),
             }
         })
     }
