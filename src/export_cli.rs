@@ -188,10 +188,11 @@ fn target(
     key_env: &str,
 ) -> Result<memfs::transfer::api::Api, String> {
     let store = store.ok_or("--to needs --store ID (the memory store to write into)")?;
-    let key = memfs::transfer::api::key_from(key_env)?;
-    let api = memfs::transfer::api::Api::new(url, key, store)?;
-    api.check()?;
-    match api.is_empty()? {
+    let said = |e: memfs::transfer::api::RemoteError| e.to_string();
+    let key = memfs::transfer::api::key_from(key_env).map_err(said)?;
+    let api = memfs::transfer::api::Api::new(url, key, store).map_err(said)?;
+    api.check().map_err(said)?;
+    match api.is_empty().map_err(said)? {
         true => Ok(api),
         false => Err(format!(
             "store {store} holds memories already; export writes into a new or an empty store"

@@ -41,9 +41,10 @@ fn api_source(asked: &Asked) -> Option<Result<transfer::api::Api, String>> {
         let store = asked
             .store
             .ok_or("an import from an API needs --store ID (the memory store to read)")?;
-        let key = transfer::api::key_from(asked.key_env)?;
-        let api = transfer::api::Api::new(url, key, store)?;
-        api.check()?;
+        let said = |e: transfer::api::RemoteError| e.to_string();
+        let key = transfer::api::key_from(asked.key_env).map_err(said)?;
+        let api = transfer::api::Api::new(url, key, store).map_err(said)?;
+        api.check().map_err(said)?;
         Ok(api)
     })())
 }
@@ -346,10 +347,11 @@ fn from_api(
                 let mut bytes = content.as_bytes();
                 checker
                     .entry(name, Kind::File, content.len() as u64, &mut bytes)
-                    .map_err(|e| e.to_string())
+                    .map_err(|e| transfer::api::RemoteError::Stopped(e.to_string()))
             },
             &mut page,
         )
+        .map_err(|e| e.to_string())
     })
 }
 

@@ -14,6 +14,50 @@ use serde::de::{self, DeserializeSeed, IgnoredAny, MapAccess, SeqAccess, Visitor
 use serde::Deserialize;
 use serde_json::{json, Value};
 
+/// Why an endpoint's store could not be read or written: the causes a
+/// caller acts on differently (the key, the store, the network, the
+/// endpoint's answers) told apart, each in words for a person.
+#[derive(Debug, thiserror::Error)]
+pub enum RemoteError {
+    /// What was given is not an endpoint, a store id or a key.
+    #[error("{0}")]
+    Given(String),
+    /// The endpoint cannot be reached (or the connection broke).
+    #[error("cannot reach {shown}: {why}")]
+    Unreachable { shown: String, why: String },
+    /// A redirect, which memfs does not follow (the key goes only to the
+    /// URL given).
+    #[error("{shown} answered {status}, a redirect to `{to}`: memfs follows no redirect (the key goes only to the URL given); give that URL if it is the API")]
+    Redirect {
+        shown: String,
+        status: u16,
+        to: String,
+    },
+    /// The key was refused (401): revoked, or not a key of this endpoint.
+    #[error("{shown} refused the key (401) {said}")]
+    KeyRefused { shown: String, said: String },
+    /// The key may not do that (403).
+    #[error("{shown} does not let this key do that (403): {said}")]
+    Forbidden { shown: String, said: String },
+    /// No such store, or the key does not reach it (404).
+    #[error("{shown}: no store {store} there, or the key does not reach it (404)")]
+    NoStore { shown: String, store: String },
+    /// Any other answer that is not a success.
+    #[error("{shown} answered {status}: {said}")]
+    Status {
+        shown: String,
+        status: u16,
+        said: String,
+    },
+    /// The answer, or a page of it, could not be read or went wrong (too
+    /// big, not JSON, pages that go round).
+    #[error("{0}")]
+    Answer(String),
+    /// The caller stopped the read (its own words).
+    #[error("{0}")]
+    Stopped(String),
+}
+
 /// One store of one endpoint.
 pub struct Api {
     agent: ureq::Agent,
@@ -67,19 +111,22 @@ const BETA: &str = "agent-memory-2026-07-22";
 impl Api {
     /// `base`: `http(s)://host[:port]` (a trailing `/v1` or `/` is taken
     /// off).
-    pub fn new(base: &str, key: String, store: &str) -> Result<Api, String> {
+    pub fn new(base: &str, key: String, store: &str) -> Result<Api, RemoteError> {
         if !(base.starts_with("http://") || base.starts_with("https://")) {
-            return Err(format!(
+            return Err(RemoteError::Given(format!(
                 "`{}` is not an http:// or https:// URL",
                 crate::text::clip(&redacted(base))
-            ));
+            )));
         }
         if store.is_empty()
             || !store
                 .chars()
                 .all(|c| c.is_ascii_alphanumeric() || c == '_' || c == '-')
         {
-            return Err(format!("`{}` is not a store id", crate::text::clip(store)));
+            return Err(RemoteError::Given(format!(
+                "`{}` is not a store id",
+                crate::text::clip(store)
+            )));
         }
         let base = base
             .trim_end_matches('/')
@@ -109,11 +156,11 @@ impl Api {
     fn success(
         &self,
         sent: Result<ureq::http::Response<ureq::Body>, ureq::Error>,
-    ) -> Result<ureq::http::Response<ureq::Body>, String> {
-        let shown = &self.shown;
-        let mut response = sent.map_err(|e| {
-            let e = crate::text::printable(&redacted(&e.to_string())).into_owned();
-            format!("cannot reach {shown}: {e}")
+    ) -> Result<ureq::http::Response<ureq::Body>, RemoteError> {
+        let shown = self.shown.clone();
+        let mut response = sent.map_err(|e| RemoteError::Unreachable {
+            shown: shown.clone(),
+            why: crate::text::printable(&redacted(&e.to_string())).into_owned(),
         })?;
         let status = response.status().as_u16();
         if (200..300).contains(&status) {
@@ -126,9 +173,7 @@ impl Api {
                 .and_then(|v| v.to_str().ok())
                 .map(|l| crate::text::label(&redacted(l)))
                 .unwrap_or_default();
-            return Err(format!(
-                "{shown} answered {status}, a redirect to `{to}`: memfs follows no redirect (the key goes only to the URL given); give that URL if it is the API"
-            ));
+            return Err(RemoteError::Redirect { shown, status, to });
         }
         let text = response
             .body_mut()
@@ -139,13 +184,17 @@ impl Api {
         let body: Value = serde_json::from_str(&text).unwrap_or(Value::Null);
         let said = crate::text::label(body["error"]["message"].as_str().unwrap_or(""));
         Err(match status {
-            401 => format!("{shown} refused the key (401) {said}"),
-            403 => format!("{shown} does not let this key do that (403): {said}"),
-            404 => format!(
-                "{shown}: no store {} there, or the key does not reach it (404)",
-                self.store
-            ),
-            s => format!("{shown} answered {s}: {said}"),
+            401 => RemoteError::KeyRefused { shown, said },
+            403 => RemoteError::Forbidden { shown, said },
+            404 => RemoteError::NoStore {
+                shown,
+                store: self.store.clone(),
+            },
+            status => RemoteError::Status {
+                shown,
+                status,
+                said,
+            },
         })
     }
 
@@ -153,14 +202,16 @@ impl Api {
     fn answer(
         &self,
         sent: Result<ureq::http::Response<ureq::Body>, ureq::Error>,
-    ) -> Result<Value, String> {
+    ) -> Result<Value, RemoteError> {
         let mut response = self.success(sent)?;
         let text = response
             .body_mut()
             .with_config()
             .limit(ANSWER_MOST)
             .read_to_string()
-            .map_err(|e| format!("{}: the answer could not be read: {e}", self.shown))?;
+            .map_err(|e| {
+                RemoteError::Answer(format!("{}: the answer could not be read: {e}", self.shown))
+            })?;
         Ok(serde_json::from_str(&text).unwrap_or(Value::Null))
     }
 
@@ -172,7 +223,7 @@ impl Api {
             .header("anthropic-beta", BETA)
     }
 
-    fn get(&self, rest: &str, query: &[(&str, &str)]) -> Result<Value, String> {
+    fn get(&self, rest: &str, query: &[(&str, &str)]) -> Result<Value, RemoteError> {
         let mut request = self.signed(self.agent.get(&self.url(rest)));
         for (k, v) in query {
             request = request.query(*k, *v);
@@ -181,12 +232,12 @@ impl Api {
     }
 
     /// The store, looked up (the first request of an import or export).
-    pub fn check(&self) -> Result<Value, String> {
+    pub fn check(&self) -> Result<Value, RemoteError> {
         self.get("", &[])
     }
 
     /// Whether the store holds no memory.
-    pub fn is_empty(&self) -> Result<bool, String> {
+    pub fn is_empty(&self) -> Result<bool, RemoteError> {
         let page = self.get("/memories", &[("limit", "1")])?;
         Ok(page["data"].as_array().is_none_or(Vec::is_empty))
     }
@@ -199,9 +250,9 @@ impl Api {
     pub fn memories(
         &self,
         most: usize,
-        each: &mut dyn FnMut(&str, &str) -> Result<(), String>,
+        each: &mut dyn FnMut(&str, &str) -> Result<(), RemoteError>,
         page: &mut dyn FnMut(u64),
-    ) -> Result<(), String> {
+    ) -> Result<(), RemoteError> {
         let mut cursor: Option<String> = None;
         let mut cursors: HashSet<u64> = HashSet::new();
         let mut paths: HashSet<u64> = HashSet::new();
@@ -211,10 +262,10 @@ impl Api {
             let next = self.page(cursor.as_deref(), pages + 1, &mut |path, content| {
                 let id = digest(path);
                 if paths.len() >= most && !paths.contains(&id) {
-                    return Err(format!(
+                    return Err(RemoteError::Answer(format!(
                         "the store holds more memories than the memory takes (more than {most}, --max-entries): stopped at page {}",
                         pages + 1
-                    ));
+                    )));
                 }
                 paths.insert(id);
                 each(path, content)
@@ -229,24 +280,24 @@ impl Api {
                 return Ok(());
             };
             if next.len() > CURSOR_MOST {
-                return Err(format!(
+                return Err(RemoteError::Answer(format!(
                     "{} gave a page cursor of {} bytes (at most {CURSOR_MOST}); stopped",
                     self.shown,
                     next.len()
-                ));
+                )));
             }
             if !cursors.insert(digest(&next)) {
-                return Err(format!(
+                return Err(RemoteError::Answer(format!(
                     "{} gave page `{}` again after {pages} pages: its pages go round; stopped",
                     self.shown,
                     crate::text::label(&next)
-                ));
+                )));
             }
             if stale >= STALE_PAGES {
-                return Err(format!(
+                return Err(RemoteError::Answer(format!(
                     "{} gave {STALE_PAGES} pages in a row with no memory not seen before ({pages} pages): its pages go on without end; stopped",
                     self.shown
-                ));
+                )));
             }
             cursor = Some(next);
         }
@@ -258,8 +309,8 @@ impl Api {
         &self,
         cursor: Option<&str>,
         number: u64,
-        each: &mut dyn FnMut(&str, &str) -> Result<(), String>,
-    ) -> Result<Option<String>, String> {
+        each: &mut dyn FnMut(&str, &str) -> Result<(), RemoteError>,
+    ) -> Result<Option<String>, RemoteError> {
         let mut request = self
             .signed(self.agent.get(&self.url("/memories")))
             .query("view", "full")
@@ -280,15 +331,15 @@ impl Api {
             return Err(e);
         }
         read.map_err(|e| {
-            format!(
+            RemoteError::Answer(format!(
                 "{}: page {number} of memories could not be read (over {PAGE_MOST} bytes, or not JSON?): {e}",
                 self.shown
-            )
+            ))
         })
     }
 
     /// Writes one memory (`/notes/a.md`).
-    pub fn create(&self, path: &str, content: &str) -> Result<(), String> {
+    pub fn create(&self, path: &str, content: &str) -> Result<(), RemoteError> {
         let sent = self
             .signed(self.agent.post(&self.url("/memories")))
             .header("content-type", "application/json")
@@ -298,12 +349,12 @@ impl Api {
 }
 
 /// The key in the environment variable `name`, or why there is none.
-pub fn key_from(name: &str) -> Result<String, String> {
+pub fn key_from(name: &str) -> Result<String, RemoteError> {
     match std::env::var(name) {
         Ok(key) if !key.trim().is_empty() => Ok(key.trim().to_string()),
-        _ => Err(format!(
+        _ => Err(RemoteError::Given(format!(
             "no API key: set the environment variable {name} (or name another with --key-env)"
-        )),
+        ))),
     }
 }
 
@@ -321,9 +372,9 @@ struct Listed {
 /// Reads one page as a stream: each memory of `data` handed to `each` as
 /// it is read, `next_page` kept, everything else passed over.
 struct PageSeed<'a> {
-    each: &'a mut dyn FnMut(&str, &str) -> Result<(), String>,
+    each: &'a mut dyn FnMut(&str, &str) -> Result<(), RemoteError>,
     /// The error `each` gave (the read stops there).
-    failed: &'a mut Option<String>,
+    failed: &'a mut Option<RemoteError>,
 }
 
 impl<'de> DeserializeSeed<'de> for &mut PageSeed<'_> {
