@@ -10,7 +10,7 @@ use serde::{Deserialize, Serialize};
 
 use super::undo_session::sha_now;
 use super::Control;
-use crate::journal::{History, Op, Refusal, Row};
+use crate::journal::{Cursor, History, LogPage, Op, Refusal, Row};
 use crate::path::MemPath;
 use crate::store::{Origin, Snapshot, Store, Window};
 
@@ -266,8 +266,8 @@ pub fn host_name<'a>(origin: &'a str, here: &str) -> &'a str {
     }
 }
 
-/// Long because it is a match over every control request kind; most arms
-/// are a few lines.
+/// Long because it is a match over every control request kind (a table:
+/// each arm a call or a line).
 fn run(store: &Arc<Store>, history: &History, request: &Request) -> Result<Reply, Refusal> {
     match request {
         Request::Log {
@@ -275,126 +275,25 @@ fn run(store: &Arc<Store>, history: &History, request: &Request) -> Result<Reply
             json,
             all,
             page,
-        } => {
-            let at = path(at.as_deref())?;
-            let scratch = crate::tool::Hide::scratch();
-            let (rows, next) = match page {
-                Some(page) => history.log_page(&at, page, LOG_PAGE)?,
-                None => (history.log(&at)?, None),
-            };
-            let mut out = String::new();
-            let rows = super::saves::fold(rows);
-            // (Several hosts of a shared store: each line says whose.)
-            let hosts: BTreeSet<&str> = rows.iter().filter_map(|r| r.origin.as_deref()).collect();
-            let here = history.origin();
-            for row in &rows {
-                if !*all && row.op != Op::Prune && scratch.hides_path(&row.path) {
-                    continue;
-                }
-                if *json {
-                    out.push_str(&serde_json::to_string(row).expect("a row serializes"));
-                } else {
-                    out.push_str(&row.table_line());
-                    if let Some(host) = row.origin.as_deref().filter(|_| hosts.len() > 1) {
-                        out.push_str(&format!("  @{}", host_name(host, &here)));
-                    }
-                }
-                out.push('\n');
-            }
-            Ok(Reply {
-                next,
-                ..Reply::ok(out)
-            })
-        }
+        } => log(history, path(at.as_deref())?, *json, *all, page.as_ref()),
         Request::Show { version: v } => Ok(Reply::ok(history.content(version(v)?)?.1)),
         Request::Diff {
             version: v,
             against,
-        } => {
-            let (row, old) = content_or_empty(history, version(v)?)?;
-            let (label, new) = match against {
-                Some(w) => {
-                    let (other, data) = content_or_empty(history, version(w)?)?;
-                    (format!("{} (version {})", other.path, other.version), data)
-                }
-                None => {
-                    let at = MemPath::parse(&row.path)
-                        .map_err(|_| Refusal(format!("version {v} has no path to compare with")))?;
-                    let now = match store.snapshot(&at, 0, Window { skip: 0, take: 0 }, &|_| false)
-                    {
-                        Ok(Snapshot::File(data)) => data.to_vec(),
-                        _ => Vec::new(),
-                    };
-                    (format!("{} (now)", row.path), now)
-                }
-            };
-            let before = format!("{} (version {})", row.path, row.version);
-            Ok(Reply::ok(unified(&before, &old, &label, &new)))
-        }
+        } => diff(store, history, v, against.as_deref()),
         Request::Revert {
             version: v,
             uid,
             pid,
             via,
-        } => {
-            let v = version(v)?;
-            let (at, data, row) = history.revert_target(v)?;
-            let note = match row.op {
-                Op::Delete | Op::Expire | Op::Overwrite => {
-                    format!("undoes version {v} ({})", row.op.as_str())
-                }
-                _ => format!("back to version {v}"),
-            };
-            // Said in the words `memfs log` uses for the new version, and
-            // with what the file now is.
-            let said = match (row.op, row.replaces) {
-                (Op::Delete | Op::Expire | Op::Overwrite, Some(r)) => {
-                    format!("{at}: {note}: the file is version {}'s text again", r.0)
-                }
-                (Op::Delete | Op::Expire | Op::Overwrite, None) => {
-                    format!("{at}: {note}: the file is what it took away")
-                }
-                _ => format!("{at}: {note}"),
-            };
-            let origin = Origin::Revert {
-                uid: *uid,
-                pid: *pid,
-                version: v,
-                note: Some(note.into()),
-                by: via.as_deref().map(Into::into),
-            };
-            let ticket = store
-                .create_file(&at, data, true, origin)
-                .map_err(|e| Refusal(format!("cannot revert {at}: {e}")))?;
-            ticket
-                .wait()
-                .map_err(|e| Refusal(format!("cannot revert {at}: {e}")))?;
-            Ok(Reply::ok(format!("{said}\n")))
-        }
+        } => revert(store, history, version(v)?, *uid, *pid, via.as_deref()),
         Request::Undo {
             version: v,
             uid,
             pid,
             via,
         } => undo(store, history, version(v)?, *uid, *pid, via.as_deref()),
-        Request::Redact { version: v, path } => {
-            let v = version(v)?;
-            let mut removed = 0;
-            if *path {
-                if let Some(at) = history.row(v)?.and_then(|r| MemPath::parse(&r.path).ok()) {
-                    removed = remove_empty_dirs_above(store, &at)?;
-                    store.forget_paths(&at);
-                }
-            }
-            let mut said = history.redact(v, *path)?;
-            if removed > 0 {
-                said.push_str(&format!(
-                    "; {removed} director{} left empty on that path removed",
-                    if removed == 1 { "y" } else { "ies" }
-                ));
-            }
-            Ok(Reply::ok(format!("{said}\n")))
-        }
+        Request::Redact { version: v, path } => redact(store, history, version(v)?, *path),
         Request::Export => Ok(Reply::ok(super::export::fast_import(history)?)),
         Request::UndoSession {
             by,
@@ -426,31 +325,9 @@ fn run(store: &Arc<Store>, history: &History, request: &Request) -> Result<Reply
                 crate::text::label(sha)
             ))),
         },
-        Request::Since { cursor } => {
-            let next = history.next_version();
-            let mut cursor = *cursor;
-            let (rows, all) = history.rows_after(&mut cursor)?;
-            let stuck = history.stuck();
-            let left_out = history.left_out();
-            let out = serde_json::json!({"next": next, "rows": rows, "cursor": cursor, "all": all, "stuck": stuck, "left_out": left_out});
-            Ok(Reply::ok(out.to_string()))
-        }
+        Request::Since { cursor } => since(history, *cursor),
         Request::Clear { door, session } => Ok(clear(store, door, session.as_deref())),
-        Request::Checkpoint => {
-            history.checkpoint()?;
-            let mut said = String::from("the plain files are current and on disk\n");
-            let left_out = history.left_out();
-            if !left_out.is_empty() {
-                said.push_str(&format!(
-                    "{} plain file(s) are left out of the memory (they stay on disk, untouched):\n",
-                    left_out.len()
-                ));
-                for line in left_out {
-                    said.push_str(&format!("  {line}\n"));
-                }
-            }
-            Ok(Reply::ok(said))
-        }
+        Request::Checkpoint => checkpoint(history),
         Request::Expire {
             idle,
             dry_run,
@@ -466,6 +343,166 @@ fn run(store: &Arc<Store>, history: &History, request: &Request) -> Result<Reply
             Ok(Reply::error("not a history request"))
         }
     }
+}
+
+/// `memfs log [PATH]`: a line per version (JSON with `json`), a page at a
+/// time when asked; scratch files only with `all`.
+fn log(
+    history: &History,
+    at: MemPath,
+    json: bool,
+    all: bool,
+    page: Option<&LogPage>,
+) -> Result<Reply, Refusal> {
+    let scratch = crate::tool::Hide::scratch();
+    let (rows, next) = match page {
+        Some(page) => history.log_page(&at, page, LOG_PAGE)?,
+        None => (history.log(&at)?, None),
+    };
+    let mut out = String::new();
+    let rows = super::saves::fold(rows);
+    // (Several hosts of a shared store: each line says whose.)
+    let hosts: BTreeSet<&str> = rows.iter().filter_map(|r| r.origin.as_deref()).collect();
+    let here = history.origin();
+    for row in &rows {
+        if !all && row.op != Op::Prune && scratch.hides_path(&row.path) {
+            continue;
+        }
+        if json {
+            out.push_str(&serde_json::to_string(row).expect("a row serializes"));
+        } else {
+            out.push_str(&row.table_line());
+            if let Some(host) = row.origin.as_deref().filter(|_| hosts.len() > 1) {
+                out.push_str(&format!("  @{}", host_name(host, &here)));
+            }
+        }
+        out.push('\n');
+    }
+    Ok(Reply {
+        next,
+        ..Reply::ok(out)
+    })
+}
+
+/// `memfs diff V [W]`: version V against W, or against the file now.
+fn diff(
+    store: &Store,
+    history: &History,
+    v: &str,
+    against: Option<&str>,
+) -> Result<Reply, Refusal> {
+    let (row, old) = content_or_empty(history, version(v)?)?;
+    let (label, new) = match against {
+        Some(w) => {
+            let (other, data) = content_or_empty(history, version(w)?)?;
+            (format!("{} (version {})", other.path, other.version), data)
+        }
+        None => {
+            let at = MemPath::parse(&row.path)
+                .map_err(|_| Refusal(format!("version {v} has no path to compare with")))?;
+            let now = match store.snapshot(&at, 0, Window { skip: 0, take: 0 }, &|_| false) {
+                Ok(Snapshot::File(data)) => data.to_vec(),
+                _ => Vec::new(),
+            };
+            (format!("{} (now)", row.path), now)
+        }
+    };
+    let before = format!("{} (version {})", row.path, row.version);
+    Ok(Reply::ok(unified(&before, &old, &label, &new)))
+}
+
+/// `memfs revert V`: the file as version V left it (or as before V took it
+/// away), as a new version of the reverter's.
+fn revert(
+    store: &Store,
+    history: &History,
+    v: u64,
+    uid: u32,
+    pid: u32,
+    via: Option<&str>,
+) -> Result<Reply, Refusal> {
+    let (at, data, row) = history.revert_target(v)?;
+    let note = match row.op {
+        Op::Delete | Op::Expire | Op::Overwrite => {
+            format!("undoes version {v} ({})", row.op.as_str())
+        }
+        _ => format!("back to version {v}"),
+    };
+    // Said in the words `memfs log` uses for the new version, and
+    // with what the file now is.
+    let said = match (row.op, row.replaces) {
+        (Op::Delete | Op::Expire | Op::Overwrite, Some(r)) => {
+            format!("{at}: {note}: the file is version {}'s text again", r.0)
+        }
+        (Op::Delete | Op::Expire | Op::Overwrite, None) => {
+            format!("{at}: {note}: the file is what it took away")
+        }
+        _ => format!("{at}: {note}"),
+    };
+    let origin = Origin::Revert {
+        uid,
+        pid,
+        version: v,
+        note: Some(note.into()),
+        by: via.map(Into::into),
+    };
+    let ticket = store
+        .create_file(&at, data, true, origin)
+        .map_err(|e| Refusal(format!("cannot revert {at}: {e}")))?;
+    ticket
+        .wait()
+        .map_err(|e| Refusal(format!("cannot revert {at}: {e}")))?;
+    Ok(Reply::ok(format!("{said}\n")))
+}
+
+/// `memfs redact V [--path]`: version V's content (and its path) erased
+/// from the history.
+fn redact(store: &Store, history: &History, v: u64, path: bool) -> Result<Reply, Refusal> {
+    let mut removed = 0;
+    if path {
+        if let Some(at) = history.row(v)?.and_then(|r| MemPath::parse(&r.path).ok()) {
+            removed = remove_empty_dirs_above(store, &at)?;
+            store.forget_paths(&at);
+        }
+    }
+    let mut said = history.redact(v, path)?;
+    if removed > 0 {
+        said.push_str(&format!(
+            "; {removed} director{} left empty on that path removed",
+            if removed == 1 { "y" } else { "ies" }
+        ));
+    }
+    Ok(Reply::ok(format!("{said}\n")))
+}
+
+/// What changed after `cursor`, for a follower of the history (the page,
+/// the files door's checks).
+fn since(history: &History, cursor: Option<Cursor>) -> Result<Reply, Refusal> {
+    let next = history.next_version();
+    let mut cursor = cursor;
+    let (rows, all) = history.rows_after(&mut cursor)?;
+    let stuck = history.stuck();
+    let left_out = history.left_out();
+    let out = serde_json::json!({"next": next, "rows": rows, "cursor": cursor, "all": all, "stuck": stuck, "left_out": left_out});
+    Ok(Reply::ok(out.to_string()))
+}
+
+/// `memfs checkpoint`: the plain files current and on disk, and what is
+/// left out of the memory.
+fn checkpoint(history: &History) -> Result<Reply, Refusal> {
+    history.checkpoint()?;
+    let mut said = String::from("the plain files are current and on disk\n");
+    let left_out = history.left_out();
+    if !left_out.is_empty() {
+        said.push_str(&format!(
+            "{} plain file(s) are left out of the memory (they stay on disk, untouched):\n",
+            left_out.len()
+        ));
+        for line in left_out {
+            said.push_str(&format!("  {line}\n"));
+        }
+    }
+    Ok(Reply::ok(said))
 }
 
 /// `Request::Undo`: the change `v` made, taken back.
