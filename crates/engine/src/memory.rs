@@ -103,23 +103,13 @@ impl Memory {
             trash: data_dir.trash.clone(),
             known: Default::default(),
         };
-        let defaults = journal::Options::default();
-        let mut journal_options = journal::Options {
-            keep: options.history_keep,
-            shared: options.shared.is_some(),
-            checkpoint_delay: options
-                .checkpoint_delay
-                .unwrap_or(defaults.checkpoint_delay),
-            segment_bytes: options.segment_bytes.unwrap_or(defaults.segment_bytes),
-        };
-        if options.no_history {
-            journal_options.keep = Keep {
-                age: Duration::ZERO,
-                bytes: 0,
-            };
-        }
-        let (journal, opened) = Journal::open(&data_dir.stored, &files, &mut tree, journal_options)
-            .map_err(fail("opening its journal (.memfs/journal)"))?;
+        let (journal, opened) = Journal::open(
+            &data_dir.stored,
+            &files,
+            &mut tree,
+            journal_options(&options),
+        )
+        .map_err(fail("opening its journal (.memfs/journal)"))?;
         let warnings = start_warnings(&skipped, &options.limits.exceeded(&tree));
         let store = Arc::new(Store::new(tree, options.limits, Some(journal.sink())));
         // Watched from here, while the tree is what the plain files hold
@@ -133,40 +123,10 @@ impl Memory {
             false => None,
         };
         // A shared store: the database commits first (set before any change).
-        let shared = options.shared.as_ref().map(|target| {
-            let origin = journal.origin();
-            let db = Arc::new(crate::shared::Db::new(
-                target.clone(),
-                origin.clone(),
-                Box::new(journal.batch_numberer()),
-            ));
-            journal.share(db.clone());
-            // No other host committed between the head a batch found and its
-            // last id (it held the head): a tree that had followed to the
-            // head has followed through the batch.
-            let followed = Arc::downgrade(&store);
-            db.on_commit(Box::new(move |head, last| {
-                if let Some(store) = followed.upgrade() {
-                    if store.followed() >= head {
-                        store.follow_to(last);
-                    }
-                }
-            }));
-            let (busy, wait) = (journal.unsettled(), journal.unsettled());
-            store.mark_shared(crate::store::Hold {
-                busy: Box::new(move |paths| busy.busy(paths)),
-                wait: Box::new(move |limit| wait.wait(limit)),
-            });
-            store.follow_to(journal.followed());
-            crate::shared::Follow {
-                target: target.clone(),
-                origin,
-                held: journal.own_held(),
-                confirmed: db.confirmed(),
-                store: Arc::downgrade(&store),
-                unsettled: journal.unsettled(),
-            }
-        });
+        let shared = options
+            .shared
+            .as_ref()
+            .map(|target| share(target, &journal, &store));
         {
             let store = Arc::downgrade(&store);
             journal.recover_through(Box::new(move |r: Refused| match store.upgrade() {
@@ -185,13 +145,7 @@ impl Memory {
             None => None,
         };
         if follower.is_some() {
-            match crate::shared::unsent::send(&data_dir.state_dir, &store) {
-                Ok(0) => {}
-                Ok(n) => tracing::info!("sent {n} path(s) an earlier run kept unsent"),
-                Err(e) => tracing::warn!(
-                    "what an earlier run kept unsent is not sent yet ({e}); it stays kept"
-                ),
-            }
+            send_unsent(&data_dir, &store);
         }
         let search = (!options.no_search)
             .then(|| crate::search::Search::start(&store, journal.history(), &data_dir.state_dir));
@@ -395,6 +349,79 @@ impl Drop for Memory {
             search.stop();
         }
         self.journal.shutdown();
+    }
+}
+
+/// The journal's options as the memory's say them.
+fn journal_options(options: &Options) -> journal::Options {
+    let defaults = journal::Options::default();
+    let mut out = journal::Options {
+        keep: options.history_keep,
+        shared: options.shared.is_some(),
+        checkpoint_delay: options
+            .checkpoint_delay
+            .unwrap_or(defaults.checkpoint_delay),
+        segment_bytes: options.segment_bytes.unwrap_or(defaults.segment_bytes),
+    };
+    if options.no_history {
+        out.keep = Keep {
+            age: Duration::ZERO,
+            bytes: 0,
+        };
+    }
+    out
+}
+
+/// A shared store wired in: the database commits first (set before any
+/// change), the tree follows what this host committed, and what the
+/// follower needs to follow the others.
+fn share(
+    target: &crate::shared::Target,
+    journal: &Journal,
+    store: &Arc<Store>,
+) -> crate::shared::Follow {
+    let origin = journal.origin();
+    let db = Arc::new(crate::shared::Db::new(
+        target.clone(),
+        origin.clone(),
+        Box::new(journal.batch_numberer()),
+    ));
+    journal.share(db.clone());
+    // No other host committed between the head a batch found and its
+    // last id (it held the head): a tree that had followed to the
+    // head has followed through the batch.
+    let followed = Arc::downgrade(store);
+    db.on_commit(Box::new(move |head, last| {
+        if let Some(store) = followed.upgrade() {
+            if store.followed() >= head {
+                store.follow_to(last);
+            }
+        }
+    }));
+    let (busy, wait) = (journal.unsettled(), journal.unsettled());
+    store.mark_shared(crate::store::Hold {
+        busy: Box::new(move |paths| busy.busy(paths)),
+        wait: Box::new(move |limit| wait.wait(limit)),
+    });
+    store.follow_to(journal.followed());
+    crate::shared::Follow {
+        target: target.clone(),
+        origin,
+        held: journal.own_held(),
+        confirmed: db.confirmed(),
+        store: Arc::downgrade(store),
+        unsettled: journal.unsettled(),
+    }
+}
+
+/// What an earlier run of a shared store kept unsent, sent now.
+fn send_unsent(data_dir: &DataDir, store: &Arc<Store>) {
+    match crate::shared::unsent::send(&data_dir.state_dir, store) {
+        Ok(0) => {}
+        Ok(n) => tracing::info!("sent {n} path(s) an earlier run kept unsent"),
+        Err(e) => {
+            tracing::warn!("what an earlier run kept unsent is not sent yet ({e}); it stays kept")
+        }
     }
 }
 
