@@ -43,35 +43,9 @@ pub fn web(cli: &Cli, listen: &str) -> ExitCode {
         return ExitCode::from(2);
     }
     let hosted = Arc::new(Hosted::default());
-    let (source, mut owned) = match Memory::open(data, cli.common.options()) {
-        Ok(memory) => {
-            let memory = Arc::new(memory);
-            let server = match SocketServer::start(
-                memory.tool().clone(),
-                memory.control().clone(),
-                &memory.data_dir().state,
-                Duration::from_secs(cli.common.client_timeout),
-                memfs::serve::max_line_bytes(cli.common.max_file_size),
-                Some(hosted.clone()),
-            ) {
-                Ok(server) => server,
-                Err(e) => {
-                    memfs::say!("memfs: cannot serve the socket in the data dir: {e}");
-                    return ExitCode::from(2);
-                }
-            };
-            (Source::Owner(memory.clone()), Some((memory, server)))
-        }
-        Err(OpenError::Busy { .. }) => (
-            Source::Beside {
-                state_dir: data.join(".memfs"),
-            },
-            None,
-        ),
-        Err(e) => {
-            memfs::say!("memfs: {e}");
-            return ExitCode::from(2);
-        }
+    let (source, mut owned) = match open_source(cli, &hosted) {
+        Ok(opened) => opened,
+        Err(code) => return code,
     };
     let port = local.port();
     let app = match App::new(source, &data.join(".memfs"), port) {
@@ -125,17 +99,64 @@ pub fn web(cli: &Cli, listen: &str) -> ExitCode {
         memfs::say!("memfs: {e}");
         code = ExitCode::FAILURE;
     }
-    if let Some((memory, mut server)) = owned.take() {
-        server.stop();
-        if !hosted.unmount_all() {
-            code = ExitCode::FAILURE;
+    match owned
+        .take()
+        .map(|(memory, server)| close(&memory, server, &hosted))
+    {
+        Some(false) => ExitCode::FAILURE,
+        _ => code,
+    }
+}
+
+/// The memory the page shows: opened here (and served on its socket, so
+/// that other memfs commands attach), or, when another memfs owns it, read
+/// beside that owner.
+fn open_source(cli: &Cli, hosted: &Arc<Hosted>) -> Result<(Source, Owned), ExitCode> {
+    match Memory::open(&cli.common.data, cli.common.options()) {
+        Ok(memory) => {
+            let memory = Arc::new(memory);
+            let server = match SocketServer::start(
+                memory.tool().clone(),
+                memory.control().clone(),
+                &memory.data_dir().state,
+                Duration::from_secs(cli.common.client_timeout),
+                memfs::serve::max_line_bytes(cli.common.max_file_size),
+                Some(hosted.clone()),
+            ) {
+                Ok(server) => server,
+                Err(e) => {
+                    memfs::say!("memfs: cannot serve the socket in the data dir: {e}");
+                    return Err(ExitCode::from(2));
+                }
+            };
+            Ok((Source::Owner(memory.clone()), Some((memory, server))))
         }
-        if !memory.write_out() {
-            memfs::say!("memfs: some changes could not be written to disk");
-            code = ExitCode::FAILURE;
+        Err(OpenError::Busy { .. }) => Ok((
+            Source::Beside {
+                state_dir: cli.common.data.join(".memfs"),
+            },
+            None,
+        )),
+        Err(e) => {
+            memfs::say!("memfs: {e}");
+            Err(ExitCode::from(2))
         }
     }
-    code
+}
+
+/// A memory this page opened, and the socket it serves it on.
+type Owned = Option<(Arc<Memory>, SocketServer)>;
+
+/// Closes what the page opened: false if a mount it hosted or a change
+/// could not be finished.
+fn close(memory: &Memory, mut server: SocketServer, hosted: &Hosted) -> bool {
+    server.stop();
+    let mut ok = hosted.unmount_all();
+    if !memory.write_out() {
+        memfs::say!("memfs: some changes could not be written to disk");
+        ok = false;
+    }
+    ok
 }
 
 /// Where a running page keeps what `memfs web --link` signs with.
