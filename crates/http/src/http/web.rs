@@ -79,6 +79,66 @@ fn too_large() -> Response<Body> {
     )
 }
 
+/// The store a login asks for.
+enum Chosen {
+    Store(String),
+    /// None the token could reach.
+    Nothing,
+    /// The token reaches several and the form names none.
+    Several,
+}
+
+/// The store a login is for: the one named, else the token's only one
+/// (an admin's in a root of one store).
+fn chosen_store(
+    reg: &Registry,
+    token: &super::tokens::Token,
+    form: &HashMap<String, String>,
+) -> Chosen {
+    let asked = form
+        .get("store")
+        .map(|s| s.trim())
+        .filter(|s| !s.is_empty());
+    match asked {
+        Some(s) => Chosen::Store(s.to_string()),
+        None if !token.admin && token.stores.len() == 1 => Chosen::Store(token.stores[0].clone()),
+        // An admin token in a root of one store reaches one store too.
+        None if token.admin && reg.count() == 1 => {
+            let (only, _) = reg.list(&super::metas::Query {
+                after: None,
+                include_archived: true,
+                created_gte: None,
+                created_lte: None,
+                limit: 1,
+                only: None,
+            });
+            match only.first() {
+                Some(m) => Chosen::Store(m.id.clone()),
+                None => Chosen::Nothing,
+            }
+        }
+        None => Chosen::Several,
+    }
+}
+
+/// The answer to a login: to the store's page, with the session's cookie.
+fn signed_in(store: &str, id: &str, tls: bool) -> Response<Body> {
+    page(
+        303,
+        String::new(),
+        &[
+            ("location", format!("/web/{store}/")),
+            (
+                "set-cookie",
+                format!(
+                    "{COOKIE}={id}; HttpOnly; SameSite=Strict; Path=/web{}",
+                    if tls { "; Secure" } else { "" }
+                ),
+            ),
+        ],
+    )
+}
+
 fn login_form(said: &str) -> String {
     format!(
         "<!doctype html><html lang=\"en\"><head><meta charset=\"utf-8\"><meta name=\"viewport\" content=\"width=device-width\"><title>memfs: log in</title><link rel=\"icon\" href=\"/web/static/favicon.svg\"><link rel=\"stylesheet\" href=\"/web/static/app.css\"></head><body><header><a class=\"brand\" href=\"/web/\">memfs</a></header><main><h1>Log in</h1><p>{}</p><form method=\"post\" action=\"/web/login\" class=\"login\"><p><label>Token<br><input type=\"password\" name=\"token\" autocomplete=\"off\" required></label></p><p><label>Store<br><input name=\"store\" placeholder=\"memstore_... (if the token reaches several)\"></label></p><p><button type=\"submit\">Log in</button></p></form></main></body></html>",
@@ -210,9 +270,9 @@ impl WebDoor {
         }
     }
 
-    /// Long because it is one login in order (find the token, choose the
-    /// store, check the token reaches it, make the session, record it,
-    /// redirect with the cookie); each step can refuse with its own page.
+    /// One login in order: find the token, choose the store, check the
+    /// token reaches it, make the session, record it, redirect with the
+    /// cookie; each step can refuse with its own page.
     fn log_in(
         &self,
         reg: &Registry,
@@ -234,29 +294,10 @@ impl WebDoor {
         let Ok(Some(token)) = tokens.find(&secret) else {
             return refused();
         };
-        let asked = form
-            .get("store")
-            .map(|s| s.trim())
-            .filter(|s| !s.is_empty());
-        let store = match asked {
-            Some(s) => s.to_string(),
-            None if !token.admin && token.stores.len() == 1 => token.stores[0].clone(),
-            // An admin token in a root of one store reaches one store too.
-            None if token.admin && reg.count() == 1 => {
-                let (only, _) = reg.list(&super::metas::Query {
-                    after: None,
-                    include_archived: true,
-                    created_gte: None,
-                    created_lte: None,
-                    limit: 1,
-                    only: None,
-                });
-                match only.first() {
-                    Some(m) => m.id.clone(),
-                    None => return refused(),
-                }
-            }
-            None => {
+        let store = match chosen_store(reg, &token, form) {
+            Chosen::Store(store) => store,
+            Chosen::Nothing => return refused(),
+            Chosen::Several => {
                 return page(
                     400,
                     login_form("Name the store: this token reaches several."),
@@ -270,29 +311,52 @@ impl WebDoor {
         let (Ok(id), Ok(csrf)) = (session::secret(), session::secret()) else {
             return page(503, login_form("No randomness for a session."), &[]);
         };
-        // A token's logins are bounded: at most LOGINS_A_MINUTE a minute,
-        // and its SESSIONS_PER_TOKEN newest sessions kept.
-        {
-            let mut recent = self.recent.lock();
-            recent.retain(|_, times| {
-                times.retain(|t| t.elapsed() < Duration::from_secs(60));
-                !times.is_empty()
-            });
-            let times = recent.entry(token.name.clone()).or_default();
-            if times.len() >= LOGINS_A_MINUTE {
-                return page(
-                    429,
-                    login_form("Too many logins with this token in the last minute; try again in a minute."),
-                    &[("retry-after", "60".into())],
-                );
-            }
-            times.push(Instant::now());
+        if !self.may_log_in(&token.name) {
+            return page(
+                429,
+                login_form(
+                    "Too many logins with this token in the last minute; try again in a minute.",
+                ),
+                &[("retry-after", "60".into())],
+            );
         }
+        self.keep(
+            id.clone(),
+            Login {
+                secret,
+                name: token.name.clone(),
+                store: store.clone(),
+                csrf,
+                last: Instant::now(),
+            },
+        );
+        signed_in(&store, &id, tls)
+    }
+
+    /// Whether token `name` may log in now: at most LOGINS_A_MINUTE a
+    /// minute (this one counted when it may).
+    fn may_log_in(&self, name: &str) -> bool {
+        let mut recent = self.recent.lock();
+        recent.retain(|_, times| {
+            times.retain(|t| t.elapsed() < Duration::from_secs(60));
+            !times.is_empty()
+        });
+        let times = recent.entry(name.to_string()).or_default();
+        if times.len() >= LOGINS_A_MINUTE {
+            return false;
+        }
+        times.push(Instant::now());
+        true
+    }
+
+    /// Keeps session `id`: a token's SESSIONS_PER_TOKEN newest are kept,
+    /// its oldest let go.
+    fn keep(&self, id: String, login: Login) {
         let mut logins = self.logins.lock();
         logins.retain(|_, l| l.last.elapsed() < IDLE);
         let own: Vec<(&String, Instant)> = logins
             .iter()
-            .filter(|(_, l)| l.name == token.name)
+            .filter(|(_, l)| l.name == login.name)
             .map(|(k, l)| (k, l.last))
             .collect();
         if own.len() >= SESSIONS_PER_TOKEN {
@@ -304,30 +368,7 @@ impl WebDoor {
                 logins.remove(&oldest);
             }
         }
-        logins.insert(
-            id.clone(),
-            Login {
-                secret,
-                name: token.name.clone(),
-                store: store.clone(),
-                csrf,
-                last: Instant::now(),
-            },
-        );
-        page(
-            303,
-            String::new(),
-            &[
-                ("location", format!("/web/{store}/")),
-                (
-                    "set-cookie",
-                    format!(
-                        "{COOKIE}={id}; HttpOnly; SameSite=Strict; Path=/web{}",
-                        if tls { "; Secure" } else { "" }
-                    ),
-                ),
-            ],
-        )
+        logins.insert(id, login);
     }
 
     /// The session's CSRF token and whether it may write, if it is live,
