@@ -205,8 +205,8 @@ fn unmount(mounted: Mounted) -> ExitCode {
 /// process takes the data dir over and serves the mount itself, so for the
 /// person `memfs mount` behaves as it does alone.
 ///
-/// Long because it is one retry loop: open, or else ask the owner to mount
-/// and wait; if the owner goes away, the loop starts again to take over.
+/// One retry loop: open, or else ask the owner to mount and wait; if the
+/// owner goes away, the loop starts again to take over.
 pub fn mount_beside_owner(
     open: impl Fn() -> Result<Memory, OpenError>,
     state_dir: &Path,
@@ -214,19 +214,8 @@ pub fn mount_beside_owner(
     options: MountOptions,
     doors: Doors,
 ) -> ExitCode {
-    let stop = Arc::new(AtomicBool::new(false));
-    for signal in [signal_hook::consts::SIGINT, signal_hook::consts::SIGTERM] {
-        if let Err(e) = signal_hook::flag::register(signal, stop.clone()) {
-            memfs::say!("memfs: cannot handle signals: {e}");
-            return ExitCode::from(2);
-        }
-    }
-    let at = match std::path::absolute(at) {
-        Ok(at) => at,
-        Err(e) => {
-            memfs::say!("memfs: cannot use the mount point {}: {e}", at.display());
-            return ExitCode::from(2);
-        }
+    let (Some(stop), Some(at)) = (stop_flag(), absolute(at)) else {
+        return ExitCode::from(2);
     };
     let deadline = std::time::Instant::now() + Duration::from_secs(10);
     loop {
@@ -251,15 +240,9 @@ pub fn mount_beside_owner(
             }
         };
         let key = memfs::persist::read_key(state_dir).unwrap_or_default();
-        let request = json!({
-            "type": attach::MOUNT, "path": at, "read_only": options.read_only, "key": key,
-            "allow_other": options.allow_other,
-            "uid": options.presented.uid, "gid": options.presented.gid,
-            "dir_mode": options.presented.dir_mode, "file_mode": options.presented.file_mode,
-        });
-        let answer = match link.call(request.to_string().as_bytes()) {
-            Ok(answer) => attach::result_of(&answer),
-            Err(_) => continue, // the owner went away: take over
+        let answer = match ask_to_mount(&mut link, &at, &key, &options) {
+            Some(answer) => answer,
+            None => continue, // the owner went away: take over
         };
         if answer.is_error {
             let text = answer.text().unwrap_or_default();
@@ -272,11 +255,59 @@ pub fn mount_beside_owner(
             link.owner_pid().unwrap_or_default(),
             at.display()
         );
-        loop {
-            std::thread::sleep(Duration::from_millis(100));
-            if stop.load(Ordering::SeqCst) {
-                let request = json!({"type": attach::UNMOUNT, "path": at, "key": key});
-                return match link
+        if let Some(code) = while_hosted(&mut link, &at, &key, &stop) {
+            return code;
+        }
+        // (The owner went away: take over and mount here ourselves.)
+    }
+}
+
+/// The mount point as an absolute path (none, said, if it cannot be).
+fn absolute(at: &Path) -> Option<std::path::PathBuf> {
+    std::path::absolute(at)
+        .map_err(|e| memfs::say!("memfs: cannot use the mount point {}: {e}", at.display()))
+        .ok()
+}
+
+/// A flag SIGINT and SIGTERM set (none, said, if they cannot be handled).
+fn stop_flag() -> Option<Arc<AtomicBool>> {
+    let stop = Arc::new(AtomicBool::new(false));
+    for signal in [signal_hook::consts::SIGINT, signal_hook::consts::SIGTERM] {
+        if let Err(e) = signal_hook::flag::register(signal, stop.clone()) {
+            memfs::say!("memfs: cannot handle signals: {e}");
+            return None;
+        }
+    }
+    Some(stop)
+}
+
+/// Asks the owner to mount at `at`: its answer, or none if it went away.
+fn ask_to_mount(
+    link: &mut Link,
+    at: &Path,
+    key: &str,
+    options: &MountOptions,
+) -> Option<memfs::tool::ToolResult> {
+    let request = json!({
+        "type": attach::MOUNT, "path": at, "read_only": options.read_only, "key": key,
+        "allow_other": options.allow_other,
+        "uid": options.presented.uid, "gid": options.presented.gid,
+        "dir_mode": options.presented.dir_mode, "file_mode": options.presented.file_mode,
+    });
+    let answer = link.call(request.to_string().as_bytes()).ok()?;
+    Some(attach::result_of(&answer))
+}
+
+/// While the owner serves the mount: until this process is told to stop
+/// (the owner unmounts it), or the mount is unmounted from outside; `None`
+/// when the owner went away first (this process takes over).
+fn while_hosted(link: &mut Link, at: &Path, key: &str, stop: &AtomicBool) -> Option<ExitCode> {
+    loop {
+        std::thread::sleep(Duration::from_millis(100));
+        if stop.load(Ordering::SeqCst) {
+            let request = json!({"type": attach::UNMOUNT, "path": at, "key": key});
+            return Some(
+                match link
                     .call(request.to_string().as_bytes())
                     .map(|a| attach::result_of(&a))
                 {
@@ -295,20 +326,20 @@ pub fn mount_beside_owner(
                         memfs::say!("memfs: the owner of the data dir stopped while unmounting; it writes out at its exit");
                         ExitCode::FAILURE
                     }
-                };
-            }
+                },
+            );
+        }
+        if link.is_closed() {
+            return None;
+        }
+        if !memfs::fuse::mountpoint::is_mount_point(at) {
+            // An owner that stops closes its clients before it unmounts.
+            std::thread::sleep(Duration::from_millis(50));
             if link.is_closed() {
-                break; // the owner went away: take over and mount here ourselves
+                return None;
             }
-            if !memfs::fuse::mountpoint::is_mount_point(&at) {
-                // An owner that stops closes its clients before it unmounts.
-                std::thread::sleep(Duration::from_millis(50));
-                if link.is_closed() {
-                    break;
-                }
-                // Unmounted from outside: the owner writes it out.
-                return ExitCode::SUCCESS;
-            }
+            // Unmounted from outside: the owner writes it out.
+            return Some(ExitCode::SUCCESS);
         }
     }
 }
