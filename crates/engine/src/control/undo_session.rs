@@ -69,9 +69,12 @@ fn chosen(row: &Row, ask: &Ask) -> bool {
         && !matches!(row.op, Op::Prune | Op::Void | Op::Found)
 }
 
+/// Each path the actor changed: what it held before and after.
+type Paths = BTreeMap<String, (Held, Held)>;
+
 /// For each path the chosen rows touched: what it held before the first
 /// of them, and after the last.
-fn before_and_after(rows: &[Row], ask: &Ask) -> Result<BTreeMap<String, (Held, Held)>, Refusal> {
+fn before_and_after(rows: &[Row], ask: &Ask) -> Result<Paths, Refusal> {
     let by_version: HashMap<u64, &Row> = rows.iter().map(|r| (r.id(), r)).collect();
     let content_of = |v: u64| match by_version.get(&v) {
         Some(r) if r.redacted => Held::Unknown("redacted"),
@@ -112,10 +115,9 @@ fn before_and_after(rows: &[Row], ask: &Ask) -> Result<BTreeMap<String, (Held, H
     Ok(paths)
 }
 
-/// `Request::UndoSession`.
-///
-/// Long because it reads the history once, checks every path against
-/// what the actor left before anything is done, then restores each path.
+/// `Request::UndoSession`: the history read once, every path checked
+/// against what the actor left before anything is done, then each path
+/// restored.
 pub fn run(store: &Arc<Store>, history: &History, ask: &Ask) -> Result<Reply, Refusal> {
     let rows = history.all()?;
     let paths = before_and_after(&rows, ask)?;
@@ -126,44 +128,7 @@ pub fn run(store: &Arc<Store>, history: &History, ask: &Ask) -> Result<Reply, Re
             crate::text::label(ask.by)
         )));
     }
-    let mut plan = Vec::new();
-    let mut changed_since = Vec::new();
-    // A path whose earlier content the history no longer has: refused even
-    // with `force` (there is nothing to bring back).
-    let mut lost_before = false;
-    for (path, (before, after)) in &paths {
-        let Ok(at) = MemPath::parse(path) else {
-            continue; // a redacted path
-        };
-        let now = sha_now(store, &at);
-        if let Held::Unknown(why) = before {
-            changed_since.push(format!("{path} (what it held before is {why})"));
-            lost_before = true;
-            continue;
-        }
-        if now.as_deref() == before.sha() {
-            continue; // as it was already (undone before, or changed back)
-        }
-        if now.as_deref() != after.sha() || matches!(after, Held::Unknown(_)) {
-            changed_since.push(format!("{path} (changed since by someone else)"));
-            if !ask.force {
-                continue;
-            }
-        }
-        plan.push((at, before.clone(), now));
-    }
-    let blocked = lost_before || (!changed_since.is_empty() && !ask.force);
-    if blocked {
-        let more = match ask.force {
-            true => "",
-            false => "; nothing was changed. `--force` takes back their changes to those files too",
-        };
-        return Err(Refusal(format!(
-            "not undone: {} file(s) cannot be brought back as they were: {}{more}",
-            changed_since.len(),
-            changed_since.join(", ")
-        )));
-    }
+    let plan = plan(store, &paths, ask)?;
     let verb = |held: &Held| match held {
         Held::Absent => "removed",
         _ => "restored",
@@ -198,7 +163,67 @@ pub fn run(store: &Arc<Store>, history: &History, ask: &Ask) -> Result<Reply, Re
         ),
         by: ask.via.map(Into::into),
     };
-    for (at, target, now) in &plan {
+    restore(store, history, &plan, &origin, &said)?;
+    Ok(Reply::ok(format!("undid {} file(s):\n{said}", plan.len())))
+}
+
+/// One path to bring back: where, what it held before, its sha now.
+type Step = (MemPath, Held, Option<String>);
+
+/// What to bring back of `paths`, each checked against what the actor
+/// left: refused, with every path that cannot be, when one changed since
+/// (unless `force`) or its earlier content is gone.
+fn plan(store: &Store, paths: &Paths, ask: &Ask) -> Result<Vec<Step>, Refusal> {
+    let mut plan = Vec::new();
+    let mut changed_since = Vec::new();
+    // A path whose earlier content the history no longer has: refused even
+    // with `force` (there is nothing to bring back).
+    let mut lost_before = false;
+    for (path, (before, after)) in paths {
+        let Ok(at) = MemPath::parse(path) else {
+            continue; // a redacted path
+        };
+        let now = sha_now(store, &at);
+        if let Held::Unknown(why) = before {
+            changed_since.push(format!("{path} (what it held before is {why})"));
+            lost_before = true;
+            continue;
+        }
+        if now.as_deref() == before.sha() {
+            continue; // as it was already (undone before, or changed back)
+        }
+        if now.as_deref() != after.sha() || matches!(after, Held::Unknown(_)) {
+            changed_since.push(format!("{path} (changed since by someone else)"));
+            if !ask.force {
+                continue;
+            }
+        }
+        plan.push((at, before.clone(), now));
+    }
+    let blocked = lost_before || (!changed_since.is_empty() && !ask.force);
+    if blocked {
+        let more = match ask.force {
+            true => "",
+            false => "; nothing was changed. `--force` takes back their changes to those files too",
+        };
+        return Err(Refusal(format!(
+            "not undone: {} file(s) cannot be brought back as they were: {}{more}",
+            changed_since.len(),
+            changed_since.join(", ")
+        )));
+    }
+    Ok(plan)
+}
+
+/// Brings each path of `plan` back, as a change of `origin`'s.
+fn restore(
+    store: &Store,
+    history: &History,
+    plan: &[Step],
+    origin: &Origin,
+    said: &str,
+) -> Result<(), Refusal> {
+    for (at, target, now) in plan {
         let done = match target {
             Held::Absent => store.remove_expecting(at, origin.clone(), now.as_deref()),
             Held::Content { version, .. } => {
@@ -218,5 +243,5 @@ pub fn run(store: &Arc<Store>, history: &History, ask: &Ask) -> Result<Reply, Re
             ))
         })?;
     }
-    Ok(Reply::ok(format!("undid {} file(s):\n{said}", plan.len())))
+    Ok(())
 }
