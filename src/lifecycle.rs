@@ -46,11 +46,9 @@ enum Stop {
 pub type StdioServer = Box<dyn FnOnce(Tool, Arc<Control>) -> io::Result<()> + Send>;
 
 /// Serves until a signal, the end of `stdio`'s input, or an outside unmount;
-/// then shuts down and says how it went.
-///
-/// Long because start-up, the wait loop and shutdown share the same handles
-/// (signals, socket server, mount, hosted mounts), and shutdown closes them
-/// in order into one exit code.
+/// then shuts down and says how it went. Start-up, the wait and the
+/// shutdown share the same handles (signals, socket server, mount, hosted
+/// mounts); the shutdown closes them in order into one exit code.
 pub fn run(
     memory: &Memory,
     mount: Option<(&Path, MountOptions)>,
@@ -69,7 +67,7 @@ pub fn run(
     // on the same data dir attaches to it there.
     // ... and serves the mounts they ask for.
     let hosted = Arc::new(Hosted::default());
-    let mut server = match SocketServer::start(
+    let server = match SocketServer::start(
         memory.tool().clone(),
         memory.control().clone(),
         &memory.data_dir().state,
@@ -83,7 +81,7 @@ pub fn run(
             return ExitCode::from(2);
         }
     };
-    let mut mounted = match mount {
+    let mounted = match mount {
         Some((at, options)) => match open_mount(memory, at, options) {
             Ok(mounted) => Some(mounted),
             Err(code) => return code,
@@ -91,31 +89,57 @@ pub fn run(
         None => None,
     };
     if let Some(serve) = stdio {
-        let tool = memory.tool().clone();
-        let control = memory.control().clone();
-        let tell = tell.clone();
-        let started = std::thread::Builder::new()
-            .name("memfs-stdio".into())
-            .spawn(move || {
-                let _ = tell.send(Stop::InputEnded(serve(tool, control)));
-            });
-        if let Err(e) = started {
-            memfs::say!("memfs: cannot start serving stdio: {e}");
-            return ExitCode::from(2);
+        if let Err(code) = serve_stdio(memory, serve, tell.clone()) {
+            return code;
         }
     }
-    let stop = loop {
+    let stop = wait(&told, &hosted, mounted.as_ref(), &server, doors.idle_exit);
+    signals.close();
+    shut_down(memory, &stop, server, &hosted, mounted)
+}
+
+/// Serves `serve` on stdin/stdout on a thread of its own, which tells
+/// `tell` when its input ends.
+fn serve_stdio(
+    memory: &Memory,
+    serve: StdioServer,
+    tell: mpsc::Sender<Stop>,
+) -> Result<(), ExitCode> {
+    let tool = memory.tool().clone();
+    let control = memory.control().clone();
+    let started = std::thread::Builder::new()
+        .name("memfs-stdio".into())
+        .spawn(move || {
+            let _ = tell.send(Stop::InputEnded(serve(tool, control)));
+        });
+    if let Err(e) = started {
+        memfs::say!("memfs: cannot start serving stdio: {e}");
+        return Err(ExitCode::from(2));
+    }
+    Ok(())
+}
+
+/// Waits for a reason to stop: told one, the mount unmounted from outside,
+/// or nobody using the memory for `idle_exit`.
+fn wait(
+    told: &mpsc::Receiver<Stop>,
+    hosted: &Hosted,
+    mounted: Option<&Mounted>,
+    server: &SocketServer,
+    idle_exit: Option<Duration>,
+) -> Stop {
+    loop {
         match told.recv_timeout(Duration::from_millis(100)) {
             Ok(stop) => break stop,
             Err(mpsc::RecvTimeoutError::Timeout) => {
                 hosted.reap();
-                if mounted.as_ref().is_some_and(Mounted::is_finished) {
+                if mounted.is_some_and(Mounted::is_finished) {
                     break Stop::Unmounted;
                 }
                 let idle = server
                     .idle_for()
                     .filter(|_| hosted.is_empty() && mounted.is_none());
-                if let (Some(idle), Some(limit)) = (idle, doors.idle_exit) {
+                if let (Some(idle), Some(limit)) = (idle, idle_exit) {
                     if idle >= limit {
                         break Stop::Idle;
                     }
@@ -123,10 +147,20 @@ pub fn run(
             }
             Err(mpsc::RecvTimeoutError::Disconnected) => break Stop::Signal,
         }
-    };
-    signals.close();
+    }
+}
+
+/// Closes the socket, the hosted mounts and the mount, then writes the
+/// memory out: one exit code for how it all went.
+fn shut_down(
+    memory: &Memory,
+    stop: &Stop,
+    mut server: SocketServer,
+    hosted: &Hosted,
+    mounted: Option<Mounted>,
+) -> ExitCode {
     let mut code = ExitCode::SUCCESS;
-    if let Stop::InputEnded(Err(e)) = &stop {
+    if let Stop::InputEnded(Err(e)) = stop {
         if e.kind() != io::ErrorKind::BrokenPipe {
             memfs::say!("memfs: serving stdio failed: {e}");
             code = ExitCode::FAILURE;
@@ -137,7 +171,7 @@ pub fn run(
         memfs::say!("memfs: writing out a mount served for another memfs failed");
         code = ExitCode::FAILURE;
     }
-    if let Some(mounted) = mounted.take() {
+    if let Some(mounted) = mounted {
         if unmount(mounted) != ExitCode::SUCCESS {
             code = ExitCode::FAILURE;
         }
