@@ -279,16 +279,19 @@ fn remember_where(place: &Place, memory: &Option<PathBuf>) -> String {
 }
 
 /// `memfs COMMAND ARGS` on the place's memory (a shared store's as
-/// `enable --shared` named it), its exit code.
+/// `enable --shared` named it), run in this process's place (exec): a
+/// signal sent to this process reaches it (a `memfs claude-code web`
+/// stopped with SIGTERM left its page serving as an orphan), and its exit
+/// code is this one's.
 fn on_memory(place: &Place, command: &str, args: &[String]) -> ExitCode {
+    use std::os::unix::process::CommandExt;
     let mut c = match memfs_on(place) {
         Ok(c) => c,
         Err(e) => return fail(e),
     };
-    match c.arg(command).args(args).status() {
-        Ok(s) => ExitCode::from(s.code().unwrap_or(2).clamp(0, 255) as u8),
-        Err(e) => fail(format!("cannot run memfs {command}: {e}")),
-    }
+    // (Returns only when it could not run.)
+    let e = c.arg(command).args(args).exec();
+    fail(format!("cannot run memfs {command}: {e}"))
 }
 
 /// This very memfs, on the place's memory (`--data DIR`, or a shared

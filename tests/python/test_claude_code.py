@@ -387,6 +387,19 @@ def review_page(memfs_bin, data, env, cwd=None):
     finally:
         web.terminate()
         web.wait(timeout=30)
+        # Nothing of it keeps serving (`memfs claude-code web` ran the page
+        # as a child that outlived a SIGTERM to it).
+        if cwd is not None:
+            left = []
+            for pid in filter(str.isdigit, os.listdir("/proc")):
+                try:
+                    argv = open(f"/proc/{pid}/cmdline", "rb").read().split(b"\0")
+                    if (os.readlink(f"/proc/{pid}/cwd") == str(cwd)
+                            and open(f"/proc/{pid}/comm").read().strip() == "memfs" and b"web" in argv):
+                        left.append(pid)
+                except OSError:
+                    pass
+            assert not left, f"memfs web processes left serving in {cwd}: {left}"
 
 
 @pytest.mark.parametrize("name", ["My Proj.x", "proj-\u00e9", "proj-\U0001F680", "a b/c.d e", "x" * 120 + "/" + "y" * 120],
