@@ -542,6 +542,14 @@ fn the_index_tells_a_missing_a_stale_a_damaged_index_and_a_full_disk_apart() {
     let e = Index::open(&damaged).err().expect("a damaged index");
     assert!(matches!(e, IndexError::Engine { .. }), "{e}");
     assert!(!e.disk_full());
+    // Built again when missing, stale or damaged; not when the failure may
+    // pass (a build would throw the index there away).
+    assert!(!e.passing());
+    assert!(!IndexError::OtherVersion.passing());
+    let missing = std::io::Error::from(std::io::ErrorKind::NotFound);
+    assert!(!IndexError::Missing(missing).passing());
+    let no_fd = std::io::Error::from_raw_os_error(24);
+    assert!(IndexError::Missing(no_fd).passing());
     if !can_mount()
         && skip(
             "the_index_tells_a_missing_a_stale_a_damaged_index_and_a_full_disk_apart (its full disk)",

@@ -51,6 +51,33 @@ impl IndexError {
     }
 }
 
+impl IndexError {
+    /// Whether a later try may succeed as it is (the process out of file
+    /// descriptors or memory, a full disk, an interrupted call): then the
+    /// index is not built again (which would throw away a good one); any
+    /// other failure to open it (none there, another version, damaged)
+    /// is answered by a build from the tree.
+    pub fn passing(&self) -> bool {
+        let passing = |e: &io::Error| {
+            matches!(
+                e.kind(),
+                io::ErrorKind::StorageFull
+                    | io::ErrorKind::QuotaExceeded
+                    | io::ErrorKind::OutOfMemory
+                    | io::ErrorKind::Interrupted
+                    | io::ErrorKind::WouldBlock
+                    | io::ErrorKind::PermissionDenied
+            ) || matches!(e.raw_os_error(), Some(23 | 24)) // ENFILE, EMFILE
+        };
+        match self {
+            IndexError::Missing(e) => e.kind() != io::ErrorKind::NotFound && passing(e),
+            IndexError::Disk { source, .. } => passing(source),
+            IndexError::Engine { source, .. } => engine_io(source).is_some_and(passing),
+            IndexError::OtherVersion | IndexError::History(_) => false,
+        }
+    }
+}
+
 /// The I/O error under an engine error, if it is one.
 fn engine_io(e: &tantivy::TantivyError) -> Option<&io::Error> {
     match e {

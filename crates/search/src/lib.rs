@@ -252,10 +252,11 @@ impl Search {
 
     /// The index in the data dir, or a new one of the whole tree when it
     /// is missing, damaged or made by another analyzer.
-    /// (Not when the disk is full: a build would fail the same way.)
+    /// (Not when the failure may pass, a full disk or no file descriptor
+    /// left: a build would fail the same way, or throw a good index away.)
     fn open_or_build(&self, store: &Store) -> Result<Index, IndexError> {
         Index::open(&self.dir).or_else(|why| {
-            if why.disk_full() {
+            if why.passing() {
                 return Err(why);
             }
             tracing::info!("building the search index ({why})");
@@ -330,10 +331,14 @@ impl Search {
             query.under = Some(query::under(under));
         }
         let limit = ask.limit.clamp(1, MOST_RESULTS);
-        self.catch_up_with(true)?;
         let Some(store) = self.store.upgrade() else {
             return Err(SearchError::Closed);
         };
+        // A save through the mount the flusher has handed to the journal
+        // but the journal has not committed is neither a dirty file nor a
+        // row yet: wait for what is queued (the barrier writes nothing).
+        let _ = store.barrier(crate::store::Origin::Memfs).wait();
+        self.catch_up_with(true)?;
         // The index as it stands, searched without the lock: a long search
         // holds up no other search and no update.
         let view = self.view(&store)?;

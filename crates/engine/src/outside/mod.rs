@@ -124,7 +124,9 @@ impl Outside {
         if self.stopped.load(Ordering::Acquire) || TAKING.with(|t| t.get()) {
             return;
         }
-        if !self.waiting.load(Ordering::Acquire) && !self.known.suspected() && !self.readable() {
+        // (The kernel first: a drain under way sets `waiting` before it
+        // reads, so one that read this memory's events is seen below.)
+        if !self.readable() && !self.waiting.load(Ordering::Acquire) && !self.known.suspected() {
             return;
         }
         let Some(store) = self.store.upgrade() else {

@@ -192,7 +192,20 @@ impl Hub {
         let mut buf = std::mem::take(&mut inner.buf);
         let read = read_all(&self.fd, &mut buf);
         inner.buf = buf;
-        let events = read?;
+        let events = match read {
+            Ok(events) => events,
+            Err(e) => {
+                // What was read of other memories' events is lost with the
+                // batch: each looks at all its files again, as after an
+                // overflow (the caller is told, and does too).
+                let lost = (-1, ReadFlags::QUEUE_OVERFLOW, 0, None);
+                for (held, flag) in inner.held.values_mut() {
+                    held.push(lost.clone());
+                    flag.store(true, Ordering::Release);
+                }
+                return Err(e);
+            }
+        };
         for ev in events {
             if ev.1.contains(ReadFlags::QUEUE_OVERFLOW) {
                 for (held, flag) in inner.held.values_mut() {
