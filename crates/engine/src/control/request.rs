@@ -266,8 +266,8 @@ pub fn host_name<'a>(origin: &'a str, here: &str) -> &'a str {
     }
 }
 
-/// Long because it is a match over every control request kind (a table:
-/// each arm a call or a line).
+/// Every control request kind that reads or changes the history, each
+/// arm a call or a line.
 fn run(store: &Arc<Store>, history: &History, request: &Request) -> Result<Reply, Refusal> {
     match request {
         Request::Log {
@@ -295,29 +295,7 @@ fn run(store: &Arc<Store>, history: &History, request: &Request) -> Result<Reply
         } => undo(store, history, version(v)?, *uid, *pid, via.as_deref()),
         Request::Redact { version: v, path } => redact(store, history, version(v)?, *path),
         Request::Export => Ok(Reply::ok(super::export::fast_import(history)?)),
-        Request::UndoSession {
-            by,
-            since,
-            versions,
-            force,
-            dry_run,
-            uid,
-            pid,
-            via,
-        } => super::undo_session::run(
-            store,
-            history,
-            &super::undo_session::Ask {
-                by,
-                since: since.as_deref(),
-                versions: versions.as_deref(),
-                force: *force,
-                dry_run: *dry_run,
-                uid: *uid,
-                pid: *pid,
-                via: via.as_deref(),
-            },
-        ),
+        r @ Request::UndoSession { .. } => undo_session(store, history, r),
         Request::Blob { sha } => match history.blob(sha) {
             Some(bytes) => Ok(Reply::ok(bytes)),
             None => Err(Refusal(format!(
@@ -343,6 +321,37 @@ fn run(store: &Arc<Store>, history: &History, request: &Request) -> Result<Reply
             Ok(Reply::error("not a history request"))
         }
     }
+}
+
+/// `memfs undo --by WHO`: what a session or an actor changed, taken back.
+fn undo_session(store: &Arc<Store>, history: &History, r: &Request) -> Result<Reply, Refusal> {
+    let Request::UndoSession {
+        by,
+        since,
+        versions,
+        force,
+        dry_run,
+        uid,
+        pid,
+        via,
+    } = r
+    else {
+        return Ok(Reply::error("not an undo by a session"));
+    };
+    super::undo_session::run(
+        store,
+        history,
+        &super::undo_session::Ask {
+            by,
+            since: since.as_deref(),
+            versions: versions.as_deref(),
+            force: *force,
+            dry_run: *dry_run,
+            uid: *uid,
+            pid: *pid,
+            via: via.as_deref(),
+        },
+    )
 }
 
 /// `memfs log [PATH]`: a line per version (JSON with `json`), a page at a

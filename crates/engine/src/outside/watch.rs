@@ -13,7 +13,7 @@ use std::io;
 use std::mem::MaybeUninit;
 use std::os::fd::OwnedFd;
 use std::path::PathBuf;
-use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering};
 use std::sync::{Arc, Weak};
 use std::time::{Duration, Instant};
 
@@ -152,6 +152,9 @@ static NEXT_WATCH: AtomicU64 = AtomicU64::new(1);
 pub struct Hub {
     fd: OwnedFd,
     inner: Mutex<Inner>,
+    /// Reads under way (from before the kernel is read until every event
+    /// read is handed over): an answer that finds nothing waits for one.
+    handing: AtomicUsize,
 }
 
 struct Inner {
@@ -180,6 +183,7 @@ impl Hub {
                     buf: vec![MaybeUninit::uninit(); 64 * 1024],
                 },
             ),
+            handing: AtomicUsize::new(0),
         });
         *hub = Arc::downgrade(&h);
         Ok(h)
@@ -189,6 +193,14 @@ impl Hub {
     /// then `id`'s events, taken. An overflow goes to every watch.
     fn take(&self, id: u64) -> io::Result<Vec<Raw>> {
         let mut inner = self.inner.lock();
+        self.handing.fetch_add(1, Ordering::SeqCst);
+        let taken = self.take_held(&mut inner, id);
+        self.handing.fetch_sub(1, Ordering::SeqCst);
+        taken
+    }
+
+    /// [`Hub::take`], under the hub's lock.
+    fn take_held(&self, inner: &mut Inner, id: u64) -> io::Result<Vec<Raw>> {
         let mut buf = std::mem::take(&mut inner.buf);
         let read = read_all(&self.fd, &mut buf);
         inner.buf = buf;
@@ -235,13 +247,17 @@ impl Hub {
     }
 
     /// Whether events may wait for the watch whose flag is `mine`: read
-    /// for it already, or in the kernel. (Under the hub's lock when the
-    /// kernel holds none: another watch's read hands them over under it.)
+    /// for it already, or in the kernel. When the kernel holds none, a
+    /// read under way may be handing them over: then this waits for it
+    /// under the hub's lock; with none under way, what it handed is in
+    /// `mine` already (set before its count went down).
     pub fn ready(&self, mine: &AtomicBool) -> bool {
         if mine.load(Ordering::Acquire) || readable(&self.fd) {
             return true;
         }
-        let _handing = self.inner.lock();
+        if self.handing.load(Ordering::SeqCst) > 0 {
+            let _handing = self.inner.lock();
+        }
         mine.load(Ordering::Acquire)
     }
 }

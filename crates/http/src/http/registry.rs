@@ -125,7 +125,9 @@ pub struct Registry {
     opening: Mutex<HashMap<String, Arc<Mutex<()>>>>,
 }
 
-fn write_atomic(path: &Path, bytes: &[u8]) -> io::Result<()> {
+/// `bytes` as the file at `path`, whole or not at all, on disk when it
+/// returns (written beside it, synced, renamed over it, the dir synced).
+pub(super) fn write_atomic(path: &Path, bytes: &[u8]) -> io::Result<()> {
     let tmp = path.with_extension("tmp");
     let mut f = fs::OpenOptions::new()
         .create(true)

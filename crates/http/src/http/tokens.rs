@@ -7,7 +7,7 @@
 
 use std::collections::HashMap;
 use std::fs;
-use std::io::{self, Write};
+use std::io;
 use std::os::unix::fs::{MetadataExt, OpenOptionsExt};
 use std::path::{Path, PathBuf};
 
@@ -193,19 +193,7 @@ impl Tokens {
         let mut tokens = self.read_file()?;
         let answer = change(&mut tokens)?;
         let text = serde_json::to_vec_pretty(&File { tokens }).map_err(io::Error::from)?;
-        let tmp = self.path.with_extension("json.tmp");
-        let mut f = fs::OpenOptions::new()
-            .create(true)
-            .truncate(true)
-            .write(true)
-            .mode(0o600)
-            .open(&tmp)?;
-        f.write_all(&text)?;
-        f.sync_all()?;
-        fs::rename(&tmp, &self.path)?;
-        if let Some(dir) = self.path.parent() {
-            fs::File::open(dir).and_then(|d| d.sync_all())?;
-        }
+        super::registry::write_atomic(&self.path, &text)?;
         Ok(answer)
     }
 
