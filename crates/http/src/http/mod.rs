@@ -5,6 +5,7 @@
 //! Above the store and the journal; nothing below knows it.
 
 pub mod api;
+mod atomic;
 pub mod catalog;
 pub mod catalog_pg;
 pub mod error;

@@ -7,8 +7,8 @@
 
 use std::collections::{BTreeMap, HashMap};
 use std::fs;
-use std::io::{self, Write};
-use std::os::unix::fs::{DirBuilderExt, OpenOptionsExt};
+use std::io;
+use std::os::unix::fs::DirBuilderExt;
 use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::Arc;
@@ -16,6 +16,7 @@ use std::time::{Duration, Instant};
 
 use crate::lock::{rank, Mutex};
 
+use super::atomic::write_atomic;
 use super::catalog_pg::PgCatalog;
 use super::error::{ApiError, ApiResult};
 use super::ids::IdIndex;
@@ -123,22 +124,6 @@ pub struct Registry {
     /// store: one store that is slow to open (a long replay) or to close
     /// (a checkpoint on a slow disk) delays no other store's first use.
     opening: Mutex<HashMap<String, Arc<Mutex<()>>>>,
-}
-
-/// `bytes` as the file at `path`, whole or not at all, on disk when it
-/// returns (written beside it, synced, renamed over it, the dir synced).
-pub(super) fn write_atomic(path: &Path, bytes: &[u8]) -> io::Result<()> {
-    let tmp = path.with_extension("tmp");
-    let mut f = fs::OpenOptions::new()
-        .create(true)
-        .truncate(true)
-        .write(true)
-        .mode(0o600)
-        .open(&tmp)?;
-    f.write_all(bytes)?;
-    f.sync_all()?;
-    fs::rename(&tmp, path)?;
-    fs::File::open(path.parent().unwrap_or(Path::new(".")))?.sync_all()
 }
 
 /// The process (or the system) has no file descriptor left.

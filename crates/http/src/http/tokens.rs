@@ -193,7 +193,7 @@ impl Tokens {
         let mut tokens = self.read_file()?;
         let answer = change(&mut tokens)?;
         let text = serde_json::to_vec_pretty(&File { tokens }).map_err(io::Error::from)?;
-        super::registry::write_atomic(&self.path, &text)?;
+        super::atomic::write_atomic(&self.path, &text)?;
         Ok(answer)
     }
 
