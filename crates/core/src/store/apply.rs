@@ -6,8 +6,11 @@
 
 use std::time::SystemTime;
 
+use std::sync::Arc;
+
 use super::change::{ChangeOp, Meta};
-use super::tree::{Attr, Ino, NodeKind, Tree, ROOT_INO};
+use super::interpret::{self, Found, Kind, Removal, Target};
+use super::tree::{Attr, Ino, NodeKind, Tree};
 use crate::path::MemPath;
 
 fn attr_of(meta: &Meta) -> Attr {
@@ -21,40 +24,115 @@ fn attr_of(meta: &Meta) -> Attr {
     }
 }
 
-/// The parent directory of `path` (made as needed) and its name there.
-fn place(
-    tree: &mut Tree,
-    path: &MemPath,
+/// The tree as a target of the interpreter: paths resolved per call;
+/// removed nodes the kernel holds (`held`) outlive their removal as orphans.
+struct OnTree<'a> {
+    tree: &'a mut Tree,
     now: SystemTime,
-    held: &dyn Fn(Ino) -> bool,
-) -> Option<(Ino, String)> {
-    let parent = path.parent()?;
-    let name = path.file_name()?.to_string();
-    // A non-directory in the way goes: the record says this is a directory.
-    let mut at = ROOT_INO;
-    for n in parent.names() {
-        match tree.child(at, n).ok().flatten() {
-            Some(next) if tree.node(next).is_dir() => at = next,
-            Some(_) => {
-                tree.remove(at, n, now, held);
-                at = tree.add(
-                    at,
-                    n,
-                    NodeKind::Dir(Default::default()),
-                    Attr::new(0o700, now),
-                );
-            }
-            None => {
-                at = tree.add(
-                    at,
-                    n,
-                    NodeKind::Dir(Default::default()),
-                    Attr::new(0o700, now),
-                )
-            }
+    held: &'a dyn Fn(Ino) -> bool,
+}
+
+impl OnTree<'_> {
+    /// The directory holding `path` and the name there.
+    fn place<'p>(&self, path: &'p MemPath) -> Option<(Ino, &'p str)> {
+        let dir = self.tree.resolve(&path.parent()?).ok()?;
+        Some((dir, path.file_name()?))
+    }
+
+    fn ino(&self, path: &MemPath) -> Option<Ino> {
+        self.tree.resolve(path).ok()
+    }
+
+    fn add(&mut self, path: &MemPath, kind: NodeKind, meta: &Meta) {
+        if let Some((dir, name)) = self.place(path) {
+            self.tree.add(dir, name, kind, attr_of(meta));
         }
     }
-    Some((at, name))
+}
+
+impl Target for OnTree<'_> {
+    fn found(&mut self, path: &MemPath) -> Option<Found> {
+        let node = self.tree.node(self.ino(path)?);
+        let kind = match node.kind {
+            NodeKind::File(_) => Kind::File,
+            NodeKind::Dir(_) => Kind::Dir,
+            NodeKind::Symlink(_) => Kind::Symlink,
+            NodeKind::Special { .. } => Kind::Other,
+        };
+        Some(Found {
+            kind,
+            meta: Meta::from(&node.attr),
+        })
+    }
+
+    fn remove(&mut self, path: &MemPath, _why: Removal) {
+        if let Some((dir, name)) = self.place(path) {
+            self.tree.remove(dir, name, self.now, self.held);
+        }
+    }
+
+    fn make_dir(&mut self, path: &MemPath, meta: &Meta) {
+        self.add(path, NodeKind::Dir(Default::default()), meta);
+    }
+
+    fn put_file(&mut self, path: &MemPath, data: &Arc<Vec<u8>>, meta: &Meta) {
+        match self.ino(path) {
+            // A file of one name is written in place (a process holding it
+            // open reads the new bytes); a file of several names is
+            // replaced at this one, as the plain files hold one copy a name.
+            Some(ino) if self.tree.node(ino).links.len() <= 1 => {
+                self.tree.set_data(ino, data.clone(), self.now);
+                self.tree.node_mut(ino).attr = attr_of(meta);
+            }
+            Some(_) => {
+                self.remove(path, Removal::Named);
+                self.add(path, NodeKind::File(data.clone()), meta);
+            }
+            None => self.add(path, NodeKind::File(data.clone()), meta),
+        }
+    }
+
+    fn put_symlink(&mut self, path: &MemPath, target: &str, meta: &Meta) {
+        self.add(path, NodeKind::Symlink(target.to_string()), meta);
+    }
+
+    fn move_entry(&mut self, from: &MemPath, to: &MemPath) {
+        if let (Some((src, name)), Some((dst, new_name))) = (self.place(from), self.place(to)) {
+            self.tree.rename(src, name, dst, new_name, self.now);
+        }
+    }
+
+    fn exchange(&mut self, a: &MemPath, b: &MemPath) {
+        let (Some((da, na)), Some((db, nb))) = (self.place(a), self.place(b)) else {
+            return;
+        };
+        let (Some(ia), Some(ib)) = (
+            self.tree.unlink(da, na, self.now),
+            self.tree.unlink(db, nb, self.now),
+        ) else {
+            return;
+        };
+        self.tree.link(db, nb, ia, self.now);
+        self.tree.link(da, na, ib, self.now);
+    }
+
+    fn set_meta(&mut self, path: &MemPath, meta: &Meta) {
+        if let Some(ino) = self.ino(path) {
+            let attr = &mut self.tree.node_mut(ino).attr;
+            *attr = Attr {
+                ctime: attr.ctime,
+                ..attr_of(meta)
+            };
+        }
+    }
+
+    fn set_times(&mut self, path: &MemPath, meta: &Meta) {
+        if let Some(ino) = self.ino(path) {
+            let attr = &mut self.tree.node_mut(ino).attr;
+            attr.atime = meta.atime;
+            attr.mtime = meta.mtime;
+        }
+    }
 }
 
 impl Tree {
@@ -66,117 +144,13 @@ impl Tree {
     /// Applies `ops` in order to a tree that is served: a node `held`
     /// picks (one the kernel still holds) outlives its removal as an orphan.
     pub fn apply_ops_holding(&mut self, ops: &[ChangeOp], held: &dyn Fn(Ino) -> bool) {
-        let now = SystemTime::now();
+        let mut target = OnTree {
+            tree: self,
+            now: SystemTime::now(),
+            held,
+        };
         for op in ops {
-            self.apply_op(op, now, held);
-        }
-    }
-
-    /// Long because it is a match over every change op kind applied to the
-    /// tree; each arm is short and stands alone.
-    fn apply_op(&mut self, op: &ChangeOp, now: SystemTime, held: &dyn Fn(Ino) -> bool) {
-        match op {
-            ChangeOp::Write { path, data, meta } => {
-                let Some((dir, name)) = place(self, path, now, held) else {
-                    return;
-                };
-                match self.child(dir, &name).ok().flatten() {
-                    Some(ino) if matches!(self.node(ino).kind, NodeKind::File(_)) => {
-                        self.set_data(ino, data.clone(), now);
-                        self.node_mut(ino).attr = attr_of(meta);
-                    }
-                    existing => {
-                        if existing.is_some() {
-                            self.remove(dir, &name, now, held);
-                        }
-                        self.add(dir, &name, NodeKind::File(data.clone()), attr_of(meta));
-                    }
-                }
-            }
-            ChangeOp::MakeDir { path, meta } => {
-                let Some((dir, name)) = place(self, path, now, held) else {
-                    return;
-                };
-                match self.child(dir, &name).ok().flatten() {
-                    Some(ino) if self.node(ino).is_dir() => self.node_mut(ino).attr = attr_of(meta),
-                    existing => {
-                        if existing.is_some() {
-                            self.remove(dir, &name, now, held);
-                        }
-                        self.add(dir, &name, NodeKind::Dir(Default::default()), attr_of(meta));
-                    }
-                }
-            }
-            ChangeOp::Symlink { path, target, meta } => {
-                let Some((dir, name)) = place(self, path, now, held) else {
-                    return;
-                };
-                if self.child(dir, &name).ok().flatten().is_some() {
-                    self.remove(dir, &name, now, held);
-                }
-                self.add(dir, &name, NodeKind::Symlink(target.clone()), attr_of(meta));
-            }
-            ChangeOp::Remove { path } => {
-                if let (Some(parent), Some(name)) = (path.parent(), path.file_name()) {
-                    if let Ok(dir) = self.resolve(&parent) {
-                        if self.child(dir, name).ok().flatten().is_some() {
-                            self.remove(dir, name, now, held);
-                        }
-                    }
-                }
-            }
-            ChangeOp::Rename { from, to, .. } => {
-                let (Some(from_parent), Some(from_name)) = (from.parent(), from.file_name()) else {
-                    return;
-                };
-                let Ok(src_dir) = self.resolve(&from_parent) else {
-                    return;
-                };
-                if self.child(src_dir, from_name).ok().flatten().is_none() {
-                    return;
-                }
-                let Some((dir, name)) = place(self, to, now, held) else {
-                    return;
-                };
-                if self.child(dir, &name).ok().flatten().is_some() {
-                    self.remove(dir, &name, now, held);
-                }
-                // (`place` may have made directories: the source's parent stands.)
-                if let Ok(src_dir) = self.resolve(&from_parent) {
-                    self.rename(src_dir, from_name, dir, &name, now);
-                }
-            }
-            ChangeOp::Exchange { a, b } => {
-                let ends = |tree: &Tree, p: &MemPath| -> Option<(Ino, String, Ino)> {
-                    let dir = tree.resolve(&p.parent()?).ok()?;
-                    let name = p.file_name()?.to_string();
-                    let ino = tree.child(dir, &name).ok().flatten()?;
-                    Some((dir, name, ino))
-                };
-                if let (Some((da, na, ia)), Some((db, nb, ib))) = (ends(self, a), ends(self, b)) {
-                    self.unlink(da, &na, now);
-                    self.unlink(db, &nb, now);
-                    self.link(db, &nb, ia, now);
-                    self.link(da, &na, ib, now);
-                }
-            }
-            ChangeOp::SetMeta { path, meta } => {
-                if let Ok(ino) = self.resolve(path) {
-                    let attr = &mut self.node_mut(ino).attr;
-                    let ctime = attr.ctime;
-                    *attr = Attr {
-                        ctime,
-                        ..attr_of(meta)
-                    };
-                }
-            }
-            ChangeOp::SetTimes { path, meta } => {
-                if let Ok(ino) = self.resolve(path) {
-                    let attr = &mut self.node_mut(ino).attr;
-                    attr.atime = meta.atime;
-                    attr.mtime = meta.mtime;
-                }
-            }
+            interpret::apply(op, &mut target);
         }
     }
 }
@@ -184,7 +158,6 @@ impl Tree {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use std::sync::Arc;
     use std::time::UNIX_EPOCH;
 
     fn p(s: &str) -> MemPath {

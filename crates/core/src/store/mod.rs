@@ -17,6 +17,7 @@ mod change;
 mod follow;
 mod fresh;
 mod inode_ops;
+pub mod interpret;
 mod limits;
 mod listing;
 mod origin;

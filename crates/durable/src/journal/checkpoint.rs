@@ -696,9 +696,8 @@ fn leaf(path: &MemPath) -> &str {
     path.file_name().expect("changes never name the root")
 }
 
-/// Long because it is a match over every change op kind, each applying the
-/// op to the plain files with its own recovery rules and noting what to
-/// sync.
+/// Applies one op to the plain files, each kind with its own recovery
+/// rules, noting what to sync.
 fn apply_op(
     files: &Files,
     op: &ChangeOp,
@@ -707,227 +706,279 @@ fn apply_op(
     progress: &mut Progress,
     times: &mut BTreeMap<MemPath, Meta>,
 ) -> io::Result<()> {
-    let root = &files.memories;
     let sync = &mut progress.sync;
     match op {
         ChangeOp::Write { path, data, meta } => {
-            if !staged {
-                let written = fsops::write_new_file(files.tmp.as_ref(), stage, data, meta);
-                if written.is_err() {
-                    files.unstage_name(stage);
-                }
-                drop(written?);
-            }
-            // (Hashed once, before the map is held.)
-            let sha = files.known.armed().then(|| crate::digest::Sha::of(data));
-            let mut known = files.known.armed().then(|| files.known.lock());
-            if let (Some(known), Some(sha)) = (known.as_mut(), sha) {
-                if known.holds(root, path, sha, data.len() as u64)? {
-                    // The disk has it already (what the files door took
-                    // in, or a program wrote the same): not written again,
-                    // so a program holding the file open keeps it.
-                    files.unstage_name(stage);
-                    sync.files.insert(path.clone());
-                    return Ok(());
-                }
-                if known.differs(root, path)? {
-                    // Someone else's change is there: it is taken in
-                    // (and then written back as memory holds it), never
-                    // written over.
-                    known.suspect(path);
-                    files.unstage_name(stage);
-                    return Ok(());
-                }
-            }
-            if let Err(e) = fsops::place(root, &files.tmp, stage, path) {
-                files.unstage_name(stage);
-                let _ = fsops::remove_tree(&files.tmp, format!("{stage}.dirs"));
-                return Err(e);
-            }
-            if let (Some(known), Some(sha)) = (known.as_mut(), sha) {
-                known.wrote(root, path, sha);
-                known.dirs_to(path);
-            }
-            sync.files.insert(path.clone());
-            sync.with_ancestors(path);
+            write_op(files, path, data, meta, stage, staged, sync)
         }
-        ChangeOp::MakeDir { path, meta } => {
-            let parent = fsops::open_parent(root, path, true)?;
-            fsops::make_dir(parent.as_ref(), leaf(path), meta)?;
-            if files.known.armed() {
-                files.known.lock().dir(path);
-            }
-            sync.with_ancestors(path);
-            sync.nodes.insert(path.clone());
-        }
-        ChangeOp::Remove { path } => {
-            let mut known = files.known.armed().then(|| files.known.lock());
-            if let Some(known) = known.as_mut() {
-                let theirs = known.theirs_below(root, path)?;
-                if !theirs.is_empty() {
-                    // Someone else's files are there: only memfs' own go.
-                    super::keep_theirs::remove_ours(
-                        (root, &files.trash),
-                        known,
-                        path,
-                        &theirs,
-                        stage,
-                        &mut progress.trash,
-                    )?;
-                    sync.removed(path);
-                    sync.nodes.extend(path.parent());
-                    return Ok(());
-                }
-            }
-            match fsops::open_parent(root, path, false).and_then(|parent| {
-                fsops::rename_noreplace(parent.as_ref(), leaf(path), files.trash.as_ref(), stage)
-            }) {
-                Ok(()) => progress.trash.push(stage.to_string()),
-                // Already gone from the disk (or a file stands where a
-                // directory on its path would be): the removal holds.
-                Err(e)
-                    if e.kind() == io::ErrorKind::NotFound
-                        || e.raw_os_error() == Some(libc::ENOTDIR) => {}
-                Err(e) => return Err(e),
-            }
-            if let Some(known) = known.as_mut() {
-                known.forget(path);
-            }
-            sync.removed(path);
-            sync.nodes.extend(path.parent());
-        }
+        ChangeOp::MakeDir { path, meta } => make_dir_op(files, path, meta, sync),
+        ChangeOp::Remove { path } => remove_op(files, path, stage, progress),
         ChangeOp::Rename { from, to, replace } => {
-            let mut known = files.known.armed().then(|| files.known.lock());
-            let theirs_in_the_way = match known.as_mut() {
-                Some(known) if *replace => !known.theirs_below(root, to)?.is_empty(),
-                _ => false,
-            };
-            if let Some(mut held) = known.take_if(|_| theirs_in_the_way) {
-                // What the rename would replace is someone else's: it
-                // stays (the taker brings it in, over the moved file), and
-                // what moved leaves its old name.
-                held.suspect(to);
-                drop(held);
-                let gone = ChangeOp::Remove { path: from.clone() };
-                return apply_op(files, &gone, stage, staged, progress, times);
-            }
-            let to_dir = fsops::open_parent(root, to, true)?;
-            let moved = match fsops::open_parent(root, from, false) {
-                Err(e) if absent(&e) => Err(io::Error::from(io::ErrorKind::NotFound)),
-                Err(e) => return Err(e),
-                Ok(from_dir) => renamed(files, &from_dir, from, &to_dir, to, *replace, stage),
-            };
-            if let (Some(known), Ok(_)) = (known.as_mut(), &moved) {
-                known.moved(from, to);
-            }
-            match moved {
-                Ok(true) => progress.trash.push(stage.to_string()),
-                Ok(false) => {}
-                // The source is not on the disk (a FIFO, socket or device
-                // node, which live in memory only; or a file whose write a
-                // later one superseded, which that one brings): the target
-                // must be gone from the disk, which is all.
-                Err(e) if e.kind() == io::ErrorKind::NotFound => {
-                    if *replace
-                        && fsops::rename_noreplace(
-                            to_dir.as_ref(),
-                            leaf(to),
-                            files.trash.as_ref(),
-                            stage,
-                        )
-                        .is_ok()
-                    {
-                        progress.trash.push(stage.to_string());
-                        // (Gone until a later write brings it: not someone
-                        // else's removal.)
-                        if let Some(known) = known.as_mut() {
-                            known.forget(to);
-                        }
-                    }
-                }
-                Err(e) => return Err(e),
-            }
-            drop(known);
-            sync.removed(to);
-            sync.moved(from, to);
-            sync.nodes.extend(from.parent());
-            sync.with_ancestors(to);
+            rename_op(files, (from, to, *replace), stage, progress)
         }
-        ChangeOp::Exchange { a, b } => {
-            // (Held across: no look in between takes a side for removed.)
-            let mut known = files.known.armed().then(|| files.known.lock());
-            // Both parents are made: a side missing from the disk (never
-            // written, its write superseded) leaves the other to move.
-            let a_dir = fsops::open_parent(root, a, true)?;
-            let b_dir = fsops::open_parent(root, b, true)?;
-            match fsops::exchange(a_dir.as_ref(), leaf(a), b_dir.as_ref(), leaf(b)) {
-                // One side lives in memory only: the other just moves.
-                Err(e) if e.kind() == io::ErrorKind::NotFound => {
-                    let moved =
-                        fsops::rename_noreplace(a_dir.as_ref(), leaf(a), b_dir.as_ref(), leaf(b))
-                            .or_else(|_| {
-                                fsops::rename_noreplace(
-                                    b_dir.as_ref(),
-                                    leaf(b),
-                                    a_dir.as_ref(),
-                                    leaf(a),
-                                )
-                            });
-                    match moved {
-                        Err(e) if e.kind() == io::ErrorKind::NotFound => {}
-                        other => other?,
-                    }
-                }
-                other => other?,
-            }
-            if let Some(known) = known.as_mut() {
-                known.exchanged(a, b);
-            }
-            drop(known);
-            let swap = MemPath::root().join(".memfs-exchange");
-            sync.moved(a, &swap);
-            sync.moved(b, a);
-            sync.moved(&swap, b);
-            sync.nodes.extend(a.parent());
-            sync.nodes.extend(b.parent());
-        }
-        ChangeOp::Symlink { path, target, meta } => {
-            // (Held across: what was at the path goes, and no look at it
-            // meanwhile takes that for someone's removal.)
-            let mut known = files.known.armed().then(|| files.known.lock());
-            if let Some(known) = known.as_mut() {
-                if !known.theirs_below(root, path)?.is_empty() {
-                    // Someone else's file is there: it stays, and is taken in.
-                    known.suspect(path);
-                    return Ok(());
-                }
-                known.forget(path);
-            }
-            let parent = fsops::open_parent(root, path, true)?;
-            fsops::symlink(parent.as_ref(), leaf(path), target, meta)?;
-            drop(known);
-            sync.with_ancestors(path);
-        }
+        ChangeOp::Exchange { a, b } => exchange_op(files, a, b, sync),
+        ChangeOp::Symlink { path, target, meta } => symlink_op(files, path, target, meta, sync),
         ChangeOp::SetTimes { path, meta } => {
             times.insert(path.clone(), *meta);
             sync.nodes.insert(path.clone());
+            Ok(())
         }
-        ChangeOp::SetMeta { path, meta } if path.is_root() => {
-            fsops::set_dir_meta(root.as_ref(), meta)?;
-            sync.nodes.insert(path.clone());
+        ChangeOp::SetMeta { path, meta } => set_meta_op(files, path, meta, sync),
+    }
+}
+
+/// A write: staged in `.memfs/tmp` and renamed into place, unless the
+/// disk holds it already or someone else's change is there.
+fn write_op(
+    files: &Files,
+    path: &MemPath,
+    data: &Arc<Vec<u8>>,
+    meta: &Meta,
+    stage: &str,
+    staged: bool,
+    sync: &mut SyncSet,
+) -> io::Result<()> {
+    let root = &files.memories;
+    if !staged {
+        let written = fsops::write_new_file(files.tmp.as_ref(), stage, data, meta);
+        if written.is_err() {
+            files.unstage_name(stage);
         }
-        ChangeOp::SetMeta { path, meta } => {
-            let set = fsops::open_parent(root, path, false)
-                .and_then(|parent| fsops::set_meta(parent.as_ref(), leaf(path), meta));
-            match set {
-                Ok(()) => {
-                    sync.nodes.insert(path.clone());
+        drop(written?);
+    }
+    // (Hashed once, before the map is held.)
+    let sha = files.known.armed().then(|| crate::digest::Sha::of(data));
+    let mut known = files.known.armed().then(|| files.known.lock());
+    if let (Some(known), Some(sha)) = (known.as_mut(), sha) {
+        if known.holds(root, path, sha, data.len() as u64)? {
+            // The disk has it already (what the files door took
+            // in, or a program wrote the same): not written again,
+            // so a program holding the file open keeps it.
+            files.unstage_name(stage);
+            sync.files.insert(path.clone());
+            return Ok(());
+        }
+        if known.differs(root, path)? {
+            // Someone else's change is there: it is taken in
+            // (and then written back as memory holds it), never
+            // written over.
+            known.suspect(path);
+            files.unstage_name(stage);
+            return Ok(());
+        }
+    }
+    if let Err(e) = fsops::place(root, &files.tmp, stage, path) {
+        files.unstage_name(stage);
+        let _ = fsops::remove_tree(&files.tmp, format!("{stage}.dirs"));
+        return Err(e);
+    }
+    if let (Some(known), Some(sha)) = (known.as_mut(), sha) {
+        known.wrote(root, path, sha);
+        known.dirs_to(path);
+    }
+    sync.files.insert(path.clone());
+    sync.with_ancestors(path);
+    Ok(())
+}
+
+fn make_dir_op(files: &Files, path: &MemPath, meta: &Meta, sync: &mut SyncSet) -> io::Result<()> {
+    let root = &files.memories;
+    let parent = fsops::open_parent(root, path, true)?;
+    fsops::make_dir(parent.as_ref(), leaf(path), meta)?;
+    if files.known.armed() {
+        files.known.lock().dir(path);
+    }
+    sync.with_ancestors(path);
+    sync.nodes.insert(path.clone());
+    Ok(())
+}
+
+/// A removal: to the trash (only memfs' own files, when someone else's
+/// are below).
+fn remove_op(
+    files: &Files,
+    path: &MemPath,
+    stage: &str,
+    progress: &mut Progress,
+) -> io::Result<()> {
+    let root = &files.memories;
+    let sync = &mut progress.sync;
+    let mut known = files.known.armed().then(|| files.known.lock());
+    if let Some(known) = known.as_mut() {
+        let theirs = known.theirs_below(root, path)?;
+        if !theirs.is_empty() {
+            // Someone else's files are there: only memfs' own go.
+            super::keep_theirs::remove_ours(
+                (root, &files.trash),
+                known,
+                path,
+                &theirs,
+                stage,
+                &mut progress.trash,
+            )?;
+            sync.removed(path);
+            sync.nodes.extend(path.parent());
+            return Ok(());
+        }
+    }
+    match fsops::open_parent(root, path, false).and_then(|parent| {
+        fsops::rename_noreplace(parent.as_ref(), leaf(path), files.trash.as_ref(), stage)
+    }) {
+        Ok(()) => progress.trash.push(stage.to_string()),
+        // Already gone from the disk (or a file stands where a
+        // directory on its path would be): the removal holds.
+        Err(e)
+            if e.kind() == io::ErrorKind::NotFound || e.raw_os_error() == Some(libc::ENOTDIR) => {}
+        Err(e) => return Err(e),
+    }
+    if let Some(known) = known.as_mut() {
+        known.forget(path);
+    }
+    sync.removed(path);
+    sync.nodes.extend(path.parent());
+    Ok(())
+}
+
+/// A rename (`from`, `to`, whether it replaces), in one atomic step when
+/// it replaces; what it would replace of someone else's stays.
+fn rename_op(
+    files: &Files,
+    (from, to, replace): (&MemPath, &MemPath, bool),
+    stage: &str,
+    progress: &mut Progress,
+) -> io::Result<()> {
+    let root = &files.memories;
+    let mut known = files.known.armed().then(|| files.known.lock());
+    let theirs_in_the_way = match known.as_mut() {
+        Some(known) if replace => !known.theirs_below(root, to)?.is_empty(),
+        _ => false,
+    };
+    if let Some(mut held) = known.take_if(|_| theirs_in_the_way) {
+        // What the rename would replace is someone else's: it
+        // stays (the taker brings it in, over the moved file), and
+        // what moved leaves its old name.
+        held.suspect(to);
+        drop(held);
+        return remove_op(files, from, stage, progress);
+    }
+    let to_dir = fsops::open_parent(root, to, true)?;
+    let moved = match fsops::open_parent(root, from, false) {
+        Err(e) if absent(&e) => Err(io::Error::from(io::ErrorKind::NotFound)),
+        Err(e) => return Err(e),
+        Ok(from_dir) => renamed(files, &from_dir, from, &to_dir, to, replace, stage),
+    };
+    if let (Some(known), Ok(_)) = (known.as_mut(), &moved) {
+        known.moved(from, to);
+    }
+    match moved {
+        Ok(true) => progress.trash.push(stage.to_string()),
+        Ok(false) => {}
+        // The source is not on the disk (a FIFO, socket or device
+        // node, which live in memory only; or a file whose write a
+        // later one superseded, which that one brings): the target
+        // must be gone from the disk, which is all.
+        Err(e) if e.kind() == io::ErrorKind::NotFound => {
+            if replace
+                && fsops::rename_noreplace(to_dir.as_ref(), leaf(to), files.trash.as_ref(), stage)
+                    .is_ok()
+            {
+                progress.trash.push(stage.to_string());
+                // (Gone until a later write brings it: not someone
+                // else's removal.)
+                if let Some(known) = known.as_mut() {
+                    known.forget(to);
                 }
-                // Not on disk (yet, or any more): its next write carries the attributes.
-                Err(e) if absent(&e) => {}
-                Err(e) => return Err(e),
             }
         }
+        Err(e) => return Err(e),
+    }
+    drop(known);
+    let sync = &mut progress.sync;
+    sync.removed(to);
+    sync.moved(from, to);
+    sync.nodes.extend(from.parent());
+    sync.with_ancestors(to);
+    Ok(())
+}
+
+/// An exchange; with a side missing from the disk, the other moves.
+fn exchange_op(files: &Files, a: &MemPath, b: &MemPath, sync: &mut SyncSet) -> io::Result<()> {
+    let root = &files.memories;
+    // (Held across: no look in between takes a side for removed.)
+    let mut known = files.known.armed().then(|| files.known.lock());
+    // Both parents are made: a side missing from the disk (never
+    // written, its write superseded) leaves the other to move.
+    let a_dir = fsops::open_parent(root, a, true)?;
+    let b_dir = fsops::open_parent(root, b, true)?;
+    match fsops::exchange(a_dir.as_ref(), leaf(a), b_dir.as_ref(), leaf(b)) {
+        // One side lives in memory only: the other just moves.
+        Err(e) if e.kind() == io::ErrorKind::NotFound => {
+            let moved = fsops::rename_noreplace(a_dir.as_ref(), leaf(a), b_dir.as_ref(), leaf(b))
+                .or_else(|_| {
+                    fsops::rename_noreplace(b_dir.as_ref(), leaf(b), a_dir.as_ref(), leaf(a))
+                });
+            match moved {
+                Err(e) if e.kind() == io::ErrorKind::NotFound => {}
+                other => other?,
+            }
+        }
+        other => other?,
+    }
+    if let Some(known) = known.as_mut() {
+        known.exchanged(a, b);
+    }
+    drop(known);
+    let swap = MemPath::root().join(".memfs-exchange");
+    sync.moved(a, &swap);
+    sync.moved(b, a);
+    sync.moved(&swap, b);
+    sync.nodes.extend(a.parent());
+    sync.nodes.extend(b.parent());
+    Ok(())
+}
+
+fn symlink_op(
+    files: &Files,
+    path: &MemPath,
+    target: &str,
+    meta: &Meta,
+    sync: &mut SyncSet,
+) -> io::Result<()> {
+    let root = &files.memories;
+    // (Held across: what was at the path goes, and no look at it
+    // meanwhile takes that for someone's removal.)
+    let mut known = files.known.armed().then(|| files.known.lock());
+    if let Some(known) = known.as_mut() {
+        if !known.theirs_below(root, path)?.is_empty() {
+            // Someone else's file is there: it stays, and is taken in.
+            known.suspect(path);
+            return Ok(());
+        }
+        known.forget(path);
+    }
+    let parent = fsops::open_parent(root, path, true)?;
+    fsops::symlink(parent.as_ref(), leaf(path), target, meta)?;
+    drop(known);
+    sync.with_ancestors(path);
+    Ok(())
+}
+
+fn set_meta_op(files: &Files, path: &MemPath, meta: &Meta, sync: &mut SyncSet) -> io::Result<()> {
+    let root = &files.memories;
+    if path.is_root() {
+        fsops::set_dir_meta(root.as_ref(), meta)?;
+        sync.nodes.insert(path.clone());
+        return Ok(());
+    }
+    let set = fsops::open_parent(root, path, false)
+        .and_then(|parent| fsops::set_meta(parent.as_ref(), leaf(path), meta));
+    match set {
+        Ok(()) => {
+            sync.nodes.insert(path.clone());
+        }
+        // Not on disk (yet, or any more): its next write carries the attributes.
+        Err(e) if absent(&e) => {}
+        Err(e) => return Err(e),
     }
     Ok(())
 }
@@ -1013,24 +1064,27 @@ pub fn apply_now(files: &Files, ops: Vec<ChangeOp>) -> Result<(), DiskError> {
     }
 }
 
+/// The plain files of a new data dir in a temporary directory, with the
+/// data dir (its lock held while it lives), for tests.
+#[cfg(test)]
+pub fn test_files() -> (tempfile::TempDir, crate::persist::DataDir, Files) {
+    let tmp = tempfile::tempdir().unwrap();
+    let dir = crate::persist::DataDir::open(tmp.path()).unwrap();
+    let files = Files {
+        memories: dir.memories.clone(),
+        tmp: dir.tmp.clone(),
+        trash: dir.trash.clone(),
+        known: Arc::new(crate::persist::known::Known::default()),
+    };
+    (tmp, dir, files)
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::persist::known::Known;
     use crate::store::Meta;
 
-    fn files() -> (tempfile::TempDir, Files) {
-        let tmp = tempfile::tempdir().unwrap();
-        let dir = crate::persist::DataDir::open(tmp.path()).unwrap();
-        let files = Files {
-            memories: dir.memories.clone(),
-            tmp: dir.tmp.clone(),
-            trash: dir.trash.clone(),
-            known: Arc::new(Known::default()),
-        };
-        std::mem::forget(dir);
-        (tmp, files)
-    }
+    use super::test_files as files;
 
     fn write(path: &str, text: &str) -> ChangeOp {
         ChangeOp::Write {
@@ -1060,7 +1114,7 @@ mod tests {
 
     #[test]
     fn a_pass_never_writes_over_a_plain_file_someone_else_changed() {
-        let (tmp, files) = files();
+        let (tmp, _dir, files) = files();
         files.known.arm();
         let plain = tmp.path().join("memories/a.md");
         pass(&files, vec![write("/memories/a.md", "memfs v1\n")]);
@@ -1098,7 +1152,7 @@ mod tests {
         let theirs = std::fs::read_to_string(tmp.path().join("memories/d/theirs.md"));
         assert_eq!(theirs.unwrap(), "theirs\n");
         // Unarmed (start-up, no watcher): memory wins, as it always did.
-        let (tmp, files) = self::files();
+        let (tmp, _dir, files) = self::files();
         let plain = tmp.path().join("memories/a.md");
         std::fs::write(&plain, "theirs\n").unwrap();
         pass(&files, vec![write("/memories/a.md", "memfs\n")]);

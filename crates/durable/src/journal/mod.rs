@@ -20,6 +20,8 @@
 //! made with the journal) plus its number, which is never reused; each
 //! change has a number too, so a replica applies it once.
 
+#[cfg(test)]
+mod agree;
 mod append;
 mod batch;
 mod checkpoint;

@@ -11,10 +11,11 @@ use std::sync::Arc;
 
 use super::record::{op_rec, ChangeRec};
 use super::row::{Actor, Op, Row, VersionId};
-use super::view::{Undo, View};
+use super::view::{OnView, Undo, View};
 use crate::digest::Sha;
 use crate::path::MemPath;
-use crate::store::{Change, ChangeOp, Origin};
+use crate::store::interpret::{self, Found, Removal, Target};
+use crate::store::{Change, ChangeOp, Meta, Origin};
 
 /// The note on the copy of such a content, kept at the file's first change.
 pub const CAPTURED: &str = "the content it had when the history began";
@@ -52,10 +53,6 @@ fn row(ids: &mut Ids, cx: &Context, actor: &Actor, op: Op, path: &MemPath, chang
 
 /// The records of `change`, applied to `view` as they are made (noted in
 /// `undo`), and the contents they need.
-///
-/// Long because it is one pass over a change's ops with a match over op
-/// kinds: each op's rows are made from the view before that op is applied,
-/// so making rows and applying ops alternate.
 pub fn record(
     view: &mut View,
     change: &Change,
@@ -66,110 +63,27 @@ pub fn record(
 ) -> ChangeRec {
     let number = ids.next_change;
     ids.next_change += 1;
-    let actor = Actor::of(&change.origin);
     let mut rows = Vec::new();
     let mut ops = Vec::new();
     for op in &change.ops {
         // A file found when the history began keeps its content before its
         // first change: the change must have something to go back to.
         rows.extend(capture(view, op, ids, cx, number, undo, needed));
-        let mut sha = None;
-        let mut made = Vec::new();
-        match op {
-            ChangeOp::Write { path, data, .. } => {
-                let new = Sha::of(data);
-                sha = Some(new);
-                let prev = view.get(path).and_then(|n| n.file());
-                if prev.is_some_and(|(s, ..)| s == new) {
-                    // Written again, unchanged: no version (its meta may move).
-                    view.apply(op, Some((new, data.len() as u64)), Some(undo));
-                    ops.push(op_rec(op, Some(&new.hex())));
-                    continue;
-                }
-                let replaces = prev.map(|p| p.2).filter(|v| *v > 0);
-                let kind = match &change.origin {
-                    Origin::Revert { .. } => Op::Revert,
-                    _ if prev.is_none() => Op::Create,
-                    _ if change.overwrites.contains(path) => Op::Overwrite,
-                    _ => Op::Write,
-                };
-                let mut r = row(ids, cx, &actor, kind, path, number);
-                r.sha256 = Some(new.hex());
-                r.size = Some(data.len() as u64);
-                r.replaces = replaces.map(VersionId);
-                if let Origin::Revert { note, .. } = &change.origin {
-                    r.note = note.as_deref().map(str::to_string);
-                }
-                needed.push(Needed {
-                    sha: new,
-                    data: data.clone(),
-                });
-                made.push(r);
-            }
-            ChangeOp::Remove { path } => {
-                let kind = match change.origin {
-                    Origin::Expiry => Op::Expire,
-                    _ => Op::Delete,
-                };
-                for (gone, _, _, version, _) in view.files_under(path) {
-                    let mut r = row(ids, cx, &actor, kind, &gone, number);
-                    r.replaces = (version > 0).then_some(VersionId(version));
-                    made.push(r);
-                }
-            }
-            ChangeOp::Rename { from, to, .. } => {
-                let moved = view.files_under(from);
-                for (old, _, _, version, _) in view.files_under(to) {
-                    // Replaced by the move: the move's row says what it replaced.
-                    if !moved.iter().any(|m| m.0.rebase(from, to) == old) {
-                        let mut r = row(ids, cx, &actor, Op::Delete, &old, number);
-                        r.replaces = (version > 0).then_some(VersionId(version));
-                        made.push(r);
-                    }
-                }
-                for (old, sha, size, _, _) in moved {
-                    let new = old.rebase(from, to);
-                    let replaced = view.get(&new).and_then(|n| n.file()).map(|f| f.2);
-                    let kind = match change.overwrites.contains(&new) && replaced.is_some() {
-                        true => Op::Overwrite,
-                        false => Op::Rename,
-                    };
-                    let mut r = row(ids, cx, &actor, kind, &new, number);
-                    r.from = Some(old.to_string());
-                    r.sha256 = Some(sha.hex());
-                    r.size = Some(size);
-                    r.replaces = replaced.filter(|v| *v > 0).map(VersionId);
-                    made.push(r);
-                }
-            }
-            ChangeOp::Exchange { a, b } => {
-                let moves = view
-                    .files_under(a)
-                    .into_iter()
-                    .map(|f| (f.0.rebase(a, b), f))
-                    .chain(
-                        view.files_under(b)
-                            .into_iter()
-                            .map(|f| (f.0.rebase(b, a), f)),
-                    )
-                    .collect::<Vec<_>>();
-                for (new, (old, sha, size, _, _)) in moves {
-                    let mut r = row(ids, cx, &actor, Op::Rename, &new, number);
-                    r.from = Some(old.to_string());
-                    r.sha256 = Some(sha.hex());
-                    r.size = Some(size);
-                    r.note = Some(super::row::EXCHANGED_NOTE.to_string());
-                    r.exchanged = true;
-                    made.push(r);
-                }
-            }
-            ChangeOp::MakeDir { .. }
-            | ChangeOp::Symlink { .. }
-            | ChangeOp::SetMeta { .. }
-            | ChangeOp::SetTimes { .. } => {}
-        }
-        let write = sha.map(|s| (s, op_data_len(op)));
-        view.apply(op, write, Some(undo));
+        let mut target = Rows {
+            on: OnView::new(view, Some(undo)),
+            change,
+            number,
+            actor: Actor::of(&change.origin),
+            ids,
+            cx,
+            needed,
+            made: Vec::new(),
+            replaced: Vec::new(),
+        };
+        interpret::apply(op, &mut target);
+        target.finish();
+        let Rows { made, on, .. } = target;
+        let sha = on.write.map(|(sha, _)| sha);
         settle_versions(view, &made, undo);
         ops.push(op_rec(op, sha.map(|s| s.hex()).as_deref()));
         rows.extend(made);
@@ -178,6 +92,157 @@ pub fn record(
         change: number,
         ops,
         rows,
+    }
+}
+
+/// The history's rows as a target of the interpreter: each primitive
+/// effect on the view makes the rows of the files it changes, from the
+/// view as it was just before.
+struct Rows<'a, 'v> {
+    on: OnView<'v>,
+    change: &'a Change,
+    number: u64,
+    actor: Actor,
+    ids: &'a mut Ids,
+    cx: &'a Context<'a>,
+    needed: &'a mut Vec<Needed>,
+    made: Vec<Row>,
+    /// The files a rename's target held, until the move says which of them
+    /// a moved file replaced.
+    replaced: Vec<(MemPath, u64)>,
+}
+
+impl Rows<'_, '_> {
+    fn row(&mut self, op: Op, path: &MemPath) -> Row {
+        row(self.ids, self.cx, &self.actor, op, path, self.number)
+    }
+
+    fn deleted(&mut self, gone: &MemPath, version: u64) {
+        let kind = match self.change.origin {
+            Origin::Expiry => Op::Expire,
+            _ => Op::Delete,
+        };
+        let mut r = self.row(kind, gone);
+        r.replaces = (version > 0).then_some(VersionId(version));
+        self.made.push(r);
+    }
+
+    /// What a rename's target held and no move replaced is deleted.
+    fn finish(&mut self) {
+        for (gone, version) in std::mem::take(&mut self.replaced) {
+            self.deleted(&gone, version);
+        }
+    }
+}
+
+impl Target for Rows<'_, '_> {
+    fn found(&mut self, path: &MemPath) -> Option<Found> {
+        self.on.found(path)
+    }
+
+    fn remove(&mut self, path: &MemPath, why: Removal) {
+        for (gone, _, _, version, _) in self.on.view().files_under(path) {
+            match why {
+                Removal::Replaced => self.replaced.push((gone, version)),
+                Removal::Named | Removal::InTheWay => self.deleted(&gone, version),
+            }
+        }
+        self.on.remove(path, why);
+    }
+
+    fn make_dir(&mut self, path: &MemPath, meta: &Meta) {
+        self.on.make_dir(path, meta);
+    }
+
+    fn put_file(&mut self, path: &MemPath, data: &Arc<Vec<u8>>, meta: &Meta) {
+        let new = Sha::of(data);
+        self.on.write = Some((new, data.len() as u64));
+        let prev = self.on.view().get(path).and_then(|n| n.file());
+        // Written again, unchanged: no version (its meta may move).
+        if prev.is_none_or(|(s, ..)| s != new) {
+            let origin = &self.change.origin;
+            let kind = match origin {
+                Origin::Revert { .. } => Op::Revert,
+                _ if prev.is_none() => Op::Create,
+                _ if self.change.overwrites.contains(path) => Op::Overwrite,
+                _ => Op::Write,
+            };
+            let mut r = self.row(kind, path);
+            r.sha256 = Some(new.hex());
+            r.size = Some(data.len() as u64);
+            r.replaces = prev.map(|p| p.2).filter(|v| *v > 0).map(VersionId);
+            if let Origin::Revert { note, .. } = origin {
+                r.note = note.as_deref().map(str::to_string);
+            }
+            self.needed.push(Needed {
+                sha: new,
+                data: data.clone(),
+            });
+            self.made.push(r);
+        }
+        self.on.put_file(path, data, meta);
+    }
+
+    fn put_symlink(&mut self, path: &MemPath, target: &str, meta: &Meta) {
+        self.on.put_symlink(path, target, meta);
+    }
+
+    fn move_entry(&mut self, from: &MemPath, to: &MemPath) {
+        let moved = self.on.view().files_under(from);
+        let lands = |p: &MemPath| moved.iter().any(|m| m.0.rebase(from, to) == *p);
+        let (kept, gone): (Vec<_>, Vec<_>) = std::mem::take(&mut self.replaced)
+            .into_iter()
+            .partition(|(p, _)| lands(p));
+        for (p, version) in gone {
+            self.deleted(&p, version);
+        }
+        for (old, sha, size, _, _) in moved {
+            let new = old.rebase(from, to);
+            let replaced = kept.iter().find(|(p, _)| *p == new).map(|r| r.1);
+            let kind = match self.change.overwrites.contains(&new) && replaced.is_some() {
+                true => Op::Overwrite,
+                false => Op::Rename,
+            };
+            let mut r = self.row(kind, &new);
+            r.from = Some(old.to_string());
+            r.sha256 = Some(sha.hex());
+            r.size = Some(size);
+            r.replaces = replaced.filter(|v| *v > 0).map(VersionId);
+            self.made.push(r);
+        }
+        self.on.move_entry(from, to);
+    }
+
+    fn exchange(&mut self, a: &MemPath, b: &MemPath) {
+        let view = self.on.view();
+        let moves: Vec<_> = (view
+            .files_under(a)
+            .into_iter()
+            .map(|f| (f.0.rebase(a, b), f)))
+        .chain(
+            view.files_under(b)
+                .into_iter()
+                .map(|f| (f.0.rebase(b, a), f)),
+        )
+        .collect();
+        for (new, (old, sha, size, _, _)) in moves {
+            let mut r = self.row(Op::Rename, &new);
+            r.from = Some(old.to_string());
+            r.sha256 = Some(sha.hex());
+            r.size = Some(size);
+            r.note = Some(super::row::EXCHANGED_NOTE.to_string());
+            r.exchanged = true;
+            self.made.push(r);
+        }
+        self.on.exchange(a, b);
+    }
+
+    fn set_meta(&mut self, path: &MemPath, meta: &Meta) {
+        self.on.set_meta(path, meta);
+    }
+
+    fn set_times(&mut self, path: &MemPath, meta: &Meta) {
+        self.on.set_times(path, meta);
     }
 }
 
@@ -214,13 +279,6 @@ pub fn record_foreign(
     }
     ids.next_change = ids.next_change.max(rec.change + 1);
     Some(rec)
-}
-
-fn op_data_len(op: &ChangeOp) -> u64 {
-    match op {
-        ChangeOp::Write { data, .. } => data.len() as u64,
-        _ => 0,
-    }
 }
 
 /// After an op is applied to the view: each row that leaves content at its

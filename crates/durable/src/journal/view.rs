@@ -15,7 +15,10 @@ use std::collections::BTreeMap;
 
 use crate::digest::Sha;
 use crate::path::MemPath;
-use crate::store::{ChangeOp, Meta, DIR_MODE};
+use std::sync::Arc;
+
+use crate::store::interpret::{self, Found, Kind, Removal, Target};
+use crate::store::{ChangeOp, Meta};
 
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct VNode {
@@ -62,15 +65,6 @@ pub fn path(key: &str) -> MemPath {
     match key.is_empty() {
         true => MemPath::root(),
         false => MemPath::from_names(key.split('\0').map(str::to_string)),
-    }
-}
-
-/// The key of `key`'s parent; `None` for the root.
-fn parent(key: &str) -> Option<&str> {
-    match key.rfind('\0') {
-        Some(i) => Some(&key[..i]),
-        None if key.is_empty() => None,
-        None => Some(""),
     }
 }
 
@@ -197,118 +191,10 @@ impl View {
     }
 
     /// Applies one store op; `write` is a write's content hash and size.
-    ///
-    /// Long because it is a match over every change op kind applied to the
-    /// journal's view with its undo entries; each arm is short and stands
-    /// alone.
-    pub fn apply(&mut self, op: &ChangeOp, write: Option<(Sha, u64)>, mut undo: Option<&mut Undo>) {
-        match op {
-            ChangeOp::Write { path, meta, data } => {
-                let (sha, size) = write.unwrap_or_else(|| (Sha::of(data), data.len() as u64));
-                let k = key(path);
-                self.make_parents(&k, meta, undo.as_deref_mut());
-                let version = match self.nodes.get(&k).map(|n| &n.kind) {
-                    Some(VKind::File {
-                        sha: old, version, ..
-                    }) if *old == sha => *version,
-                    _ => 0,
-                };
-                let kind = VKind::File {
-                    sha,
-                    size,
-                    version,
-                    in_file: false,
-                };
-                self.remove_below(&k, undo.as_deref_mut());
-                self.set(&k, Some(VNode { kind, meta: *meta }), undo);
-            }
-            ChangeOp::MakeDir { path, meta } => {
-                let k = key(path);
-                self.make_parents(&k, meta, undo.as_deref_mut());
-                if !matches!(self.nodes.get(&k).map(|n| &n.kind), Some(VKind::Dir)) {
-                    self.remove_below(&k, undo.as_deref_mut());
-                }
-                let node = VNode {
-                    kind: VKind::Dir,
-                    meta: *meta,
-                };
-                self.set(&k, Some(node), undo);
-            }
-            ChangeOp::Symlink { path, target, meta } => {
-                let k = key(path);
-                self.make_parents(&k, meta, undo.as_deref_mut());
-                self.remove_below(&k, undo.as_deref_mut());
-                let node = VNode {
-                    kind: VKind::Symlink(target.clone()),
-                    meta: *meta,
-                };
-                self.set(&k, Some(node), undo);
-            }
-            ChangeOp::Remove { path } => self.remove_tree(&key(path), undo),
-            ChangeOp::Rename { from, to, .. } => {
-                let (from, to) = (key(from), key(to));
-                let moved = self.under(&from);
-                if moved.is_empty() {
-                    return;
-                }
-                let meta = moved[0].1.meta;
-                self.remove_tree(&from, undo.as_deref_mut());
-                self.remove_tree(&to, undo.as_deref_mut());
-                self.make_parents(&to, &meta, undo.as_deref_mut());
-                for (k, node) in moved {
-                    let new = format!("{to}{}", &k[from.len()..]);
-                    self.set(&new, Some(node), undo.as_deref_mut());
-                }
-            }
-            ChangeOp::Exchange { a, b } => {
-                let (a, b) = (key(a), key(b));
-                let side_a = self.under(&a);
-                let side_b = self.under(&b);
-                self.remove_tree(&a, undo.as_deref_mut());
-                self.remove_tree(&b, undo.as_deref_mut());
-                for (k, node) in side_a {
-                    let new = format!("{b}{}", &k[a.len()..]);
-                    self.set(&new, Some(node), undo.as_deref_mut());
-                }
-                for (k, node) in side_b {
-                    let new = format!("{a}{}", &k[b.len()..]);
-                    self.set(&new, Some(node), undo.as_deref_mut());
-                }
-            }
-            ChangeOp::SetMeta { path, meta } => {
-                if path.is_root() {
-                    self.root_meta = Some(*meta);
-                    return;
-                }
-                let k = key(path);
-                if let Some(node) = self.nodes.get(&k).cloned() {
-                    self.set(
-                        &k,
-                        Some(VNode {
-                            meta: *meta,
-                            ..node
-                        }),
-                        undo,
-                    );
-                }
-            }
-            ChangeOp::SetTimes { path, meta } => {
-                if path.is_root() {
-                    let mut m = self.root_meta.unwrap_or(*meta);
-                    m.atime = meta.atime;
-                    m.mtime = meta.mtime;
-                    self.root_meta = Some(m);
-                    return;
-                }
-                let k = key(path);
-                if let Some(node) = self.nodes.get(&k).cloned() {
-                    let mut m = node.meta;
-                    m.atime = meta.atime;
-                    m.mtime = meta.mtime;
-                    self.set(&k, Some(VNode { meta: m, ..node }), undo);
-                }
-            }
-        }
+    pub fn apply(&mut self, op: &ChangeOp, write: Option<(Sha, u64)>, undo: Option<&mut Undo>) {
+        let mut target = OnView::new(self, undo);
+        target.write = write;
+        interpret::apply(op, &mut target);
     }
 
     /// Removes `top` and everything below it.
@@ -320,41 +206,139 @@ impl View {
             self.set(&k, None, undo.as_deref_mut());
         }
     }
+}
 
-    /// Removes what is below `top` (not `top` itself).
-    fn remove_below(&mut self, top: &str, mut undo: Option<&mut Undo>) {
-        for (k, _) in self.under(top) {
-            if k != top {
-                self.set(&k, None, undo.as_deref_mut());
-            }
+/// The view as a target of the interpreter, noting what it changes in
+/// `undo`.
+pub struct OnView<'a> {
+    view: &'a mut View,
+    /// The content hash and size of the op's write (computed once).
+    pub write: Option<(Sha, u64)>,
+    undo: Option<&'a mut Undo>,
+}
+
+impl<'a> OnView<'a> {
+    pub fn new(view: &'a mut View, undo: Option<&'a mut Undo>) -> Self {
+        OnView {
+            view,
+            write: None,
+            undo,
         }
     }
 
-    /// Missing directories above `key` (as the disk makes them: mode 0700,
-    /// owned as `like`).
-    fn make_parents(&mut self, key: &str, like: &Meta, mut undo: Option<&mut Undo>) {
-        // The view is a tree: when the parent is a directory, so is every
-        // directory above it.
-        let Some(up) = parent(key) else {
-            return;
+    /// The view as it stands.
+    pub fn view(&self) -> &View {
+        self.view
+    }
+
+    fn put(&mut self, path: &MemPath, kind: VKind, meta: &Meta) {
+        let node = VNode { kind, meta: *meta };
+        self.view
+            .set(&key(path), Some(node), self.undo.as_deref_mut());
+    }
+
+    fn moved(&mut self, nodes: Vec<(String, VNode)>, from: &str, to: &str) {
+        for (k, node) in nodes {
+            let new = format!("{to}{}", &k[from.len()..]);
+            self.view.set(&new, Some(node), self.undo.as_deref_mut());
+        }
+    }
+}
+
+impl Target for OnView<'_> {
+    fn found(&mut self, path: &MemPath) -> Option<Found> {
+        let node = self.view.nodes.get(&key(path))?;
+        let kind = match node.kind {
+            VKind::File { .. } => Kind::File,
+            VKind::Dir => Kind::Dir,
+            VKind::Symlink(_) => Kind::Symlink,
         };
-        if up.is_empty() || matches!(self.nodes.get(up).map(|n| &n.kind), Some(VKind::Dir)) {
+        Some(Found {
+            kind,
+            meta: node.meta,
+        })
+    }
+
+    fn remove(&mut self, path: &MemPath, _why: Removal) {
+        self.view.remove_tree(&key(path), self.undo.as_deref_mut());
+    }
+
+    fn make_dir(&mut self, path: &MemPath, meta: &Meta) {
+        self.put(path, VKind::Dir, meta);
+    }
+
+    fn put_file(&mut self, path: &MemPath, data: &Arc<Vec<u8>>, meta: &Meta) {
+        let (sha, size) = self
+            .write
+            .unwrap_or_else(|| (Sha::of(data), data.len() as u64));
+        // The same content again keeps the version that made it.
+        let version = match self.view.nodes.get(&key(path)).map(|n| &n.kind) {
+            Some(VKind::File {
+                sha: old, version, ..
+            }) if *old == sha => *version,
+            _ => 0,
+        };
+        let kind = VKind::File {
+            sha,
+            size,
+            version,
+            in_file: false,
+        };
+        self.put(path, kind, meta);
+    }
+
+    fn put_symlink(&mut self, path: &MemPath, target: &str, meta: &Meta) {
+        self.put(path, VKind::Symlink(target.to_string()), meta);
+    }
+
+    fn move_entry(&mut self, from: &MemPath, to: &MemPath) {
+        let (from, to) = (key(from), key(to));
+        let nodes = self.view.under(&from);
+        self.view.remove_tree(&from, self.undo.as_deref_mut());
+        self.moved(nodes, &from, &to);
+    }
+
+    fn exchange(&mut self, a: &MemPath, b: &MemPath) {
+        let (a, b) = (key(a), key(b));
+        let (side_a, side_b) = (self.view.under(&a), self.view.under(&b));
+        self.view.remove_tree(&a, self.undo.as_deref_mut());
+        self.view.remove_tree(&b, self.undo.as_deref_mut());
+        self.moved(side_a, &a, &b);
+        self.moved(side_b, &b, &a);
+    }
+
+    fn set_meta(&mut self, path: &MemPath, meta: &Meta) {
+        if path.is_root() {
+            self.view.root_meta = Some(*meta);
             return;
         }
-        let meta = Meta {
-            perm: DIR_MODE,
-            ..*like
+        let k = key(path);
+        if let Some(node) = self.view.nodes.get(&k).cloned() {
+            let node = VNode {
+                meta: *meta,
+                ..node
+            };
+            self.view.set(&k, Some(node), self.undo.as_deref_mut());
+        }
+    }
+
+    fn set_times(&mut self, path: &MemPath, meta: &Meta) {
+        let with_times = |m: Meta| Meta {
+            atime: meta.atime,
+            mtime: meta.mtime,
+            ..m
         };
-        for (i, _) in key.match_indices('\0') {
-            let dir = &key[..i];
-            if !matches!(self.nodes.get(dir).map(|n| &n.kind), Some(VKind::Dir)) {
-                self.remove_below(dir, undo.as_deref_mut());
-                let node = VNode {
-                    kind: VKind::Dir,
-                    meta,
-                };
-                self.set(dir, Some(node), undo.as_deref_mut());
-            }
+        if path.is_root() {
+            self.view.root_meta = Some(with_times(self.view.root_meta.unwrap_or(*meta)));
+            return;
+        }
+        let k = key(path);
+        if let Some(node) = self.view.nodes.get(&k).cloned() {
+            let node = VNode {
+                meta: with_times(node.meta),
+                ..node
+            };
+            self.view.set(&k, Some(node), self.undo.as_deref_mut());
         }
     }
 }
@@ -362,7 +346,6 @@ impl View {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use std::sync::Arc;
     use std::time::UNIX_EPOCH;
 
     fn p(s: &str) -> MemPath {

@@ -198,8 +198,14 @@ pub fn set_dir_meta(dir: &dyn StorageDir, meta: &Meta) -> io::Result<()> {
 pub fn make_dir(dir: &dyn StorageDir, name: &str, meta: &Meta) -> io::Result<()> {
     step!("persist::mkdir");
     match dir.mkdir(os(name)) {
-        Err(e) if e.raw_os_error() != Some(libc::EEXIST) => return Err(e),
-        _ => {}
+        // A directory there is made already; anything else there is in the
+        // way (never chmod-ed into a directory's mode).
+        Err(e) if e.raw_os_error() == Some(libc::EEXIST) => {
+            if dir.stat(Some(os(name)))?.kind != Kind::Dir {
+                return Err(e);
+            }
+        }
+        other => other?,
     }
     set_meta(dir, name, meta)
 }

@@ -27,15 +27,8 @@ pub type Dir = Arc<dyn StorageDir>;
 /// An open file of some storage.
 pub type File = Box<dyn StorageFile>;
 
-/// What a node is.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum Kind {
-    File,
-    Dir,
-    Symlink,
-    /// A FIFO, socket or device node.
-    Other,
-}
+/// What a node is (the kinds every target of a change knows).
+pub use crate::store::interpret::Kind;
 
 /// A node's attributes: what it is, its size, and its mode, owner and
 /// times as the store keeps them.
