@@ -82,8 +82,8 @@ pub const LINES_PER_FILE: usize = 3;
 #[derive(Debug, thiserror::Error)]
 pub enum SearchError {
     /// The query: the caller's to fix.
-    #[error("{0}")]
-    Query(String),
+    #[error(transparent)]
+    Query(#[from] query::QueryError),
     /// The index could not answer (memfs' side).
     #[error(transparent)]
     Index(#[from] IndexError),
@@ -321,12 +321,10 @@ impl Search {
     pub fn search(&self, ask: &Ask) -> Result<Found, SearchError> {
         let began = Instant::now();
         let until = began + deadline();
-        let mut query = query::parse(ask.query).map_err(SearchError::Query)?;
+        let mut query = query::parse(ask.query)?;
         if let Some(under) = ask.under {
             if query.under.is_some() {
-                return Err(SearchError::Query(
-                    "the path is given twice (in the query's `path:` and beside it)".into(),
-                ));
+                return Err(query::QueryError::PathTwice.into());
             }
             query.under = Some(query::under(under));
         }

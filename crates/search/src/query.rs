@@ -71,118 +71,171 @@ pub fn under(value: &str) -> String {
     v.trim_start_matches('/').to_string()
 }
 
+/// What is wrong with a query, and where (characters count from 1), in
+/// words for the person who wrote it.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum QueryError {
+    #[error("the query is too long ({0} bytes; at most {LONGEST})")]
+    TooLong(usize),
+    #[error("a `-` at character {0} leaves nothing out: write it right before a word (`-draft`)")]
+    LoneMinus(usize),
+    #[error("the quote at character {0} is not closed")]
+    Unclosed(usize),
+    #[error("`-path:` is not supported: use `path:` to search only below a path")]
+    NotPath,
+    #[error("a query takes one `path:`")]
+    TwoPaths,
+    #[error("the path is given twice (in the query's `path:` and beside it)")]
+    PathTwice,
+    #[error(
+        "`{word}` at character {at}: a prefix needs at least two letters or digits before its `*`"
+    )]
+    ShortPrefix { word: String, at: usize },
+    #[error("the term at character {at} has {words} words; a phrase or a name holds at most {MOST_PHRASE_WORDS} (split it, or search for its rarest words)")]
+    LongTerm { at: usize, words: usize },
+    #[error("the query has too many words (more than {MOST_WORDS} in all its terms)")]
+    TooManyWords,
+    #[error("the query has too many terms (more than {MOST_TERMS})")]
+    TooManyTerms,
+    #[error("the query only leaves out: give it a word to search for as well")]
+    OnlyLeavesOut,
+    #[error("the query has no word to search for")]
+    NoWord,
+}
+
 /// Parses `text`; the error says what is wrong, and where, for a person.
-///
-/// Long because it is one scanner over the query's characters, each kind of
-/// term a few lines.
-pub fn parse(text: &str) -> Result<Query, String> {
+pub fn parse(text: &str) -> Result<Query, QueryError> {
     if text.len() > LONGEST {
-        return Err(format!(
-            "the query is too long ({} bytes; at most {LONGEST})",
-            text.len()
-        ));
+        return Err(QueryError::TooLong(text.len()));
     }
     let mut q = Query::default();
-    let mut terms = 0;
-    let mut words_in = 0;
-    let mut rest = text;
-    let mut at = 0usize;
-    loop {
-        let trimmed = rest.trim_start();
-        at += rest.len() - trimmed.len();
-        rest = trimmed;
-        if rest.is_empty() {
-            break;
-        }
-        let start = at;
-        let negated = rest.starts_with('-');
-        if negated {
-            rest = &rest[1..];
-            at += 1;
-            if rest.is_empty() || rest.starts_with(char::is_whitespace) {
-                return Err(format!(
-                    "a `-` at character {} leaves nothing out: write it right before a word (`-draft`)",
-                    start + 1
-                ));
-            }
-        }
-        let clause = if let Some(inner) = rest.strip_prefix('"') {
-            let Some(end) = inner.find('"') else {
-                return Err(format!("the quote at character {} is not closed", at + 1));
-            };
-            let (parts, _) = words(&inner[..end]);
-            rest = &inner[end + 1..];
-            at += end + 2;
-            (!parts.is_empty()).then_some(Clause::Phrase(parts))
-        } else {
-            let end = rest.find(char::is_whitespace).unwrap_or(rest.len());
-            let word = &rest[..end];
-            rest = &rest[end..];
-            at += end;
-            if let Some(value) = word.strip_prefix("path:") {
-                if negated {
-                    return Err(
-                        "`-path:` is not supported: use `path:` to search only below a path".into(),
-                    );
-                }
-                if q.under.is_some() {
-                    return Err("a query takes one `path:`".into());
-                }
-                q.under = Some(under(value));
-                continue;
-            }
-            if let Some(stem) = word.strip_suffix('*') {
-                let (parts, _) = words(stem);
-                match parts.last() {
-                    Some(last) if last.chars().count() >= 2 && !stem.ends_with('*') => {
-                        Some(Clause::Prefix(parts))
-                    }
-                    _ => {
-                        return Err(format!(
-                            "`{}` at character {}: a prefix needs at least two letters or digits before its `*`",
-                            crate::text::clip(word),
-                            start + 1
-                        ))
-                    }
-                }
-            } else {
-                let (parts, ident) = words(word);
-                (!parts.is_empty()).then_some(Clause::Word { parts, ident })
-            }
+    let mut scan = Scan { rest: text, at: 0 };
+    let mut count = Count::default();
+    while let Some(start) = scan.next_term() {
+        let negated = scan.minus(start)?;
+        let Some(clause) = scan.clause(start, negated, &mut q)? else {
+            continue;
         };
-        let Some(clause) = clause else { continue };
-        if clause.parts().len() > MOST_PHRASE_WORDS {
-            return Err(format!(
-                "the term at character {} has {} words; a phrase or a name holds at most {MOST_PHRASE_WORDS} (split it, or search for its rarest words)",
-                start + 1,
-                clause.parts().len()
-            ));
-        }
-        words_in += clause.parts().len();
-        if words_in > MOST_WORDS {
-            return Err(format!(
-                "the query has too many words (more than {MOST_WORDS} in all its terms)"
-            ));
-        }
-        terms += 1;
-        if terms > MOST_TERMS {
-            return Err(format!(
-                "the query has too many terms (more than {MOST_TERMS})"
-            ));
-        }
-        if negated {
-            q.not.push(clause);
-        } else {
-            q.must.push(clause);
+        count.add(&clause, start)?;
+        match negated {
+            true => q.not.push(clause),
+            false => q.must.push(clause),
         }
     }
-    if q.must.is_empty() {
-        return Err(match q.not.is_empty() {
-            false => "the query only leaves out: give it a word to search for as well".into(),
-            true => "the query has no word to search for".into(),
-        });
+    match (q.must.is_empty(), q.not.is_empty()) {
+        (false, _) => Ok(q),
+        (true, false) => Err(QueryError::OnlyLeavesOut),
+        (true, true) => Err(QueryError::NoWord),
     }
-    Ok(q)
+}
+
+/// The query's text not read yet, and where it begins (bytes from 0).
+struct Scan<'a> {
+    rest: &'a str,
+    at: usize,
+}
+
+impl<'a> Scan<'a> {
+    fn take(&mut self, n: usize) -> &'a str {
+        let (taken, rest) = self.rest.split_at(n);
+        self.rest = rest;
+        self.at += n;
+        taken
+    }
+
+    /// Past the spaces: where the next term begins, if one does.
+    fn next_term(&mut self) -> Option<usize> {
+        let spaces = self.rest.len() - self.rest.trim_start().len();
+        self.take(spaces);
+        (!self.rest.is_empty()).then_some(self.at)
+    }
+
+    /// Whether the term is left out (a `-` before it).
+    fn minus(&mut self, start: usize) -> Result<bool, QueryError> {
+        if !self.rest.starts_with('-') {
+            return Ok(false);
+        }
+        self.take(1);
+        match self.rest.is_empty() || self.rest.starts_with(char::is_whitespace) {
+            true => Err(QueryError::LoneMinus(start + 1)),
+            false => Ok(true),
+        }
+    }
+
+    /// The term's clause; `None` for a `path:` (kept in `q`) or a term
+    /// with no word in it.
+    fn clause(
+        &mut self,
+        start: usize,
+        negated: bool,
+        q: &mut Query,
+    ) -> Result<Option<Clause>, QueryError> {
+        if self.rest.starts_with('"') {
+            let Some(end) = self.rest[1..].find('"') else {
+                return Err(QueryError::Unclosed(self.at + 1));
+            };
+            let phrase = &self.take(end + 2)[1..=end];
+            let (parts, _) = words(phrase);
+            return Ok((!parts.is_empty()).then_some(Clause::Phrase(parts)));
+        }
+        let end = self
+            .rest
+            .find(char::is_whitespace)
+            .unwrap_or(self.rest.len());
+        let word = self.take(end);
+        if let Some(value) = word.strip_prefix("path:") {
+            return match (negated, q.under.is_some()) {
+                (true, _) => Err(QueryError::NotPath),
+                (false, true) => Err(QueryError::TwoPaths),
+                (false, false) => {
+                    q.under = Some(under(value));
+                    Ok(None)
+                }
+            };
+        }
+        let Some(stem) = word.strip_suffix('*') else {
+            let (parts, ident) = words(word);
+            return Ok((!parts.is_empty()).then_some(Clause::Word { parts, ident }));
+        };
+        let (parts, _) = words(stem);
+        match parts.last() {
+            Some(last) if last.chars().count() >= 2 && !stem.ends_with('*') => {
+                Ok(Some(Clause::Prefix(parts)))
+            }
+            _ => Err(QueryError::ShortPrefix {
+                word: crate::text::clip(word),
+                at: start + 1,
+            }),
+        }
+    }
+}
+
+/// The terms and words of a query so far, against its bounds.
+#[derive(Default)]
+struct Count {
+    terms: usize,
+    words: usize,
+}
+
+impl Count {
+    fn add(&mut self, clause: &Clause, start: usize) -> Result<(), QueryError> {
+        let words = clause.parts().len();
+        if words > MOST_PHRASE_WORDS {
+            return Err(QueryError::LongTerm {
+                at: start + 1,
+                words,
+            });
+        }
+        self.words += words;
+        if self.words > MOST_WORDS {
+            return Err(QueryError::TooManyWords);
+        }
+        self.terms += 1;
+        if self.terms > MOST_TERMS {
+            return Err(QueryError::TooManyTerms);
+        }
+        Ok(())
+    }
 }
 
 #[cfg(test)]
@@ -230,18 +283,27 @@ mod tests {
             ("-path:a c", "not supported"),
         ];
         for (text, says) in cases {
-            let e = parse(text).unwrap_err();
+            let e = parse(text).unwrap_err().to_string();
             assert!(e.contains(says), "{text:?}: {e}");
         }
         let long = "a ".repeat(LONGEST);
-        assert!(parse(&long).unwrap_err().contains("too long"));
+        assert!(parse(&long).unwrap_err().to_string().contains("too long"));
         let phrase = format!("\"{}\"", "a ".repeat(MOST_PHRASE_WORDS + 1));
-        assert!(parse(&phrase).unwrap_err().contains("at most 8"));
+        assert!(parse(&phrase)
+            .unwrap_err()
+            .to_string()
+            .contains("at most 8"));
         assert!(parse(&format!("\"{}\"", "a ".repeat(MOST_PHRASE_WORDS))).is_ok());
         let words = "\"a b c d e f g h\" ".repeat(MOST_WORDS / MOST_PHRASE_WORDS + 1);
-        assert!(parse(&words).unwrap_err().contains("too many words"));
+        assert!(parse(&words)
+            .unwrap_err()
+            .to_string()
+            .contains("too many words"));
         let many = "w ".repeat(MOST_TERMS + 1);
-        assert!(parse(&many).unwrap_err().contains("too many terms"));
+        assert!(parse(&many)
+            .unwrap_err()
+            .to_string()
+            .contains("too many terms"));
         assert!(parse(&"w ".repeat(MOST_TERMS)).is_ok());
     }
 
@@ -250,7 +312,7 @@ mod tests {
         fn any_text_parses_or_says_why(text in "\\PC{0,200}") {
             match parse(&text) {
                 Ok(q) => proptest::prop_assert!(!q.must.is_empty()),
-                Err(e) => proptest::prop_assert!(!e.is_empty()),
+                Err(e) => proptest::prop_assert!(!e.to_string().is_empty()),
             }
         }
     }

@@ -216,10 +216,6 @@ impl History {
     /// version with the same content), and with `path`, that path's text
     /// from every row. The rows stay, marked redacted. Refused while a file
     /// holds the content (or the path).
-    ///
-    /// Long because the refusal checks and the rewrite of every segment run
-    /// under the same rewrite and state locks, and the per-frame closure
-    /// uses the same locals.
     pub fn redact(&self, version: u64, path: bool) -> Result<String, Refusal> {
         let rows = self.all()?;
         let Some(row) = rows.iter().find(|r| r.id() == version).cloned() else {
@@ -232,24 +228,8 @@ impl History {
         let _alone = sh.rewrite();
         let mut st = sh.state.lock();
         let sha = row.sha256.as_deref().and_then(Sha::parse);
-        if let Some(sha) = &sha {
-            if History::is_live_content(&st, sha) {
-                return refuse(format!(
-                    "a file in the memory still holds the content of version {version}; change or delete it first, then redact"
-                ));
-            }
-        }
         let erase_path = path && row.path != REDACTED_PATH;
-        if erase_path {
-            if let Ok(p) = MemPath::parse(&row.path) {
-                if st.view.get(&p).is_some() {
-                    return refuse(format!(
-                        "{} exists in the memory; rename or delete it first, then redact its path",
-                        row.path
-                    ));
-                }
-            }
-        }
+        still_in_use(&st, &row, sha.as_ref(), erase_path)?;
         // With the path, the names of the directories on it that no longer
         // exist go too: `top` is the highest of them (or the path itself),
         // and every path at or below it is erased (ops keep a stand-in, so
@@ -263,75 +243,15 @@ impl History {
             .iter()
             .filter(|r| sha_text.is_some() && r.sha256 == sha_text)
             .count();
-        let stand_in = stand_in(version);
-        let mut paths = 0;
-        let numbers: Vec<u64> = st.segments.keys().copied().collect();
-        let mut prepared = Vec::new();
-        for number in numbers {
-            let mut redact_frame = |parts: &mut Parts| -> bool {
-                let mut touched = false;
-                let h = &mut parts.header;
-                let mut fix_row = |r: &mut super::row::Row| -> bool {
-                    let mut fixed = false;
-                    if sha_text.is_some() && r.sha256 == sha_text {
-                        r.sha256 = None;
-                        r.redacted = true;
-                        fixed = true;
-                    } else if sha_text.is_none() && r.id() == version {
-                        r.redacted = true;
-                        fixed = true;
-                    }
-                    if erase_path {
-                        for p in [Some(&mut r.path), r.from.as_mut()].into_iter().flatten() {
-                            if *p == row.path {
-                                *p = REDACTED_PATH.to_string();
-                            } else if !erase_under(p, &top, REDACTED_PATH) {
-                                continue;
-                            }
-                            paths += 1;
-                            fixed = true;
-                        }
-                    }
-                    fixed
-                };
-                for r in h.kept.iter_mut() {
-                    touched |= fix_row(r);
-                }
-                if erase_path {
-                    for node in h.snapshot.iter_mut().flatten() {
-                        touched |= erase_under(&mut node.path, &top, &stand_in);
-                    }
-                }
-                for c in h.changes.iter_mut() {
-                    for r in c.rows.iter_mut() {
-                        touched |= fix_row(r);
-                    }
-                    if erase_path {
-                        for op in c.ops.iter_mut() {
-                            for p in op_paths(op) {
-                                touched |= erase_under(p, &top, &stand_in);
-                            }
-                        }
-                    }
-                }
-                if let Some(text) = &sha_text {
-                    let before = parts.contents.len();
-                    parts.contents.retain(|(c, _)| &c.sha256 != text);
-                    touched |= parts.contents.len() != before;
-                }
-                touched
-            };
-            match prepare(sh, &mut st, number, &mut redact_frame) {
-                Ok(Some(p)) => prepared.push(p),
-                Ok(None) => {}
-                Err(e) => {
-                    for p in &prepared {
-                        let _ = sh.dir.unlink(OsStr::new(&p.tmp), false);
-                    }
-                    return Err(cannot_rewrite(&e, ""));
-                }
-            }
-        }
+        let mut redaction = Redaction {
+            version,
+            sha: sha_text,
+            path: erase_path.then_some(row.path),
+            top,
+            stand_in: stand_in(version),
+            paths: 0,
+        };
+        let prepared = redaction.prepare(sh, &mut st)?;
         install(sh, &mut st, prepared).map_err(|e| {
             cannot_rewrite(&e, "; if the power or the disk failed after the rewrite began, memfs finishes it at its next start")
         })?;
@@ -342,9 +262,125 @@ impl History {
             .fetch_add(1, std::sync::atomic::Ordering::SeqCst);
         let mut said = format!("version {version}: content erased from {versions} version(s)");
         if erase_path {
-            said.push_str(&format!(", path erased from {paths} place(s)"));
+            said.push_str(&format!(", path erased from {} place(s)", redaction.paths));
         }
         Ok(said)
+    }
+}
+
+/// Refuses a redaction of what the memory still holds: the content (a
+/// file holds it) or, with the path, the path.
+fn still_in_use(
+    st: &State,
+    row: &super::row::Row,
+    sha: Option<&Sha>,
+    erase_path: bool,
+) -> Result<(), Refusal> {
+    let version = row.id();
+    if sha.is_some_and(|sha| History::is_live_content(st, sha)) {
+        return refuse(format!(
+            "a file in the memory still holds the content of version {version}; change or delete it first, then redact"
+        ));
+    }
+    let exists = MemPath::parse(&row.path).is_ok_and(|p| st.view.get(&p).is_some());
+    if erase_path && exists {
+        return refuse(format!(
+            "{} exists in the memory; rename or delete it first, then redact its path",
+            row.path
+        ));
+    }
+    Ok(())
+}
+
+/// What one redaction erases from each frame it rewrites.
+struct Redaction {
+    version: u64,
+    /// The content erased (hex); none for a version without one.
+    sha: Option<String>,
+    /// The path erased, when it is.
+    path: Option<String>,
+    /// The highest path erased with it (see `erased_top`).
+    top: String,
+    /// What ops name instead of an erased path.
+    stand_in: String,
+    /// How many places the path was erased from.
+    paths: usize,
+}
+
+impl Redaction {
+    /// Every segment that holds what it erases, rewritten beside it (not
+    /// yet installed); on a failure, none.
+    fn prepare(&mut self, sh: &Core, st: &mut State) -> Result<Vec<Prepared>, Refusal> {
+        let numbers: Vec<u64> = st.segments.keys().copied().collect();
+        let mut prepared = Vec::new();
+        for number in numbers {
+            match prepare(sh, st, number, &mut |parts| self.frame(parts)) {
+                Ok(Some(p)) => prepared.push(p),
+                Ok(None) => {}
+                Err(e) => {
+                    for p in &prepared {
+                        let _ = sh.dir.unlink(OsStr::new(&p.tmp), false);
+                    }
+                    return Err(cannot_rewrite(&e, ""));
+                }
+            }
+        }
+        Ok(prepared)
+    }
+
+    /// Erases what it erases from one row; whether it changed it.
+    fn row(&mut self, r: &mut super::row::Row) -> bool {
+        let mut fixed = false;
+        if self.sha.is_some() && r.sha256 == self.sha {
+            r.sha256 = None;
+            r.redacted = true;
+            fixed = true;
+        } else if self.sha.is_none() && r.id() == self.version {
+            r.redacted = true;
+            fixed = true;
+        }
+        let Some(path) = &self.path else {
+            return fixed;
+        };
+        for p in [Some(&mut r.path), r.from.as_mut()].into_iter().flatten() {
+            if p == path {
+                *p = REDACTED_PATH.to_string();
+            } else if !erase_under(p, &self.top, REDACTED_PATH) {
+                continue;
+            }
+            self.paths += 1;
+            fixed = true;
+        }
+        fixed
+    }
+
+    /// Erases what it erases from one frame; whether it changed it.
+    fn frame(&mut self, parts: &mut Parts) -> bool {
+        let mut touched = false;
+        let h = &mut parts.header;
+        for r in h.kept.iter_mut() {
+            touched |= self.row(r);
+        }
+        let erase_path = self.path.is_some();
+        if erase_path {
+            for node in h.snapshot.iter_mut().flatten() {
+                touched |= erase_under(&mut node.path, &self.top, &self.stand_in);
+            }
+        }
+        for c in h.changes.iter_mut() {
+            for r in c.rows.iter_mut() {
+                touched |= self.row(r);
+            }
+            for p in c.ops.iter_mut().filter(|_| erase_path).flat_map(op_paths) {
+                touched |= erase_under(p, &self.top, &self.stand_in);
+            }
+        }
+        if let Some(text) = &self.sha {
+            let before = parts.contents.len();
+            parts.contents.retain(|(c, _)| &c.sha256 != text);
+            touched |= parts.contents.len() != before;
+        }
+        touched
     }
 }
 

@@ -85,7 +85,7 @@ pub fn answer(control: &Control, asked: &Asked) -> Reply {
     };
     let found = match search.search(&ask) {
         Ok(found) => found,
-        Err(SearchError::Query(e)) => return failed(e),
+        Err(SearchError::Query(e)) => return failed(e.to_string()),
         Err(e @ (SearchError::Index(_) | SearchError::Closed)) => {
             return failed(format!("the search failed: {e}"))
         }

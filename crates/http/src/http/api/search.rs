@@ -46,7 +46,7 @@ pub(super) fn search_store(on: On) -> ApiResult<Value> {
             hide: Some(hide),
         })
         .map_err(|e| match e {
-            SearchError::Query(e) => ApiError::invalid(e),
+            SearchError::Query(e) => ApiError::invalid(e.to_string()),
             // (A full disk and a closing store pass: try again.)
             SearchError::Index(e) if e.disk_full() => {
                 ApiError::unavailable(format!("the search failed: {e}"))
