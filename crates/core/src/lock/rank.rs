@@ -47,8 +47,8 @@ pub const SEARCH: Rank = Rank::new(32, "search::Search::state");
 
 // Step 4: one journal's pool jobs (the shutdown waits for them), whoever
 // commits a batch, then a shared store's connection.
-pub const JOURNAL_JOB: Rank = Rank::new(39, "journal::writer::Core::job");
-pub const LEADER: Rank = Rank::new(40, "journal::writer::Core::leader");
+pub const JOURNAL_JOB: Rank = Rank::new(39, "journal::group::GroupCommit::job");
+pub const LEADER: Rank = Rank::new(40, "journal::group::GroupCommit::leader");
 pub const DB_CONN: Rank = Rank::new(41, "shared::db::Db::conn");
 // Step 4b: the plain files' watcher, taken before the tree it changes.
 pub const OUTSIDE: Rank = Rank::new(45, "outside::Outside::state");
@@ -80,7 +80,7 @@ pub const DB_CONFIRMED: Rank = Rank::new(71, "shared::db::Db::confirmed");
 pub const DB_UNKNOWN: Rank = Rank::new(71, "shared::db::Db::unknown");
 
 // Step 8: the journal's queue, then what settles.
-pub const QUEUE: Rank = Rank::new(80, "journal::writer::Core::queue");
+pub const QUEUE: Rank = Rank::new(80, "journal::group::GroupCommit::queue");
 pub const UNSETTLED: Rank = Rank::new(81, "journal::writer::Core::unsettled");
 pub const TAINT: Rank = Rank::new(81, "journal::writer::Core::taint");
 pub const CHECKPOINT_INBOX: Rank = Rank::new(85, "journal::checkpoint::Checkpointer::inbox");

@@ -8,8 +8,8 @@ use crate::store::Change;
 
 /// A shared store's frame written and not flushed yet. The database holds
 /// its batch (committed before the frame was written), so its changes are
-/// acknowledged at once and the local flush comes after: on the writer
-/// thread soon after, and always before the next frame is written (so
+/// acknowledged at once and the local flush comes after: on the commit
+/// pool soon after, and always before the next frame is written (so
 /// that, as for every frame, only the last one can be torn by a crash).
 /// A frame a crash tore is taken back from the database at the next start
 /// (the follower reads what the journal does not hold). What the frame

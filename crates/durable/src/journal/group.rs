@@ -3,16 +3,22 @@
 //! queued (the waiter's own thread: no hand-over to another thread and
 //! back); the commit pool (`crate::pool::commit`) commits what nobody waits
 //! for (a person's closed file) after leaving it a moment to a waiter. One
-//! committer at a time (`Core::leader`), in queue order. No thread is the
+//! committer at a time (`GroupCommit::leader`), in queue order. No thread is the
 //! journal's own: an open journal that is idle costs none.
+//!
+//! `GroupCommit` is the queue and its leader, over any item, with no disk
+//! in it (unit-tested with threads alone); `Core` gives it the journal's
+//! changes and its commit.
 
+use std::collections::VecDeque;
 use std::io;
-use std::sync::atomic::Ordering;
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
 use std::time::Duration;
 
 use super::writer::Core;
 use crate::error::DiskError;
+use crate::lock::{rank, Mutex, MutexGuard};
 use crate::store::{Change, ChangeSink, Ticket};
 
 /// How long the commit pool leaves a queued change to its waiter to write.
@@ -22,11 +28,132 @@ const LEAD_FIRST: Duration = Duration::from_micros(500);
 /// replay).
 const IDLE: Duration = Duration::from_secs(2);
 
+/// A queue of items committed in groups: whoever leads (nobody else
+/// committing) takes everything queued, in queue order, as one batch; one
+/// committer at a time. A background job (a tick) takes turns with it.
+pub(super) struct GroupCommit<T> {
+    queue: Mutex<Queue<T>>,
+    /// Held by whoever commits.
+    leader: Mutex<()>,
+    /// Held by each background turn while it runs, and by the stop: once
+    /// the stop holds it, no turn runs.
+    job: Mutex<()>,
+    /// A tick is scheduled and has not begun.
+    ticking: AtomicBool,
+}
+
+struct Queue<T> {
+    items: VecDeque<T>,
+    stop: bool,
+}
+
+/// What a call to [`GroupCommit::lead`] did.
+#[derive(Debug, PartialEq, Eq)]
+pub(super) enum Lead {
+    /// Someone else commits: they look at the queue again when done.
+    Busy,
+    /// This call led; `more_queued`: items came while it committed.
+    Led { more_queued: bool },
+}
+
+impl<T> GroupCommit<T> {
+    pub(super) fn new() -> Self {
+        GroupCommit {
+            queue: Mutex::new(
+                rank::QUEUE,
+                Queue {
+                    items: VecDeque::new(),
+                    stop: false,
+                },
+            ),
+            leader: Mutex::new(rank::LEADER, ()),
+            job: Mutex::new(rank::JOURNAL_JOB, ()),
+            ticking: AtomicBool::new(false),
+        }
+    }
+
+    /// Queues `items`, each noted by `note` under the queue's lock (before
+    /// any leader can take it); once stopped, gives them back.
+    pub(super) fn push(&self, items: Vec<T>, mut note: impl FnMut(&T)) -> Result<(), Vec<T>> {
+        let mut queue = self.queue.lock();
+        if queue.stop {
+            return Err(items);
+        }
+        for item in items {
+            note(&item);
+            queue.items.push_back(item);
+        }
+        Ok(())
+    }
+
+    /// When nobody commits now: commits everything queued with `commit`,
+    /// on this thread. Otherwise returns at once.
+    pub(super) fn lead(&self, commit: impl FnOnce(Vec<T>)) -> Lead {
+        {
+            let Some(_leading) = self.leader.try_lock() else {
+                return Lead::Busy;
+            };
+            let items: Vec<T> = self.queue.lock().items.drain(..).collect();
+            if !items.is_empty() {
+                commit(items);
+            }
+        }
+        Lead::Led {
+            more_queued: !self.queue.lock().items.is_empty(),
+        }
+    }
+
+    /// Stops: nothing is queued after; waits for a running turn and the
+    /// leader, then commits what is left.
+    pub(super) fn stop(&self, commit: impl FnOnce(Vec<T>)) {
+        self.queue.lock().stop = true;
+        let _job = self.job.lock();
+        let _leading = self.leader.lock();
+        let items: Vec<T> = self.queue.lock().items.drain(..).collect();
+        if !items.is_empty() {
+            commit(items);
+        }
+    }
+
+    /// Claims the one scheduled tick: false when one is scheduled already.
+    pub(super) fn claim_tick(&self) -> bool {
+        !self.ticking.swap(true, Ordering::AcqRel)
+    }
+
+    /// A background turn (held while it runs), once its tick began; none
+    /// once stopped.
+    pub(super) fn turn(&self) -> Option<MutexGuard<'_, ()>> {
+        self.ticking.store(false, Ordering::Release);
+        let job = self.job.lock();
+        (!self.queue.lock().stop).then_some(job)
+    }
+
+    /// A background turn for when nothing is queued: none once stopped or
+    /// while something is.
+    pub(super) fn idle_turn(&self) -> Option<MutexGuard<'_, ()>> {
+        let job = self.job.lock();
+        let queue = self.queue.lock();
+        (!queue.stop && queue.items.is_empty()).then_some(job)
+    }
+
+    /// `f` of the last item queued, under the queue's lock (nothing is
+    /// queued meanwhile).
+    pub(super) fn last_queued<R>(&self, f: impl FnOnce(Option<&T>) -> R) -> R {
+        f(self.queue.lock().items.back())
+    }
+
+    /// Holds the leader's place (nobody commits while it is held).
+    #[cfg(test)]
+    pub(super) fn hold_leader(&self) -> MutexGuard<'_, ()> {
+        self.leader.lock()
+    }
+}
+
 impl Core {
     /// Schedules a tick on the commit pool `after` from now, unless one is
     /// scheduled and not begun.
     pub(super) fn tick_after(&self, after: Duration) {
-        if self.ticking.swap(true, Ordering::AcqRel) {
+        if !self.group.claim_tick() {
             return;
         }
         let me = self.me.get().cloned();
@@ -40,16 +167,14 @@ impl Core {
         );
     }
 
-    /// One turn of what a writer thread once did, on the commit pool: a
+    /// One background turn, on the commit pool: a
     /// deferred flush; then what is queued and nobody led within
     /// [`LEAD_FIRST`] (a person's closed file), unless a leader is at it
     /// (it looks again when it is done, see [`Core::lead`]).
     fn tick(&self) {
-        self.ticking.store(false, Ordering::Release);
-        let _job = self.job.lock();
-        if self.queue.lock().stop {
+        let Some(_turn) = self.group.turn() else {
             return;
-        }
+        };
         if self.flush_owed.load(Ordering::Acquire) {
             self.flush_deferred(&mut self.state.lock());
         }
@@ -67,13 +192,12 @@ impl Core {
                 let Some(core) = me.as_ref().and_then(std::sync::Weak::upgrade) else {
                     return;
                 };
-                let _job = core.job.lock();
-                let queue = core.queue.lock();
-                if queue.stop || !queue.items.is_empty() {
-                    return; // the next batch's frame says it
+                // (With something queued, the next batch's frame says it.)
+                let turn = core.group.idle_turn();
+                if turn.is_some() {
+                    core.write_checkpoint();
                 }
-                drop(queue);
-                core.write_checkpoint();
+                drop(turn);
             }),
         );
     }
@@ -81,15 +205,7 @@ impl Core {
     /// At shutdown, once no tick runs or will: commits what is still
     /// queued, then the last checkpoint (see [`Core::finish`]).
     pub(super) fn stop(&self) {
-        self.queue.lock().stop = true;
-        let _job = self.job.lock();
-        {
-            let _leading = self.leader.lock();
-            let items: Vec<(Change, Ticket)> = self.queue.lock().items.drain(..).collect();
-            if !items.is_empty() {
-                self.commit(items);
-            }
-        }
+        self.group.stop(|items| self.commit(items));
         self.finish();
     }
 
@@ -100,16 +216,8 @@ impl Core {
     /// Otherwise returns at once: the leader looks at the queue again when
     /// it is done, and what it finds there is ticked.
     pub fn lead(&self) {
-        {
-            let Some(_leading) = self.leader.try_lock() else {
-                return;
-            };
-            let items: Vec<(Change, Ticket)> = self.queue.lock().items.drain(..).collect();
-            if !items.is_empty() {
-                self.commit(items);
-            }
-        }
-        if !self.queue.lock().items.is_empty() {
+        let led = self.group.lead(|items| self.commit(items));
+        if led == (Lead::Led { more_queued: true }) {
             // Queued while this leader committed: its waiter may be waiting
             // for the leader's place; a moment for it, then the pool.
             self.tick_after(LEAD_FIRST);
@@ -159,8 +267,20 @@ impl ChangeSink for Core {
                 }))
             })
             .collect();
-        let mut queue = self.queue.lock();
-        if queue.stop {
+        let items = changes
+            .iter()
+            .cloned()
+            .zip(tickets.iter().cloned())
+            .collect();
+        let queued = self.group.push(items, |(change, _)| {
+            // (Noted before it is queued: the writer may settle it at once.)
+            if self.upstream.get().is_some() && super::upstream::goes_upstream(change) {
+                self.unsettled
+                    .lock()
+                    .push((change.seq, super::upstream::footprint(change)));
+            }
+        });
+        if queued.is_err() {
             for ticket in &tickets {
                 ticket.settle(Err(DiskError::new(
                     "shutting down",
@@ -170,20 +290,147 @@ impl ChangeSink for Core {
             }
             return tickets;
         }
-        for (change, ticket) in changes.iter().zip(&tickets) {
-            // (Noted before it is queued: the writer may settle it at once.)
-            if self.upstream.get().is_some() && super::upstream::goes_upstream(change) {
-                self.unsettled
-                    .lock()
-                    .push((change.seq, super::upstream::footprint(change)));
-            }
-            queue.items.push_back((change.clone(), ticket.clone()));
-        }
-        drop(queue);
         // A moment for the waiter to lead its own write; what nobody waits
         // for is written by the commit pool after it.
         self.tick_after(LEAD_FIRST);
         tickets
+    }
+}
+
+#[cfg(test)]
+mod group_tests {
+    //! The group commit alone: no disk, no journal, threads and items.
+    use super::{GroupCommit, Lead};
+    use std::sync::atomic::{AtomicUsize, Ordering};
+    use std::sync::{Barrier, Mutex};
+
+    #[test]
+    fn one_leader_commits_everything_queued_in_one_batch_in_order() {
+        let group = GroupCommit::new();
+        let held = group.hold_leader();
+        for i in 1..=3 {
+            group.push(vec![i], |_| {}).unwrap();
+        }
+        // Nobody can lead while the place is held.
+        assert_eq!(group.lead(|_| panic!("led while held")), Lead::Busy);
+        drop(held);
+        let mut batches = Vec::new();
+        let led = group.lead(|items| batches.push(items));
+        assert_eq!(led, Lead::Led { more_queued: false });
+        assert_eq!(batches, [vec![1, 2, 3]]);
+        assert_eq!(
+            group.lead(|_| panic!("nothing queued")),
+            Lead::Led { more_queued: false }
+        );
+    }
+
+    #[test]
+    fn a_leader_busy_committing_turns_others_away_and_is_told_what_came_meanwhile() {
+        let group = GroupCommit::new();
+        let (inside, done) = (Barrier::new(2), Barrier::new(2));
+        std::thread::scope(|s| {
+            group.push(vec![1], |_| {}).unwrap();
+            let first = s.spawn(|| {
+                group.lead(|items| {
+                    assert_eq!(items, [1]);
+                    inside.wait();
+                    done.wait();
+                })
+            });
+            inside.wait();
+            assert_eq!(group.lead(|_| panic!("two leaders")), Lead::Busy);
+            group.push(vec![2], |_| {}).unwrap();
+            done.wait();
+            assert_eq!(first.join().unwrap(), Lead::Led { more_queued: true });
+        });
+        let mut batches = Vec::new();
+        group.lead(|items| batches.push(items));
+        assert_eq!(batches, [vec![2]]);
+    }
+
+    #[test]
+    fn no_two_commits_overlap_and_each_item_is_committed_once_in_queue_order() {
+        const THREADS: usize = 6;
+        const EACH: usize = 300;
+        let group = GroupCommit::new();
+        let active = AtomicUsize::new(0);
+        let noted = Mutex::new(std::collections::HashSet::new());
+        let committed = Mutex::new(Vec::new());
+        let commit = |items: Vec<(usize, usize)>| {
+            assert_eq!(
+                active.fetch_add(1, Ordering::SeqCst),
+                0,
+                "two commits at once"
+            );
+            {
+                let noted = noted.lock().unwrap();
+                for item in &items {
+                    assert!(
+                        noted.contains(item),
+                        "{item:?} committed before it was noted"
+                    );
+                }
+            }
+            committed.lock().unwrap().extend(items);
+            active.fetch_sub(1, Ordering::SeqCst);
+        };
+        std::thread::scope(|s| {
+            for t in 0..THREADS {
+                let (group, commit, noted) = (&group, &commit, &noted);
+                s.spawn(move || {
+                    for i in 0..EACH {
+                        group
+                            .push(vec![(t, i)], |item| {
+                                noted.lock().unwrap().insert(*item);
+                            })
+                            .unwrap();
+                        group.lead(commit);
+                    }
+                });
+            }
+        });
+        // What a last leader left (queued while it committed).
+        group.lead(commit);
+        let committed = committed.into_inner().unwrap();
+        assert_eq!(committed.len(), THREADS * EACH, "each item once");
+        for t in 0..THREADS {
+            let mine: Vec<usize> = committed.iter().filter(|c| c.0 == t).map(|c| c.1).collect();
+            assert_eq!(
+                mine,
+                (0..EACH).collect::<Vec<_>>(),
+                "thread {t}'s items in order"
+            );
+        }
+    }
+
+    #[test]
+    fn a_stopped_group_commits_what_is_left_then_gives_items_back() {
+        let group = GroupCommit::new();
+        group.push(vec!["a", "b"], |_| {}).unwrap();
+        let mut last = Vec::new();
+        group.stop(|items| last = items);
+        assert_eq!(last, ["a", "b"]);
+        assert_eq!(
+            group.push(vec!["late"], |_| panic!("noted")),
+            Err(vec!["late"])
+        );
+        assert!(group.turn().is_none(), "no turn after the stop");
+        assert!(group.idle_turn().is_none());
+    }
+
+    #[test]
+    fn one_tick_is_scheduled_at_a_time_and_an_idle_turn_waits_for_an_empty_queue() {
+        let group = GroupCommit::<u8>::new();
+        assert!(group.claim_tick());
+        assert!(!group.claim_tick(), "one scheduled already");
+        assert!(group.turn().is_some(), "the tick begins");
+        assert!(
+            group.claim_tick(),
+            "the next may be scheduled once it began"
+        );
+        group.push(vec![1], |_| {}).unwrap();
+        assert!(group.idle_turn().is_none(), "something is queued");
+        assert_eq!(group.last_queued(|last| last.copied()), Some(1));
     }
 }
 
@@ -252,7 +499,7 @@ mod tests {
         let before = o.journal.stats();
         // Nobody can commit while the leader's place is taken: three
         // changes queue up, submitted one by one.
-        let held = o.journal.shared.leader.lock();
+        let held = o.journal.shared.group.hold_leader();
         let tickets: Vec<Ticket> = ["one", "two", "three"]
             .iter()
             .map(|t| sink.submit(&write("/memories/f.md", t)))

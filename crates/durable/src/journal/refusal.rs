@@ -180,13 +180,14 @@ impl Core {
     /// do not carry them. Each of those answers `Unsaved` (the caller may
     /// ask again: a new barrier carries the paths).
     pub(super) fn taint_queued_barriers(&self, cause: DiskError) {
-        let queue = self.queue.lock();
-        let Some((last, _)) = queue.items.back() else {
-            return;
-        };
-        let mut taint = self.taint.lock();
-        taint.below = taint.below.max(last.seq + 1);
-        taint.error = Some(cause);
+        self.group.last_queued(|last| {
+            let Some((last, _)) = last else {
+                return;
+            };
+            let mut taint = self.taint.lock();
+            taint.below = taint.below.max(last.seq + 1);
+            taint.error = Some(cause);
+        });
     }
 
     /// Logs a refusing disk once (not once per refused change), and when it

@@ -1,6 +1,8 @@
-//! The journal's writer: one thread that appends the store's changes in
-//! the order they were applied, as one frame per batch (group commit: all
-//! the changes that queued while the last flush ran), made durable by one
+//! The journal's writer: the commit of one batch (whoever leads the group
+//! commit runs it, `journal::group`: a waiter's own thread or the commit
+//! pool's), appending the store's changes in the order they were applied,
+//! as one frame per batch (all the changes that queued while the last
+//! flush ran), made durable by one
 //! `fdatasync` of one file, and only then acknowledged. The frame then goes
 //! to the checkpointer, which brings the plain files up to date behind it.
 //!
@@ -19,7 +21,6 @@
 //! never read back. Either way the view is put back as it was: the versions
 //! those changes made are written again when their content is.
 
-use std::collections::VecDeque;
 use std::io;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::mpsc;
@@ -83,12 +84,8 @@ impl Core {
 }
 
 pub(super) struct Core {
-    pub queue: Mutex<Queue>,
-    /// A tick is scheduled on the commit pool and has not begun.
-    pub(super) ticking: AtomicBool,
-    /// Held by each of this journal's pool jobs while it runs, and by the
-    /// shutdown: once the shutdown holds it, no job of this journal runs.
-    pub(super) job: Mutex<()>,
+    /// The changes waiting for a commit, and who commits them.
+    pub(super) group: super::group::GroupCommit<(Change, Ticket)>,
     pub state: Mutex<State>,
     /// `DIR/.memfs/journal`.
     pub dir: Dir,
@@ -147,9 +144,6 @@ pub(super) struct Core {
     /// store's follower asks, see `upstream.rs`).
     pub unsettled: Mutex<Vec<(u64, Vec<crate::path::MemPath>)>>,
     pub settled_now: Condvar,
-    /// Held by whoever commits batches (the commit pool, or a waiter that
-    /// leads: see `lead`), so that batches go to disk one at a time, in order.
-    pub(super) leader: Mutex<()>,
     /// This, for the tickets' helpers.
     pub me: std::sync::OnceLock<std::sync::Weak<Core>>,
     /// Whether a compaction is asked for, stopping; and when it last ran.
@@ -177,9 +171,7 @@ impl Core {
         checkpointed: u64,
     ) -> Core {
         Core {
-            queue: Mutex::new(rank::QUEUE, Queue::default()),
-            ticking: AtomicBool::new(false),
-            job: Mutex::new(rank::JOURNAL_JOB, ()),
+            group: super::group::GroupCommit::new(),
             stuck: Mutex::new(rank::STUCK, state.stuck_written.clone()),
             stuck_reasons: Mutex::new(rank::STUCK_REASONS, Vec::new()),
             state: Mutex::new(rank::STATE, state),
@@ -205,7 +197,6 @@ impl Core {
             flush_owed: AtomicBool::new(false),
             unsettled: Mutex::new(rank::UNSETTLED, Vec::new()),
             settled_now: Condvar::new(),
-            leader: Mutex::new(rank::LEADER, ()),
             me: std::sync::OnceLock::new(),
             compact: Mutex::new(rank::COMPACT, Compaction::default()),
             compacting: Mutex::new(rank::COMPACTING, ()),
@@ -583,12 +574,6 @@ impl Core {
             plain,
         });
     }
-}
-
-#[derive(Default)]
-pub(super) struct Queue {
-    pub items: VecDeque<(Change, Ticket)>,
-    pub stop: bool,
 }
 
 /// Why a frame did not become durable.
