@@ -64,25 +64,25 @@ pub const LOST: Rank = Rank::new(52, "store::Store::lost");
 
 // Step 6: one rewrite (compaction, redaction) at a time; one checkpoint
 // step of a journal at a time.
-pub const COMPACTING: Rank = Rank::new(59, "journal::writer::Core::compacting");
-pub const REWRITING: Rank = Rank::new(60, "journal::writer::Core::rewriting");
+pub const COMPACTING: Rank = Rank::new(59, "journal::upkeep::Upkeep::compacting");
+pub const REWRITING: Rank = Rank::new(60, "journal::upkeep::Upkeep::rewriting");
 pub const CHECKPOINT_TURNS: Rank = Rank::new(61, "journal::checkpoint::Checkpointer::turns");
 
 // Step 7: the journal's state, then what it guards beside it.
 pub const STATE: Rank = Rank::new(70, "journal::writer::Core::state");
-pub const STUCK: Rank = Rank::new(71, "journal::writer::Core::stuck");
-pub const STUCK_REASONS: Rank = Rank::new(72, "journal::writer::Core::stuck_reasons");
-pub const COMPACT: Rank = Rank::new(71, "journal::writer::Core::compact");
-pub const BEHIND: Rank = Rank::new(71, "journal::writer::Core::behind");
-pub const OWED_BATCHES: Rank = Rank::new(71, "journal::writer::Core::owed_batches");
-pub const CHECKPOINTER: Rank = Rank::new(71, "journal::writer::Core::checkpointer");
+pub const STUCK: Rank = Rank::new(71, "journal::handoff::Handoff::stuck");
+pub const STUCK_REASONS: Rank = Rank::new(72, "journal::handoff::Handoff::stuck_reasons");
+pub const COMPACT: Rank = Rank::new(71, "journal::upkeep::Upkeep::compact");
+pub const BEHIND: Rank = Rank::new(71, "journal::owed::Owed::behind");
+pub const OWED_BATCHES: Rank = Rank::new(71, "journal::owed::Owed::batches");
+pub const CHECKPOINTER: Rank = Rank::new(71, "journal::handoff::Handoff::checkpointer");
 pub const DB_CONFIRMED: Rank = Rank::new(71, "shared::db::Db::confirmed");
 pub const DB_UNKNOWN: Rank = Rank::new(71, "shared::db::Db::unknown");
 
 // Step 8: the journal's queue, then what settles.
 pub const QUEUE: Rank = Rank::new(80, "journal::group::GroupCommit::queue");
-pub const UNSETTLED: Rank = Rank::new(81, "journal::writer::Core::unsettled");
-pub const TAINT: Rank = Rank::new(81, "journal::writer::Core::taint");
+pub const UNSETTLED: Rank = Rank::new(81, "journal::upstream::Sharing::unsettled");
+pub const TAINT: Rank = Rank::new(81, "journal::owed::Refusals::taint");
 pub const CHECKPOINT_INBOX: Rank = Rank::new(85, "journal::checkpoint::Checkpointer::inbox");
 pub const CHECKPOINT_NEXT: Rank = Rank::new(86, "journal::checkpoint::Checkpointer::next");
 pub const FOLLOW_TURN: Rank = Rank::new(87, "shared::follow::Tracked::turn");
@@ -90,7 +90,7 @@ pub const FOLLOW_TURN: Rank = Rank::new(87, "shared::follow::Tracked::turn");
 // Step 9: leaves everywhere.
 pub const OUTCOME: Rank = Rank::new(90, "store::change::Part::outcome");
 pub const INVALIDATOR: Rank = Rank::new(90, "fuse::invalidate::Invalidator::queue");
-pub const RECOVERY: Rank = Rank::new(90, "journal::writer::Core::recovery");
+pub const RECOVERY: Rank = Rank::new(90, "journal::owed::Refusals::recovery");
 pub const DB_DISOWNED: Rank = Rank::new(90, "shared::db::Db::disowned");
 pub const DATABASES: Rank = Rank::new(90, "shared::database::of");
 pub const DATABASE_WRITERS: Rank = Rank::new(90, "shared::database::Database::writers");

@@ -72,8 +72,8 @@ impl Core {
             });
         }
         // (Read together: the stuck paths go with the batch they are for.)
-        let stuck = self.stuck.lock();
-        let known = self.checkpointed.load(Ordering::Acquire);
+        let stuck = self.handoff.stuck.lock();
+        let known = self.handoff.checkpointed.load(Ordering::Acquire);
         if known > st.checkpoint_written || *stuck != st.stuck_written {
             header.checkpoint = Some(known.max(st.checkpoint_written));
             header.stuck = stuck.clone();
@@ -122,7 +122,7 @@ impl Core {
         drop(fd);
         if deferred.is_some() {
             st.deferred = deferred;
-            self.flush_owed.store(true, Ordering::Release);
+            self.owed.flush.store(true, Ordering::Release);
         }
         if let Err(e) = synced {
             // It may or may not be on disk: never read it back. A segment
@@ -158,7 +158,7 @@ impl Core {
     /// where it began) and owes its records and contents to the next frame:
     /// its changes stand, since the database holds them.
     pub(super) fn flush_deferred(&self, st: &mut State) {
-        self.flush_owed.store(false, Ordering::Release);
+        self.owed.flush.store(false, Ordering::Release);
         let Some(d) = st.deferred.take() else {
             return;
         };
@@ -188,7 +188,7 @@ impl Core {
             }
             self.owe_frame(d.header, d.body, d.placed);
             self.owe_batches(d.for_checkpointer, None);
-            if !self.refusing.swap(true, Ordering::Relaxed) {
+            if !self.refusals.refusing.swap(true, Ordering::Relaxed) {
                 tracing::warn!(
                     "the disk refuses this host's copy of the journal ({}); the shared store holds every change, and the copy is written again once the disk takes writes",
                     DiskError::new("flushing to stable storage", e)

@@ -100,7 +100,7 @@ impl Checkpointer {
             retry: Duration::from_millis(100),
             failing: false,
             progress: Progress::default(),
-            stuck: Stuck::from_paths(&journal.stuck.lock()),
+            stuck: Stuck::from_paths(&journal.handoff.stuck.lock()),
             repair_at: None,
             repair_every: REPAIR_FIRST,
         };
@@ -273,25 +273,14 @@ fn pass(files: &Files, journal: &Core, t: &mut Turns) {
     });
     match done {
         Ok(()) => {
-            let last = t.held.last().map(|(b, _)| *b);
-            {
-                // The stuck paths first, under their lock, then the batch
-                // they go with: a frame reads both under it.
-                let mut stuck = journal.stuck.lock();
-                *stuck = t.stuck.list();
-                *journal.stuck_reasons.lock() = t
-                    .stuck
-                    .reasons()
-                    .map(|(p, why)| format!("{p} ({why})"))
-                    .collect();
-                if let Some(last) = last {
-                    journal.checkpointed.fetch_max(last, Ordering::AcqRel);
-                }
-            }
+            report(journal, t);
             say_what_changed(&was_stuck, &t.stuck);
             // Written down once the journal is idle a while.
             journal.idle_soon();
-            journal.unwritten.fetch_sub(t.held_bytes, Ordering::AcqRel);
+            journal
+                .handoff
+                .unwritten
+                .fetch_sub(t.held_bytes, Ordering::AcqRel);
             t.held_bytes = 0;
             t.held.clear();
             t.progress = Progress::default();
@@ -322,6 +311,22 @@ fn pass(files: &Files, journal: &Core, t: &mut Turns) {
             t.since = Some(Instant::now());
             t.retry = (t.retry * 2).min(Duration::from_secs(2));
         }
+    }
+}
+
+/// Tells the journal how far a pass got: the stuck paths first, under
+/// their lock, then the batch they go with (a frame reads both under it).
+fn report(journal: &Core, t: &Turns) {
+    let handoff = &journal.handoff;
+    let mut stuck = handoff.stuck.lock();
+    *stuck = t.stuck.list();
+    *handoff.stuck_reasons.lock() = t
+        .stuck
+        .reasons()
+        .map(|(p, why)| format!("{p} ({why})"))
+        .collect();
+    if let Some((last, _)) = t.held.last() {
+        handoff.checkpointed.fetch_max(*last, Ordering::AcqRel);
     }
 }
 

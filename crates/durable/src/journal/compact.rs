@@ -45,9 +45,9 @@ fn row_bytes(r: &Row) -> u64 {
 /// `retention::due`) and is not stopping; the shutdown waits for one that
 /// runs (`journal::writer::Core::compacting`).
 pub(super) fn run_once(sh: &Core) {
-    let _one = sh.compacting.lock();
+    let _one = sh.upkeep.compacting.lock();
     {
-        let mut c = sh.compact.lock();
+        let mut c = sh.upkeep.compact.lock();
         if c.stop {
             return;
         }
@@ -59,7 +59,7 @@ pub(super) fn run_once(sh: &Core) {
             crate::units::describe_io(&e)
         );
     }
-    sh.compact.lock().last = Some(std::time::Instant::now());
+    sh.upkeep.compact.lock().last = Some(std::time::Instant::now());
 }
 
 /// Compacts what `keep` allows; says what it dropped (`None`: nothing to do).
@@ -121,7 +121,7 @@ fn compact_closed(sh: &Core, keep: Keep) -> io::Result<Option<String>> {
         st.ids.next_version += 1;
         let stuck = stuck_contents(&st, &st.stuck_written)
             .into_iter()
-            .chain(stuck_contents(&st, &sh.stuck.lock()))
+            .chain(stuck_contents(&st, &sh.handoff.stuck.lock()))
             .collect::<HashSet<Sha>>();
         (range, limits, later, st.origin.clone(), prune_id, stuck)
     };
@@ -146,7 +146,7 @@ fn compact_closed(sh: &Core, keep: Keep) -> io::Result<Option<String>> {
         return Ok(None);
     };
     // A path the checkpoint got stuck on since: its content stays too.
-    let stuck_now = stuck_contents(&st, &sh.stuck.lock());
+    let stuck_now = stuck_contents(&st, &sh.handoff.stuck.lock());
     if built
         .dropped
         .iter()
@@ -221,7 +221,7 @@ fn close_the_open_segment(sh: &Core, wait: bool) {
     // (Not past a stop: the journal is shutting down.)
     while sh.state.lock().checkpoint_written < wanted
         && Instant::now() < deadline
-        && !sh.compact.lock().stop
+        && !sh.upkeep.compact.lock().stop
     {
         std::thread::sleep(Duration::from_millis(50));
     }

@@ -273,6 +273,7 @@ impl History {
     /// How many redactions this journal has done since it opened.
     pub fn redactions(&self) -> u64 {
         self.shared
+            .upkeep
             .redactions
             .load(std::sync::atomic::Ordering::SeqCst)
     }
@@ -288,7 +289,7 @@ impl History {
         // Under the state lock: a rewrite that began before it changed the
         // count already, one that begins after cannot swap segments until
         // this read is done (and counts again when it ends).
-        let rewrites = sh.rewrites.load(std::sync::atomic::Ordering::SeqCst);
+        let rewrites = sh.upkeep.rewrites.load(std::sync::atomic::Ordering::SeqCst);
         let start = cursor.filter(|c| {
             c.rewrites == rewrites
                 && st
@@ -351,14 +352,14 @@ impl History {
     /// files, each with why (`/memories/x/f.md (a symlink is in the way)`):
     /// the journal keeps them and memfs tries again.
     pub fn stuck(&self) -> Vec<String> {
-        self.shared.stuck_reasons.lock().clone()
+        self.shared.handoff.stuck_reasons.lock().clone()
     }
 
     /// The plain files memfs leaves out of the memory (a special file, a
     /// name the tool cannot address, a file over the size limit), each
     /// `path (why)`: they stay on disk, untouched.
     pub fn left_out(&self) -> Vec<String> {
-        self.shared.known.left_out()
+        self.shared.files.known.left_out()
     }
 
     /// Every kept row, oldest first (for `export`).

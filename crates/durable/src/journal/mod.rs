@@ -25,6 +25,7 @@ mod agree;
 mod append;
 mod batch;
 mod checkpoint;
+mod commit;
 mod compact;
 mod deferred;
 mod frame;
@@ -33,6 +34,7 @@ mod handoff;
 mod history;
 mod keep_theirs;
 mod migrate;
+mod owed;
 mod record;
 mod refusal;
 mod retention;
@@ -43,6 +45,7 @@ mod sharing;
 mod startup;
 mod state;
 mod stuck;
+mod upkeep;
 mod upstream;
 mod versions;
 mod view;
@@ -249,7 +252,7 @@ impl Journal {
         let checkpointed = st.checkpoint_written;
         let shared = Arc::new(writer::Core::new(st, dir, files, opts, checkpointed));
         let _ = shared.me.set(Arc::downgrade(&shared));
-        let _ = shared.compaction.set(compact::run_once);
+        let _ = shared.upkeep.compaction.set(compact::run_once);
         // The start's own frame: what was found, and that the files are
         // current through everything before it.
         let must_write = squared.found.is_some() || !tail.is_empty() || opened.upgraded;
@@ -268,9 +271,9 @@ impl Journal {
             if let Err(e) = compact::compact(&shared, opts.keep) {
                 tracing::warn!("old history could not be compacted: {e}");
             }
-            shared.compact.lock().last = Some(std::time::Instant::now());
+            shared.upkeep.compact.lock().last = Some(std::time::Instant::now());
         }
-        *shared.checkpointer.lock() = Some(checkpoint::Checkpointer::new(
+        *shared.handoff.checkpointer.lock() = Some(checkpoint::Checkpointer::new(
             files.clone(),
             &shared,
             opts.checkpoint_delay,
@@ -291,7 +294,7 @@ impl Journal {
     /// Commits every batch of this host's changes to `up` (a shared store)
     /// before the journal takes it; set before any change is made.
     pub fn share(&self, up: Arc<dyn Upstream>) {
-        let _ = self.shared.upstream.set(up);
+        let _ = self.shared.sharing.upstream.set(up);
     }
 
     /// This journal's origin id (random, made with the journal).
@@ -332,7 +335,7 @@ impl Journal {
 
     /// Who decides what memory becomes when a batch is refused (the store).
     pub fn recover_through(&self, recover: Recover) {
-        *self.shared.recovery.lock() = Some(Arc::new(recover));
+        *self.shared.refusals.recovery.lock() = Some(Arc::new(recover));
     }
 
     pub fn history(&self) -> History {
@@ -352,12 +355,12 @@ impl Journal {
             return; // stopped already
         }
         // No compaction begins from now, and one that runs ends first.
-        self.shared.compact.lock().stop = true;
-        drop(self.shared.compacting.lock());
+        self.shared.upkeep.compact.lock().stop = true;
+        drop(self.shared.upkeep.compacting.lock());
         // What is queued is committed, then the checkpointer told to stop.
         self.shared.stop();
-        let checkpointer = self.shared.checkpointer.lock().take();
-        self.shared.recovery.lock().take();
+        let checkpointer = self.shared.handoff.checkpointer.lock().take();
+        self.shared.refusals.recovery.lock().take();
         // A clean stop leaves the journal within its retention.
         let due = retention::due(&self.shared.state.lock(), &self.shared.opts.keep, None);
         if due {

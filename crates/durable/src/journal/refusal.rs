@@ -39,7 +39,7 @@ impl Core {
             .collect();
         if to_checkpointer && !durable.is_empty() {
             let plain = plain[..fits].iter().sum();
-            self.unwritten.fetch_add(plain, Ordering::AcqRel);
+            self.handoff.unwritten.fetch_add(plain, Ordering::AcqRel);
             self.send(Msg::Batch {
                 batch,
                 changes: durable,
@@ -58,7 +58,7 @@ impl Core {
         if start.is_empty() {
             return;
         }
-        let mut behind = self.behind.lock();
+        let mut behind = self.owed.behind.lock();
         let newer = std::mem::take(&mut *behind);
         *behind = start;
         behind.extend(newer);
@@ -73,7 +73,7 @@ impl Core {
         placed: Vec<ContentRec>,
     ) {
         let mut needed = needed_of(body, &placed);
-        let mut behind = self.behind.lock();
+        let mut behind = self.owed.behind.lock();
         for rec in header.changes {
             behind.push((rec, std::mem::take(&mut needed)));
         }
@@ -85,7 +85,7 @@ impl Core {
             return new_bytes.len();
         };
         let have = free + st.active.reserved.min(RESERVE / 2);
-        let mut need = self.unwritten.load(Ordering::Acquire) + RESERVE / 2;
+        let mut need = self.handoff.unwritten.load(Ordering::Acquire) + RESERVE / 2;
         for (i, (&n, &p)) in new_bytes.iter().zip(plain).enumerate() {
             if n + p == 0 {
                 continue; // rows only: the reserve takes them
@@ -143,7 +143,7 @@ impl Core {
         if !change.ops.is_empty() {
             return Ok(());
         }
-        let taint = self.taint.lock();
+        let taint = self.refusals.taint.lock();
         match (&taint.error, change.seq < taint.below) {
             (Some(e), true) => Err(Error::Unsaved(e.clone())),
             _ => Ok(()),
@@ -164,7 +164,7 @@ impl Core {
     ) -> Vec<bool> {
         let none = vec![false; refused.len()];
         // Asked on this thread (no thread of the store's own waits for it).
-        let Some(recover) = self.recovery.lock().clone() else {
+        let Some(recover) = self.refusals.recovery.lock().clone() else {
             return none;
         };
         recover(Refused {
@@ -184,7 +184,7 @@ impl Core {
             let Some((last, _)) = last else {
                 return;
             };
-            let mut taint = self.taint.lock();
+            let mut taint = self.refusals.taint.lock();
             taint.below = taint.below.max(last.seq + 1);
             taint.error = Some(cause);
         });
@@ -193,7 +193,10 @@ impl Core {
     /// Logs a refusing disk once (not once per refused change), and when it
     /// takes writes again.
     pub(super) fn say_how_the_disk_is(&self, refused: Option<&DiskError>) {
-        let was = self.refusing.swap(refused.is_some(), Ordering::Relaxed);
+        let was = self
+            .refusals
+            .refusing
+            .swap(refused.is_some(), Ordering::Relaxed);
         match (refused, was) {
             (Some(e), false) => tracing::warn!(
                 "the disk refuses writes ({e}); agents' changes are taken back, people's kept in memory and written again later"
@@ -208,7 +211,7 @@ impl Core {
     /// Puts the checkpointer's batches for owed records back, ahead of any
     /// owed since (and `then` after them).
     pub(super) fn owe_batches(&self, earlier: Vec<ForCheckpointer>, then: Option<ForCheckpointer>) {
-        let mut owed = self.owed_batches.lock();
+        let mut owed = self.owed.batches.lock();
         let newer = std::mem::take(&mut *owed);
         *owed = earlier;
         owed.extend(then);

@@ -258,7 +258,8 @@ impl History {
         if let Some(sha) = &sha {
             st.contents.remove(sha);
         }
-        sh.redactions
+        sh.upkeep
+            .redactions
             .fetch_add(1, std::sync::atomic::Ordering::SeqCst);
         let mut said = format!("version {version}: content erased from {versions} version(s)");
         if erase_path {

@@ -188,19 +188,20 @@ impl Core {
 
     /// Forgets settled changes of this host's (see `unsettled`).
     pub(super) fn forget_unsettled(&self, changes: &[Change]) {
-        if self.upstream.get().is_none() {
+        if self.sharing.upstream.get().is_none() {
             return;
         }
-        let mut unsettled = self.unsettled.lock();
+        let mut unsettled = self.sharing.unsettled.lock();
         unsettled.retain(|(seq, _)| !changes.iter().any(|c| c.seq == *seq));
         drop(unsettled);
-        self.settled_now.notify_all();
+        self.sharing.settled_now.notify_all();
     }
 
     /// Whether a change of this host's that is not settled yet touches one
     /// of `paths`, or a path above or below one.
     pub fn busy(&self, paths: &[MemPath]) -> bool {
-        self.unsettled
+        self.sharing
+            .unsettled
             .lock()
             .iter()
             .any(|(_, mine)| mine.iter().any(|a| paths.iter().any(|b| a.overlaps(b))))
@@ -208,9 +209,9 @@ impl Core {
 
     /// Waits (at most `limit`) for a change of this host's to settle.
     pub fn wait_settled(&self, limit: Duration) {
-        let mut unsettled = self.unsettled.lock();
+        let mut unsettled = self.sharing.unsettled.lock();
         if !unsettled.is_empty() {
-            self.settled_now.wait_for(&mut unsettled, limit);
+            self.sharing.settled_now.wait_for(&mut unsettled, limit);
         }
     }
 }

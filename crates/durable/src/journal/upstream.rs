@@ -22,6 +22,7 @@ use std::sync::Arc;
 
 use super::record::ChangeRec;
 use super::versions::{Ids, Needed};
+use crate::lock::{rank, Condvar, Mutex};
 use crate::path::MemPath;
 use crate::store::{Change, ChangeOp};
 
@@ -136,4 +137,27 @@ pub(super) fn outgoing(
     out.paths.sort();
     out.paths.dedup();
     out
+}
+
+/// A journal's shared store, if its memory is one, and this host's
+/// changes handed over and not settled there yet.
+pub struct Sharing {
+    /// The shared store this journal's batches are committed to first, if
+    /// the memory is one (see `upstream.rs`).
+    pub upstream: std::sync::OnceLock<Arc<dyn Upstream>>,
+    /// This host's changes handed over and not settled yet, with the paths
+    /// they touch: another host's change to one of them waits (a shared
+    /// store's follower asks, see `upstream.rs`).
+    pub unsettled: Mutex<Vec<(u64, Vec<MemPath>)>>,
+    pub settled_now: Condvar,
+}
+
+impl Sharing {
+    pub fn new() -> Sharing {
+        Sharing {
+            upstream: std::sync::OnceLock::new(),
+            unsettled: Mutex::new(rank::UNSETTLED, Vec::new()),
+            settled_now: Condvar::new(),
+        }
+    }
 }

@@ -22,12 +22,11 @@
 //! those changes made are written again when their content is.
 
 use std::io;
-use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::mpsc;
-use std::sync::Arc;
 use std::time::Duration;
 
-use crate::lock::{rank, Condvar, Mutex};
+use crate::lock::{rank, Mutex};
 use crate::persist::storage::Dir;
 
 use super::batch::{needed_of, plain_bytes, Built, Placement};
@@ -38,7 +37,7 @@ use super::state::State;
 use super::versions::{Context, Needed};
 use super::Options;
 use crate::error::DiskError;
-use crate::store::{Change, Recover, Ticket};
+use crate::store::{Change, Ticket};
 
 /// Counters of the journal's work, for benchmarks and `--stats`.
 #[derive(Debug, Default, Clone, Copy, PartialEq, Eq)]
@@ -49,13 +48,13 @@ pub struct Stats {
     pub barriers: u64,
 }
 
-/// Every barrier with a sequence number below `below` was queued before a
-/// change ahead of it was refused and kept in memory: it must not answer
-/// that everything before it is durable.
+/// How much the journal did (see [`Stats`]).
 #[derive(Default)]
-pub(super) struct Taint {
-    pub(super) below: u64,
-    pub(super) error: Option<DiskError>,
+pub(super) struct Counters {
+    pub(super) changes: AtomicU64,
+    pub(super) batches: AtomicU64,
+    /// Frames written.
+    pub(super) barriers: AtomicU64,
 }
 
 /// Holds the rewriting lock and counts the rewrite as it begins and ends.
@@ -73,12 +72,12 @@ impl Drop for Rewriting<'_> {
 impl Core {
     /// Begins a rewrite of segments (one at a time).
     pub(super) fn rewrite(&self) -> Rewriting<'_> {
-        let alone = self.rewriting.lock();
+        let alone = self.upkeep.rewriting.lock();
         self.flush_deferred(&mut self.state.lock());
-        self.rewrites.fetch_add(1, Ordering::SeqCst);
+        self.upkeep.rewrites.fetch_add(1, Ordering::SeqCst);
         Rewriting {
             _alone: alone,
-            count: &self.rewrites,
+            count: &self.upkeep.rewrites,
         }
     }
 }
@@ -89,77 +88,25 @@ pub(super) struct Core {
     pub state: Mutex<State>,
     /// `DIR/.memfs/journal`.
     pub dir: Dir,
-    /// `DIR/memories`, to read a content found there before its first change.
-    pub memories: Dir,
-    /// What memfs last left in the plain files (and what it left out).
-    pub known: Arc<crate::persist::known::Known>,
+    /// The plain files: `DIR/memories` (to read a content found there
+    /// before its first change), and what memfs last left in them (and
+    /// what it left out).
+    pub files: super::Files,
     pub opts: Options,
-    /// Where refused batches go (taken at shutdown, which ends the
-    /// store's side of the channel).
-    pub recovery: Mutex<Option<Arc<Recover>>>,
-    pub checkpointer: Mutex<Option<Arc<dyn super::handoff::Inbox>>>,
-    /// The newest batch the checkpointer made the plain files current
-    /// (and durable) through.
-    pub checkpointed: AtomicU64,
-    /// The paths the checkpointer could not bring up to date (see
-    /// `stuck::Stuck`), as of `checkpointed`: set under this lock
-    /// before `checkpointed` moves, read under it with `checkpointed`.
-    pub stuck: Mutex<Vec<String>>,
-    /// Each stuck path with why, for reports (set with `stuck`).
-    pub stuck_reasons: Mutex<Vec<String>>,
-    /// Bytes of plain files the checkpointer has yet to write.
-    pub unwritten: AtomicU64,
-    pub changes: AtomicU64,
-    pub batches: AtomicU64,
-    pub barriers: AtomicU64,
-    pub(super) taint: Mutex<Taint>,
-    /// The disk refused the last batch (said once, until it takes one again).
-    pub(super) refusing: AtomicBool,
-    /// Held while segments are rewritten (compaction, redaction).
-    pub rewriting: Mutex<()>,
-    /// Counts rewrites, as they begin and as they end: a reader that
-    /// follows the journal by offset reads it all again when it moved.
-    pub rewrites: AtomicU64,
-    /// Counts redactions done since the journal opened: what derives from
-    /// contents (the search index) rewrites itself when it moved.
-    pub redactions: AtomicU64,
-    /// Records the journal owes: what start-up found when the disk refused
-    /// to take it then, and changes a shared store committed that the disk
-    /// then refused here. They go first in the next frame.
-    pub(super) behind: Mutex<Vec<(super::record::ChangeRec, Vec<Needed>)>>,
-    /// The checkpointer's batches for records in `behind` whose changes
-    /// stand (a shared store holds them): the plain files follow them
-    /// only once a frame holding them is flushed, so that a file on disk
-    /// is never ahead of the journal (at the next start it would look
-    /// like a change made while no memfs ran).
-    pub(super) owed_batches: Mutex<Vec<ForCheckpointer>>,
-    /// The shared store this journal's batches are committed to first, if
-    /// the memory is one (see `upstream.rs`).
-    pub upstream: std::sync::OnceLock<Arc<dyn super::upstream::Upstream>>,
-    /// A frame waits for its flush (see `Deferred`): the commit pool
-    /// flushes it at once.
-    pub flush_owed: AtomicBool,
-    /// This host's changes handed over and not settled yet, with the paths
-    /// they touch: another host's change to one of them waits (a shared
-    /// store's follower asks, see `upstream.rs`).
-    pub unsettled: Mutex<Vec<(u64, Vec<crate::path::MemPath>)>>,
-    pub settled_now: Condvar,
+    /// What the journal owes the next frame.
+    pub(super) owed: super::owed::Owed,
+    /// Where refusals go, and what they left.
+    pub(super) refusals: super::owed::Refusals,
+    pub(super) counters: Counters,
+    /// Rewrites of segments (compaction, redaction) and their counts.
+    pub upkeep: super::upkeep::Upkeep<Core>,
+    /// What goes to the checkpointer, and what it reports.
+    pub handoff: super::handoff::Handoff,
+    /// The shared store, when the memory is one, and this host's changes
+    /// not settled there yet.
+    pub sharing: super::upstream::Sharing,
     /// This, for the tickets' helpers.
     pub me: std::sync::OnceLock<std::sync::Weak<Core>>,
-    /// Whether a compaction is asked for, stopping; and when it last ran.
-    pub compact: Mutex<Compaction>,
-    /// Held by the compaction that runs (on the background pool); the
-    /// shutdown takes it to wait for one.
-    pub(super) compacting: Mutex<()>,
-    /// The compaction a job runs (`journal::compact::run_once`, set at open).
-    pub(super) compaction: std::sync::OnceLock<fn(&Core)>,
-}
-
-#[derive(Default)]
-pub(super) struct Compaction {
-    pub asked: bool,
-    pub stop: bool,
-    pub last: Option<std::time::Instant>,
 }
 
 impl Core {
@@ -172,44 +119,29 @@ impl Core {
     ) -> Core {
         Core {
             group: super::group::GroupCommit::new(),
-            stuck: Mutex::new(rank::STUCK, state.stuck_written.clone()),
-            stuck_reasons: Mutex::new(rank::STUCK_REASONS, Vec::new()),
+            sharing: super::upstream::Sharing::new(),
+            handoff: super::handoff::Handoff::new(state.stuck_written.clone(), checkpointed),
             state: Mutex::new(rank::STATE, state),
             dir,
-            memories: files.memories.clone(),
-            known: files.known.clone(),
+            files: files.clone(),
             opts,
-            recovery: Mutex::new(rank::RECOVERY, None),
-            checkpointer: Mutex::new(rank::CHECKPOINTER, None),
-            checkpointed: AtomicU64::new(checkpointed),
-            unwritten: AtomicU64::new(0),
-            changes: AtomicU64::new(0),
-            batches: AtomicU64::new(0),
-            barriers: AtomicU64::new(0),
-            taint: Mutex::new(rank::TAINT, Taint::default()),
-            refusing: AtomicBool::new(false),
-            rewriting: Mutex::new(rank::REWRITING, ()),
-            rewrites: AtomicU64::new(0),
-            redactions: AtomicU64::new(0),
-            behind: Mutex::new(rank::BEHIND, Vec::new()),
-            owed_batches: Mutex::new(rank::OWED_BATCHES, Vec::new()),
-            upstream: std::sync::OnceLock::new(),
-            flush_owed: AtomicBool::new(false),
-            unsettled: Mutex::new(rank::UNSETTLED, Vec::new()),
-            settled_now: Condvar::new(),
+            owed: super::owed::Owed::new(),
+            refusals: super::owed::Refusals::new(),
+            counters: Counters::default(),
+            upkeep: super::upkeep::Upkeep::new(),
             me: std::sync::OnceLock::new(),
-            compact: Mutex::new(rank::COMPACT, Compaction::default()),
-            compacting: Mutex::new(rank::COMPACTING, ()),
-            compaction: std::sync::OnceLock::new(),
         }
     }
 
     /// Asks the compactor to run if the journal is past its retention.
     pub(super) fn compact_if_due(&self, st: &State) {
-        let mut c = self.compact.lock();
+        let mut c = self.upkeep.compact.lock();
         if !c.asked && !c.stop && super::retention::due(st, &self.opts.keep, c.last) {
             c.asked = true;
-            let (me, run) = (self.me.get().cloned(), self.compaction.get().copied());
+            let (me, run) = (
+                self.me.get().cloned(),
+                self.upkeep.compaction.get().copied(),
+            );
             crate::pool::background().now(Box::new(move || {
                 if let (Some(core), Some(run)) =
                     (me.as_ref().and_then(std::sync::Weak::upgrade), run)
@@ -222,14 +154,14 @@ impl Core {
 
     pub fn stats(&self) -> Stats {
         Stats {
-            changes: self.changes.load(Ordering::Relaxed),
-            batches: self.batches.load(Ordering::Relaxed),
-            barriers: self.barriers.load(Ordering::Relaxed),
+            changes: self.counters.changes.load(Ordering::Relaxed),
+            batches: self.counters.batches.load(Ordering::Relaxed),
+            barriers: self.counters.barriers.load(Ordering::Relaxed),
         }
     }
 
     pub(super) fn send(&self, msg: Msg) -> bool {
-        let ck = self.checkpointer.lock().clone();
+        let ck = self.handoff.checkpointer.lock().clone();
         match ck {
             Some(ck) => ck.send(msg),
             None => false,
@@ -266,8 +198,8 @@ impl Core {
     /// A frame with nothing but how far the checkpointer got, if that moved.
     pub(super) fn write_checkpoint(&self) {
         let mut st = self.state.lock();
-        let known = self.checkpointed.load(Ordering::Acquire);
-        if known <= st.checkpoint_written && *self.stuck.lock() == st.stuck_written {
+        let known = self.handoff.checkpointed.load(Ordering::Acquire);
+        if known <= st.checkpoint_written && *self.handoff.stuck.lock() == st.stuck_written {
             return;
         }
         let header = Header {
@@ -302,8 +234,9 @@ impl Core {
         }
         let time = crate::journal::now_text();
         let batch = st.next_batch;
-        let read_plain =
-            |path: &crate::path::MemPath| crate::persist::read_file(&self.memories, path).ok();
+        let read_plain = |path: &crate::path::MemPath| {
+            crate::persist::read_file(&self.files.memories, path).ok()
+        };
         let cx = Context {
             time: &time,
             batch,
@@ -312,8 +245,8 @@ impl Core {
         // Each change's records, applied to the view as they are made; what
         // the journal owes goes first. Which contents the frame carries and
         // which it only names.
-        let start = std::mem::take(&mut *self.behind.lock());
-        let owed_batches = std::mem::take(&mut *self.owed_batches.lock());
+        let start = std::mem::take(&mut *self.owed.behind.lock());
+        let owed_batches = std::mem::take(&mut *self.owed.batches.lock());
         let mut built = Built::build(&mut st, &changes, &cx, start, owed_batches);
         // Room on the disk: a change needs room for its new contents here
         // and for the files it writes in the plain files (the checkpointer
@@ -400,7 +333,7 @@ impl Core {
         // other hosts', followed) is flushed here after it is acknowledged
         // (see `Deferred`).
         let held_upstream = committed_upstream
-            || (self.upstream.get().is_some()
+            || (self.sharing.upstream.get().is_some()
                 && built.start.is_empty()
                 && changes[..fits]
                     .iter()
@@ -428,7 +361,7 @@ impl Core {
                 .collect(),
         });
         let written = if fits > 0 {
-            self.barriers.fetch_add(1, Ordering::Relaxed);
+            self.counters.barriers.fetch_add(1, Ordering::Relaxed);
             self.append_deferring(&mut st, header.clone(), &parts, batch, defer)
         } else {
             Err(Failure::Refused(no_room.clone()))
@@ -464,7 +397,7 @@ impl Core {
                     self.tick_after(Duration::ZERO);
                 }
             }
-            Err(_) if self.upstream.get().is_some() => {
+            Err(_) if self.sharing.upstream.get().is_some() => {
                 // A shared store holds the batch: the frame is owed, and
                 // the changes stand (the view keeps them).
                 st.next_batch = batch + 1;
@@ -522,7 +455,7 @@ impl Core {
         let placing = Placement::of(&mut st, &[], &[needed]);
         let (body, placed) = (placing.body, placing.placed);
         if files_current {
-            self.checkpointed.fetch_max(batch, Ordering::AcqRel);
+            self.handoff.checkpointed.fetch_max(batch, Ordering::AcqRel);
         }
         let (own, own_since) = st.own_record();
         let header = Header {
@@ -544,7 +477,7 @@ impl Core {
                 // It goes first in the next frame.
                 if let Some(found) = found {
                     let needed = needed_of(body, &placed);
-                    self.behind.lock().push((found, needed));
+                    self.owed.behind.lock().push((found, needed));
                 }
                 Err(io::Error::from_raw_os_error(e.errno))
             }
@@ -554,7 +487,7 @@ impl Core {
     /// Hands a batch to the checkpointer (start-up's replay, to try again).
     pub fn hand_over(&self, batch: u64, changes: Vec<Change>) {
         let plain = changes.iter().map(plain_bytes).sum();
-        self.unwritten.fetch_add(plain, Ordering::AcqRel);
+        self.handoff.unwritten.fetch_add(plain, Ordering::AcqRel);
         self.send(Msg::Batch {
             batch,
             changes,
@@ -567,7 +500,7 @@ impl Core {
         if changes.is_empty() {
             return;
         }
-        self.unwritten.fetch_add(plain, Ordering::AcqRel);
+        self.handoff.unwritten.fetch_add(plain, Ordering::AcqRel);
         self.send(Msg::Batch {
             batch,
             changes,
