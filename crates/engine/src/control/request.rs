@@ -246,9 +246,25 @@ pub fn handle(store: &Arc<Store>, control: &Control, request: &Request) -> Reply
         // change in the mount finds it in `memfs log` too.
         let _ = store.barrier(Origin::Memfs).wait();
     }
+    let redacting = matches!(request, Request::Redact { .. });
     match run(store, history, request) {
+        Ok(reply) if redacting => {
+            purge_search(control);
+            reply
+        }
         Ok(reply) => reply,
         Err(refusal) => refusal.into(),
+    }
+}
+
+/// After a redaction: what it erased goes from the search index's files
+/// before the answer (a deleted document's words stay in them until the
+/// index is rewritten), not at the index's next look.
+fn purge_search(control: &Control) {
+    if let Some(search) = control.search() {
+        if let Err(e) = search.catch_up() {
+            tracing::warn!("the search index could not be purged after a redaction ({e}); its next look does it");
+        }
     }
 }
 
