@@ -24,9 +24,10 @@
 use std::io;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::mpsc;
+use std::sync::Arc;
 use std::time::Duration;
 
-use crate::lock::{rank, Mutex};
+use crate::lock::{rank, Mutex, MutexGuard};
 use crate::persist::storage::Dir;
 
 use super::batch::{needed_of, plain_bytes, Built, Placement};
@@ -212,21 +213,46 @@ impl Core {
     /// Writes one batch as one frame. With `up`, a shared store's
     /// transaction: its head numbers the versions, and it commits this
     /// host's changes of the frame before the frame is written; when it
-    /// fails, nothing is written and the batch is handed back.
-    ///
-    /// Long because it is one batch commit under the state lock: record,
-    /// place contents, check room, commit upstream, write; each failure
-    /// path undoes the same changes and owes the same batches again.
+    /// fails, nothing is written and the batch is handed back. Under the
+    /// state lock throughout: the batch's records made and checked for room
+    /// ([`Core::prepare`]), sent to the shared store ([`Core::send_upstream`]),
+    /// its frame written ([`Core::write_frame`]) and its outcome settled
+    /// ([`Core::settle_written`]); each failure path undoes the same changes
+    /// and owes the same batches again.
     pub(super) fn commit_batch(
         &self,
         changes: Vec<Change>,
         tickets: Vec<Ticket>,
         up: Option<Box<dyn super::upstream::Transaction + '_>>,
     ) -> Option<(Vec<Change>, Vec<Ticket>, super::upstream::UpstreamError)> {
-        let mut st = self.state.lock();
+        let (mut st, mut p) = self.prepare(self.state.lock(), &changes, up.as_deref());
+        if let Some(tx) = up.filter(|_| p.fits > 0) {
+            if let Err(e) = self.send_upstream(&mut st, &mut p, &changes, tx) {
+                self.give_back(p.built, &mut st);
+                return Some((changes, tickets, e));
+            }
+        }
+        // What the frame says, now in memory too (the follow it reached
+        // takes in any batch of this host's that now follows on).
+        st.follow = p.followed;
+        st.hold_own(p.mine);
+        let (written, this_batch) = self.write_frame(&mut st, &p, &changes);
+        self.settle_written(st, written, p, (changes, tickets), this_batch);
+        None
+    }
+
+    /// A batch's records, made and applied to the view (what the journal
+    /// owes first), its contents placed, what fits on the disk kept, and
+    /// its frame's header. With `tx`, its ids follow the shared store's head.
+    fn prepare<'a>(
+        &'a self,
+        mut st: MutexGuard<'a, State>,
+        changes: &[Change],
+        tx: Option<&(dyn super::upstream::Transaction + '_)>,
+    ) -> (MutexGuard<'a, State>, Pending) {
         // (Before what is owed is taken: a failed flush owes its frame.)
         self.flush_deferred(&mut st);
-        if let Some(tx) = &up {
+        if let Some(tx) = tx {
             // Ids from the shared counter: unique across hosts, in commit order.
             let next = tx.head() + 1;
             st.ids.next_version = st.ids.next_version.max(next);
@@ -247,128 +273,172 @@ impl Core {
         // which it only names.
         let start = std::mem::take(&mut *self.owed.behind.lock());
         let owed_batches = std::mem::take(&mut *self.owed.batches.lock());
-        let mut built = Built::build(&mut st, &changes, &cx, start, owed_batches);
-        // Room on the disk: a change needs room for its new contents here
-        // and for the files it writes in the plain files (the checkpointer
-        // writes them later, with what it has not written yet); one that
-        // writes nothing fits in the reserve.
-        let mut fits = self.room_for(&st, &built.placing.new_bytes, &built.plain);
-        if fits < changes.len() {
-            drop(st);
-            self.checkpoint_now(Duration::from_secs(2));
-            st = self.state.lock();
-            // The lock was let go: a compaction may have dropped a content
-            // this frame was to name. Placed again, under this hold.
-            built.place_again(&mut st);
-            fits = self.room_for(&st, &built.placing.new_bytes, &built.plain);
-        }
-        let no_room = DiskError::new(
-            "writing the journal",
-            io::Error::from_raw_os_error(libc::ENOSPC),
-        );
+        let mut built = Built::build(&mut st, changes, &cx, start, owed_batches);
+        let (mut st, fits) = self.fitting(st, &mut built, changes.len());
         // What did not fit is taken out again.
         built.keep(&mut st, fits);
         let (body, placed) = built.take_body(fits);
-        // How far this journal followed a shared store, with every frame.
-        let followed = changes[..fits]
-            .iter()
-            .filter_map(|c| c.foreign.as_ref().map(|f| f.seq))
-            .max()
-            .unwrap_or(0)
-            .max(st.follow);
-        let follow = (followed > 0).then_some(followed);
+        let followed = followed(&st, &changes[..fits]);
         let (own, own_since) = st.own_record();
-        let mut header = Header {
+        let header = Header {
             batch: Some(batch),
             time: Some(time.clone()),
             checkpoint: None,
-            follow,
+            follow: (followed > 0).then_some(followed),
             own,
             own_since,
             changes: built.frame_changes(fits),
             contents: placed.clone(),
             ..Header::default()
         };
-        let mut committed_upstream = false;
-        let mut followed = followed;
-        let mut mine = None;
-        if let Some(tx) = up.filter(|_| fits > 0) {
-            let head = tx.head();
-            let sent = super::upstream::outgoing(
-                batch,
-                &time,
-                &changes[..fits],
-                &built.records[..fits],
-                &built.needs[..fits],
-                &st.ids,
-            );
-            let last = sent.last;
-            if let Err(e) = tx.commit(sent) {
-                self.give_back(built, &mut st);
-                let e = match e {
-                    super::upstream::UpstreamError::Taken(next) => {
-                        st.next_batch = st.next_batch.max(next);
-                        super::upstream::UpstreamError::Again
-                    }
-                    e => e,
-                };
-                return Some((changes, tickets, e));
-            }
-            // Committed: the truth now. Whatever the disk here does, the
-            // batch stands (a frame the disk refuses is owed). The frame
-            // says it holds the batch: by `follow` when it follows on from
-            // every version this journal holds, else in `own`.
-            committed_upstream = true;
-            let own = OwnBatch { batch, head, last };
-            (followed, header.own) = st.own_after(followed, own);
-            header.follow = (followed > 0).then_some(followed);
-            mine = Some(own);
+        let p = Pending {
+            batch,
+            time,
+            built,
+            fits,
+            body,
+            placed,
+            header,
+            followed,
+            mine: None,
+        };
+        (st, p)
+    }
+
+    /// How many of a batch's changes fit on the disk: a change needs room
+    /// for its new contents here and for the files it writes in the plain
+    /// files (the checkpointer writes them later, with what it has not
+    /// written yet); one that writes nothing fits in the reserve. When
+    /// some do not, the checkpointer writes out first.
+    fn fitting<'a>(
+        &'a self,
+        st: MutexGuard<'a, State>,
+        built: &mut Built,
+        changes: usize,
+    ) -> (MutexGuard<'a, State>, usize) {
+        let fits = self.room_for(&st, &built.placing.new_bytes, &built.plain);
+        if fits >= changes {
+            return (st, fits);
         }
-        // What the frame says, now in memory too (the follow it reached
-        // takes in any batch of this host's that now follows on).
-        st.follow = followed;
-        st.hold_own(mine);
-        let parts: Vec<&[u8]> = body.iter().map(|b| b.as_slice()).collect();
+        drop(st);
+        self.checkpoint_now(Duration::from_secs(2));
+        let mut st = self.state.lock();
+        // The lock was let go: a compaction may have dropped a content
+        // this frame was to name. Placed again, under this hold.
+        built.place_again(&mut st);
+        let fits = self.room_for(&st, &built.placing.new_bytes, &built.plain);
+        (st, fits)
+    }
+
+    /// Commits this host's changes of the batch to the shared store. Once
+    /// committed they are the truth: whatever the disk here does, the batch
+    /// stands (a frame the disk refuses is owed). The frame says it holds
+    /// the batch: by `follow` when it follows on from every version this
+    /// journal holds, else in `own`.
+    fn send_upstream(
+        &self,
+        st: &mut State,
+        p: &mut Pending,
+        changes: &[Change],
+        tx: Box<dyn super::upstream::Transaction + '_>,
+    ) -> Result<(), super::upstream::UpstreamError> {
+        let fits = p.fits;
+        let head = tx.head();
+        let sent = super::upstream::outgoing(
+            p.batch,
+            &p.time,
+            &changes[..fits],
+            &p.built.records[..fits],
+            &p.built.needs[..fits],
+            &st.ids,
+        );
+        let last = sent.last;
+        if let Err(e) = tx.commit(sent) {
+            return Err(match e {
+                super::upstream::UpstreamError::Taken(next) => {
+                    st.next_batch = st.next_batch.max(next);
+                    super::upstream::UpstreamError::Again
+                }
+                e => e,
+            });
+        }
+        let own = OwnBatch {
+            batch: p.batch,
+            head,
+            last,
+        };
+        (p.followed, p.header.own) = st.own_after(p.followed, own);
+        p.header.follow = (p.followed > 0).then_some(p.followed);
+        p.mine = Some(own);
+        Ok(())
+    }
+
+    /// Writes the batch's frame (deferring its flush when a shared store
+    /// holds the batch, see `Deferred`); returns how that went and the
+    /// checkpointer's batch for it.
+    fn write_frame(
+        &self,
+        st: &mut State,
+        p: &Pending,
+        changes: &[Change],
+    ) -> (Result<u64, Failure>, ForCheckpointer) {
+        let fits = p.fits;
         // A batch the shared store holds (this host's, just committed, or
-        // other hosts', followed) is flushed here after it is acknowledged
-        // (see `Deferred`).
-        let held_upstream = committed_upstream
+        // other hosts', followed) is flushed here after it is acknowledged.
+        let held_upstream = p.mine.is_some()
             || (self.sharing.upstream.get().is_some()
-                && built.start.is_empty()
+                && p.built.start.is_empty()
                 && changes[..fits]
                     .iter()
                     .all(|c| c.foreign.is_some() || c.ops.is_empty()));
         let this_batch: ForCheckpointer = (
-            batch,
+            p.batch,
             changes[..fits]
                 .iter()
                 .filter(|c| !c.ops.is_empty())
                 .cloned()
                 .collect(),
-            built.plain[..fits].iter().sum(),
+            p.built.plain[..fits].iter().sum(),
         );
         let defer = held_upstream.then(|| Deferred {
             segment: 0,
             at: 0,
-            header: header.clone(),
-            body: body.clone(),
-            placed: placed.clone(),
-            for_checkpointer: built
+            header: p.header.clone(),
+            body: p.body.clone(),
+            placed: p.placed.clone(),
+            for_checkpointer: p
+                .built
                 .owed_batches
                 .iter()
                 .cloned()
                 .chain([this_batch.clone()])
                 .collect(),
         });
-        let written = if fits > 0 {
-            self.counters.barriers.fetch_add(1, Ordering::Relaxed);
-            self.append_deferring(&mut st, header.clone(), &parts, batch, defer)
-        } else {
-            Err(Failure::Refused(no_room.clone()))
-        };
+        if fits == 0 {
+            return (Err(Failure::Refused(no_room())), this_batch);
+        }
+        self.counters.barriers.fetch_add(1, Ordering::Relaxed);
+        let parts: Vec<&[u8]> = p.body.iter().map(|b| b.as_slice()).collect();
+        let written = self.append_deferring(st, p.header.clone(), &parts, p.batch, defer);
+        (written, this_batch)
+    }
+
+    /// What a batch's frame came to: its tickets settled, its batch to the
+    /// checkpointer (now, or once a deferred frame is flushed); a frame
+    /// the disk refused is owed when a shared store holds the batch, else
+    /// the batch is taken back and refused.
+    fn settle_written(
+        &self,
+        mut st: MutexGuard<'_, State>,
+        written: Result<u64, Failure>,
+        p: Pending,
+        (changes, tickets): (Vec<Change>, Vec<Ticket>),
+        this_batch: ForCheckpointer,
+    ) {
+        let (batch, fits) = (p.batch, p.fits);
         match written {
             Ok(body_at) => {
-                st.hold_contents(body_at, &placed);
+                st.hold_contents(body_at, &p.placed);
                 st.next_batch = batch + 1;
                 let deferred = st.deferred.is_some();
                 self.compact_if_due(&st);
@@ -379,19 +449,12 @@ impl Core {
                 // that next). Otherwise what this frame held that was owed
                 // goes to it first.
                 if !deferred {
-                    for owed in built.owed_batches {
+                    for owed in p.built.owed_batches {
                         self.to_checkpointer(owed);
                     }
                 }
-                self.taken(
-                    batch,
-                    &changes,
-                    &tickets,
-                    &built.plain,
-                    fits,
-                    no_room,
-                    !deferred,
-                );
+                let plain = &p.built.plain;
+                self.taken(batch, &changes, &tickets, plain, fits, no_room(), !deferred);
                 if deferred {
                     // The commit pool flushes it.
                     self.tick_after(Duration::ZERO);
@@ -402,20 +465,13 @@ impl Core {
                 // the changes stand (the view keeps them).
                 st.next_batch = batch + 1;
                 drop(st);
-                self.owe_frame(header, body, placed);
-                self.owe_batches(built.owed_batches, Some(this_batch));
-                self.taken(
-                    batch,
-                    &changes,
-                    &tickets,
-                    &built.plain,
-                    fits,
-                    no_room,
-                    false,
-                );
+                self.owe_frame(p.header, p.body, p.placed);
+                self.owe_batches(p.built.owed_batches, Some(this_batch));
+                let plain = &p.built.plain;
+                self.taken(batch, &changes, &tickets, plain, fits, no_room(), false);
             }
             Err(failure) => {
-                self.give_back(built, &mut st);
+                self.give_back(p.built, &mut st);
                 drop(st);
                 match failure {
                     // Nothing of the frame reached the disk.
@@ -425,7 +481,6 @@ impl Core {
                 }
             }
         }
-        None
     }
 
     /// A batch whose frame is not written, taken back: the view as it was,
@@ -507,6 +562,40 @@ impl Core {
             plain,
         });
     }
+}
+
+/// A batch between its records and its frame (see [`Core::commit_batch`]).
+struct Pending {
+    batch: u64,
+    time: String,
+    built: Built,
+    /// How many of its changes fit on the disk (the first ones).
+    fits: usize,
+    body: Vec<Arc<Vec<u8>>>,
+    placed: Vec<super::record::ContentRec>,
+    header: Header,
+    /// How far the journal follows a shared store with this frame.
+    followed: u64,
+    /// This host's batch, once the shared store committed it.
+    mine: Option<OwnBatch>,
+}
+
+/// How far a journal follows a shared store with a frame of `changes`.
+fn followed(st: &State, changes: &[Change]) -> u64 {
+    changes
+        .iter()
+        .filter_map(|c| c.foreign.as_ref().map(|f| f.seq))
+        .max()
+        .unwrap_or(0)
+        .max(st.follow)
+}
+
+/// The refusal of a change the disk has no room for.
+fn no_room() -> DiskError {
+    DiskError::new(
+        "writing the journal",
+        io::Error::from_raw_os_error(libc::ENOSPC),
+    )
 }
 
 /// Why a frame did not become durable.

@@ -197,26 +197,8 @@ pub fn handle(store: &Arc<Store>, control: &Control, request: &Request) -> Reply
         // Needs no history: the deletes are kept in it when there is one.
         return clear(store, door, session.as_deref());
     }
-    if let Request::Import {
-        files,
-        to,
-        overwrite,
-        dry_run,
-        uid,
-        pid,
-        commit,
-    } = request
-    {
-        let chunk = super::import::Chunk {
-            files,
-            to,
-            overwrite: *overwrite,
-            dry_run: *dry_run,
-            uid: *uid,
-            pid: *pid,
-            commit: commit.as_ref(),
-        };
-        return super::import::apply(store, &chunk);
+    if let Some(reply) = import(store, request) {
+        return reply;
     }
     if let Request::Search {
         query,
@@ -246,15 +228,11 @@ pub fn handle(store: &Arc<Store>, control: &Control, request: &Request) -> Reply
         // change in the mount finds it in `memfs log` too.
         let _ = store.barrier(Origin::Memfs).wait();
     }
-    let redacting = matches!(request, Request::Redact { .. });
-    match run(store, history, request) {
-        Ok(reply) if redacting => {
-            purge_search(control);
-            reply
-        }
-        Ok(reply) => reply,
-        Err(refusal) => refusal.into(),
+    let reply = run(store, history, request).unwrap_or_else(Reply::from);
+    if matches!(request, Request::Redact { .. }) && reply.code == 0 {
+        purge_search(control);
     }
+    reply
 }
 
 /// After a redaction: what it erased goes from the search index's files
@@ -266,6 +244,32 @@ fn purge_search(control: &Control) {
             tracing::warn!("the search index could not be purged after a redaction ({e}); its next look does it");
         }
     }
+}
+
+/// `memfs import`'s chunk, applied as one change (for an import request).
+fn import(store: &Arc<Store>, request: &Request) -> Option<Reply> {
+    let Request::Import {
+        files,
+        to,
+        overwrite,
+        dry_run,
+        uid,
+        pid,
+        commit,
+    } = request
+    else {
+        return None;
+    };
+    let chunk = super::import::Chunk {
+        files,
+        to,
+        overwrite: *overwrite,
+        dry_run: *dry_run,
+        uid: *uid,
+        pid: *pid,
+        commit: commit.as_ref(),
+    };
+    Some(super::import::apply(store, &chunk))
 }
 
 /// A host of a shared store by its journal's origin, cut to 8 characters.
