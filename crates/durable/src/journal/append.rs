@@ -41,12 +41,9 @@ impl Core {
 
     /// [`Core::append`]; with `defer`, a shared store's committed batch
     /// (see [`Deferred`]), the frame is flushed later, unless it begins a
-    /// segment (whose directory entry is flushed at once).
-    ///
-    /// Long because it appends one frame in strict order (a new segment if
-    /// needed, the header, the write, the flush or its deferral, the
-    /// segment's state); each failure leaves its own seal, and the steps
-    /// share the offsets.
+    /// segment (whose directory entry is flushed at once). In strict
+    /// order: a new segment if needed, the header, the write, the flush or
+    /// its deferral, the segment's state; each failure leaves its own seal.
     pub(super) fn append_deferring(
         &self,
         st: &mut State,
@@ -56,7 +53,40 @@ impl Core {
         defer: Option<Deferred>,
     ) -> Result<u64, Failure> {
         self.flush_deferred(st);
-        // A new segment when this one is full, or must be sealed.
+        let fresh = self.begin_frame(st, &mut header);
+        let head = serde_json::to_vec(&header).expect("a header serializes");
+        let bytes = frame::encode(&head, body);
+        let body_at = st.active.end + frame::HEAD as u64 + head.len() as u64;
+        let (number, end) = (st.active.number, st.active.end);
+        let deferred = defer.filter(|_| !fresh).map(|d| Deferred {
+            segment: number,
+            at: end,
+            ..d
+        });
+        let synced = self.write_frame_bytes(st, &bytes, fresh, deferred.is_some())?;
+        if deferred.is_some() {
+            st.deferred = deferred;
+            self.owed.flush.store(true, Ordering::Release);
+        }
+        if let Err(e) = synced {
+            // It may or may not be on disk: never read it back. A segment
+            // it began is begun again by the next frame (same number, same
+            // seal of the one before); any other is sealed before it.
+            if !fresh {
+                st.active.seal_at = Some(end);
+            }
+            let e = DiskError::new("flushing to stable storage", e);
+            return Err(Failure::Unconfirmed(e));
+        }
+        appended(st, &header, number, bytes.len() as u64, batch);
+        Ok(body_at)
+    }
+
+    /// Where the next frame goes: a new segment when this one is full or
+    /// must be sealed (the header then says which it is), and the
+    /// checkpoint with the stuck paths when they moved. Whether the frame
+    /// begins its segment.
+    fn begin_frame(&self, st: &mut State, header: &mut Header) -> bool {
         if st.active.seal_at.is_some()
             || (!st.active.fresh && st.active.end >= self.opts.segment_bytes)
         {
@@ -78,13 +108,22 @@ impl Core {
             header.checkpoint = Some(known.max(st.checkpoint_written));
             header.stuck = stuck.clone();
         }
-        drop(stuck);
-        let head = serde_json::to_vec(&header).expect("a header serializes");
-        let bytes = frame::encode(&head, body);
-        let body_at = st.active.end + frame::HEAD as u64 + head.len() as u64;
-        let number = st.active.number;
+        fresh
+    }
+
+    /// Writes a frame's `bytes` at the end of the active segment and, unless
+    /// `deferred`, flushes it (a segment it begins, with its directory).
+    /// A write that fails leaves no byte of it (or seals the segment); the
+    /// flush's outcome is the inner result.
+    fn write_frame_bytes(
+        &self,
+        st: &mut State,
+        bytes: &[u8],
+        fresh: bool,
+        deferred: bool,
+    ) -> Result<io::Result<()>, Failure> {
         let end = st.active.end;
-        let name = segment::name(number);
+        let name = segment::name(st.active.number);
         let how = match fresh {
             true => Open::Truncate,
             false => Open::Write,
@@ -94,62 +133,20 @@ impl Core {
             .dir
             .open_file(std::ffi::OsStr::new(&name), how)
             .map_err(refused)?;
-        st.active.reserved = reserve(
-            &fd,
-            end + bytes.len() as u64,
-            st.active.reserved,
-            bytes.len() as u64,
-        );
-        if let Err(e) = write_all_at(&fd, &bytes, end) {
+        let len = bytes.len() as u64;
+        st.active.reserved = reserve(&fd, end + len, st.active.reserved, len);
+        if let Err(e) = write_all_at(&fd, bytes, end) {
             // Not a byte of it may stay for a later frame to follow.
             if !fresh && fd.set_len(end).is_err() {
                 st.active.seal_at = Some(end);
             }
             return Err(refused(e));
         }
-        let unconfirmed =
-            |e: io::Error| Failure::Unconfirmed(DiskError::new("flushing to stable storage", e));
-        let deferred = defer.filter(|_| !fresh).map(|d| Deferred {
-            segment: number,
-            at: end,
-            ..d
-        });
-        let synced = match (&deferred, fresh) {
-            (Some(_), _) => Ok(()),
-            (None, true) => sync_data(&fd).and_then(|()| sync_dir(&self.dir)),
-            (None, false) => sync_data(&fd),
-        };
-        drop(fd);
-        if deferred.is_some() {
-            st.deferred = deferred;
-            self.owed.flush.store(true, Ordering::Release);
-        }
-        if let Err(e) = synced {
-            // It may or may not be on disk: never read it back. A segment
-            // it began is begun again by the next frame (same number, same
-            // seal of the one before); any other is sealed before it.
-            if !fresh {
-                st.active.seal_at = Some(end);
-            }
-            return Err(unconfirmed(e));
-        }
-        st.active.end = end + bytes.len() as u64;
-        st.active.reserved = st.active.reserved.saturating_sub(bytes.len() as u64);
-        st.active.fresh = false;
-        st.active.prev = None;
-        if let Some(c) = header.checkpoint {
-            st.checkpoint_written = c;
-            st.stuck_written = header.stuck.clone();
-        }
-        let seg = st.segments.entry(number).or_default();
-        seg.bytes = st.active.end;
-        if batch > 0 {
-            seg.last_batch = batch;
-            if seg.first_time.is_none() {
-                seg.first_time = header.time.clone();
-            }
-        }
-        Ok(body_at)
+        Ok(match (deferred, fresh) {
+            (true, _) => Ok(()),
+            (false, true) => sync_data(&fd).and_then(|()| sync_dir(&self.dir)),
+            (false, false) => sync_data(&fd),
+        })
     }
 
     /// Flushes the frame written with its flush deferred, if there is one,
@@ -198,6 +195,28 @@ impl Core {
         }
         for owed in d.for_checkpointer {
             self.to_checkpointer(owed);
+        }
+    }
+}
+
+/// A frame of `len` bytes in segment `number`, written and flushed (or
+/// its flush deferred): the segment's state, and what the frame said of
+/// the checkpoint.
+fn appended(st: &mut State, header: &Header, number: u64, len: u64, batch: u64) {
+    st.active.end += len;
+    st.active.reserved = st.active.reserved.saturating_sub(len);
+    st.active.fresh = false;
+    st.active.prev = None;
+    if let Some(c) = header.checkpoint {
+        st.checkpoint_written = c;
+        st.stuck_written = header.stuck.clone();
+    }
+    let seg = st.segments.entry(number).or_default();
+    seg.bytes = st.active.end;
+    if batch > 0 {
+        seg.last_batch = batch;
+        if seg.first_time.is_none() {
+            seg.first_time = header.time.clone();
         }
     }
 }

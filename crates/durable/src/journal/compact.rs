@@ -27,7 +27,7 @@ use super::retention::cutoff_text;
 use super::row::{Actor, Op, Row};
 use super::segment;
 use super::startup::Reading;
-use super::state::{Loc, Segment};
+use super::state::{Loc, Segment, State};
 use super::view::VKind;
 use super::writer::Core;
 use super::Keep;
@@ -77,62 +77,22 @@ pub(super) fn compact_at_stop(sh: &Core, keep: Keep) -> io::Result<Option<String
     compact_closed(sh, keep)
 }
 
-/// Compacts the closed segments the plain files hold all of.
-///
-/// Long because one compaction locks, lets go and locks again in order
-/// (choose the segments, build without the lock, check again and
-/// install), all three sharing the range and limits.
+/// Compacts the closed segments the plain files hold all of: chosen under
+/// the state's lock ([`choose`]), built without it, checked again and
+/// installed ([`install`]) under one more hold.
 fn compact_closed(sh: &Core, keep: Keep) -> io::Result<Option<String>> {
-    // Which segments: from the first, those the plain files hold all of.
-    let (range, limits, later, origin, prune_id, stuck) = {
-        let mut st = sh.state.lock();
-        let checkpoint = st.checkpoint_written;
-        let active = st.active;
-        let active_done = !active.fresh
-            && st
-                .segments
-                .get(&active.number)
-                .is_some_and(|s| s.last_batch <= checkpoint && s.bytes > 0);
-        let mut range = Vec::new();
-        for (&n, seg) in &st.segments {
-            let sealed = n != active.number || active_done;
-            if !sealed || seg.last_batch > checkpoint {
-                break;
-            }
-            range.push(n);
-        }
-        if range.is_empty() {
-            tracing::debug!("nothing to compact yet (checkpoint {checkpoint})");
-            return Ok(None);
-        }
-        if range.contains(&active.number) {
-            // Closed: the next frame begins a new segment.
-            st.active = active.next();
-        }
-        let limits: HashMap<u64, u64> = range.iter().map(|n| (*n, st.segments[n].bytes)).collect();
-        let later: Vec<(u64, u64)> = st
-            .segments
-            .iter()
-            .filter(|(n, _)| !range.contains(n))
-            .map(|(n, s)| (*n, s.bytes))
-            .collect();
-        st.named_meanwhile = Some(HashSet::new());
-        let prune_id = st.ids.next_version;
-        st.ids.next_version += 1;
-        let stuck = stuck_contents(&st, &st.stuck_written)
-            .into_iter()
-            .chain(stuck_contents(&st, &sh.handoff.stuck.lock()))
-            .collect::<HashSet<Sha>>();
-        (range, limits, later, st.origin.clone(), prune_id, stuck)
+    let Some(chosen) = choose(sh) else {
+        return Ok(None);
     };
+    let range = &chosen.range;
     tracing::debug!("compacting segments {range:?}");
     let place = Range {
-        range: &range,
-        limits: &limits,
-        later: &later,
-        origin: &origin,
-        prune_id,
-        stuck: &stuck,
+        range,
+        limits: &chosen.limits,
+        later: &chosen.later,
+        origin: &chosen.origin,
+        prune_id: chosen.prune_id,
+        stuck: &chosen.stuck,
     };
     let outcome = build(sh, keep, &place);
     // Held here in tests, for a frame to name a content meanwhile.
@@ -157,6 +117,79 @@ fn compact_closed(sh: &Core, keep: Keep) -> io::Result<Option<String>> {
         let _ = sh.dir.unlink(OsStr::new(&built.tmp), false);
         return Ok(None);
     }
+    install(sh, &mut st, range, &built)?;
+    tracing::info!("history: {}", built.note);
+    Ok(Some(built.note))
+}
+
+/// What a compaction covers, chosen under the journal state's lock (see
+/// [`Range`]), owned.
+struct Chosen {
+    range: Vec<u64>,
+    limits: HashMap<u64, u64>,
+    later: Vec<(u64, u64)>,
+    origin: String,
+    prune_id: u64,
+    stuck: HashSet<Sha>,
+}
+
+/// Which segments: from the first, those the plain files hold all of
+/// (the active one closed when it is among them); `None` when none is.
+/// From here the state notes the contents frames name meanwhile.
+fn choose(sh: &Core) -> Option<Chosen> {
+    let mut st = sh.state.lock();
+    let checkpoint = st.checkpoint_written;
+    let active = st.active;
+    let active_done = !active.fresh
+        && st
+            .segments
+            .get(&active.number)
+            .is_some_and(|s| s.last_batch <= checkpoint && s.bytes > 0);
+    let mut range = Vec::new();
+    for (&n, seg) in &st.segments {
+        let sealed = n != active.number || active_done;
+        if !sealed || seg.last_batch > checkpoint {
+            break;
+        }
+        range.push(n);
+    }
+    if range.is_empty() {
+        tracing::debug!("nothing to compact yet (checkpoint {checkpoint})");
+        return None;
+    }
+    if range.contains(&active.number) {
+        // Closed: the next frame begins a new segment.
+        st.active = active.next();
+    }
+    let limits: HashMap<u64, u64> = range.iter().map(|n| (*n, st.segments[n].bytes)).collect();
+    let later: Vec<(u64, u64)> = st
+        .segments
+        .iter()
+        .filter(|(n, _)| !range.contains(n))
+        .map(|(n, s)| (*n, s.bytes))
+        .collect();
+    st.named_meanwhile = Some(HashSet::new());
+    let prune_id = st.ids.next_version;
+    st.ids.next_version += 1;
+    let stuck = stuck_contents(&st, &st.stuck_written)
+        .into_iter()
+        .chain(stuck_contents(&st, &sh.handoff.stuck.lock()))
+        .collect::<HashSet<Sha>>();
+    let origin = st.origin.clone();
+    Some(Chosen {
+        range,
+        limits,
+        later,
+        origin,
+        prune_id,
+        stuck,
+    })
+}
+
+/// Puts the compacted segment in the place of `range`'s first (one
+/// rename, then the directory flushed), removes the others, and brings the
+/// state's segments, contents and view along.
+fn install(sh: &Core, st: &mut State, range: &[u64], built: &Built) -> io::Result<()> {
     let first = range[0];
     let name = segment::name(first);
     let tmp = OsStr::new(&built.tmp);
@@ -166,13 +199,13 @@ fn compact_closed(sh: &Core, keep: Keep) -> io::Result<Option<String>> {
     for n in &range[1..] {
         let _ = sh.dir.unlink(OsStr::new(&segment::name(*n)), false);
     }
-    for n in &range {
+    for n in range {
         st.segments.remove(n);
     }
-    st.segments.insert(first, built.segment);
+    st.segments.insert(first, built.segment.clone());
     st.contents.retain(|_, l| !range.contains(&l.segment));
-    for (sha, loc) in built.locs {
-        st.contents.insert(sha, loc);
+    for (sha, loc) in &built.locs {
+        st.contents.insert(*sha, *loc);
     }
     // Files whose content was only in what went: the plain file holds it.
     let gone: Vec<MemPath> = st
@@ -192,8 +225,7 @@ fn compact_closed(sh: &Core, keep: Keep) -> io::Result<Option<String>> {
     for p in gone {
         st.view.mark_in_file(&p);
     }
-    tracing::info!("history: {}", built.note);
-    Ok(Some(built.note))
+    Ok(())
 }
 
 /// The segment appends go to holds history too, and is always ahead of
