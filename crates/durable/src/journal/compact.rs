@@ -86,15 +86,7 @@ fn compact_closed(sh: &Core, keep: Keep) -> io::Result<Option<String>> {
     };
     let range = &chosen.range;
     tracing::debug!("compacting segments {range:?}");
-    let place = Range {
-        range,
-        limits: &chosen.limits,
-        later: &chosen.later,
-        origin: &chosen.origin,
-        prune_id: chosen.prune_id,
-        stuck: &chosen.stuck,
-    };
-    let outcome = build(sh, keep, &place);
+    let outcome = build(sh, keep, &chosen);
     // Held here in tests, for a frame to name a content meanwhile.
     fail::fail_point!("journal::compact-built");
     // The contents named meanwhile are taken, checked and the compaction
@@ -122,14 +114,15 @@ fn compact_closed(sh: &Core, keep: Keep) -> io::Result<Option<String>> {
     Ok(Some(built.note))
 }
 
-/// What a compaction covers, chosen under the journal state's lock (see
-/// [`Range`]), owned.
+/// What a compaction covers, chosen under the journal state's lock.
 struct Chosen {
     range: Vec<u64>,
     limits: HashMap<u64, u64>,
+    /// The segments after it, with their sizes.
     later: Vec<(u64, u64)>,
     origin: String,
     prune_id: u64,
+    /// The contents of paths the plain files are stuck behind on: kept.
     stuck: HashSet<Sha>,
 }
 
@@ -268,21 +261,6 @@ struct Built {
     note: String,
 }
 
-/// Reads the segments in `range`, decides which rows and contents stay
-/// (see the module's text), and writes the compacted segment under a
-/// temporary name; `None` when nothing would change.
-/// What a compaction covers, chosen under the journal state's lock.
-struct Range<'a> {
-    range: &'a [u64],
-    limits: &'a HashMap<u64, u64>,
-    /// The segments after it, with their sizes.
-    later: &'a [(u64, u64)],
-    origin: &'a str,
-    prune_id: u64,
-    /// The contents of paths the plain files are stuck behind on: kept.
-    stuck: &'a HashSet<Sha>,
-}
-
 /// The contents of the files at or below the paths `stuck` (which the
 /// plain files do not hold, so the journal must).
 fn stuck_contents(st: &super::state::State, stuck: &[String]) -> HashSet<Sha> {
@@ -299,15 +277,12 @@ fn stuck_contents(st: &super::state::State, stuck: &[String]) -> HashSet<Sha> {
     out
 }
 
-fn build(sh: &Core, keep: Keep, place: &Range<'_>) -> io::Result<Option<Built>> {
-    let Range {
-        range,
-        limits,
-        later,
-        origin,
-        prune_id,
-        stuck,
-    } = *place;
+/// Reads the segments in the range `place` chose, decides which rows and contents stay
+/// (see the module's text), and writes the compacted segment under a
+/// temporary name; `None` when nothing would change.
+fn build(sh: &Core, keep: Keep, place: &Chosen) -> io::Result<Option<Built>> {
+    let (range, limits, later) = (&place.range[..], &place.limits, &place.later[..]);
+    let (origin, prune_id, stuck) = (&place.origin[..], place.prune_id, &place.stuck);
     let dir = &sh.dir;
     let (reading, rows) = read_range(dir, range, limits, origin)?;
     let batch = reading.state.next_batch.saturating_sub(1);
