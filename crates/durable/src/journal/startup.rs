@@ -16,7 +16,7 @@ use std::io;
 use std::sync::Arc;
 use std::time::SystemTime;
 
-use super::record::{op_rec, ChangeRec, Header, NodeRecKind, OpRec};
+use super::record::{op_rec, ChangeRec, Header, NodeRec, NodeRecKind, OpRec};
 use super::row::{Actor, Op, Row, VersionId, BEFORE_HISTORY_NOTE};
 use super::segment::{self, Frame};
 use super::state::{Active, Loc, State};
@@ -175,9 +175,9 @@ impl Reading {
         }
     }
 
-    /// Long because it folds one frame's fields into the reading state in a
-    /// fixed order: contents, snapshot, batch, changes, kept rows, then
-    /// pending batches and the checkpoint.
+    /// Folds one frame into the reading state, in a fixed order: contents,
+    /// snapshot, batch, changes, kept rows, then pending batches and the
+    /// checkpoint.
     pub fn take(&mut self, number: u64, frame: Frame) {
         let st = &mut self.state;
         let h = frame.header;
@@ -188,84 +188,20 @@ impl Reading {
         }
         for c in &h.contents {
             if let Some(sha) = Sha::parse(&c.sha256) {
-                st.contents.insert(
-                    sha,
-                    Loc {
-                        segment: number,
-                        at: frame.body_at + c.at,
-                        len: c.len,
-                    },
-                );
+                let at = frame.body_at + c.at;
+                let loc = Loc {
+                    segment: number,
+                    at,
+                    len: c.len,
+                };
+                st.contents.insert(sha, loc);
             }
         }
         if let Some(nodes) = &h.snapshot {
-            st.view.reset(nodes.iter().filter_map(|n| {
-                let path = MemPath::parse(&n.path).ok()?;
-                let kind = match &n.kind {
-                    NodeRecKind::File {
-                        sha256,
-                        size,
-                        version,
-                        in_file,
-                    } => VKind::File {
-                        sha: Sha::parse(sha256)?,
-                        size: *size,
-                        version: *version,
-                        in_file: *in_file,
-                    },
-                    NodeRecKind::Dir => VKind::Dir,
-                    NodeRecKind::Symlink { target } => VKind::Symlink(target.clone()),
-                };
-                Some((
-                    path,
-                    VNode {
-                        kind,
-                        meta: (&n.meta).into(),
-                    },
-                ))
-            }));
+            st.view.reset(nodes.iter().filter_map(snapshot_node));
         }
-        if let Some(f) = h.follow {
-            st.follow = st.follow.max(f);
-        }
-        if h.own_since.is_some() {
-            st.own_since = h.own_since;
-        }
-        st.hold_own(h.own.iter().copied());
-        let batch = h.batch.unwrap_or(0);
-        if let Some(b) = h.batch {
-            st.next_batch = st.next_batch.max(b + 1);
-            let seg = st.segments.entry(number).or_default();
-            seg.last_batch = seg.last_batch.max(b);
-            if seg.first_time.is_none() {
-                seg.first_time = h.time.clone();
-            }
-        }
-        let mut touched = Vec::new();
-        for rec in &h.changes {
-            st.ids.next_change = st.ids.next_change.max(rec.change + 1);
-            for op in &rec.ops {
-                let Some(cop) = op.to_op(Arc::default) else {
-                    continue;
-                };
-                let write = match op {
-                    OpRec::Write { sha256, size, .. } => Sha::parse(sha256).map(|s| (s, *size)),
-                    _ => None,
-                };
-                st.view.apply(&cop, write, None);
-                if let (OpRec::Write { in_file: true, .. }, ChangeOp::Write { path, .. }) =
-                    (op, &cop)
-                {
-                    st.view.mark_in_file(path);
-                }
-                touched.push(cop);
-            }
-            for row in &rec.rows {
-                st.ids.next_version = st.ids.next_version.max(row.id() + 1);
-            }
-            let contents = &st.contents;
-            versions::settle_read(&mut st.view, &rec.rows, &|s| contents.contains_key(s));
-        }
+        take_batch(st, number, &h);
+        let touched = take_changes(st, &h.changes);
         for row in &h.kept {
             st.ids.next_version = st.ids.next_version.max(row.id() + 1);
         }
@@ -273,6 +209,7 @@ impl Reading {
             rows.extend(h.kept.iter().cloned());
             rows.extend(h.changes.iter().flat_map(|c| c.rows.iter().cloned()));
         }
+        let batch = h.batch.unwrap_or(0);
         if !touched.is_empty() {
             self.pending.push((batch, touched));
         }
@@ -292,24 +229,142 @@ impl Reading {
     }
 }
 
+/// A snapshot's node as the view holds it (`None` for one it cannot read).
+fn snapshot_node(n: &NodeRec) -> Option<(MemPath, VNode)> {
+    let path = MemPath::parse(&n.path).ok()?;
+    let kind = match &n.kind {
+        NodeRecKind::File {
+            sha256,
+            size,
+            version,
+            in_file,
+        } => VKind::File {
+            sha: Sha::parse(sha256)?,
+            size: *size,
+            version: *version,
+            in_file: *in_file,
+        },
+        NodeRecKind::Dir => VKind::Dir,
+        NodeRecKind::Symlink { target } => VKind::Symlink(target.clone()),
+    };
+    let meta = (&n.meta).into();
+    Some((path, VNode { kind, meta }))
+}
+
+/// What a frame says of the shared store it follows, of this host's own
+/// batches there, and of its batch (in segment `number`).
+fn take_batch(st: &mut State, number: u64, h: &Header) {
+    if let Some(f) = h.follow {
+        st.follow = st.follow.max(f);
+    }
+    if h.own_since.is_some() {
+        st.own_since = h.own_since;
+    }
+    st.hold_own(h.own.iter().copied());
+    if let Some(b) = h.batch {
+        st.next_batch = st.next_batch.max(b + 1);
+        let seg = st.segments.entry(number).or_default();
+        seg.last_batch = seg.last_batch.max(b);
+        if seg.first_time.is_none() {
+            seg.first_time = h.time.clone();
+        }
+    }
+}
+
+/// A frame's changes applied to the view, their ids taken; the ops they
+/// make, for the replay.
+fn take_changes(st: &mut State, changes: &[ChangeRec]) -> Vec<ChangeOp> {
+    let mut touched = Vec::new();
+    for rec in changes {
+        st.ids.next_change = st.ids.next_change.max(rec.change + 1);
+        for op in &rec.ops {
+            let Some(cop) = op.to_op(Arc::default) else {
+                continue;
+            };
+            let write = match op {
+                OpRec::Write { sha256, size, .. } => Sha::parse(sha256).map(|s| (s, *size)),
+                _ => None,
+            };
+            st.view.apply(&cop, write, None);
+            if let (OpRec::Write { in_file: true, .. }, ChangeOp::Write { path, .. }) = (op, &cop) {
+                st.view.mark_in_file(path);
+            }
+            touched.push(cop);
+        }
+        for row in &rec.rows {
+            st.ids.next_version = st.ids.next_version.max(row.id() + 1);
+        }
+        let contents = &st.contents;
+        versions::settle_read(&mut st.view, &rec.rows, &|s| contents.contains_key(s));
+    }
+    touched
+}
+
 /// Reads the journal in `dir`; `None` when there is none. Damage anywhere
 /// but a torn tail is an error. With `write`, a torn tail is cut off and
 /// what compaction left behind is removed (the owner's start).
-///
-/// Long because choosing the live segments, reading them, setting the
-/// active one, deleting dead ones and building the tail use the same
-/// segment lists, and the deletion needs what the choice found.
 pub fn read(dir: &Dir, write: bool) -> io::Result<Option<Loaded>> {
     let numbers = segment::list(dir)?;
     if numbers.is_empty() {
         return Ok(None);
     }
+    let chosen = choose_live(dir, &numbers)?;
+    let mut reading = Reading::new(String::new());
+    let mut last_end = None;
+    for (i, &n) in chosen.live.iter().enumerate() {
+        let last = i + 1 == chosen.live.len();
+        let limit = chosen.limits.get(&n).copied();
+        let ending = segment::read(dir, n, limit, last, &mut |frame| {
+            reading.take(n, frame);
+            Ok(())
+        })?;
+        reading.state.segments.entry(n).or_default().bytes = ending.end;
+        if last {
+            last_end = Some((n, ending));
+        }
+    }
+    let mut state = std::mem::replace(&mut reading.state, empty_state(String::new()));
+    state.checkpoint_written = reading.checkpoint;
+    state.stuck_written = reading.stuck.clone();
+    match last_end {
+        Some((n, ending)) => set_active(dir, &mut state, n, ending, write),
+        None => state.active.number = numbers.last().copied().unwrap_or(0) + 1,
+    }
+    if state.origin.is_empty() {
+        state.origin = new_state().origin;
+    }
+    if write {
+        for n in chosen.dead {
+            let _ = dir.unlink(std::ffi::OsStr::new(&segment::name(n)), false);
+        }
+    }
+    let (tail, tail_batches) = tail_of(&reading);
+    Ok(Some(Loaded {
+        state,
+        tail,
+        tail_batches,
+    }))
+}
+
+/// The segments a journal is read from, and what else is in its dir.
+struct Live {
+    /// In order, each read up to its seal (`limits`) if a later one
+    /// sealed it.
+    live: Vec<u64>,
+    limits: HashMap<u64, u64>,
+    /// Covered by a compacted segment, or begun and never made durable.
+    dead: Vec<u64>,
+}
+
+/// Which of `numbers` hold the journal: a compacted segment stands for the
+/// ones it covers; segments at the end whose first frame never became
+/// durable are not begun.
+fn choose_live(dir: &Dir, numbers: &[u64]) -> io::Result<Live> {
     let mut infos = BTreeMap::new();
-    for &n in &numbers {
+    for &n in numbers {
         let info = segment::first_header(dir, n)?.and_then(|h: Header| h.segment);
         infos.insert(n, info);
     }
-    // A compacted segment stands for the ones it covers.
     let mut superseded = BTreeSet::new();
     for (&n, info) in &infos {
         if let Some(last) = info.as_ref().and_then(|i| i.covers) {
@@ -321,7 +376,6 @@ pub fn read(dir: &Dir, write: bool) -> io::Result<Option<Loaded>> {
         .copied()
         .filter(|n| !superseded.contains(n))
         .collect();
-    // Segments at the end whose first frame never became durable.
     let mut unbegun = Vec::new();
     while let Some(&n) = live.last() {
         if infos[&n].is_some() {
@@ -338,70 +392,44 @@ pub fn read(dir: &Dir, write: bool) -> io::Result<Option<Loaded>> {
             }
         }
     }
-    let mut reading = Reading::new(String::new());
-    let mut last_end = None;
-    for (i, &n) in live.iter().enumerate() {
-        let last = i + 1 == live.len();
-        let ending = segment::read(dir, n, limits.get(&n).copied(), last, &mut |frame| {
-            reading.take(n, frame);
-            Ok(())
-        })?;
-        reading.state.segments.entry(n).or_default().bytes = ending.end;
-        if last {
-            last_end = Some((n, ending));
+    let dead = superseded.into_iter().chain(unbegun).collect();
+    Ok(Live { live, limits, dead })
+}
+
+/// The last segment read is the active one; a torn tail is cut off (with
+/// `write`), so nothing follows it, or, where that cannot be done, the
+/// next frame begins a new segment.
+fn set_active(dir: &Dir, state: &mut State, n: u64, ending: segment::Ending, write: bool) {
+    state.active = Active {
+        number: n,
+        end: ending.end,
+        reserved: 0,
+        fresh: false,
+        seal_at: None,
+        prev: None,
+    };
+    if ending.longer {
+        let cut = write && cut_tail(dir, n, ending.end).is_ok();
+        if !cut {
+            state.active.seal_at = Some(ending.end);
         }
     }
-    let mut state = reading.state;
-    state.checkpoint_written = reading.checkpoint;
-    state.stuck_written = reading.stuck.clone();
-    match last_end {
-        Some((n, ending)) => {
-            state.active = Active {
-                number: n,
-                end: ending.end,
-                reserved: 0,
-                fresh: false,
-                seal_at: None,
-                prev: None,
-            };
-            if ending.longer {
-                // A torn tail: cut off, so nothing follows it; where that
-                // cannot be done, the next frame begins a new segment.
-                let cut = write && cut_tail(dir, n, ending.end).is_ok();
-                if !cut {
-                    state.active.seal_at = Some(ending.end);
-                }
-            }
-        }
-        None => {
-            let next = numbers.last().copied().unwrap_or(0) + 1;
-            state.active.number = next;
-        }
-    }
-    if state.origin.is_empty() {
-        state.origin = new_state().origin;
-    }
-    if write {
-        for n in superseded.into_iter().chain(unbegun) {
-            let _ = dir.unlink(std::ffi::OsStr::new(&segment::name(n)), false);
-        }
-    }
+}
+
+/// The paths the batches past the last checkpoint touched, and the paths
+/// the plain files were left behind on (the journal decides them); how
+/// many batches.
+fn tail_of(reading: &Reading) -> (Tail, usize) {
     let mut tail = Tail::default();
-    let tail_batches = reading.pending.len();
     for (_, ops) in &reading.pending {
         for op in ops {
             tail.touch(op);
         }
     }
-    // Paths the plain files were left behind on: the journal decides them.
     for p in reading.stuck.iter().filter_map(|p| MemPath::parse(p).ok()) {
         tail.decide(&p);
     }
-    Ok(Some(Loaded {
-        state,
-        tail,
-        tail_batches,
-    }))
+    (tail, reading.pending.len())
 }
 
 fn cut_tail(dir: &Dir, number: u64, end: u64) -> io::Result<()> {
