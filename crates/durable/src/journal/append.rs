@@ -56,8 +56,8 @@ impl Core {
         let fresh = self.begin_frame(st, &mut header);
         let head = serde_json::to_vec(&header).expect("a header serializes");
         let bytes = frame::encode(&head, body);
-        let body_at = st.active.end + frame::HEAD as u64 + head.len() as u64;
-        let (number, end) = (st.active.number, st.active.end);
+        let body_at = st.log.active.end + frame::HEAD as u64 + head.len() as u64;
+        let (number, end) = (st.log.active.number, st.log.active.end);
         let deferred = defer.filter(|_| !fresh).map(|d| Deferred {
             segment: number,
             at: end,
@@ -65,7 +65,7 @@ impl Core {
         });
         let synced = self.write_frame_bytes(st, &bytes, fresh, deferred.is_some())?;
         if deferred.is_some() {
-            st.deferred = deferred;
+            st.log.deferred = deferred;
             self.owed.flush.store(true, Ordering::Release);
         }
         if let Err(e) = synced {
@@ -73,7 +73,7 @@ impl Core {
             // it began is begun again by the next frame (same number, same
             // seal of the one before); any other is sealed before it.
             if !fresh {
-                st.active.seal_at = Some(end);
+                st.log.active.seal_at = Some(end);
             }
             let e = DiskError::new("flushing to stable storage", e);
             return Err(Failure::Unconfirmed(e));
@@ -87,25 +87,25 @@ impl Core {
     /// checkpoint with the stuck paths when they moved. Whether the frame
     /// begins its segment.
     fn begin_frame(&self, st: &mut State, header: &mut Header) -> bool {
-        if st.active.seal_at.is_some()
-            || (!st.active.fresh && st.active.end >= self.opts.segment_bytes)
+        if st.log.active.seal_at.is_some()
+            || (!st.log.active.fresh && st.log.active.end >= self.opts.segment_bytes)
         {
-            st.active = st.active.next();
+            st.log.active = st.log.active.next();
         }
-        let fresh = st.active.fresh;
+        let fresh = st.log.active.fresh;
         if fresh {
             header.segment = Some(SegmentInfo {
-                number: st.active.number,
+                number: st.log.active.number,
                 origin: st.origin.clone(),
                 covers: None,
-                prev: st.active.prev,
+                prev: st.log.active.prev,
             });
         }
         // (Read together: the stuck paths go with the batch they are for.)
         let stuck = self.handoff.stuck.lock();
         let known = self.handoff.checkpointed.load(Ordering::Acquire);
-        if known > st.checkpoint_written || *stuck != st.stuck_written {
-            header.checkpoint = Some(known.max(st.checkpoint_written));
+        if known > st.log.checkpoint_written || *stuck != st.log.stuck_written {
+            header.checkpoint = Some(known.max(st.log.checkpoint_written));
             header.stuck = stuck.clone();
         }
         fresh
@@ -122,8 +122,8 @@ impl Core {
         fresh: bool,
         deferred: bool,
     ) -> Result<io::Result<()>, Failure> {
-        let end = st.active.end;
-        let name = segment::name(st.active.number);
+        let end = st.log.active.end;
+        let name = segment::name(st.log.active.number);
         let how = match fresh {
             true => Open::Truncate,
             false => Open::Write,
@@ -134,11 +134,11 @@ impl Core {
             .open_file(std::ffi::OsStr::new(&name), how)
             .map_err(refused)?;
         let len = bytes.len() as u64;
-        st.active.reserved = reserve(&fd, end + len, st.active.reserved, len);
+        st.log.active.reserved = reserve(&fd, end + len, st.log.active.reserved, len);
         if let Err(e) = write_all_at(&fd, bytes, end) {
             // Not a byte of it may stay for a later frame to follow.
             if !fresh && fd.set_len(end).is_err() {
-                st.active.seal_at = Some(end);
+                st.log.active.seal_at = Some(end);
             }
             return Err(refused(e));
         }
@@ -156,7 +156,7 @@ impl Core {
     /// its changes stand, since the database holds them.
     pub(super) fn flush_deferred(&self, st: &mut State) {
         self.owed.flush.store(false, Ordering::Release);
-        let Some(d) = st.deferred.take() else {
+        let Some(d) = st.log.deferred.take() else {
             return;
         };
         // A power cut after the answer: the frame never reaches the disk.
@@ -169,8 +169,8 @@ impl Core {
             .open_file(std::ffi::OsStr::new(&name), Open::Write)
             .and_then(|fd| sync_data(&fd));
         if let Err(e) = flushed {
-            if st.active.number == d.segment {
-                st.active.seal_at = Some(d.at);
+            if st.log.active.number == d.segment {
+                st.log.active.seal_at = Some(d.at);
             }
             for c in &d.placed {
                 if let Some(sha) = Sha::parse(&c.sha256) {
@@ -203,16 +203,16 @@ impl Core {
 /// its flush deferred): the segment's state, and what the frame said of
 /// the checkpoint.
 fn appended(st: &mut State, header: &Header, number: u64, len: u64, batch: u64) {
-    st.active.end += len;
-    st.active.reserved = st.active.reserved.saturating_sub(len);
-    st.active.fresh = false;
-    st.active.prev = None;
+    st.log.active.end += len;
+    st.log.active.reserved = st.log.active.reserved.saturating_sub(len);
+    st.log.active.fresh = false;
+    st.log.active.prev = None;
     if let Some(c) = header.checkpoint {
-        st.checkpoint_written = c;
-        st.stuck_written = header.stuck.clone();
+        st.log.checkpoint_written = c;
+        st.log.stuck_written = header.stuck.clone();
     }
-    let seg = st.segments.entry(number).or_default();
-    seg.bytes = st.active.end;
+    let seg = st.log.segments.entry(number).or_default();
+    seg.bytes = st.log.active.end;
     if batch > 0 {
         seg.last_batch = batch;
         if seg.first_time.is_none() {

@@ -356,7 +356,7 @@ fn repair(files: &Files, journal: &Core, stuck: &mut Stuck) -> io::Result<()> {
     let (tree, _) = crate::persist::load::load(&files.memories)?;
     let ops = {
         let st = journal.state.lock();
-        if st.deferred.is_some() {
+        if st.log.deferred.is_some() {
             return Ok(());
         }
         let content = |st: &super::state::State, sha: &crate::digest::Sha| {

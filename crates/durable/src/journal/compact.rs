@@ -131,15 +131,16 @@ struct Chosen {
 /// From here the state notes the contents frames name meanwhile.
 fn choose(sh: &Core) -> Option<Chosen> {
     let mut st = sh.state.lock();
-    let checkpoint = st.checkpoint_written;
-    let active = st.active;
+    let checkpoint = st.log.checkpoint_written;
+    let active = st.log.active;
     let active_done = !active.fresh
         && st
+            .log
             .segments
             .get(&active.number)
             .is_some_and(|s| s.last_batch <= checkpoint && s.bytes > 0);
     let mut range = Vec::new();
-    for (&n, seg) in &st.segments {
+    for (&n, seg) in &st.log.segments {
         let sealed = n != active.number || active_done;
         if !sealed || seg.last_batch > checkpoint {
             break;
@@ -152,10 +153,14 @@ fn choose(sh: &Core) -> Option<Chosen> {
     }
     if range.contains(&active.number) {
         // Closed: the next frame begins a new segment.
-        st.active = active.next();
+        st.log.active = active.next();
     }
-    let limits: HashMap<u64, u64> = range.iter().map(|n| (*n, st.segments[n].bytes)).collect();
+    let limits: HashMap<u64, u64> = range
+        .iter()
+        .map(|n| (*n, st.log.segments[n].bytes))
+        .collect();
     let later: Vec<(u64, u64)> = st
+        .log
         .segments
         .iter()
         .filter(|(n, _)| !range.contains(n))
@@ -164,7 +169,7 @@ fn choose(sh: &Core) -> Option<Chosen> {
     st.named_meanwhile = Some(HashSet::new());
     let prune_id = st.ids.next_version;
     st.ids.next_version += 1;
-    let stuck = stuck_contents(&st, &st.stuck_written)
+    let stuck = stuck_contents(&st, &st.log.stuck_written)
         .into_iter()
         .chain(stuck_contents(&st, &sh.handoff.stuck.lock()))
         .collect::<HashSet<Sha>>();
@@ -193,9 +198,9 @@ fn install(sh: &Core, st: &mut State, range: &[u64], built: &Built) -> io::Resul
         let _ = sh.dir.unlink(OsStr::new(&segment::name(*n)), false);
     }
     for n in range {
-        st.segments.remove(n);
+        st.log.segments.remove(n);
     }
-    st.segments.insert(first, built.segment.clone());
+    st.log.segments.insert(first, built.segment.clone());
     st.contents.retain(|_, l| !range.contains(&l.segment));
     for (sha, loc) in &built.locs {
         st.contents.insert(*sha, *loc);
@@ -228,15 +233,15 @@ fn install(sh: &Core, st: &mut State, range: &[u64], built: &Built) -> io::Resul
 fn close_the_open_segment(sh: &Core, wait: bool) {
     let wanted = {
         let mut st = sh.state.lock();
-        let active = st.active;
-        let Some(seg) = st.segments.get(&active.number) else {
+        let active = st.log.active;
+        let Some(seg) = st.log.segments.get(&active.number) else {
             return;
         };
-        if active.fresh || seg.bytes == 0 || seg.last_batch <= st.checkpoint_written {
+        if active.fresh || seg.bytes == 0 || seg.last_batch <= st.log.checkpoint_written {
             return;
         }
         let wanted = seg.last_batch;
-        st.active = active.next();
+        st.log.active = active.next();
         wanted
     };
     if !wait {
@@ -244,7 +249,7 @@ fn close_the_open_segment(sh: &Core, wait: bool) {
     }
     let deadline = Instant::now() + Duration::from_secs(5);
     // (Not past a stop: the journal is shutting down.)
-    while sh.state.lock().checkpoint_written < wanted
+    while sh.state.lock().log.checkpoint_written < wanted
         && Instant::now() < deadline
         && !sh.upkeep.compact.lock().stop
     {

@@ -25,7 +25,7 @@ pub(super) fn refuse<T>(text: impl Into<String>) -> Result<T, Refusal> {
 /// Calls `each` with every row the journal in `dir` holds, in no set order,
 /// keeping none of them (one frame's header at a time).
 fn each_row(dir: &Dir, st: &State, each: &mut dyn FnMut(Row)) -> io::Result<()> {
-    for (&n, seg) in &st.segments {
+    for (&n, seg) in &st.log.segments {
         segment::read(dir, n, Some(seg.bytes), false, &mut |frame| {
             let h = frame.header;
             h.kept.into_iter().for_each(&mut *each);
@@ -79,7 +79,7 @@ impl Ord for ById {
 /// each segment goes), with its origin filled in.
 pub(super) fn rows(dir: &Dir, st: &State) -> io::Result<Vec<Row>> {
     let mut out = Vec::new();
-    for (&n, seg) in &st.segments {
+    for (&n, seg) in &st.log.segments {
         segment::read(dir, n, Some(seg.bytes), false, &mut |frame| {
             let h = frame.header;
             out.extend(h.kept);
@@ -293,6 +293,7 @@ impl History {
         let start = cursor.filter(|c| {
             c.rewrites == rewrites
                 && st
+                    .log
                     .segments
                     .get(&c.segment)
                     .is_some_and(|s| s.bytes >= c.offset)
@@ -307,7 +308,7 @@ impl History {
             None => rows(&sh.dir, &st).map_err(fail)?,
             Some(c) => {
                 let mut out = Vec::new();
-                for (&n, seg) in st.segments.range(c.segment..) {
+                for (&n, seg) in st.log.segments.range(c.segment..) {
                     let from = if n == c.segment { c.offset } else { 0 };
                     // (Nothing appended since: the segment is not opened,
                     // so that a follower looking often costs no syscall.)
@@ -328,7 +329,7 @@ impl History {
                 out
             }
         };
-        *cursor = st.segments.iter().next_back().map(|(&n, seg)| Cursor {
+        *cursor = st.log.segments.iter().next_back().map(|(&n, seg)| Cursor {
             rewrites,
             segment: n,
             offset: seg.bytes,

@@ -249,7 +249,7 @@ impl Journal {
         opened.replayed_batches = tail_batches;
         opened.replayed_paths = squared.replayed.len();
         opened.found = squared.found_files;
-        let checkpointed = st.checkpoint_written;
+        let checkpointed = st.log.checkpoint_written;
         let shared = Arc::new(writer::Core::new(st, dir, files, opts, checkpointed));
         let _ = shared.me.set(Arc::downgrade(&shared));
         let _ = shared.upkeep.compaction.set(compact::run_once);

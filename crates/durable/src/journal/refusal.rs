@@ -84,7 +84,7 @@ impl Core {
         let Some(free) = free_bytes(&self.dir) else {
             return new_bytes.len();
         };
-        let have = free + st.active.reserved.min(RESERVE / 2);
+        let have = free + st.log.active.reserved.min(RESERVE / 2);
         let mut need = self.handoff.unwritten.load(Ordering::Acquire) + RESERVE / 2;
         for (i, (&n, &p)) in new_bytes.iter().zip(plain).enumerate() {
             if n + p == 0 {

@@ -11,6 +11,7 @@ const EVERY: Duration = Duration::from_secs(5);
 /// Whether the journal is past what `keep` allows (and may be compacted now).
 pub(super) fn due(st: &super::state::State, keep: &Keep, last: Option<Instant>) -> bool {
     let history: u64 = st
+        .log
         .segments
         .values()
         .map(|s| s.bytes.saturating_sub(s.state_bytes))
@@ -26,7 +27,8 @@ pub(super) fn due(st: &super::state::State, keep: &Keep, last: Option<Instant>) 
         return true;
     }
     let cutoff = cutoff_text(keep.age);
-    st.segments
+    st.log
+        .segments
         .values()
         .filter_map(|s| s.first_time.as_deref())
         .any(|t| t < cutoff.as_str())

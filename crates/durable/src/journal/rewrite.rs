@@ -56,7 +56,7 @@ pub(super) fn prepare(
     number: u64,
     change: &mut dyn FnMut(&mut Parts) -> bool,
 ) -> io::Result<Option<Prepared>> {
-    let bytes = st.segments.get(&number).map_or(0, |s| s.bytes);
+    let bytes = st.log.segments.get(&number).map_or(0, |s| s.bytes);
     let fd = segment::open_read(&sh.dir, number)?;
     let mut frames: Vec<Parts> = Vec::new();
     segment::read(&sh.dir, number, Some(bytes), false, &mut |f| {
@@ -79,8 +79,8 @@ pub(super) fn prepare(
     if !changed {
         return Ok(None);
     }
-    if st.active.number == number && !st.active.fresh {
-        st.active = st.active.next();
+    if st.log.active.number == number && !st.log.active.fresh {
+        st.log.active = st.log.active.next();
     }
     let mut out = Vec::new();
     let mut locs = Vec::new();
@@ -156,7 +156,7 @@ pub(super) fn install(sh: &Core, st: &mut State, prepared: Vec<Prepared>) -> io:
             };
             st.contents.insert(sha, loc);
         }
-        if let Some(seg) = st.segments.get_mut(&p.number) {
+        if let Some(seg) = st.log.segments.get_mut(&p.number) {
             seg.bytes = p.len;
         }
     }
@@ -312,7 +312,7 @@ impl Redaction {
     /// Every segment that holds what it erases, rewritten beside it (not
     /// yet installed); on a failure, none.
     fn prepare(&mut self, sh: &Core, st: &mut State) -> Result<Vec<Prepared>, Refusal> {
-        let numbers: Vec<u64> = st.segments.keys().copied().collect();
+        let numbers: Vec<u64> = st.log.segments.keys().copied().collect();
         let mut prepared = Vec::new();
         for number in numbers {
             match prepare(sh, st, number, &mut |parts| self.frame(parts)) {

@@ -19,7 +19,7 @@ use std::time::SystemTime;
 use super::record::{op_rec, ChangeRec, Header, NodeRec, NodeRecKind, OpRec};
 use super::row::{Actor, Op, Row, VersionId, BEFORE_HISTORY_NOTE};
 use super::segment::{self, Frame};
-use super::state::{Active, Loc, State};
+use super::state::{Active, Loc, Log, State};
 use super::versions::{self, Ids, Needed};
 use super::view::{self, VKind, VNode, View};
 use crate::digest::Sha;
@@ -114,22 +114,24 @@ fn empty_state(origin: String) -> State {
         },
         next_batch: 1,
         origin,
-        segments: BTreeMap::new(),
-        active: Active {
-            number: 1,
-            end: 0,
-            reserved: 0,
-            fresh: true,
-            seal_at: None,
-            prev: None,
+        log: Log {
+            segments: BTreeMap::new(),
+            active: Active {
+                number: 1,
+                end: 0,
+                reserved: 0,
+                fresh: true,
+                seal_at: None,
+                prev: None,
+            },
+            checkpoint_written: 0,
+            deferred: None,
+            stuck_written: Vec::new(),
         },
-        checkpoint_written: 0,
         follow: 0,
         own: Default::default(),
         own_since: None,
-        deferred: None,
         named_meanwhile: None,
-        stuck_written: Vec::new(),
     }
 }
 
@@ -263,7 +265,7 @@ fn take_batch(st: &mut State, number: u64, h: &Header) {
     st.hold_own(h.own.iter().copied());
     if let Some(b) = h.batch {
         st.next_batch = st.next_batch.max(b + 1);
-        let seg = st.segments.entry(number).or_default();
+        let seg = st.log.segments.entry(number).or_default();
         seg.last_batch = seg.last_batch.max(b);
         if seg.first_time.is_none() {
             seg.first_time = h.time.clone();
@@ -318,17 +320,17 @@ pub fn read(dir: &Dir, write: bool) -> io::Result<Option<Loaded>> {
             reading.take(n, frame);
             Ok(())
         })?;
-        reading.state.segments.entry(n).or_default().bytes = ending.end;
+        reading.state.log.segments.entry(n).or_default().bytes = ending.end;
         if last {
             last_end = Some((n, ending));
         }
     }
     let mut state = std::mem::replace(&mut reading.state, empty_state(String::new()));
-    state.checkpoint_written = reading.checkpoint;
-    state.stuck_written = reading.stuck.clone();
+    state.log.checkpoint_written = reading.checkpoint;
+    state.log.stuck_written = reading.stuck.clone();
     match last_end {
         Some((n, ending)) => set_active(dir, &mut state, n, ending, write),
-        None => state.active.number = numbers.last().copied().unwrap_or(0) + 1,
+        None => state.log.active.number = numbers.last().copied().unwrap_or(0) + 1,
     }
     if state.origin.is_empty() {
         state.origin = new_state().origin;
@@ -400,7 +402,7 @@ fn choose_live(dir: &Dir, numbers: &[u64]) -> io::Result<Live> {
 /// `write`), so nothing follows it, or, where that cannot be done, the
 /// next frame begins a new segment.
 fn set_active(dir: &Dir, state: &mut State, n: u64, ending: segment::Ending, write: bool) {
-    state.active = Active {
+    state.log.active = Active {
         number: n,
         end: ending.end,
         reserved: 0,
@@ -411,7 +413,7 @@ fn set_active(dir: &Dir, state: &mut State, n: u64, ending: segment::Ending, wri
     if ending.longer {
         let cut = write && cut_tail(dir, n, ending.end).is_ok();
         if !cut {
-            state.active.seal_at = Some(ending.end);
+            state.log.active.seal_at = Some(ending.end);
         }
     }
 }

@@ -66,17 +66,30 @@ impl Active {
     }
 }
 
+/// The journal's segments as the appender keeps them: each segment's
+/// size and batches, the one frames go to, a frame whose flush is
+/// deferred, and the checkpoint (with its stuck paths) the frames said last.
+pub struct Log {
+    pub segments: BTreeMap<u64, Segment>,
+    pub active: Active,
+    /// The last checkpoint written to the journal (the newest one the
+    /// checkpointer reported goes with the next frame).
+    pub checkpoint_written: u64,
+    /// The last frame, written and not flushed yet (a shared store's: see
+    /// `deferred::Deferred`); flushed before any other frame is written.
+    pub deferred: Option<super::deferred::Deferred>,
+    /// The stuck paths the last checkpoint written says (`Header::stuck`).
+    pub stuck_written: Vec<String>,
+}
+
 pub struct State {
     pub view: View,
     pub contents: HashMap<Sha, Loc>,
     pub ids: Ids,
     pub next_batch: u64,
     pub origin: String,
-    pub segments: BTreeMap<u64, Segment>,
-    pub active: Active,
-    /// The last checkpoint written to the journal (the newest one the
-    /// checkpointer reported goes with the next frame).
-    pub checkpoint_written: u64,
+    /// The segments, the one frames go to, and what the frames said last.
+    pub log: Log,
     /// How far the journal holds a shared store's versions (see
     /// `Header::follow`); 0 for a memory of one host.
     pub follow: u64,
@@ -85,16 +98,11 @@ pub struct State {
     pub own: BTreeMap<u64, OwnBatch>,
     /// See `Header::own_since`.
     pub own_since: Option<u64>,
-    /// The last frame, written and not flushed yet (a shared store's: see
-    /// `deferred::Deferred`); flushed before any other frame is written.
-    pub deferred: Option<super::deferred::Deferred>,
     /// While a compaction runs: the contents frames named without carrying
     /// them (it must not drop those). Recorded, taken and checked under
     /// this state's lock only, so that no frame can name a content between
     /// the compaction's check and its install.
     pub named_meanwhile: Option<std::collections::HashSet<crate::digest::Sha>>,
-    /// The stuck paths the last checkpoint written says (`Header::stuck`).
-    pub stuck_written: Vec<String>,
 }
 
 impl State {
@@ -102,7 +110,7 @@ impl State {
     /// it carries (`placed`, at their offsets in the body at `body_at`):
     /// later frames name them.
     pub fn hold_contents(&mut self, body_at: u64, placed: &[super::record::ContentRec]) {
-        let segment = self.active.number;
+        let segment = self.log.active.number;
         for c in placed {
             if let Some(sha) = Sha::parse(&c.sha256) {
                 let loc = Loc {

@@ -121,7 +121,7 @@ impl Core {
         Core {
             group: super::group::GroupCommit::new(),
             sharing: super::upstream::Sharing::new(),
-            handoff: super::handoff::Handoff::new(state.stuck_written.clone(), checkpointed),
+            handoff: super::handoff::Handoff::new(state.log.stuck_written.clone(), checkpointed),
             state: Mutex::new(rank::STATE, state),
             dir,
             files: files.clone(),
@@ -200,7 +200,8 @@ impl Core {
     pub(super) fn write_checkpoint(&self) {
         let mut st = self.state.lock();
         let known = self.handoff.checkpointed.load(Ordering::Acquire);
-        if known <= st.checkpoint_written && *self.handoff.stuck.lock() == st.stuck_written {
+        if known <= st.log.checkpoint_written && *self.handoff.stuck.lock() == st.log.stuck_written
+        {
             return;
         }
         let header = Header {
@@ -440,7 +441,7 @@ impl Core {
             Ok(body_at) => {
                 st.hold_contents(body_at, &p.placed);
                 st.next_batch = batch + 1;
-                let deferred = st.deferred.is_some();
+                let deferred = st.log.deferred.is_some();
                 self.compact_if_due(&st);
                 drop(st);
                 self.say_how_the_disk_is(None);
