@@ -191,15 +191,49 @@ pub struct Journal {
     running: bool,
 }
 
+/// The plain files and `tree` made what the journal's tail says; false
+/// when the plain files refused (served all the same: the journal holds
+/// it, and the checkpointer tries again).
+fn replay(files: &Files, tree: &mut Tree, ops: &[crate::store::ChangeOp]) -> bool {
+    if ops.is_empty() {
+        return true;
+    }
+    let done = checkpoint::apply_now(files, ops.to_vec());
+    if let Err(e) = &done {
+        tracing::warn!(
+            "the plain files could not be brought up to date with the journal at start ({e}); memfs tries again"
+        );
+    }
+    tree.apply_ops(ops);
+    done.is_ok()
+}
+
+/// The journal in `dir` as start-up reads it, or a history kept before it
+/// taken in (said in `opened`), or a new one (`first`): its state, its
+/// tail past the last checkpoint and how many batches that is.
+fn load(
+    state: &Dir,
+    dir: &Dir,
+    opened: &mut Opened,
+) -> io::Result<(state::State, startup::Tail, usize, bool)> {
+    let mut loaded = startup::read(dir, true)?;
+    if loaded.is_none() {
+        loaded = migrate::take_in(state, dir)?;
+        opened.upgraded = loaded.is_some();
+    }
+    Ok(match loaded {
+        Some(l) => (l.state, l.tail, l.tail_batches, false),
+        None => (startup::new_state(), startup::Tail::default(), 0, true),
+    })
+}
+
 impl Journal {
     /// Opens the journal in the state dir `state` (made if missing, taking
     /// in a history kept before it), squares the plain files in `files` and
     /// `tree` (loaded from them) with it, and starts its threads. Nothing
-    /// may be served from `tree` before this returns.
-    ///
-    /// Long because it is the journal's start-up sequence (read or take in,
-    /// square, replay, the start frame, compaction, threads); each step
-    /// needs the one before, and nothing may be served before it returns.
+    /// may be served from `tree` before this returns. In order: read or
+    /// take in ([`load`]), square and replay, the start's own frame,
+    /// compaction and the checkpointer ([`Journal::begin`]).
     pub fn open(
         state: &Dir,
         files: &Files,
@@ -209,18 +243,7 @@ impl Journal {
         let dir = journal_dir(state)?;
         rewrite::settle(&dir)?;
         let mut opened = Opened::default();
-        let mut loaded = startup::read(&dir, true)?;
-        if loaded.is_none() {
-            if let Some(upgraded) = migrate::take_in(state, &dir)? {
-                opened.upgraded = true;
-                loaded = Some(upgraded);
-            }
-        }
-        let first = loaded.is_none();
-        let (mut st, tail, tail_batches) = match loaded {
-            Some(l) => (l.state, l.tail, l.tail_batches),
-            None => (startup::new_state(), startup::Tail::default(), 0),
-        };
+        let (mut st, tail, tail_batches, first) = load(state, &dir, &mut opened)?;
         let time = now_text();
         let batch = st.next_batch;
         if opts.shared && st.own_since.is_none() {
@@ -233,18 +256,7 @@ impl Journal {
             history::content_of(&dir, st, sha).ok().flatten()
         };
         let squared = startup::square(&mut st, &tail, first, tree, &content, &time, batch);
-        let mut replay_failed = false;
-        if !squared.replayed.is_empty() {
-            if let Err(e) = checkpoint::apply_now(files, squared.replayed.clone()) {
-                // Served all the same: the journal holds it, and the
-                // checkpointer tries again.
-                tracing::warn!(
-                    "the plain files could not be brought up to date with the journal at start ({e}); memfs tries again"
-                );
-                replay_failed = true;
-            }
-            tree.apply_ops(&squared.replayed);
-        }
+        let replay_failed = !replay(files, tree, &squared.replayed);
         opened.replay_failed = replay_failed;
         opened.replayed_batches = tail_batches;
         opened.replayed_paths = squared.replayed.len();
@@ -266,18 +278,7 @@ impl Journal {
                 );
             }
         }
-        // Everything is checkpointed now: old history past the policy goes.
-        if retention::due(&shared.state.lock(), &opts.keep, None) {
-            if let Err(e) = compact::compact(&shared, opts.keep) {
-                tracing::warn!("old history could not be compacted: {e}");
-            }
-            shared.upkeep.compact.lock().last = Some(std::time::Instant::now());
-        }
-        *shared.handoff.checkpointer.lock() = Some(checkpoint::Checkpointer::new(
-            files.clone(),
-            &shared,
-            opts.checkpoint_delay,
-        ));
+        Journal::begin(&shared, files, &opts);
         if replay_failed {
             let change = crate::store::Change::of_memfs(squared.replayed);
             shared.hand_over(batch, vec![change]);
@@ -289,6 +290,22 @@ impl Journal {
             },
             opened,
         ))
+    }
+
+    /// After the start's own frame: old history past the policy goes
+    /// (everything is checkpointed now), and the checkpointer starts.
+    fn begin(shared: &Arc<writer::Core>, files: &Files, opts: &Options) {
+        if retention::due(&shared.state.lock(), &opts.keep, None) {
+            if let Err(e) = compact::compact(shared, opts.keep) {
+                tracing::warn!("old history could not be compacted: {e}");
+            }
+            shared.upkeep.compact.lock().last = Some(std::time::Instant::now());
+        }
+        *shared.handoff.checkpointer.lock() = Some(checkpoint::Checkpointer::new(
+            files.clone(),
+            shared,
+            opts.checkpoint_delay,
+        ));
     }
 
     /// Commits every batch of this host's changes to `up` (a shared store)

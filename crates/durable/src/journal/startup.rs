@@ -590,10 +590,6 @@ fn filled_dirs(disk: &BTreeMap<String, DiskNode>) -> HashSet<String> {
 
 /// The tail's keys: the journal decides. The ops that make the plain files
 /// what the view says, removals first.
-///
-/// Long because it is one match over what the view wants against what the
-/// disk has at each key, every pair of node kinds, with the removals it
-/// needs collected beside the makes.
 fn replay_tail(
     state: &State,
     tail: &Tail,
@@ -607,6 +603,12 @@ fn replay_tail(
             by_sha.insert(*sha, data.clone());
         }
     }
+    let bytes = |sha: &Sha| {
+        by_sha
+            .get(sha)
+            .cloned()
+            .or_else(|| content(state, sha).map(Arc::new))
+    };
     let mut removals: Vec<ChangeOp> = Vec::new();
     let mut makes: Vec<ChangeOp> = Vec::new();
     let mut removed: Vec<String> = Vec::new();
@@ -620,72 +622,77 @@ fn replay_tail(
         });
     };
     for k in keys.iter().filter(|k| tail.covers_key(k)) {
+        let have = disk.get(k.as_str());
         let Some(want) = state.view.get_key(k) else {
-            if disk.contains_key(k.as_str()) {
+            if have.is_some() {
                 remove(k);
             }
             continue;
         };
-        let have = disk.get(k.as_str());
-        let p = || view::path(k);
-        let set_meta = |makes: &mut Vec<ChangeOp>, h: Option<&DiskNode>| {
-            if !same_owner_and_mode(&want.meta, &h.expect("some").meta) {
-                makes.push(ChangeOp::SetMeta {
-                    path: p(),
-                    meta: want.meta,
-                });
-            }
-        };
-        match (&want.kind, have.map(|h| &h.kind)) {
-            (VKind::File { sha, .. }, Some(Disk::File(s, _))) if s == sha => {
-                set_meta(&mut makes, have)
-            }
-            (VKind::File { sha, .. }, other) => {
-                let data = by_sha
-                    .get(sha)
-                    .cloned()
-                    .or_else(|| content(state, sha).map(Arc::new));
-                let Some(data) = data else {
-                    tracing::error!(
-                        "the journal names content {sha} for {}, and neither the journal nor the plain files hold it; it is left as the plain files have it",
-                        p()
-                    );
-                    continue;
-                };
-                if other.is_some() {
-                    remove(k);
-                }
-                makes.push(ChangeOp::Write {
-                    path: p(),
-                    data,
-                    meta: want.meta,
-                });
-            }
-            (VKind::Dir, Some(Disk::Dir)) => set_meta(&mut makes, have),
-            (VKind::Dir, other) => {
-                if other.is_some() {
-                    remove(k);
-                }
-                makes.push(ChangeOp::MakeDir {
-                    path: p(),
-                    meta: want.meta,
-                });
-            }
-            (VKind::Symlink(t), Some(Disk::Symlink(u))) if t == u => {}
-            (VKind::Symlink(t), other) => {
-                if other.is_some() {
-                    remove(k);
-                }
-                makes.push(ChangeOp::Symlink {
-                    path: p(),
-                    target: t.clone(),
-                    meta: want.meta,
-                });
-            }
+        let (replace, op) = make(view::path(k), want, have, &bytes);
+        if replace {
+            remove(k);
         }
+        makes.extend(op);
     }
     removals.extend(makes);
     removals
+}
+
+/// What makes the plain files' node at `p` (`have`) what the view wants:
+/// whether what is there goes first, and the op that makes it (none when
+/// it is so already, or when no content for it is found).
+fn make(
+    p: MemPath,
+    want: &VNode,
+    have: Option<&DiskNode>,
+    bytes: &dyn Fn(&Sha) -> Option<Arc<Vec<u8>>>,
+) -> (bool, Option<ChangeOp>) {
+    let meta = want.meta;
+    let set_meta = |h: &DiskNode| {
+        (!same_owner_and_mode(&meta, &h.meta)).then(|| ChangeOp::SetMeta {
+            path: p.clone(),
+            meta,
+        })
+    };
+    let there = have.is_some();
+    match (&want.kind, have) {
+        (VKind::File { sha, .. }, Some(h)) if matches!(&h.kind, Disk::File(s, _) if s == sha) => {
+            (false, set_meta(h))
+        }
+        (VKind::File { sha, .. }, _) => match bytes(sha) {
+            Some(data) => (
+                there,
+                Some(ChangeOp::Write {
+                    path: p,
+                    data,
+                    meta,
+                }),
+            ),
+            None => {
+                tracing::error!(
+                    "the journal names content {sha} for {p}, and neither the journal nor the plain files hold it; it is left as the plain files have it"
+                );
+                (false, None)
+            }
+        },
+        (VKind::Dir, Some(h)) if matches!(h.kind, Disk::Dir) => (false, set_meta(h)),
+        (VKind::Dir, _) => (there, Some(ChangeOp::MakeDir { path: p, meta })),
+        (VKind::Symlink(t), Some(h)) if matches!(&h.kind, Disk::Symlink(u) if u == t) => {
+            (false, None)
+        }
+        (VKind::Symlink(t), _) => {
+            let target = t.clone();
+            (
+                there,
+                Some(ChangeOp::Symlink {
+                    path: p,
+                    target,
+                    meta,
+                }),
+            )
+        }
+    }
 }
 
 /// What start-up found changed in the plain files outside the tail: the
