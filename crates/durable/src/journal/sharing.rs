@@ -18,11 +18,9 @@ const AGAIN: usize = 8;
 impl Core {
     /// Commits a batch with this host's changes in it: to the shared store
     /// first, then to the journal; a change that lost a race, or a batch
-    /// the store could not take, goes back to the store to decide.
-    ///
-    /// Long because it is one retry loop: each attempt begins, finds lost
-    /// races, separates winners from losers and commits; a retryable
-    /// failure rebuilds the items in order for the next.
+    /// the store could not take, goes back to the store to decide. Each
+    /// attempt begins, finds lost races and sends the rest ([`Core::attempt`]);
+    /// a transient refusal sends all of it again, in order.
     pub(super) fn commit_shared(
         &self,
         up: &dyn Upstream,
@@ -31,6 +29,7 @@ impl Core {
     ) {
         let mut items: Vec<(Change, Ticket)> = changes.into_iter().zip(tickets).collect();
         for attempt in 0.. {
+            let again = |e: &UpstreamError| *e == UpstreamError::Again && attempt < AGAIN;
             let seen = items
                 .iter()
                 .filter(|(c, _)| goes_upstream(c))
@@ -39,12 +38,12 @@ impl Core {
                 .unwrap_or(0);
             let mut tx = match up.begin_after(seen) {
                 Ok(tx) => tx,
-                Err(UpstreamError::Again) if attempt < AGAIN => continue,
+                Err(e) if again(&e) => continue,
                 Err(e) => return self.unsent(items, e),
             };
             let lost = match self.races(tx.as_mut(), &items) {
                 Ok(lost) => lost,
-                Err(UpstreamError::Again) if attempt < AGAIN => continue,
+                Err(e) if again(&e) => continue,
                 Err(e) => {
                     // The head is let go before the store is asked to
                     // recover (which takes the tree lock and waits).
@@ -52,38 +51,52 @@ impl Core {
                     return self.unsent(items, e);
                 }
             };
-            let (losers, winners): (Vec<_>, Vec<_>) = items
-                .into_iter()
-                .zip(lost)
-                .partition(|(_, lost)| lost.is_some());
-            let (changes, tickets): (Vec<Change>, Vec<Ticket>) =
-                winners.into_iter().map(|(item, _)| item).unzip();
-            if !changes.iter().any(goes_upstream) {
-                // Nothing of this host's left to send (the transaction
-                // ends unused).
-                drop(tx);
-                if changes.iter().all(|c| c.ops.is_empty()) {
-                    self.settle(&changes, &tickets);
-                } else {
-                    let _ = self.commit_batch(changes, tickets, None);
-                }
-                return self.lost(losers);
-            }
-            match self.commit_batch(changes, tickets, Some(tx)) {
-                None => return self.lost(losers),
-                Some((changes, tickets, e)) => {
-                    // Nothing was committed: all of it goes again, in order.
-                    let mut back: Vec<(Change, Ticket)> =
-                        changes.into_iter().zip(tickets).collect();
-                    back.extend(losers.into_iter().map(|(item, _)| item));
-                    back.sort_by_key(|(c, _)| c.seq);
-                    items = back;
-                    if e != UpstreamError::Again || attempt >= AGAIN {
-                        return self.unsent(items, e);
-                    }
-                }
+            let Some((back, e)) = self.attempt(tx, items, lost) else {
+                return;
+            };
+            items = back;
+            if !again(&e) {
+                return self.unsent(items, e);
             }
         }
+    }
+
+    /// One attempt: the changes that lost a race go back to the store,
+    /// the others are committed (through `tx` when one is this host's).
+    /// When nothing was committed, all of it comes back, in order, with why.
+    fn attempt(
+        &self,
+        tx: Box<dyn Transaction + '_>,
+        items: Vec<(Change, Ticket)>,
+        lost: Vec<Option<u64>>,
+    ) -> Option<(Vec<(Change, Ticket)>, UpstreamError)> {
+        let (losers, winners): (Vec<_>, Vec<_>) = items
+            .into_iter()
+            .zip(lost)
+            .partition(|(_, lost)| lost.is_some());
+        let (changes, tickets): (Vec<Change>, Vec<Ticket>) =
+            winners.into_iter().map(|(item, _)| item).unzip();
+        if !changes.iter().any(goes_upstream) {
+            // Nothing of this host's left to send (the transaction
+            // ends unused).
+            drop(tx);
+            if changes.iter().all(|c| c.ops.is_empty()) {
+                self.settle(&changes, &tickets);
+            } else {
+                let _ = self.commit_batch(changes, tickets, None);
+            }
+            self.lost(losers);
+            return None;
+        }
+        let Some((changes, tickets, e)) = self.commit_batch(changes, tickets, Some(tx)) else {
+            self.lost(losers);
+            return None;
+        };
+        // Nothing was committed: all of it goes again, in order.
+        let mut back: Vec<(Change, Ticket)> = changes.into_iter().zip(tickets).collect();
+        back.extend(losers.into_iter().map(|(item, _)| item));
+        back.sort_by_key(|(c, _)| c.seq);
+        Some((back, e))
     }
 
     /// Which of the batch's own changes lost a race, and to which version:
