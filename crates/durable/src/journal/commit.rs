@@ -79,7 +79,9 @@ impl Core {
     /// At shutdown, once no tick runs or will: commits what is still
     /// queued, then the last checkpoint (see [`Core::finish`]).
     pub(super) fn stop(&self) {
-        self.group.stop(|items| self.commit(items));
+        // (The job's place held through the last checkpoint, as DESIGN's
+        // lock table says.)
+        let _job = self.group.stop(|items| self.commit(items));
         self.finish();
     }
 

@@ -85,15 +85,19 @@ impl<T> GroupCommit<T> {
     }
 
     /// Stops: nothing is queued after; waits for a running turn and the
-    /// leader, then commits what is left.
-    pub(super) fn stop(&self, commit: impl FnOnce(Vec<T>)) {
+    /// leader, then commits what is left. The job's place is held by the
+    /// guard returned (no turn runs while the caller ends its work).
+    pub(super) fn stop(&self, commit: impl FnOnce(Vec<T>)) -> MutexGuard<'_, ()> {
         self.queue.lock().stop = true;
-        let _job = self.job.lock();
-        let _leading = self.leader.lock();
-        let items: Vec<T> = self.queue.lock().items.drain(..).collect();
-        if !items.is_empty() {
-            commit(items);
+        let job = self.job.lock();
+        {
+            let _leading = self.leader.lock();
+            let items: Vec<T> = self.queue.lock().items.drain(..).collect();
+            if !items.is_empty() {
+                commit(items);
+            }
         }
+        job
     }
 
     /// Claims the one scheduled tick: false when one is scheduled already.
@@ -241,7 +245,7 @@ mod group_tests {
         let group = GroupCommit::new();
         group.push(vec!["a", "b"], |_| {}).unwrap();
         let mut last = Vec::new();
-        group.stop(|items| last = items);
+        drop(group.stop(|items| last = items));
         assert_eq!(last, ["a", "b"]);
         assert_eq!(
             group.push(vec!["late"], |_| panic!("noted")),

@@ -235,10 +235,10 @@ pub fn handle(store: &Arc<Store>, control: &Control, request: &Request) -> Reply
     reply
 }
 
-/// After a redaction: what it erased goes from the search index's files
-/// before the answer (a deleted document's words stay in them until the
-/// index is rewritten), not at the index's next look.
-fn purge_search(control: &Control) {
+/// After a redaction (through any door): what it erased goes from the
+/// search index's files before the answer (a deleted document's words stay
+/// in them until the index is rewritten), not at the index's next look.
+pub fn purge_search(control: &Control) {
     if let Some(search) = control.search() {
         if let Err(e) = search.catch_up() {
             tracing::warn!("the search index could not be purged after a redaction ({e}); its next look does it");

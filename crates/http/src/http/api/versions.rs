@@ -235,6 +235,7 @@ pub(super) fn redact_version(on: On, vid: &str) -> ApiResult<Value> {
             .history()
             .redact(v, false)
             .map_err(|r| ApiError::conflict(r.0))?;
+        crate::control::request::purge_search(held.memory.control());
         reg.note_redaction(&meta.id, v, &call.token.name)?;
     }
     let meta = reg
