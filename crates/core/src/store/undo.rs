@@ -91,11 +91,8 @@ impl Undo {
     /// Applies the undo if what the change made is still there untouched;
     /// returns whether it did, noting what the kernel may have cached.
     /// `unlink` removes an entry the way the store does (dropping nodes the
-    /// kernel does not hold).
-    ///
-    /// Long because it is a match over every undo kind; each arm checks
-    /// that what the change made is still there, reverses it and records
-    /// what was touched.
+    /// kernel does not hold). Each kind checks that what the change made
+    /// is still there, reverses it and records what was touched.
     pub fn apply(
         &self,
         tree: &mut Tree,
@@ -142,46 +139,83 @@ impl Undo {
                 to,
                 dirs,
             } => {
-                let at_to = tree.get(to.0).is_some()
-                    && tree.child(to.0, &to.1).ok().flatten() == Some(*ino);
-                let linked_dir = |n: &super::tree::Node| {
-                    n.is_dir() && (from.0 == super::ROOT_INO || !n.links.is_empty())
+                let back = MoveBack {
+                    ino: *ino,
+                    from,
+                    to,
+                    dirs,
                 };
-                let from_free = tree.get(from.0).is_some_and(linked_dir)
-                    && tree.child(from.0, &from.1).ok().flatten().is_none();
-                if !at_to || !from_free {
-                    return false;
-                }
-                tree.rename(to.0, &to.1, from.0, &from.1, now);
-                for (dir, name) in [to, from] {
-                    touched.push(Touched::Entry(*dir, name.clone()));
-                    touched.push(Touched::Inode(*dir));
-                }
-                remove_empty_dirs(tree, dirs, touched, unlink);
-                true
+                back.apply(tree, touched, unlink, now)
             }
-            Undo::Relink { parent, name, copy } => {
-                let free = tree.get(*parent).is_some_and(|n| n.is_dir())
-                    && tree.child(*parent, name).ok().flatten().is_none();
-                if !free {
-                    return false;
-                }
-                // Parents come first in the copy; each lands below the node
-                // made for its parent.
-                let mut made: Vec<Ino> = Vec::with_capacity(copy.len());
-                for node in copy {
-                    let (dir, leaf) = match &node.parent {
-                        None => (*parent, name.as_str()),
-                        Some((at, leaf)) => (made[*at], leaf.as_str()),
-                    };
-                    made.push(tree.add(dir, leaf, node.kind.clone(), node.attr));
-                }
-                touched.push(Touched::Entry(*parent, name.clone()));
-                touched.push(Touched::Inode(*parent));
-                true
-            }
+            Undo::Relink { parent, name, copy } => relink(tree, (*parent, name), copy, touched),
         }
     }
+}
+
+/// An entry a rename moved, to be moved back to where it was.
+struct MoveBack<'a> {
+    ino: Ino,
+    from: &'a (Ino, String),
+    to: &'a (Ino, String),
+    dirs: &'a [Ino],
+}
+
+impl MoveBack<'_> {
+    /// Moves it back if it is still at `to` and `from` is free in a
+    /// directory that is still linked.
+    fn apply(
+        &self,
+        tree: &mut Tree,
+        touched: &mut Vec<Touched>,
+        unlink: &dyn Fn(&mut Tree, Ino, &str),
+        now: SystemTime,
+    ) -> bool {
+        let (from, to) = (self.from, self.to);
+        let at_to =
+            tree.get(to.0).is_some() && tree.child(to.0, &to.1).ok().flatten() == Some(self.ino);
+        let linked_dir = |n: &super::tree::Node| {
+            n.is_dir() && (from.0 == super::ROOT_INO || !n.links.is_empty())
+        };
+        let from_free = tree.get(from.0).is_some_and(linked_dir)
+            && tree.child(from.0, &from.1).ok().flatten().is_none();
+        if !at_to || !from_free {
+            return false;
+        }
+        tree.rename(to.0, &to.1, from.0, &from.1, now);
+        for (dir, name) in [to, from] {
+            touched.push(Touched::Entry(*dir, name.clone()));
+            touched.push(Touched::Inode(*dir));
+        }
+        remove_empty_dirs(tree, self.dirs, touched, unlink);
+        true
+    }
+}
+
+/// Puts back a removed entry (`name` in `parent`, free again) from its
+/// copy: parents come first in the copy, each landing below the node made
+/// for its parent.
+fn relink(
+    tree: &mut Tree,
+    (parent, name): (Ino, &String),
+    copy: &[Copied],
+    touched: &mut Vec<Touched>,
+) -> bool {
+    let free = tree.get(parent).is_some_and(|n| n.is_dir())
+        && tree.child(parent, name).ok().flatten().is_none();
+    if !free {
+        return false;
+    }
+    let mut made: Vec<Ino> = Vec::with_capacity(copy.len());
+    for node in copy {
+        let (dir, leaf) = match &node.parent {
+            None => (parent, name.as_str()),
+            Some((at, leaf)) => (made[*at], leaf.as_str()),
+        };
+        made.push(tree.add(dir, leaf, node.kind.clone(), node.attr));
+    }
+    touched.push(Touched::Entry(parent, name.clone()));
+    touched.push(Touched::Inode(parent));
+    true
 }
 
 /// Whether file `ino` still holds exactly `bytes` (the same allocation: any
