@@ -445,3 +445,41 @@ def test_a_retry_after_a_lost_answer_is_applied_once_and_answered_as_the_first(s
     assert again.id == first.id
     assert len(ms.memory_versions.list(store, memory_id=first.id).data) == 1
     proxy.close()
+
+
+def test_the_edge_names_the_field_a_body_gets_wrong_and_the_table_answers_paths_and_methods(server, admin):
+    """Bodies are read into the API's request types at the edge: a field of
+    the wrong type is refused with a 400 naming it, before anything is made;
+    a path no route has is a 404, a method its routes lack a 405 naming
+    theirs (one route table answers both)."""
+    ms = admin.beta.memory_stores
+    store = ms.create(name="edge")
+    bad = [
+        ("memory_stores", {"name": 5}, "`name`"),
+        ("memory_stores", {"name": "x", "metadata": {"k": 1}}, "`metadata.k`"),
+        (f"memory_stores/{store.id}/memories", {"path": "/a.md", "content": ["x"]}, "`content`"),
+        (f"memory_stores/{store.id}/memories", {"path": "/a.md"}, "`content` is required"),
+    ]
+    for path, body, named in bad:
+        with pytest.raises(anthropic.BadRequestError) as seen:
+            admin.post(f"/v1/{path}", body=body, cast_to=object)
+        assert named in seen.value.body["error"]["message"], seen.value.body
+    made = ms.memories.create(store.id, path="/b.md", content="b")
+    with pytest.raises(anthropic.BadRequestError) as seen:
+        admin.post(f"/v1/memory_stores/{store.id}/memories/{made.id}", cast_to=object,
+                   body={"content": "c", "precondition": {"type": "etag", "value": "1"}})
+    assert "`precondition.type`: unknown variant `etag`" in seen.value.body["error"]["message"]
+    assert ms.memories.retrieve(made.id, memory_store_id=store.id).content == "b"
+    assert [m.path for m in ms.memories.list(store.id)] == ["/b.md"]
+    with pytest.raises(anthropic.NotFoundError) as seen:
+        admin.get(f"/v1/memory_stores/{store.id}/nothing", cast_to=object)
+    assert seen.value.body["error"]["message"] == "no such API path"
+    for path, allowed in [
+        (f"memory_stores/{store.id}", "GET, POST or DELETE"),
+        (f"memory_stores/{store.id}/archive", "POST"),
+        (f"memory_stores/{store.id}/memories", "GET or POST"),
+    ]:
+        with pytest.raises(anthropic.APIStatusError) as seen:
+            admin.put(f"/v1/{path}", body={}, cast_to=object)
+        assert seen.value.status_code == 405
+        assert seen.value.body["error"]["message"] == f"this path takes {allowed}"

@@ -2,8 +2,6 @@
 //! `{"type": "error", "error": {"type": ..., "message": ...}}` with the
 //! status code its error classes key on.
 
-use serde_json::{json, Value};
-
 use crate::error::Error;
 
 /// One refused request.
@@ -154,11 +152,14 @@ impl ApiError {
         ApiError::new(500, "api_error", message)
     }
 
-    pub fn body(&self) -> Value {
-        json!({
-            "type": "error",
-            "error": {"type": self.kind, "message": self.message},
-        })
+    /// The body the refusal is sent with.
+    pub fn body(&self) -> super::wire::ErrorBody<'_> {
+        super::wire::ErrorBody {
+            error: super::wire::ErrorDetail {
+                kind: self.kind,
+                message: &self.message,
+            },
+        }
     }
 }
 

@@ -17,6 +17,7 @@ pub mod registry;
 pub mod server;
 pub mod tokens;
 pub mod web;
+pub mod wire;
 
 pub use limits::Bounds;
 pub use registry::SocketBounds;

@@ -57,8 +57,15 @@ struct State {
     requests: AtomicU64,
 }
 
-fn json_response(status: u16, body: &Value, extra: &[(&str, String)]) -> Response<Body> {
-    let mut r = Response::new(Full::new(Bytes::from(body.to_string())));
+fn json_response(
+    status: u16,
+    body: &impl serde::Serialize,
+    extra: &[(&str, String)],
+) -> Response<Body> {
+    // (Serializing memfs' own types and `Value`s cannot fail: every map
+    // key is a string.)
+    let text = serde_json::to_string(body).unwrap_or_default();
+    let mut r = Response::new(Full::new(Bytes::from(text)));
     *r.status_mut() = StatusCode::from_u16(status).unwrap_or(StatusCode::INTERNAL_SERVER_ERROR);
     let h = r.headers_mut();
     h.insert("content-type", HeaderValue::from_static("application/json"));

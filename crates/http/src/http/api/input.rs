@@ -1,27 +1,31 @@
 //! What a request asks, checked: its body and query, paths, preconditions.
 
+use serde::Deserialize;
+
 use super::*;
 
-pub(super) fn body(call: &Call) -> ApiResult<Map<String, Value>> {
-    if call.body.iter().all(u8::is_ascii_whitespace) {
-        return Ok(Map::new());
-    }
-    match crate::json::parse(call.body) {
-        Ok(Value::Object(map)) => Ok(map),
-        Ok(_) => Err(ApiError::invalid("the request body must be a JSON object")),
-        Err(e) => Err(ApiError::invalid(format!(
-            "the request body is not valid JSON: {e}"
-        ))),
-    }
-}
-
-/// A string field: absent and null are `None`.
-pub(super) fn opt_str<'a>(map: &'a Map<String, Value>, key: &str) -> ApiResult<Option<&'a str>> {
-    match map.get(key) {
-        None | Some(Value::Null) => Ok(None),
-        Some(Value::String(s)) => Ok(Some(s)),
-        Some(_) => Err(ApiError::invalid(format!("`{key}` must be a string"))),
-    }
+/// A request's body as the type `T` it must fit: a JSON object (an empty
+/// body is `{}`); a field that does not fit is named in the refusal.
+pub(super) fn body<T: serde::de::DeserializeOwned>(call: &Call) -> ApiResult<T> {
+    let value = match call.body.iter().all(u8::is_ascii_whitespace) {
+        true => Value::Object(Map::new()),
+        false => match crate::json::parse(call.body) {
+            Ok(v @ Value::Object(_)) => v,
+            Ok(_) => return Err(ApiError::invalid("the request body must be a JSON object")),
+            Err(e) => {
+                return Err(ApiError::invalid(format!(
+                    "the request body is not valid JSON: {e}"
+                )))
+            }
+        },
+    };
+    serde_path_to_error::deserialize(value).map_err(|e| {
+        let field = e.path().to_string();
+        match field.as_str() {
+            "." => ApiError::invalid(format!("the request body: {}", e.inner())),
+            _ => ApiError::invalid(format!("`{field}`: {}", e.inner())),
+        }
+    })
 }
 
 pub(super) fn view(call: &Call, default_full: bool) -> ApiResult<bool> {
@@ -121,24 +125,22 @@ pub(super) fn is_format_char(c: char) -> bool {
         | '\u{E0020}'..='\u{E007F}')
 }
 
-/// An update's `precondition`: the content's SHA-256 it expects, if any.
-pub(super) fn precondition(given: Option<&Value>) -> ApiResult<Option<String>> {
-    match given {
-        None | Some(Value::Null) => Ok(None),
-        Some(Value::Object(p)) => {
-            if p.get("type").and_then(Value::as_str) != Some("content_sha256") {
-                return Err(ApiError::invalid(
-                    "`precondition.type` must be `content_sha256`",
-                ));
-            }
-            match p.get("content_sha256").and_then(Value::as_str) {
-                Some(s) if is_sha(s) => Ok(Some(s.to_string())),
-                _ => Err(ApiError::invalid(
-                    "`precondition.content_sha256` is 64 lowercase hex digits",
-                )),
-            }
+/// An update's `precondition`: the content's SHA-256 it expects.
+#[derive(Deserialize)]
+#[serde(tag = "type", rename_all = "snake_case")]
+pub(super) enum Precondition {
+    ContentSha256 { content_sha256: String },
+}
+
+impl Precondition {
+    fn checked(self) -> ApiResult<String> {
+        let Precondition::ContentSha256 { content_sha256 } = self;
+        match is_sha(&content_sha256) {
+            true => Ok(content_sha256),
+            false => Err(ApiError::invalid(
+                "`precondition.content_sha256` is 64 lowercase hex digits",
+            )),
         }
-        Some(_) => Err(ApiError::invalid("`precondition` must be an object")),
     }
 }
 
@@ -176,92 +178,64 @@ pub(super) fn check_metadata(map: &BTreeMap<String, String>) -> ApiResult<()> {
     Ok(())
 }
 
-/// `metadata` of a create: string values only.
-pub(super) fn metadata_of(value: Option<&Value>) -> ApiResult<BTreeMap<String, String>> {
-    let mut out = BTreeMap::new();
-    match value {
-        None | Some(Value::Null) => {}
-        Some(Value::Object(map)) => {
-            for (k, v) in map {
-                let Value::String(v) = v else {
-                    return Err(ApiError::invalid("`metadata` values must be strings"));
-                };
-                out.insert(k.clone(), v.clone());
-            }
-        }
-        Some(_) => return Err(ApiError::invalid("`metadata` must be an object")),
-    }
-    check_metadata(&out)?;
-    Ok(out)
-}
-
 // ---- requests, typed -------------------------------------------------------
 
 /// `POST /v1/memory_stores`: a new store.
+#[derive(Deserialize)]
 pub(super) struct CreateStore {
     pub name: String,
-    pub description: String,
-    pub metadata: BTreeMap<String, String>,
+    #[serde(default)]
+    pub description: Option<String>,
+    /// String values only.
+    #[serde(default)]
+    pub metadata: Option<BTreeMap<String, String>>,
 }
 
 impl CreateStore {
     pub(super) fn parse(call: &Call) -> ApiResult<CreateStore> {
-        let map = body(call)?;
-        let name = opt_str(&map, "name")?
-            .ok_or_else(|| ApiError::invalid("`name` is required"))?
-            .to_string();
-        check_name(&name)?;
-        let description = opt_str(&map, "description")?.unwrap_or("").to_string();
-        check_description(&description)?;
-        let metadata = metadata_of(map.get("metadata"))?;
-        Ok(CreateStore {
-            name,
-            description,
-            metadata,
-        })
+        let asked: CreateStore = body(call)?;
+        check_name(&asked.name)?;
+        check_description(asked.description.as_deref().unwrap_or(""))?;
+        check_metadata(asked.metadata.as_ref().unwrap_or(&BTreeMap::new()))?;
+        Ok(asked)
     }
 }
 
 /// `POST /v1/memory_stores/{id}`: what changes in a store's record (a
 /// metadata key set to null is removed).
+#[derive(Deserialize)]
 pub(super) struct UpdateStore {
+    #[serde(default)]
     pub name: Option<String>,
+    #[serde(default)]
     pub description: Option<String>,
-    pub metadata: Vec<(String, Option<String>)>,
+    #[serde(default)]
+    pub metadata: Option<BTreeMap<String, Option<String>>>,
 }
 
 impl UpdateStore {
     pub(super) fn parse(call: &Call) -> ApiResult<UpdateStore> {
-        let map = body(call)?;
-        let name = opt_str(&map, "name")?.map(str::to_string);
-        if let Some(n) = &name {
+        let asked: UpdateStore = body(call)?;
+        if let Some(n) = &asked.name {
             check_name(n)?;
         }
-        let description = opt_str(&map, "description")?.map(str::to_string);
-        if let Some(d) = &description {
+        if let Some(d) = &asked.description {
             check_description(d)?;
         }
-        let metadata = match map.get("metadata") {
-            None | Some(Value::Null) => Vec::new(),
-            Some(Value::Object(m)) => m
-                .iter()
-                .map(|(k, v)| match v {
-                    Value::String(s) => Ok((k.clone(), Some(s.clone()))),
-                    Value::Null => Ok((k.clone(), None)),
-                    _ => Err(ApiError::invalid("`metadata` values are strings or null")),
-                })
-                .collect::<ApiResult<_>>()?,
-            Some(_) => return Err(ApiError::invalid("`metadata` must be an object")),
-        };
-        Ok(UpdateStore {
-            name,
-            description,
-            metadata,
-        })
+        Ok(asked)
     }
 }
 
 /// `POST /v1/memory_stores/{id}/memories`: a new memory at a path.
+#[derive(Deserialize)]
+struct CreateMemoryBody {
+    #[serde(default)]
+    path: Option<String>,
+    #[serde(default)]
+    content: Option<String>,
+}
+
+/// A new memory, its path checked.
 pub(super) struct CreateMemory {
     pub path: String,
     pub mem: MemPath,
@@ -270,25 +244,31 @@ pub(super) struct CreateMemory {
 
 impl CreateMemory {
     pub(super) fn parse(call: &Call) -> ApiResult<CreateMemory> {
-        let map = body(call)?;
-        let path = opt_str(&map, "path")?.ok_or_else(|| ApiError::invalid("`path` is required"))?;
-        if !map.contains_key("content") {
-            return Err(ApiError::invalid(
-                "`content` is required (\"\" for an empty memory)",
-            ));
-        }
-        let content = opt_str(&map, "content")?.unwrap_or("").to_string();
-        let mem = memory_path(path)?;
-        Ok(CreateMemory {
-            path: path.to_string(),
-            mem,
-            content,
-        })
+        let asked: CreateMemoryBody = body(call)?;
+        let path = asked
+            .path
+            .ok_or_else(|| ApiError::invalid("`path` is required"))?;
+        let content = asked
+            .content
+            .ok_or_else(|| ApiError::invalid("`content` is required (\"\" for an empty memory)"))?;
+        let mem = memory_path(&path)?;
+        Ok(CreateMemory { path, mem, content })
     }
 }
 
 /// `POST /v1/memory_stores/{id}/memories/{mid}`: a new content, a new path,
 /// or both, under a precondition on the content now.
+#[derive(Deserialize)]
+struct UpdateMemoryBody {
+    #[serde(default)]
+    content: Option<String>,
+    #[serde(default)]
+    path: Option<String>,
+    #[serde(default)]
+    precondition: Option<Precondition>,
+}
+
+/// A memory's update, its precondition checked.
 pub(super) struct UpdateMemory {
     pub content: Option<String>,
     pub path: Option<String>,
@@ -297,11 +277,11 @@ pub(super) struct UpdateMemory {
 
 impl UpdateMemory {
     pub(super) fn parse(call: &Call) -> ApiResult<UpdateMemory> {
-        let map = body(call)?;
+        let asked: UpdateMemoryBody = body(call)?;
         Ok(UpdateMemory {
-            content: opt_str(&map, "content")?.map(str::to_string),
-            path: opt_str(&map, "path")?.map(str::to_string),
-            precondition: precondition(map.get("precondition"))?,
+            content: asked.content,
+            path: asked.path,
+            precondition: asked.precondition.map(Precondition::checked).transpose()?,
         })
     }
 }

@@ -32,25 +32,25 @@ pub(super) fn bytes_at(held: &Held, path: &MemPath) -> Option<Arc<Vec<u8>>> {
     }
 }
 
-pub(super) fn memory_json(
+/// A memory as the API shows it: its content only in the full view.
+pub(super) fn memory_of(
     store: &str,
     path: &str,
     entry: &Entry,
     bytes: &[u8],
     full: bool,
-) -> Value {
-    json!({
-        "type": "memory",
-        "id": memory_id(entry.lineage),
-        "memory_store_id": store,
-        "path": path,
-        "content_sha256": Sha::of(bytes).hex(),
-        "content_size_bytes": bytes.len(),
-        "created_at": entry.created_at,
-        "updated_at": entry.updated_at,
-        "memory_version_id": version_id(entry.version),
-        "content": full.then(|| String::from_utf8_lossy(bytes).into_owned()),
-    })
+) -> wire::Memory {
+    wire::Memory {
+        id: memory_id(entry.lineage),
+        memory_store_id: store.to_string(),
+        path: path.to_string(),
+        content_sha256: Sha::of(bytes).hex(),
+        content_size_bytes: bytes.len(),
+        created_at: entry.created_at.clone(),
+        updated_at: entry.updated_at.clone(),
+        memory_version_id: version_id(entry.version),
+        content: full.then(|| String::from_utf8_lossy(bytes).into_owned()),
+    }
 }
 
 /// How often a read of a memory that keeps changing under it is tried
@@ -64,7 +64,12 @@ pub(super) const LIVE_TRIES: usize = 3;
 /// when the bytes hash to what that version recorded. Under concurrent
 /// writes the history is followed again and the bytes read again; failing
 /// that, the version's own content comes from the journal.
-pub(super) fn memory_at(held: &Held, meta: &StoreMeta, path: &str, full: bool) -> ApiResult<Value> {
+pub(super) fn memory_at(
+    held: &Held,
+    meta: &StoreMeta,
+    path: &str,
+    full: bool,
+) -> ApiResult<wire::Memory> {
     let mem = memory_path(path)?;
     for _ in 0..LIVE_TRIES {
         let bytes = bytes_at(held, &mem)
@@ -76,7 +81,7 @@ pub(super) fn memory_at(held: &Held, meta: &StoreMeta, path: &str, full: bool) -
             .entry(path)
             .ok_or_else(|| ApiError::not_found("the memory was deleted meanwhile"))?;
         if entry.sha256.as_deref().is_none_or(|s| s == sha) {
-            return Ok(memory_json(&meta.id, path, entry, &bytes, full));
+            return Ok(memory_of(&meta.id, path, entry, &bytes, full));
         }
     }
     let ids = held.ids.lock();
@@ -88,16 +93,15 @@ pub(super) fn memory_at(held: &Held, meta: &StoreMeta, path: &str, full: bool) -
         .as_deref()
         .and_then(|sha| held.memory.history().blob(sha))
         .ok_or_else(|| ApiError::unavailable("the memory changed while it was read; try again"))?;
-    Ok(memory_json(&meta.id, path, entry, &bytes, full))
+    Ok(memory_of(&meta.id, path, entry, &bytes, full))
 }
 
 pub(super) fn wait(ticket: crate::store::Ticket, path: &str) -> ApiResult<()> {
     ticket.wait().map_err(|e| ApiError::from_store(e, path))
 }
 
-pub(super) fn create_memory(on: On) -> ApiResult<Value> {
+pub(super) fn create_memory(on: On) -> ApiResult<Reply> {
     let On { reg, call, meta } = on;
-    writer(call.token)?;
     not_archived(meta)?;
     let full = view(call, false)?;
     let CreateMemory { path, mem, content } = CreateMemory::parse(call)?;
@@ -105,7 +109,7 @@ pub(super) fn create_memory(on: On) -> ApiResult<Value> {
     let held = held(reg, meta)?;
     // A retry whose first attempt made the memory answers with it (and a
     // first attempt still in flight shows as a conflict, then as made).
-    let made_before = |held: &Held| -> ApiResult<Option<Value>> {
+    let made_before = |held: &Held| -> ApiResult<Option<wire::Memory>> {
         let Some(made) = first_attempt(held, call)?.filter(|m| !m.deleted) else {
             return Ok(None);
         };
@@ -113,7 +117,7 @@ pub(super) fn create_memory(on: On) -> ApiResult<Value> {
         now.map(|p| memory_at(held, meta, &p, full)).transpose()
     };
     if let Some(answer) = made_before(&held)? {
-        return Ok(answer);
+        return Ok(answer.into());
     }
     let made = held
         .memory
@@ -123,12 +127,12 @@ pub(super) fn create_memory(on: On) -> ApiResult<Value> {
         .and_then(|ticket| wait(ticket, path));
     if let Err(e) = made {
         return match made_before(&held)? {
-            Some(answer) if e.status == 409 => Ok(answer),
+            Some(answer) if e.status == 409 => Ok(answer.into()),
             _ => Err(e),
         };
     }
     // (memory_at follows the history itself.)
-    memory_at(&held, meta, path, full)
+    memory_at(&held, meta, path, full).map(Reply::from)
 }
 
 /// The live path of memory `mid`.
@@ -157,20 +161,19 @@ pub(super) fn current(held: &Held, mid: &str) -> ApiResult<String> {
     path_of(held, mid)
 }
 
-pub(super) fn retrieve_memory(on: On, mid: &str) -> ApiResult<Value> {
+pub(super) fn retrieve_memory(on: On, mid: &str) -> ApiResult<Reply> {
     let On { reg, call, meta } = on;
     let full = view(call, true)?;
     let held = held(reg, meta)?;
     let path = current(&held, mid)?;
-    memory_at(&held, meta, &path, full)
+    memory_at(&held, meta, &path, full).map(Reply::from)
 }
 
 /// Long because an update is up to two changes in order (a move, then the
 /// content), each checked against the precondition once, after the retry
 /// check and the size check that come before anything moves.
-pub(super) fn update_memory(on: On, mid: &str) -> ApiResult<Value> {
+pub(super) fn update_memory(on: On, mid: &str) -> ApiResult<Reply> {
     let On { reg, call, meta } = on;
-    writer(call.token)?;
     not_archived(meta)?;
     let full = view(call, false)?;
     let asked = UpdateMemory::parse(call)?;
@@ -181,7 +184,7 @@ pub(super) fn update_memory(on: On, mid: &str) -> ApiResult<Value> {
     match retried_update(&held, call, &path)? {
         None => {}
         Some(true) => expect = None,
-        Some(false) => return memory_at(&held, meta, &path, full),
+        Some(false) => return memory_at(&held, meta, &path, full).map(Reply::from),
     }
     let store = held.memory.store();
     // A content over the file limit is refused before anything moves.
@@ -229,7 +232,7 @@ pub(super) fn update_memory(on: On, mid: &str) -> ApiResult<Value> {
         wait(ticket, &path)?;
     }
     // (memory_at follows the history itself.)
-    memory_at(&held, meta, &path, full)
+    memory_at(&held, meta, &path, full).map(Reply::from)
 }
 
 /// For a retried update whose first attempt reached the store: Some(true)
@@ -248,9 +251,8 @@ pub(super) fn retried_update(held: &Held, call: &Call, path: &str) -> ApiResult<
     })))
 }
 
-pub(super) fn delete_memory(on: On, mid: &str) -> ApiResult<Value> {
+pub(super) fn delete_memory(on: On, mid: &str) -> ApiResult<Reply> {
     let On { reg, call, meta } = on;
-    writer(call.token)?;
     let expect = call.query.get("expected_content_sha256");
     if let Some(e) = expect.filter(|e| !is_sha(e)) {
         return Err(ApiError::invalid(format!(
@@ -259,14 +261,18 @@ pub(super) fn delete_memory(on: On, mid: &str) -> ApiResult<Value> {
         )));
     }
     let held = held(reg, meta)?;
-    let deleted = json!({"type": "memory_deleted", "id": mid});
+    let deleted = || {
+        Reply::from(wire::Deleted::MemoryDeleted {
+            id: mid.to_string(),
+        })
+    };
     // A retry whose first attempt deleted this memory answers as it did.
     let deleted_before = |held: &Held| -> ApiResult<bool> {
         let made = first_attempt(held, call)?;
         Ok(made.is_some_and(|m| m.deleted && Some(m.lineage) == ids::parse_memory_id(mid)))
     };
     if deleted_before(&held)? {
-        return Ok(deleted);
+        return Ok(deleted());
     }
     let done = current(&held, mid).and_then(|path| {
         let mem = memory_path(&path)?;
@@ -279,11 +285,11 @@ pub(super) fn delete_memory(on: On, mid: &str) -> ApiResult<Value> {
     });
     match done {
         Ok(()) => {}
-        Err(e) if matches!(e.status, 404 | 409) && deleted_before(&held)? => return Ok(deleted),
+        Err(e) if matches!(e.status, 404 | 409) && deleted_before(&held)? => return Ok(deleted()),
         Err(e) => return Err(e),
     }
     resync(&held)?;
-    Ok(deleted)
+    Ok(deleted())
 }
 
 /// One item of a listing: a memory, or a directory marker at depth 1.
@@ -384,7 +390,7 @@ pub(super) fn listed<'e>(
     items
 }
 
-pub(super) fn list_memories(on: On) -> ApiResult<Value> {
+pub(super) fn list_memories(on: On) -> ApiResult<Reply> {
     let On { reg, call, meta } = on;
     let full = view(call, false)?;
     let limit = limit(call, full)?;
@@ -416,19 +422,24 @@ pub(super) fn list_memories(on: On) -> ApiResult<Value> {
         // starts after it.
         last = Some((key.clone(), path.clone()));
         match item {
-            Item::Prefix(p) => data.push(json!({"type": "memory_prefix", "path": p})),
+            Item::Prefix(p) => data.push(wire::Listed::Prefix(wire::Prefix { path: p.clone() })),
             Item::Memory(p, entry) => {
                 let Ok(mem) = memory_path(p) else { continue };
                 let Some(bytes) = bytes_at(&held, &mem) else {
                     continue;
                 };
-                data.push(memory_json(&meta.id, p, entry, &bytes, full));
+                data.push(wire::Listed::Memory(memory_of(
+                    &meta.id, p, entry, &bytes, full,
+                )));
             }
         }
     }
     let more = start + limit < items.len();
-    Ok(json!({
-        "data": data,
-        "next_page": more.then(|| last.map(|(k, p)| encode_cursor(&k, &p))).flatten(),
-    }))
+    Ok(wire::Page {
+        data,
+        next_page: more
+            .then(|| last.map(|(k, p)| encode_cursor(&k, &p)))
+            .flatten(),
+    }
+    .into())
 }

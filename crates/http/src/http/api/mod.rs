@@ -17,10 +17,12 @@ use search::*;
 use stores::*;
 use versions::*;
 
+use super::wire::{self, Reply};
+
 use std::collections::{BTreeMap, HashMap};
 use std::sync::Arc;
 
-use serde_json::{json, Map, Value};
+use serde_json::{Map, Value};
 
 use super::error::{ApiError, ApiResult};
 use super::ids::{self, api_path, memory_id, version_id, Entry};
@@ -71,49 +73,162 @@ pub(super) struct On<'a> {
     pub meta: &'a StoreMeta,
 }
 
-/// Answers one call: a JSON body (status 200) or the error.
-pub fn handle(reg: &Registry, call: &Call) -> ApiResult<Value> {
+/// Who may take a route.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+enum Needs {
+    /// Any token that reaches the store.
+    Read,
+    /// A token that may write.
+    Write,
+    /// An admin token that may write (stores are made, changed and removed).
+    Admin,
+}
+
+/// What a route runs, by what its path names.
+#[derive(Clone, Copy)]
+enum Run {
+    /// `memory_stores`: no store named.
+    Top(fn(&Registry, &Call) -> ApiResult<Reply>),
+    /// A store (`memory_stores/{id}...`).
+    Store(fn(On) -> ApiResult<Reply>),
+    /// A memory or a version of a store (`.../{mid}`, `.../{vid}...`).
+    Item(fn(On, &str) -> ApiResult<Reply>),
+}
+
+/// One route: `{}` in its path is a segment it takes (a store's id, then a
+/// memory's or a version's).
+struct Route {
+    method: &'static str,
+    path: &'static str,
+    needs: Needs,
+    run: Run,
+}
+
+const fn route(method: &'static str, path: &'static str, needs: Needs, run: Run) -> Route {
+    Route {
+        method,
+        path,
+        needs,
+        run,
+    }
+}
+
+/// Every route of the API, in one table. What a route needs is checked
+/// here, from the request's head before its body is read ([`head`]) and
+/// again before the route runs ([`handle`]); a path's methods are listed
+/// GET, POST, DELETE, the order a 405 names them in.
+#[rustfmt::skip]
+const ROUTES: &[Route] = {
+    use Needs::*;
+    use Run::*;
+    &[
+        route("GET", "memory_stores", Read, Top(list_stores)),
+        route("POST", "memory_stores", Admin, Top(create_store)),
+        route("GET", "memory_stores/{}", Read, Store(retrieve_store)),
+        route("POST", "memory_stores/{}", Admin, Store(update_store)),
+        route("DELETE", "memory_stores/{}", Admin, Store(delete_store)),
+        route("POST", "memory_stores/{}/archive", Admin, Store(archive_store)),
+        route("GET", "memory_stores/{}/memories", Read, Store(list_memories)),
+        route("POST", "memory_stores/{}/memories", Write, Store(create_memory)),
+        route("GET", "memory_stores/{}/memories/{}", Read, Item(retrieve_memory)),
+        route("POST", "memory_stores/{}/memories/{}", Write, Item(update_memory)),
+        route("DELETE", "memory_stores/{}/memories/{}", Write, Item(delete_memory)),
+        route("GET", "memory_stores/{}/memory_versions", Read, Store(list_versions)),
+        route("GET", "memory_stores/{}/memory_versions/{}", Read, Item(retrieve_version)),
+        route("POST", "memory_stores/{}/memory_versions/{}/redact", Write, Item(redact_version)),
+        route("GET", "memory_stores/{}/search", Read, Store(search_store)),
+    ]
+};
+
+/// The segments `{}` took, if `segments` is the route's path.
+fn taken<'s>(path: &str, segments: &[&'s str]) -> Option<Vec<&'s str>> {
+    let pattern: Vec<&str> = path.split('/').collect();
+    if pattern.len() != segments.len() {
+        return None;
+    }
+    let mut took = Vec::new();
+    for (want, seg) in pattern.iter().zip(segments) {
+        match *want {
+            "{}" => took.push(*seg),
+            lit if lit == *seg => {}
+            _ => return None,
+        }
+    }
+    Some(took)
+}
+
+/// The route for `method` on `segments` and the segments it took; a path
+/// no route has is a 404, a method its routes lack a 405 naming theirs.
+fn find<'s>(method: &str, segments: &[&'s str]) -> ApiResult<(&'static Route, Vec<&'s str>)> {
+    let mut allowed = Vec::new();
+    for r in ROUTES {
+        if let Some(took) = taken(r.path, segments) {
+            if r.method == method {
+                return Ok((r, took));
+            }
+            allowed.push(r.method);
+        }
+    }
+    match allowed.split_last() {
+        None => Err(ApiError::not_found("no such API path")),
+        Some((last, [])) => Err(ApiError::method(last)),
+        Some((last, rest)) => Err(ApiError::method(&format!("{} or {last}", rest.join(", ")))),
+    }
+}
+
+/// The store a path names, if it names one (`memory_stores/{id}...`).
+fn store_named<'s>(segments: &[&'s str]) -> Option<&'s str> {
+    match segments {
+        ["memory_stores", id, ..] => Some(id),
+        _ => None,
+    }
+}
+
+/// Whether `token` may take a route that needs `needs`.
+fn allowed(token: &Token, needs: Needs) -> ApiResult<()> {
+    match needs {
+        Needs::Read => Ok(()),
+        Needs::Write => writer(token),
+        Needs::Admin => admin(token).and_then(|()| writer(token)),
+    }
+}
+
+/// Answers one call: a typed answer (status 200) or the error. A store the
+/// path names is checked visible to the token first (the same 404 whether
+/// it does not exist or the token does not reach it).
+pub fn handle(reg: &Registry, call: &Call) -> ApiResult<Reply> {
     let seg: Vec<&str> = call.segments.iter().map(String::as_str).collect();
-    let m = call.method;
-    match seg.as_slice() {
-        ["memory_stores"] => match m {
-            "POST" => create_store(reg, call),
-            "GET" => list_stores(reg, call),
-            _ => Err(ApiError::method("GET or POST")),
-        },
-        ["memory_stores", id, rest @ ..] => {
-            let meta = visible(reg, call.token, id)?;
-            let on = On {
+    let meta = store_named(&seg)
+        .map(|id| visible(reg, call.token, id))
+        .transpose()?;
+    let (route, took) = find(call.method, &seg)?;
+    allowed(call.token, route.needs)?;
+    let on = |meta: &Option<StoreMeta>| -> ApiResult<StoreMeta> {
+        meta.clone()
+            .ok_or_else(|| ApiError::not_found("no such API path"))
+    };
+    match route.run {
+        Run::Top(run) => run(reg, call),
+        Run::Store(run) => {
+            let meta = on(&meta)?;
+            run(On {
                 reg,
                 call,
                 meta: &meta,
-            };
-            match (rest, m) {
-                ([], "GET") => Ok(store_json(&meta)),
-                ([], "POST") => update_store(on),
-                ([], "DELETE") => delete_store(on),
-                ([], _) => Err(ApiError::method("GET, POST or DELETE")),
-                (["archive"], "POST") => archive_store(on),
-                (["archive"], _) => Err(ApiError::method("POST")),
-                (["memories"], "POST") => create_memory(on),
-                (["memories"], "GET") => list_memories(on),
-                (["memories"], _) => Err(ApiError::method("GET or POST")),
-                (["memories", mid], "GET") => retrieve_memory(on, mid),
-                (["memories", mid], "POST") => update_memory(on, mid),
-                (["memories", mid], "DELETE") => delete_memory(on, mid),
-                (["memories", _], _) => Err(ApiError::method("GET, POST or DELETE")),
-                (["memory_versions"], "GET") => list_versions(on),
-                (["memory_versions"], _) => Err(ApiError::method("GET")),
-                (["memory_versions", vid], "GET") => retrieve_version(on, vid),
-                (["memory_versions", _], _) => Err(ApiError::method("GET")),
-                (["memory_versions", vid, "redact"], "POST") => redact_version(on, vid),
-                (["memory_versions", _, "redact"], _) => Err(ApiError::method("POST")),
-                (["search"], "GET") => search_store(on),
-                (["search"], _) => Err(ApiError::method("GET")),
-                _ => Err(ApiError::not_found("no such API path")),
-            }
+            })
         }
-        _ => Err(ApiError::not_found("no such API path")),
+        Run::Item(run) => {
+            let meta = on(&meta)?;
+            let item = took.get(1).copied().unwrap_or_default();
+            run(
+                On {
+                    reg,
+                    call,
+                    meta: &meta,
+                },
+                item,
+            )
+        }
     }
 }
 
@@ -121,33 +236,21 @@ pub fn handle(reg: &Registry, call: &Call) -> ApiResult<Value> {
 
 /// What a request's head alone decides, before a byte of its body is read:
 /// the store it names is one the token reaches, and a token that may not
-/// write (or manage stores) is refused a route that does. The same answers
-/// the handlers give, given earlier; whatever the body decides is left to
-/// them.
+/// write (or manage stores) is refused a route that needs it: the table's
+/// answers, given earlier. A path or method no route has is left to
+/// [`handle`], as is whatever the body decides.
 pub fn head(reg: &Registry, token: &Token, method: &str, path: &str) -> ApiResult<()> {
     let Some(rest) = path.strip_prefix("/v1/") else {
         return Ok(());
     };
-    let seg: Vec<&str> = rest.split('/').collect();
-    let writes = method == "POST" || method == "DELETE";
-    match seg.as_slice() {
-        ["memory_stores"] if method == "POST" => {
-            admin(token)?;
-            writer(token)
-        }
-        ["memory_stores", id, rest @ ..] => {
-            let id = crate::form::decode(id).unwrap_or_default();
-            visible(reg, token, &id)?;
-            match rest {
-                [] | ["archive"] if writes => {
-                    admin(token)?;
-                    writer(token)
-                }
-                ["memories", ..] | ["memory_versions", _, "redact"] if writes => writer(token),
-                _ => Ok(()),
-            }
-        }
-        _ => Ok(()),
+    let raw: Vec<&str> = rest.split('/').collect();
+    if let Some(id) = store_named(&raw) {
+        let id = crate::form::decode(id).unwrap_or_default();
+        visible(reg, token, &id)?;
+    }
+    match find(method, &raw) {
+        Ok((route, _)) => allowed(token, route.needs),
+        Err(_) => Ok(()),
     }
 }
 

@@ -20,7 +20,7 @@ fn limit_of(call: &Call) -> ApiResult<usize> {
     }
 }
 
-pub(super) fn search_store(on: On) -> ApiResult<Value> {
+pub(super) fn search_store(on: On) -> ApiResult<Reply> {
     let On { reg, call, meta } = on;
     let query = call
         .query
@@ -55,24 +55,25 @@ pub(super) fn search_store(on: On) -> ApiResult<Value> {
             SearchError::Closed => ApiError::unavailable("the store is closing; try again"),
         })?;
     let ids = held.ids.lock();
-    let data: Vec<Value> = found
+    let data: Vec<wire::Hit> = found
         .hits
         .into_iter()
         .filter_map(|hit| {
             let path = api_path(&hit.path)?;
             let id = ids.entry(&path).map(|e| memory_id(e.lineage));
-            Some(json!({
-                "type": "memory_search_result",
-                "memory_id": id,
-                "path": path,
-                "score": hit.score,
-                "lines": hit.lines,
-            }))
+            Some(wire::Hit {
+                memory_id: id,
+                path,
+                score: hit.score,
+                lines: hit.lines,
+            })
         })
         .collect();
-    Ok(match found.cut {
-        // (Cut at its deadline: what was found, and that more may match.)
-        Some(cut) => json!({ "data": data, "cut": true, "note": cut.said() }),
-        None => json!({ "data": data }),
-    })
+    // (Cut at its deadline: what was found, and that more may match.)
+    Ok(wire::Found {
+        data,
+        cut: found.cut.is_some(),
+        note: found.cut.map(|cut| cut.said()),
+    }
+    .into())
 }

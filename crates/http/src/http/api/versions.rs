@@ -14,30 +14,36 @@ pub(super) fn operation(row: &Row) -> Option<&'static str> {
 }
 
 /// Who made a version, as one of the API's actor kinds.
-pub fn actor_json(actor: &Actor) -> Value {
+pub fn actor_of(actor: &Actor) -> wire::Actor {
     match actor.kind.as_str() {
         "agent" => {
             let door = actor.door.as_deref().unwrap_or("agent");
-            let session = match &actor.session {
+            let session_id = match &actor.session {
                 Some(s) => format!("{door}:{s}"),
                 None => door.to_string(),
             };
-            json!({"type": "session_actor", "session_id": session})
+            wire::Actor::SessionActor { session_id }
         }
-        "person" => json!({
-            "type": "user_actor",
-            "user_id": format!(
+        "person" => wire::Actor::UserActor {
+            user_id: format!(
                 "uid:{}:{}",
                 actor.uid.map_or("?".into(), |u| u.to_string()),
                 actor.process.as_deref().unwrap_or("?")
             ),
-        }),
-        "api" => json!({"type": "api_actor", "api_key_id": actor.token.as_deref().unwrap_or("?")}),
-        _ => json!({"type": "service_account_actor", "service_account_id": "memfs"}),
+        },
+        "api" => wire::Actor::ApiActor {
+            api_key_id: actor.token.as_deref().unwrap_or("?").to_string(),
+        },
+        _ => wire::Actor::memfs(),
     }
 }
 
-pub(super) fn version_json(held: &Held, meta: &StoreMeta, row: &Row, full: bool) -> Option<Value> {
+pub(super) fn version_of(
+    held: &Held,
+    meta: &StoreMeta,
+    row: &Row,
+    full: bool,
+) -> Option<wire::Version> {
     let op = operation(row)?;
     let v = row.id();
     let lineage = held.ids.lock().lineage_of(v).unwrap_or(v);
@@ -52,22 +58,25 @@ pub(super) fn version_json(held: &Held, meta: &StoreMeta, row: &Row, full: bool)
             .map(|b| String::from_utf8_lossy(&b).into_owned()),
         _ => None,
     };
-    Some(json!({
-        "type": "memory_version",
-        "id": version_id(v),
-        "memory_id": memory_id(lineage),
-        "memory_store_id": meta.id,
-        "operation": op,
-        "created_at": row.time,
-        "created_by": actor_json(&row.actor),
-        "path": (!row.redacted).then(|| api_path(&row.path)).flatten(),
-        "content": content,
-        "content_sha256": if gone { None } else { row.sha256.clone() },
-        "content_size_bytes": if gone { None } else { row.size },
-        "redacted_at": row.redacted.then(|| redaction.as_ref().map(|r| r.0.clone()).unwrap_or_else(|| row.time.clone())),
-        "redacted_by": row.redacted.then(|| redaction.map(|r| json!({"type": "api_actor", "api_key_id": r.1}))
-            .unwrap_or_else(|| json!({"type": "service_account_actor", "service_account_id": "memfs"}))),
-    }))
+    let (redacted_at, redacted_by) = match (row.redacted, redaction) {
+        (false, _) => (None, None),
+        (true, Some((at, token))) => (Some(at), Some(wire::Actor::ApiActor { api_key_id: token })),
+        (true, None) => (Some(row.time.clone()), Some(wire::Actor::memfs())),
+    };
+    Some(wire::Version {
+        id: version_id(v),
+        memory_id: memory_id(lineage),
+        memory_store_id: meta.id.clone(),
+        operation: op,
+        created_at: row.time.clone(),
+        created_by: actor_of(&row.actor),
+        path: (!row.redacted).then(|| api_path(&row.path)).flatten(),
+        content,
+        content_sha256: if gone { None } else { row.sha256.clone() },
+        content_size_bytes: if gone { None } else { row.size },
+        redacted_at,
+        redacted_by,
+    })
 }
 
 /// When, and with which token, the API redacted version `v` of a store.
@@ -156,8 +165,8 @@ impl<'a> VersionFilter<'a> {
             }
         }
         if let Some(s) = self.session {
-            match actor_json(actor).get("session_id").and_then(Value::as_str) {
-                Some(id) if id == s => {}
+            match actor_of(actor) {
+                wire::Actor::SessionActor { session_id } if session_id == *s => {}
                 _ => return false,
             }
         }
@@ -170,7 +179,7 @@ impl<'a> VersionFilter<'a> {
     }
 }
 
-pub(super) fn list_versions(on: On) -> ApiResult<Value> {
+pub(super) fn list_versions(on: On) -> ApiResult<Reply> {
     let On { reg, call, meta } = on;
     let full = view(call, false)?;
     let limit = limit(call, full)?;
@@ -190,15 +199,16 @@ pub(super) fn list_versions(on: On) -> ApiResult<Value> {
             more = true;
             break;
         }
-        if let Some(json) = version_json(&held, meta, row, full) {
-            data.push(json);
+        if let Some(version) = version_of(&held, meta, row, full) {
+            data.push(version);
             last = Some(row.id());
         }
     }
-    Ok(json!({
-        "data": data,
-        "next_page": more.then(|| last.map(version_id)).flatten(),
-    }))
+    Ok(wire::Page {
+        data,
+        next_page: more.then(|| last.map(version_id)).flatten(),
+    }
+    .into())
 }
 
 pub(super) fn version_row(held: &Held, vid: &str) -> ApiResult<Row> {
@@ -216,17 +226,18 @@ pub(super) fn version_row(held: &Held, vid: &str) -> ApiResult<Row> {
     }
 }
 
-pub(super) fn retrieve_version(on: On, vid: &str) -> ApiResult<Value> {
+pub(super) fn retrieve_version(on: On, vid: &str) -> ApiResult<Reply> {
     let On { reg, call, meta } = on;
     let full = view(call, true)?;
     let held = held(reg, meta)?;
     let row = version_row(&held, vid)?;
-    version_json(&held, meta, &row, full).ok_or_else(|| ApiError::not_found("no such version"))
+    version_of(&held, meta, &row, full)
+        .map(Reply::from)
+        .ok_or_else(|| ApiError::not_found("no such version"))
 }
 
-pub(super) fn redact_version(on: On, vid: &str) -> ApiResult<Value> {
+pub(super) fn redact_version(on: On, vid: &str) -> ApiResult<Reply> {
     let On { reg, call, meta } = on;
-    writer(call.token)?;
     let held = held(reg, meta)?;
     let row = version_row(&held, vid)?;
     let v = row.id();
@@ -242,5 +253,7 @@ pub(super) fn redact_version(on: On, vid: &str) -> ApiResult<Value> {
         .meta(&meta.id)
         .ok_or_else(|| ApiError::no_store(&meta.id))?;
     let row = version_row(&held, vid)?;
-    version_json(&held, &meta, &row, false).ok_or_else(|| ApiError::not_found("no such version"))
+    version_of(&held, &meta, &row, false)
+        .map(Reply::from)
+        .ok_or_else(|| ApiError::not_found("no such version"))
 }
