@@ -11,22 +11,23 @@
 
 use std::io::{self, BufRead, Write};
 
-use serde_json::{json, Map, Value};
+use serde_json::{json, Value};
 
+use super::jsonrpc::{Id, Incoming, Outgoing, INVALID_PARAMS, INVALID_REQUEST, METHOD_NOT_FOUND};
+use super::mcp_wire::{
+    self, CallToolParams, CallToolResult, Empty, Implementation, InitializeParams,
+    InitializeResult, McpResult, Reply, ServerCapabilities, ToolAnnotations, ToolDef,
+    ToolsCapability, ToolsListResult,
+};
 use super::pipeline::{self, Protocol};
 
 use super::attach::{self, Attach, Backend};
 use crate::search::MOST_RESULTS;
 use crate::store::{Door, Origin};
-use crate::tool::{Content, Pending, Tool, ToolResult, COMMANDS};
+use crate::tool::{Pending, Tool, COMMANDS};
 
 /// The revisions this server speaks, oldest first.
 pub const PROTOCOL_VERSIONS: [&str; 4] = ["2024-11-05", "2025-03-26", "2025-06-18", "2025-11-25"];
-
-const PARSE_ERROR: i64 = -32700;
-const INVALID_REQUEST: i64 = -32600;
-const METHOD_NOT_FOUND: i64 = -32601;
-const INVALID_PARAMS: i64 = -32602;
 
 /// The memory protocol the Messages API adds to the system prompt when the
 /// memory tool is present (spec, "Prompting guidance"). An MCP host does not
@@ -46,13 +47,13 @@ images are shown as images); `create` writes a new file (`file_text`); `str_repl
 directory; `rename` moves `old_path` to `new_path`. Every path starts with /memories.";
 
 /// The one tool, as `tools/list` shows it.
-pub fn tool_definition() -> Value {
+pub fn tool_definition() -> ToolDef {
     let text = |d: &str| json!({"type": "string", "description": d});
-    json!({
-        "name": "memory",
-        "title": "Memory",
-        "description": DESCRIPTION,
-        "inputSchema": {
+    ToolDef {
+        name: "memory",
+        title: "Memory",
+        description: DESCRIPTION,
+        input_schema: json!({
             "type": "object",
             "properties": {
                 "command": {"type": "string", "enum": COMMANDS, "description": "The operation to perform."},
@@ -70,15 +71,15 @@ pub fn tool_definition() -> Value {
                 "new_path": text("rename: where to move it; it must not exist yet."),
             },
             "required": ["command"],
+        }),
+        annotations: ToolAnnotations {
+            title: "Memory",
+            read_only_hint: false,
+            destructive_hint: true,
+            idempotent_hint: false,
+            open_world_hint: false,
         },
-        "annotations": {
-            "title": "Memory",
-            "readOnlyHint": false,
-            "destructiveHint": true,
-            "idempotentHint": false,
-            "openWorldHint": false,
-        },
-    })
+    }
 }
 
 /// The second tool, offered when the host asked for it (`--search-tool`).
@@ -89,12 +90,12 @@ and answers with their matching lines as `path:line: text`. Words match code ide
 `\"a phrase\"` matches words in a row, `pref*` a prefix, `-word` leaves files out. Read-only: use the `memory` tool to view or change a file.";
 
 /// `memory_search`, as `tools/list` shows it (with `--search-tool`).
-pub fn search_tool_definition() -> Value {
-    json!({
-        "name": SEARCH_TOOL,
-        "title": "Search memory",
-        "description": SEARCH_DESCRIPTION,
-        "inputSchema": {
+pub fn search_tool_definition() -> ToolDef {
+    ToolDef {
+        name: SEARCH_TOOL,
+        title: "Search memory",
+        description: SEARCH_DESCRIPTION,
+        input_schema: json!({
             "type": "object",
             "properties": {
                 "query": {"type": "string", "description": "The words to find."},
@@ -102,218 +103,188 @@ pub fn search_tool_definition() -> Value {
                 "limit": {"type": "integer", "minimum": 1, "maximum": MOST_RESULTS, "description": "At most this many files (default 20)."},
             },
             "required": ["query"],
+        }),
+        annotations: ToolAnnotations {
+            title: "Search memory",
+            read_only_hint: true,
+            destructive_hint: false,
+            idempotent_hint: true,
+            open_world_hint: false,
         },
-        "annotations": {
-            "title": "Search memory",
-            "readOnlyHint": true,
-            "destructiveHint": false,
-            "idempotentHint": true,
-            "openWorldHint": false,
-        },
-    })
+    }
 }
 
 /// What goes back for one incoming message.
 enum Answer {
-    Now(Value),
-    Call { id: Value, pending: Pending },
+    Now(Reply),
+    Call { id: Id, pending: Pending },
 }
 
 impl Answer {
-    fn finish(self) -> Value {
+    fn finish(self) -> Reply {
         match self {
-            Answer::Now(v) => v,
-            Answer::Call { id, pending } => response(id, call_result(&pending.finish())),
+            Answer::Now(reply) => reply,
+            Answer::Call { id, pending } => Outgoing::result(
+                id,
+                McpResult::CallTool(CallToolResult::from(pending.finish())),
+            ),
         }
     }
 }
 
-fn response(id: Value, result: Value) -> Value {
-    json!({"jsonrpc": "2.0", "id": id, "result": result})
+fn answer(id: Id, result: McpResult) -> Answer {
+    Answer::Now(Outgoing::result(id, result))
 }
 
-fn error(id: Value, code: i64, message: impl Into<String>) -> Answer {
-    Answer::Now(
-        json!({"jsonrpc": "2.0", "id": id, "error": {"code": code, "message": message.into()}}),
-    )
+fn error(id: Option<Id>, code: i64, message: impl Into<String>) -> Answer {
+    Answer::Now(Outgoing::error(id, code, message))
 }
 
-/// A tool result as MCP content blocks.
-pub fn call_result(result: &ToolResult) -> Value {
-    let block = match &result.content {
-        Content::Text(text) => json!({"type": "text", "text": text}),
-        Content::Image { media_type, base64 } => {
-            json!({"type": "image", "data": base64, "mimeType": media_type})
+/// Who names an MCP session.
+#[derive(Clone, Copy, PartialEq, Eq)]
+enum Naming {
+    /// The client, in `initialize` (`clientInfo.name`): stdio and the socket.
+    FromInitialize,
+    /// The transport (HTTP names the session itself).
+    ByTransport,
+}
+
+/// Answers one message read ([`Incoming::parse`]); `None` for notifications
+/// and stray responses.
+fn handle(session: &Session, message: Incoming, naming: Naming) -> Option<Answer> {
+    let (id, method, params) = match message {
+        Incoming::Invalid { id, error } => {
+            return Some(Answer::Now(Outgoing::error(id, error.code, error.message)))
         }
+        // Notifications get no answer: initialized, cancelled, and any other.
+        Incoming::Notification { .. } | Incoming::Response => return None,
+        Incoming::Request { id, method, params } => (id, method, params),
     };
-    json!({"content": [block], "isError": result.is_error})
-}
-
-/// Handles one message; `None` for notifications and stray responses.
-///
-/// Long because it checks one JSON-RPC message in protocol order (parse,
-/// object, id, method or stray response, version), each with its own error,
-/// then dispatches on the method.
-fn handle(session: &Session, line: &[u8]) -> Option<Answer> {
-    let message: Value = match crate::json::parse(line) {
-        Ok(v) => v,
-        Err(e) => return Some(error(Value::Null, PARSE_ERROR, format!("Parse error: {e}"))),
-    };
-    let Value::Object(obj) = message else {
-        let what = if message.is_array() {
-            "batches are not supported"
-        } else {
-            "a message must be a JSON object"
-        };
-        return Some(error(
-            Value::Null,
-            INVALID_REQUEST,
-            format!("Invalid Request: {what}"),
-        ));
-    };
-    let id = obj.get("id").cloned();
-    if let Some(bad) = id.as_ref().filter(|i| !(i.is_string() || i.is_number())) {
-        return Some(error(
-            Value::Null,
-            INVALID_REQUEST,
-            format!("Invalid Request: an id must be a string or a number, not {bad}"),
-        ));
-    }
-    let Some(method) = obj.get("method").and_then(Value::as_str) else {
-        if obj.contains_key("result") || obj.contains_key("error") {
-            return None; // a response; this server sends no requests
-        }
-        return Some(error(
-            id.unwrap_or(Value::Null),
-            INVALID_REQUEST,
-            "Invalid Request: no method",
-        ));
-    };
-    if obj.get("jsonrpc").and_then(Value::as_str) != Some("2.0") {
-        return Some(error(
-            id.unwrap_or(Value::Null),
-            INVALID_REQUEST,
-            "Invalid Request: jsonrpc must be \"2.0\"",
-        ));
-    }
-    // Notifications (no id) get no answer: initialized, cancelled, and any other.
-    let id = id?;
-    let params = obj
-        .get("params")
-        .cloned()
-        .unwrap_or(Value::Object(Map::new()));
-    Some(match method {
+    Some(match method.as_str() {
         "initialize" => {
-            session.name_from(&params);
-            Answer::Now(response(id, initialize(&params)))
+            let asked: InitializeParams = mcp_wire::take(params);
+            if let (Naming::FromInitialize, Some(name)) = (naming, asked.client_name()) {
+                session.name_from(name);
+            }
+            answer(id, McpResult::Initialize(initialize(&asked)))
         }
-        "ping" => Answer::Now(response(id, json!({}))),
+        "ping" => answer(id, McpResult::Empty(Empty {})),
         "tools/list" => {
             let mut tools = vec![tool_definition()];
             if session.offers_search() {
                 tools.push(search_tool_definition());
             }
-            Answer::Now(response(id, json!({ "tools": tools })))
+            answer(id, McpResult::ToolsList(ToolsListResult { tools }))
         }
-        "tools/call" => return Some(call(session, id, &params)),
+        "tools/call" => call(session, id, mcp_wire::take(params)),
         other => error(
-            id,
+            Some(id),
             METHOD_NOT_FOUND,
             format!("Method not found: {}", crate::text::clip(other)),
         ),
     })
 }
 
-fn initialize(params: &Value) -> Value {
-    let asked = params
-        .get("protocolVersion")
-        .and_then(Value::as_str)
-        .unwrap_or_default();
+fn initialize(asked: &InitializeParams) -> InitializeResult {
+    let asked = asked.protocol_version.as_deref().unwrap_or_default();
     let version = PROTOCOL_VERSIONS
         .iter()
         .find(|v| **v == asked)
         .unwrap_or(&PROTOCOL_VERSIONS[3]);
-    json!({
-        "protocolVersion": version,
-        "capabilities": {"tools": {"listChanged": false}},
-        "serverInfo": {"name": "memfs", "title": "memfs memory", "version": env!("CARGO_PKG_VERSION")},
-        "instructions": INSTRUCTIONS,
-    })
+    InitializeResult {
+        protocol_version: version,
+        capabilities: ServerCapabilities {
+            tools: ToolsCapability {
+                list_changed: false,
+            },
+        },
+        server_info: Implementation {
+            name: "memfs",
+            title: "memfs memory",
+            version: env!("CARGO_PKG_VERSION"),
+        },
+        instructions: INSTRUCTIONS,
+    }
 }
 
-fn call(session: &Session, id: Value, params: &Value) -> Answer {
-    match params.get("name").and_then(Value::as_str) {
+fn call(session: &Session, id: Id, params: CallToolParams) -> Answer {
+    let no_arguments = "tools/call needs params.arguments, an object";
+    match params.name.as_deref() {
         Some("memory") => {}
         Some(SEARCH_TOOL) if session.offers_search() => {
-            return match params.get("arguments") {
-                Some(arguments @ Value::Object(_)) => search(session, id, arguments),
-                _ => error(
-                    id,
-                    INVALID_PARAMS,
-                    "tools/call needs params.arguments, an object",
-                ),
+            return match params.arguments {
+                Some(arguments) => search(session, id, &Value::Object(arguments)),
+                None => error(Some(id), INVALID_PARAMS, no_arguments),
             }
         }
         Some(other) => {
-            return error(
-                id,
-                INVALID_PARAMS,
-                format!("Unknown tool: {}", crate::text::clip(other)),
-            )
+            let unknown = format!("Unknown tool: {}", crate::text::clip(other));
+            return error(Some(id), INVALID_PARAMS, unknown);
         }
-        None => return error(id, INVALID_PARAMS, "tools/call needs params.name"),
+        None => return error(Some(id), INVALID_PARAMS, "tools/call needs params.name"),
     }
-    match params.get("arguments") {
-        Some(arguments @ Value::Object(_)) => match &mut *session.target.lock() {
-            Target::Local(tool) => Answer::Call {
-                id,
-                pending: tool.start(arguments),
-            },
-            Target::Attached { backend, attach } => {
-                let answer = backend.call(attach, arguments.to_string().as_bytes());
-                Answer::Now(response(id, call_result(&attach::result_of(&answer))))
-            }
-        },
-        _ => error(
+    let Some(arguments) = params.arguments else {
+        return error(Some(id), INVALID_PARAMS, no_arguments);
+    };
+    let arguments = Value::Object(arguments);
+    match &mut *session.target.lock() {
+        Target::Local(tool) => Answer::Call {
             id,
-            INVALID_PARAMS,
-            "tools/call needs params.arguments, an object",
-        ),
+            pending: tool.start(&arguments),
+        },
+        Target::Attached { backend, attach } => {
+            let answered = backend.call(attach, arguments.to_string().as_bytes());
+            let result = CallToolResult::from(attach::result_of(&answered));
+            answer(id, McpResult::CallTool(result))
+        }
     }
 }
 
-/// `memory_search`: the request an agent's search makes, answered by the
-/// memory (this process's, or the owner's), as one text block of
-/// `path:line: text` lines; a query it cannot run is a tool error.
-fn search(session: &Session, id: Value, arguments: &Value) -> Answer {
+/// A `memory_search` argument that does not fit (invalid params).
+#[derive(Debug, thiserror::Error)]
+enum BadSearch {
+    #[error("memory_search needs `query`, a string")]
+    Query,
+    #[error("memory_search's `path` is a string")]
+    Path,
+    #[error("memory_search's `limit` is a whole number from 1 to {}", MOST_RESULTS)]
+    Limit,
+}
+
+/// `memory_search`'s arguments as a search request.
+fn search_request(arguments: &Value) -> Result<crate::control::request::Request, BadSearch> {
     let Some(query) = arguments.get("query").and_then(Value::as_str) else {
-        return error(id, INVALID_PARAMS, "memory_search needs `query`, a string");
+        return Err(BadSearch::Query);
     };
     let path = match arguments.get("path") {
         None | Some(Value::Null) => None,
         Some(Value::String(p)) => Some(p.clone()),
-        Some(_) => return error(id, INVALID_PARAMS, "memory_search's `path` is a string"),
+        Some(_) => return Err(BadSearch::Path),
     };
     let limit = match arguments.get("limit") {
         None | Some(Value::Null) => None,
         Some(v) => match v.as_u64() {
             Some(n) if (1..=MOST_RESULTS as u64).contains(&n) => Some(n as usize),
-            _ => {
-                return error(
-                    id,
-                    INVALID_PARAMS,
-                    format!("memory_search's `limit` is a whole number from 1 to {MOST_RESULTS}"),
-                )
-            }
+            _ => return Err(BadSearch::Limit),
         },
     };
-    let request = crate::control::request::Request::Search {
+    Ok(crate::control::request::Request::Search {
         query: query.to_string(),
         limit,
         path,
         json: false,
         all: false,
         agent: true,
+    })
+}
+
+/// `memory_search`: the request an agent's search makes, answered by the
+/// memory (this process's, or the owner's), as one text block of
+/// `path:line: text` lines; a query it cannot run is a tool error.
+fn search(session: &Session, id: Id, arguments: &Value) -> Answer {
+    let request = match search_request(arguments) {
+        Ok(request) => request,
+        Err(why) => return error(Some(id), INVALID_PARAMS, why.to_string()),
     };
     let reply = match &mut *session.target.lock() {
         Target::Local(tool) => match &session.control {
@@ -322,28 +293,26 @@ fn search(session: &Session, id: Value, arguments: &Value) -> Answer {
         },
         Target::Attached { backend, attach } => backend.control(attach, &request),
     };
+    let query = arguments.get("query").and_then(Value::as_str).unwrap_or("");
     let (text, is_error) = match reply.code {
         0 => (String::from_utf8_lossy(&reply.out).into_owned(), false),
         // (Code 1 is also any other failure's: only this one is no match.)
-        1 if reply.err.starts_with(crate::control::search::NOTHING_FOUND) => (
-            match reply.err.split_once(": ") {
-                Some((_, note)) => format!(
-                    "No file in /memories was found to match {} ({note}).",
-                    crate::text::label(query)
-                ),
-                None => format!(
-                    "No file in /memories matches {}.",
-                    crate::text::label(query)
-                ),
-            },
-            false,
-        ),
+        1 if reply.err.starts_with(crate::control::search::NOTHING_FOUND) => {
+            (nothing_found(&reply.err, query), false)
+        }
         _ => (reply.err, true),
     };
-    Answer::Now(response(
-        id,
-        json!({"content": [{"type": "text", "text": text}], "isError": is_error}),
-    ))
+    let result = CallToolResult::text(text, is_error);
+    answer(id, McpResult::CallTool(result))
+}
+
+/// What a search that found nothing says (with the index's note, if any).
+fn nothing_found(err: &str, query: &str) -> String {
+    let query = crate::text::label(query);
+    match err.split_once(": ") {
+        Some((_, note)) => format!("No file in /memories was found to match {query} ({note})."),
+        None => format!("No file in /memories matches {query}."),
+    }
 }
 
 /// One MCP client: the tool, its changes credited to the MCP door and to the
@@ -384,10 +353,8 @@ impl Session {
         }
     }
 
-    fn name_from(&self, params: &Value) {
-        let Some(name) = params.pointer("/clientInfo/name").and_then(Value::as_str) else {
-            return;
-        };
+    /// Credits the session's changes to the client that named itself.
+    fn name_from(&self, name: &str) {
         match &mut *self.target.lock() {
             Target::Local(tool) => {
                 *tool = tool.with_origin(Origin::session(Door::Mcp, Some(name)));
@@ -399,31 +366,18 @@ impl Session {
 
 /// Answers one message for a transport that carries one message per
 /// request (MCP's streamable HTTP): `tool` already credits its changes to
-/// the session; `None` for a notification or a stray response.
+/// the session, which the transport names; `None` for a notification or a
+/// stray response.
 pub fn answer_one(
     tool: &Tool,
     control: Option<std::sync::Arc<crate::control::Control>>,
-    message: &[u8],
-) -> Option<Value> {
+    message: Incoming,
+) -> Option<Reply> {
     let session = Session {
         target: crate::lock::Mutex::new(crate::lock::rank::MCP_TARGET, Target::Local(tool.clone())),
         control,
     };
-    handle_keeping_origin(&session, message).map(Answer::finish)
-}
-
-/// [`handle`], except that `initialize` leaves the tool's origin as it is
-/// (the transport names the session).
-fn handle_keeping_origin(session: &Session, message: &[u8]) -> Option<Answer> {
-    let keep = match &*session.target.lock() {
-        Target::Local(tool) => Some(tool.clone()),
-        Target::Attached { .. } => None,
-    };
-    let answer = handle(session, message);
-    if let Some(tool) = keep {
-        *session.target.lock() = Target::Local(tool);
-    }
-    answer
+    handle(&session, message, Naming::ByTransport).map(Answer::finish)
 }
 
 struct Mcp(Session);
@@ -432,12 +386,12 @@ impl Protocol for Mcp {
     type Answer = Answer;
 
     fn handle(&self, line: &[u8]) -> Option<Answer> {
-        handle(&self.0, line)
+        handle(&self.0, Incoming::parse(line), Naming::FromInitialize)
     }
 
     fn too_long(&self, limit: usize) -> Answer {
         error(
-            Value::Null,
+            None,
             INVALID_REQUEST,
             format!("Invalid Request: the message is longer than {limit} bytes"),
         )
@@ -445,7 +399,7 @@ impl Protocol for Mcp {
 
     fn timed_out(&self, after: std::time::Duration) -> Answer {
         error(
-            Value::Null,
+            None,
             INVALID_REQUEST,
             format!(
                 "Invalid Request: the message was not finished within {} seconds",
@@ -462,7 +416,8 @@ impl Protocol for Mcp {
     }
 
     fn finish(answer: Answer) -> String {
-        answer.finish().to_string()
+        // (It cannot fail: every map key is a string.)
+        serde_json::to_string(&answer.finish()).unwrap_or_default()
     }
 }
 

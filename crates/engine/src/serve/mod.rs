@@ -3,8 +3,10 @@
 pub mod activity;
 pub mod attach;
 pub mod hub;
+pub mod jsonrpc;
 pub mod line;
 pub mod mcp;
+pub mod mcp_wire;
 pub mod pipeline;
 pub mod reader;
 pub mod socket;

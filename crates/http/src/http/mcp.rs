@@ -22,7 +22,8 @@ use std::time::{Duration, Instant};
 
 use crate::digest::hex;
 use crate::lock::{rank, Mutex};
-use serde_json::Value;
+use crate::serve::jsonrpc::Incoming;
+use crate::serve::mcp_wire::{self, InitializeParams, Reply};
 
 use super::catalog_pg::PgCatalog;
 use super::error::{ApiError, ApiResult};
@@ -83,7 +84,7 @@ fn unhex(text: &str) -> Option<String> {
 pub struct Answer {
     pub status: u16,
     pub session: Option<String>,
-    pub body: Option<Value>,
+    pub body: Option<Reply>,
 }
 
 impl Sessions {
@@ -299,18 +300,21 @@ pub fn post(
     session_id: Option<&str>,
     body: &[u8],
 ) -> ApiResult<Answer> {
-    let message: Value = crate::json::parse(body).unwrap_or(Value::Null);
-    let method = message.get("method").and_then(Value::as_str);
-    let (store, client, new_session) = match (session_id, method) {
-        (_, Some("initialize")) => {
+    // (Read once: only an `initialize` request opens a session.)
+    let message = Incoming::parse(body);
+    let init = match &message {
+        Incoming::Request { method, params, .. } if method == "initialize" => {
+            Some(mcp_wire::take::<InitializeParams>(params.clone()))
+        }
+        _ => None,
+    };
+    let (store, client, new_session) = match (session_id, init) {
+        (_, Some(init)) => {
             let store = store_of(token, asked_store)?;
             if reg.meta(&store).is_none() {
                 return Err(ApiError::no_store(&store));
             }
-            let client = message
-                .pointer("/params/clientInfo/name")
-                .and_then(Value::as_str)
-                .map(str::to_string);
+            let client = init.client_name().map(str::to_string);
             let id = sessions.open(&store, &token.name, client.clone())?;
             (store, client, Some(id))
         }
@@ -332,7 +336,8 @@ pub fn post(
     if !token.may_write() || meta.archived_at.is_some() {
         tool = tool.read_only();
     }
-    let answer = crate::serve::mcp::answer_one(&tool, Some(held.memory.control().clone()), body);
+    let control = Some(held.memory.control().clone());
+    let answer = crate::serve::mcp::answer_one(&tool, control, message);
     Ok(Answer {
         status: if answer.is_some() { 200 } else { 202 },
         session: new_session,

@@ -13,7 +13,6 @@ use http_body_util::Full;
 use hyper::header::{HeaderMap, HeaderValue};
 use hyper::http::request::Parts;
 use hyper::{Response, StatusCode};
-use serde_json::Value;
 
 use super::api::{self, Call};
 use super::error::ApiError;
@@ -245,7 +244,7 @@ fn mcp(
                 None => false,
             };
             return match closed {
-                true => Ok(json_response(200, &Value::Object(Default::default()), &[])),
+                true => Ok(json_response(200, &crate::serve::mcp_wire::Empty {}, &[])),
                 false => Err(ApiError::not_found("no such MCP session")),
             };
         }
