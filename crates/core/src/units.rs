@@ -1,7 +1,18 @@
 //! Sizes and durations as people write them on a command line.
 
+/// A size or a duration that could not be read (the text as given).
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum UnitError {
+    #[error("`{0}` is not a size; write bytes, or a number with K, M or G")]
+    NotASize(String),
+    #[error("`{0}` is too large")]
+    TooLarge(String),
+    #[error("`{0}` is not a duration; write a number with d, h, m or s (90d, 12h, 30m, 2s)")]
+    NotADuration(String),
+}
+
 /// `4096`, `64K`, `1M`, `1MiB`, `2G`: 1024-based.
-pub fn parse_size(text: &str) -> Result<u64, String> {
+pub fn parse_size(text: &str) -> Result<u64, UnitError> {
     let t = text.trim();
     let t = t
         .strip_suffix("iB")
@@ -16,16 +27,14 @@ pub fn parse_size(text: &str) -> Result<u64, String> {
     let n: u64 = digits
         .trim()
         .parse()
-        .map_err(|_| format!("`{text}` is not a size; write bytes, or a number with K, M or G"))?;
+        .map_err(|_| UnitError::NotASize(text.to_string()))?;
     n.checked_mul(1 << shift)
-        .ok_or_else(|| format!("`{text}` is too large"))
+        .ok_or_else(|| UnitError::TooLarge(text.to_string()))
 }
 
 /// `90d`, `12h`, `30m`, `2s` (and anything `humantime` reads, such as `1h 30m`).
-pub fn parse_duration(text: &str) -> Result<std::time::Duration, String> {
-    humantime::parse_duration(text.trim()).map_err(|_| {
-        format!("`{text}` is not a duration; write a number with d, h, m or s (90d, 12h, 30m, 2s)")
-    })
+pub fn parse_duration(text: &str) -> Result<std::time::Duration, UnitError> {
+    humantime::parse_duration(text.trim()).map_err(|_| UnitError::NotADuration(text.to_string()))
 }
 
 /// An io error's cause in words, without any path.

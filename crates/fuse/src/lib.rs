@@ -191,25 +191,39 @@ impl Default for Hosted {
     }
 }
 
+/// Why a mount served for another process was not made or not ended.
+#[derive(Debug, thiserror::Error)]
+pub enum HostedError {
+    #[error(transparent)]
+    Mount(#[from] MountError),
+    #[error("no mount at {} is served here", .0.display())]
+    NotServed(std::path::PathBuf),
+    #[error("writing out failed: {0}")]
+    WriteOut(#[source] crate::error::Error),
+}
+
 impl Hosted {
-    /// Mounts `store` at `at` for another process; the error is its text.
-    pub fn mount(&self, store: Arc<Store>, at: &Path, options: MountOptions) -> Result<(), String> {
-        let mounted = mount(store, at, options).map_err(|e| e.to_string())?;
+    /// Mounts `store` at `at` for another process.
+    pub fn mount(
+        &self,
+        store: Arc<Store>,
+        at: &Path,
+        options: MountOptions,
+    ) -> Result<(), HostedError> {
+        let mounted = mount(store, at, options)?;
         self.mounts.lock().push(mounted);
         Ok(())
     }
 
     /// Unmounts the mount at `at` and writes out what it changed.
-    pub fn unmount(&self, at: &Path) -> Result<(), String> {
+    pub fn unmount(&self, at: &Path) -> Result<(), HostedError> {
         let mut mounts = self.mounts.lock();
         let Some(i) = mounts.iter().position(|m| m.mountpoint() == at) else {
-            return Err(format!("no mount at {} is served here", at.display()));
+            return Err(HostedError::NotServed(at.to_path_buf()));
         };
         let mounted = mounts.swap_remove(i);
         drop(mounts);
-        mounted
-            .unmount()
-            .map_err(|e| format!("writing out failed: {e}"))
+        mounted.unmount().map_err(HostedError::WriteOut)
     }
 
     pub fn is_empty(&self) -> bool {

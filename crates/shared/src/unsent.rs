@@ -41,16 +41,24 @@ pub fn keep(state: &Path, unsent: &[Unsent]) -> std::io::Result<usize> {
     Ok(entries.len())
 }
 
+/// Why what an earlier run kept was not sent (it stays kept).
+#[derive(Debug, thiserror::Error)]
+pub enum UnsentError {
+    #[error("its unsent.json cannot be read")]
+    Unreadable,
+    #[error("{0}")]
+    Store(#[from] crate::error::Error),
+}
+
 /// Sends what an earlier run kept (as memfs' changes, over what the store
 /// holds now), and forgets it once the store has taken all of it. Returns
 /// how many paths were sent, or why not.
-pub fn send(state: &Path, store: &Store) -> Result<usize, String> {
+pub fn send(state: &Path, store: &Store) -> Result<usize, UnsentError> {
     let file = state.join(FILE);
     let Ok(text) = std::fs::read(&file) else {
         return Ok(0);
     };
-    let entries: Vec<Entry> =
-        serde_json::from_slice(&text).map_err(|_| "its unsent.json cannot be read".to_string())?;
+    let entries: Vec<Entry> = serde_json::from_slice(&text).map_err(|_| UnsentError::Unreadable)?;
     let engine = base64::engine::general_purpose::STANDARD;
     let mut tickets = Vec::new();
     for e in &entries {
@@ -59,9 +67,7 @@ pub fn send(state: &Path, store: &Store) -> Result<usize, String> {
         };
         let made = match &e.content {
             Some(b64) => {
-                let data = engine
-                    .decode(b64)
-                    .map_err(|_| "its unsent.json cannot be read".to_string())?;
+                let data = engine.decode(b64).map_err(|_| UnsentError::Unreadable)?;
                 store.create_file(&path, data, true, Origin::Memfs)
             }
             None => store.remove(&path, Origin::Memfs),
@@ -69,11 +75,11 @@ pub fn send(state: &Path, store: &Store) -> Result<usize, String> {
         match made {
             Ok(ticket) => tickets.push(ticket),
             Err(crate::error::Error::NotFound) => {}
-            Err(e) => return Err(e.to_string()),
+            Err(e) => return Err(e.into()),
         }
     }
     for t in tickets {
-        t.wait().map_err(|e| e.to_string())?;
+        t.wait()?;
     }
     let _ = std::fs::remove_file(&file);
     Ok(entries.len())

@@ -189,18 +189,17 @@ pub fn run(
     handler: Arc<Handler>,
     precheck: Option<Arc<Precheck>>,
     tend: Box<dyn Fn() + Send>,
-) -> Result<(), String> {
+) -> Result<(), ListenError> {
     let runtime = tokio::runtime::Builder::new_multi_thread()
         .worker_threads(2)
         .max_blocking_threads(32)
         .thread_name("memfs-http")
         .enable_all()
         .build()
-        .map_err(|e| format!("cannot start the HTTP runtime: {e}"))?;
+        .map_err(ListenError::Runtime)?;
     let stop = Arc::new(Notify::new());
     let stopping = Arc::new(AtomicBool::new(false));
-    let signals = watch_signals(stop.clone(), stopping.clone())
-        .map_err(|e| format!("cannot handle signals: {e}"))?;
+    let signals = watch_signals(stop.clone(), stopping.clone()).map_err(ListenError::Signals)?;
     let tender = start_tending(tend, stopping.clone())?;
     let slots = Arc::new(Semaphore::new(limits.max_connections.max(1)));
     let pending = Arc::new(pending::Pending::new(limits.max_pending.max(1)));
@@ -251,7 +250,7 @@ pub fn run(
 fn start_tending(
     tend: Box<dyn Fn() + Send>,
     stopping: Arc<AtomicBool>,
-) -> Result<std::thread::JoinHandle<()>, String> {
+) -> Result<std::thread::JoinHandle<()>, ListenError> {
     std::thread::Builder::new()
         .name("memfs-tend".into())
         .spawn(move || {
@@ -260,7 +259,18 @@ fn start_tending(
                 tend();
             }
         })
-        .map_err(|e| format!("cannot start a thread: {e}"))
+        .map_err(ListenError::Thread)
+}
+
+/// Why a server could not start serving.
+#[derive(Debug, thiserror::Error)]
+pub enum ListenError {
+    #[error("cannot start the HTTP runtime: {0}")]
+    Runtime(#[source] std::io::Error),
+    #[error("cannot handle signals: {0}")]
+    Signals(#[source] std::io::Error),
+    #[error("cannot start a thread: {0}")]
+    Thread(#[source] std::io::Error),
 }
 
 /// What every connection serves its requests with.

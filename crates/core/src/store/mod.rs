@@ -44,7 +44,7 @@ pub use follow::{Busy, Hold, Unsent};
 pub use inode_ops::{DirEntry, InfoKind, NewNode, NodeInfo, RenameMode, SetAttr};
 pub use limits::{Growth, Limits};
 pub use listing::{ListEntry, Listing, Snapshot, Window};
-pub use tree::{Attr, Ino, Node, NodeKind, Tree, DIR_MODE, FILE_MODE, ROOT_INO};
+pub use tree::{Attr, Ino, InvariantError, Node, NodeKind, Tree, DIR_MODE, FILE_MODE, ROOT_INO};
 
 use crate::path::MemPath;
 use recover::{moved_by, reconcile_ops};
@@ -183,7 +183,7 @@ impl Store {
     /// The tree's derived state recomputed and compared (see
     /// [`Tree::check_invariants`]); the property tests call it after every
     /// step.
-    pub fn check_invariants(&self) -> Result<(), String> {
+    pub fn check_invariants(&self) -> Result<(), InvariantError> {
         self.tree.read().check_invariants()
     }
 

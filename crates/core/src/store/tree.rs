@@ -14,6 +14,7 @@ use std::sync::Arc;
 use std::time::SystemTime;
 
 mod invariants;
+pub use invariants::InvariantError;
 
 use super::origin::Origin;
 use crate::error::Error;

@@ -82,11 +82,23 @@ impl Default for Keep {
     }
 }
 
+/// A `--history-keep` that could not be read.
+#[derive(Debug, thiserror::Error)]
+pub enum KeepError {
+    #[error(transparent)]
+    Size(#[from] crate::units::UnitError),
+    #[error("`{part}` is not an age like 90d or a size like 1GiB: {source}")]
+    Age {
+        part: String,
+        source: humantime::DurationError,
+    },
+}
+
 impl std::str::FromStr for Keep {
-    type Err = String;
+    type Err = KeepError;
 
     /// `90d`, `512MiB`, or both: `30d,256MiB`.
-    fn from_str(s: &str) -> Result<Keep, String> {
+    fn from_str(s: &str) -> Result<Keep, KeepError> {
         let mut keep = Keep::default();
         for part in s.split(',').map(str::trim).filter(|p| !p.is_empty()) {
             // A size has digits only, or an upper-case K, M or G (`30m` is
@@ -95,8 +107,9 @@ impl std::str::FromStr for Keep {
             if part.bytes().all(|b| b.is_ascii_digit()) || unit.ends_with(['K', 'M', 'G']) {
                 keep.bytes = crate::units::parse_size(part)?;
             } else {
-                keep.age = humantime::parse_duration(part).map_err(|e| {
-                    format!("`{part}` is not an age like 90d or a size like 1GiB: {e}")
+                keep.age = humantime::parse_duration(part).map_err(|source| KeepError::Age {
+                    part: part.to_string(),
+                    source,
                 })?;
             }
         }

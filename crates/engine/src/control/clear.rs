@@ -11,9 +11,21 @@ use crate::store::{Origin, Store, ROOT_INO};
 /// What `memfs clear` and `clear_all_memory` answer when it worked.
 pub const CLEARED: &str = "All memory cleared";
 
+/// The paths a clear could not delete (the others are gone), each with why.
+#[derive(Debug, thiserror::Error)]
+#[error("not all memory could be cleared: {}", listed(.failed))]
+pub struct ClearError {
+    pub failed: Vec<(MemPath, Error)>,
+}
+
+fn listed(failed: &[(MemPath, Error)]) -> String {
+    let each: Vec<String> = failed.iter().map(|(p, e)| format!("{p}: {e}")).collect();
+    each.join("; ")
+}
+
 /// Deletes everything in `store` as `origin`. `Err` names every path that
 /// could not be deleted (the others are gone).
-pub fn clear(store: &Store, origin: &Origin) -> Result<(), String> {
+pub fn clear(store: &Store, origin: &Origin) -> Result<(), ClearError> {
     let names: Vec<String> = store.with_tree(|tree| {
         tree.children(ROOT_INO)
             .map(|c| c.keys().cloned().collect())
@@ -27,14 +39,11 @@ pub fn clear(store: &Store, origin: &Origin) -> Result<(), String> {
             .and_then(|ticket| ticket.wait())
         {
             Ok(()) | Err(Error::NotFound) => {}
-            Err(e) => failed.push(format!("{path}: {e}")),
+            Err(e) => failed.push((path, e)),
         }
     }
     match failed.is_empty() {
         true => Ok(()),
-        false => Err(format!(
-            "not all memory could be cleared: {}",
-            failed.join("; ")
-        )),
+        false => Err(ClearError { failed }),
     }
 }

@@ -331,7 +331,7 @@ fn run(store: &Arc<Store>, history: &History, request: &Request) -> Result<Reply
             dry_run,
             path: at,
         } => {
-            let idle = crate::units::parse_duration(idle).map_err(Refusal)?;
+            let idle = crate::units::parse_duration(idle).map_err(|e| Refusal(e.to_string()))?;
             let at = path(at.as_deref())?;
             super::expire::run(store, &at, idle, *dry_run)
         }
@@ -653,7 +653,7 @@ fn clear(store: &Store, door: &str, session: Option<&str>) -> Reply {
     let door = crate::store::Door::named(door).unwrap_or(crate::store::Door::Exec);
     match super::clear::clear(store, &Origin::session(door, session)) {
         Ok(()) => Reply::ok(format!("{}\n", super::clear::CLEARED)),
-        Err(e) => Reply::error(e),
+        Err(e) => Reply::error(e.to_string()),
     }
 }
 

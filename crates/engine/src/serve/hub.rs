@@ -36,9 +36,11 @@ struct Hub {
 }
 
 fn hub() -> std::io::Result<&'static Hub> {
-    static HUB: OnceLock<Result<&'static Hub, String>> = OnceLock::new();
+    // (An io error is not Clone: the one the first attempt met is shared.)
+    static HUB: OnceLock<Result<&'static Hub, Arc<std::io::Error>>> = OnceLock::new();
     let made = HUB.get_or_init(|| {
-        let epoll = epoll::create(epoll::CreateFlags::CLOEXEC).map_err(|e| e.to_string())?;
+        let epoll = epoll::create(epoll::CreateFlags::CLOEXEC)
+            .map_err(|e| Arc::new(std::io::Error::from(e)))?;
         let hub: &'static Hub = Box::leak(Box::new(Hub {
             epoll,
             listening: Mutex::new(rank::SOCKET_HUB, HashMap::new()),
@@ -47,7 +49,7 @@ fn hub() -> std::io::Result<&'static Hub> {
         std::thread::Builder::new()
             .name("memfs-sockets".into())
             .spawn(move || hub.run())
-            .map_err(|e| e.to_string())?;
+            .map_err(Arc::new)?;
         Ok(hub)
     });
     made.clone()

@@ -216,9 +216,10 @@ impl ToolLines {
                         file_mode: number("file_mode"),
                     },
                 };
-                hosted.mount(self.tool.lock().store().clone(), at, options)
+                let store = self.tool.lock().store().clone();
+                hosted.mount(store, at, options).map_err(|e| e.to_string())
             }
-            (Some(hosted), Some(at)) => hosted.unmount(at),
+            (Some(hosted), Some(at)) => hosted.unmount(at).map_err(|e| e.to_string()),
         };
         let result = match result {
             Ok(()) => crate::tool::ToolResult::ok(format!("{kind}: done")),

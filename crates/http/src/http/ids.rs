@@ -12,7 +12,7 @@
 
 use std::collections::{BTreeMap, HashMap, VecDeque};
 
-use crate::journal::{Cursor, History, Op, Row};
+use crate::journal::{Cursor, History, Op, Refusal, Row};
 
 /// A live memory as the index knows it.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -96,8 +96,8 @@ pub fn api_path(path: &str) -> Option<String> {
 
 impl IdIndex {
     /// Applies the rows the history has past the newest one seen.
-    pub fn sync(&mut self, history: &History) -> Result<(), String> {
-        let (rows, all) = history.rows_after(&mut self.cursor).map_err(|r| r.0)?;
+    pub fn sync(&mut self, history: &History) -> Result<(), Refusal> {
+        let (rows, all) = history.rows_after(&mut self.cursor)?;
         if !all {
             // Each frame is read once: its rows are new, whatever their ids
             // (a batch can reach the journal after one with higher ids).

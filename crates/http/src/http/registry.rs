@@ -147,6 +147,18 @@ fn io_error(doing: &str) -> impl Fn(io::Error) -> ApiError + '_ {
     }
 }
 
+/// Why a stores root in PostgreSQL could not be opened.
+#[derive(Debug, thiserror::Error)]
+pub enum OpenRootError {
+    #[error("cannot make the cache {}: {}", .cache.display(), crate::units::describe_io(.source))]
+    Cache {
+        cache: PathBuf,
+        source: std::io::Error,
+    },
+    #[error(transparent)]
+    Catalog(#[from] super::catalog::CatalogError),
+}
+
 impl Registry {
     /// The stores root `root` (made if missing), its records read.
     pub fn open(
@@ -203,16 +215,15 @@ impl Registry {
         options: Options,
         bounds: SocketBounds,
         idle: Duration,
-    ) -> Result<Registry, String> {
-        let mut reg = Registry::open(cache, options, bounds, idle).map_err(|e| {
-            format!(
-                "cannot make the cache {}: {}",
-                cache.display(),
-                crate::units::describe_io(&e)
-            )
+    ) -> Result<Registry, OpenRootError> {
+        let mut reg = Registry::open(cache, options, bounds, idle).map_err(|source| {
+            OpenRootError::Cache {
+                cache: cache.to_path_buf(),
+                source,
+            }
         })?;
         reg.catalog = Some(catalog);
-        reg.take_in_catalog().map_err(|e| e.to_string())?;
+        reg.take_in_catalog()?;
         Ok(reg)
     }
 

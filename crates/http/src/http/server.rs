@@ -337,9 +337,32 @@ fn body_error(state: &State, e: BodyError) -> ApiError {
     }
 }
 
+/// Why a server did not start (or stopped serving).
+#[derive(Debug, thiserror::Error)]
+pub enum StartError {
+    #[error("cannot open the stores root: {}", crate::units::describe_io(.0))]
+    Root(#[source] std::io::Error),
+    #[error("cannot open the stores root in {database}: {source}")]
+    RootDatabase {
+        database: String,
+        source: super::catalog::CatalogError,
+    },
+    #[error(transparent)]
+    OpenRoot(#[from] super::registry::OpenRootError),
+    #[error(transparent)]
+    Catalog(#[from] super::catalog::CatalogError),
+    #[error("cannot listen on {addr}: {}", crate::units::describe_io(.source))]
+    Listen {
+        addr: String,
+        source: std::io::Error,
+    },
+    #[error(transparent)]
+    Serve(#[from] crate::listen::ListenError),
+}
+
 /// The stores root and its tokens: a directory, or a database (then
 /// `root` is this server's cache of it).
-fn open_root(config: &Config) -> Result<(Registry, Tokens), String> {
+fn open_root(config: &Config) -> Result<(Registry, Tokens), StartError> {
     let Some(database) = &config.database else {
         let reg = Registry::open(
             &config.root,
@@ -347,21 +370,16 @@ fn open_root(config: &Config) -> Result<(Registry, Tokens), String> {
             config.socket,
             config.idle,
         )
-        .map_err(|e| {
-            format!(
-                "cannot open the stores root: {}",
-                crate::units::describe_io(&e)
-            )
-        })?;
+        .map_err(StartError::Root)?;
         let tokens = Tokens::new(reg.state_dir());
         return Ok((reg, tokens));
     };
     let catalog = Arc::new(
-        super::catalog_pg::PgCatalog::open(database.clone()).map_err(|e| {
-            format!(
-                "cannot open the stores root in {}: {e}",
-                database.shown_database()
-            )
+        super::catalog_pg::PgCatalog::open(database.clone()).map_err(|source| {
+            StartError::RootDatabase {
+                database: database.shown_database(),
+                source,
+            }
         })?,
     );
     let reg = Registry::open_pg(
@@ -380,7 +398,7 @@ fn open_root(config: &Config) -> Result<(Registry, Tokens), String> {
 /// Long because it wires one server in order (registry and tokens, bind,
 /// shared state, the handler, tend and precheck closures that capture it),
 /// then serves and closes every store.
-pub fn run(config: Config) -> Result<bool, String> {
+pub fn run(config: Config) -> Result<bool, StartError> {
     let (reg, tokens) = open_root(&config)?;
     let nofile = listen::raise_nofile();
     let b = config.bounds;
@@ -396,15 +414,12 @@ pub fn run(config: Config) -> Result<bool, String> {
             "memfs: no tokens yet; make one with `memfs --stores ROOT token create --admin`"
         );
     }
-    let (listener, local) = listen::bind(&config.addr).map_err(|e| {
-        format!(
-            "cannot listen on {}: {}",
-            config.addr,
-            crate::units::describe_io(&e)
-        )
+    let (listener, local) = listen::bind(&config.addr).map_err(|source| StartError::Listen {
+        addr: config.addr.clone(),
+        source,
     })?;
     let sessions = match reg.catalog() {
-        Some(catalog) => Sessions::across(catalog.clone()).map_err(|e| e.to_string())?,
+        Some(catalog) => Sessions::across(catalog.clone())?,
         None => Sessions::default(),
     };
     let state = Arc::new(State {

@@ -58,7 +58,7 @@ struct File {
 
 /// A token name: 1 to 64 of `A-Z a-z 0-9 . _ -` (it is an actor in the
 /// history and a key of rate limits).
-pub fn check_name(name: &str) -> Result<(), String> {
+pub fn check_name(name: &str) -> Result<(), CatalogError> {
     let ok = !name.is_empty()
         && name.len() <= 64
         && name
@@ -66,10 +66,10 @@ pub fn check_name(name: &str) -> Result<(), String> {
             .all(|b| b.is_ascii_alphanumeric() || matches!(b, b'.' | b'_' | b'-'));
     match ok {
         true => Ok(()),
-        false => Err(format!(
+        false => Err(CatalogError::Refused(format!(
             "`{}` is not a token name: 1 to 64 letters, digits, `.`, `_` or `-`",
             crate::text::label(name)
-        )),
+        ))),
     }
 }
 
@@ -111,7 +111,7 @@ fn name_among(asked: Option<&str>, taken: &[Token]) -> Result<String, CatalogErr
             .find(|n| !taken.iter().any(|t| &t.name == n))
             .expect("some name is free"),
     };
-    check_name(&name).map_err(CatalogError::Refused)?;
+    check_name(&name)?;
     Ok(name)
 }
 

@@ -266,7 +266,7 @@ impl WebDoor {
                 };
                 app.respond_as(parts, body, Some(checked))
             }
-            Err(e) => page(503, login_form(&e), &[]),
+            Err(e) => page(503, login_form(&e.to_string()), &[]),
         }
     }
 
@@ -395,7 +395,7 @@ impl WebDoor {
             .then(|| (csrf, token.may_write(), token.name.clone()))
     }
 
-    fn page_of(&self, reg: &Arc<Registry>, store: &str) -> Result<Arc<App>, String> {
+    fn page_of(&self, reg: &Arc<Registry>, store: &str) -> Result<Arc<App>, crate::web::PageError> {
         if let Some(app) = self.pages.lock().get(store) {
             return Ok(app.clone());
         }

@@ -7,12 +7,15 @@
 //! commands every door shares (`memfs log`, `diff`, `undo`, `redact`),
 //! credited to the person who runs it.
 
+pub mod error;
 pub mod html;
 pub mod model;
 pub mod pages;
 pub mod review;
 pub mod session;
 pub mod source;
+
+pub use error::PageError;
 
 use std::collections::HashMap;
 use std::net::SocketAddr;
@@ -159,7 +162,7 @@ fn back(to: Option<&String>) -> String {
 impl App {
     /// The page for `memfs web` listening on `port`, with its logins
     /// (every page under the instance's own path, see `session.rs`).
-    pub fn new(source: Source, state_dir: &std::path::Path, port: u16) -> Result<App, String> {
+    pub fn new(source: Source, state_dir: &std::path::Path, port: u16) -> Result<App, PageError> {
         let sessions = Sessions::new(port)?;
         let base = sessions.base().to_string();
         App::mounted(source, state_dir, base, Some(sessions))
@@ -173,7 +176,7 @@ impl App {
 
     /// The page at `base` of a server that checks who asks itself
     /// ([`App::respond_as`]).
-    pub fn at(source: Source, state_dir: &std::path::Path, base: String) -> Result<App, String> {
+    pub fn at(source: Source, state_dir: &std::path::Path, base: String) -> Result<App, PageError> {
         App::mounted(source, state_dir, base, None)
     }
 
@@ -182,7 +185,7 @@ impl App {
         state_dir: &std::path::Path,
         base: String,
         sessions: Option<Sessions>,
-    ) -> Result<App, String> {
+    ) -> Result<App, PageError> {
         let app = App {
             base,
             source,
@@ -199,7 +202,7 @@ impl App {
 
     /// Takes in the versions made since the last look (all of them again
     /// after a redaction or compaction rewrote the journal).
-    fn refresh(&self) -> Result<(), String> {
+    fn refresh(&self) -> Result<(), PageError> {
         let mut cursor = *self.cursor.lock();
         let got = self.source.since(&mut cursor)?;
         let mut model = self.model.lock();
@@ -212,7 +215,7 @@ impl App {
         Ok(())
     }
 
-    fn reload(&self) -> Result<(), String> {
+    fn reload(&self) -> Result<(), PageError> {
         *self.cursor.lock() = None;
         self.refresh()
     }
@@ -263,7 +266,7 @@ impl App {
             );
         };
         if let Err(e) = self.refresh() {
-            return Page::text(503, &e);
+            return Page::text(503, &e.to_string());
         }
         let said = query.get("said").cloned();
         let ctx = Ctx {
@@ -456,7 +459,7 @@ impl App {
                             "default-src 'none'; sandbox".into(),
                         )],
                     },
-                    Err(e) => Page::text(404, &e),
+                    Err(e) => Page::text(404, &e.to_string()),
                 };
             }
             _ => None,
@@ -539,7 +542,7 @@ pub fn serve(
     app: Arc<App>,
     listener: std::net::TcpListener,
     tend: Box<dyn Fn() + Send>,
-) -> Result<(), String> {
+) -> Result<(), listen::ListenError> {
     let limits = listen::Limits {
         max_body: 64 << 10,
         max_headers: 64 << 10,

@@ -135,18 +135,18 @@ impl Reviewed {
         Reviewed { file, versions }
     }
 
-    pub fn mark(&mut self, version: u64) -> Result<(), String> {
+    pub fn mark(&mut self, version: u64) -> Result<(), super::PageError> {
         self.mark_all(&[version])
     }
 
     /// Marks many at once (one write of the file).
-    pub fn mark_all(&mut self, versions: &[u64]) -> Result<(), String> {
+    pub fn mark_all(&mut self, versions: &[u64]) -> Result<(), super::PageError> {
         self.versions.extend(versions.iter().copied());
-        let text = serde_json::to_vec(&self.versions).map_err(|e| e.to_string())?;
+        let text = serde_json::to_vec(&self.versions).expect("a set of numbers serializes");
         let tmp = self.file.with_extension("json.tmp");
         std::fs::write(&tmp, text)
             .and_then(|()| std::fs::rename(&tmp, &self.file))
-            .map_err(|e| crate::units::describe_io(&e))
+            .map_err(super::PageError::Reviewed)
     }
 }
 

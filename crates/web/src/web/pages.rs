@@ -5,6 +5,7 @@
 use super::html::{diff, esc, size, time};
 use super::model::{is_agents_change, leaves_content, Model};
 use super::source::Source;
+use super::PageError;
 use crate::form::encode;
 use crate::journal::{Op, Row};
 
@@ -189,7 +190,9 @@ pub fn file(model: &Model, source: &Source, path: &str, ctx: &Ctx) -> View {
                             out.push_str(&format!("<p>A binary file of {} bytes.</p>", bytes.len()))
                         }
                     },
-                    Err(e) => out.push_str(&format!("<p class=\"error\">{}</p>", esc(&e))),
+                    Err(e) => {
+                        out.push_str(&format!("<p class=\"error\">{}</p>", esc(&e.to_string())))
+                    }
                 }
             }
         }
@@ -235,7 +238,7 @@ pub fn history(model: &Model, hide: &dyn Fn(&str) -> bool, before: Option<u64>, 
 }
 
 /// The diff a version made (against the version it replaced), as text.
-pub fn diff_of(model: &Model, source: &Source, row: &Row) -> Result<String, String> {
+pub fn diff_of(model: &Model, source: &Source, row: &Row) -> Result<String, PageError> {
     let v = row.id();
     let replaced = row.replaces.map(|r| r.0);
     if row.redacted {
@@ -245,9 +248,10 @@ pub fn diff_of(model: &Model, source: &Source, row: &Row) -> Result<String, Stri
         (Op::Rename, None) => Ok(String::new()),
         (_, Some(r)) => match model.row(r) {
             Some(old) => source.diff(old, row),
-            None => Err(format!(
-                "version {r}, which version {v} replaced, is no longer kept"
-            )),
+            None => Err(PageError::ReplacedGone {
+                replaced: r,
+                version: v,
+            }),
         },
         _ if leaves_content(row) => {
             let bytes = source.content(row)?;
@@ -299,7 +303,7 @@ fn change_block(
                 out.push_str("<p class=\"note\">The content did not change.</p>")
             }
             Ok(text) => out.push_str(&diff(&text)),
-            Err(e) => out.push_str(&format!("<p class=\"error\">{}</p>", esc(&e))),
+            Err(e) => out.push_str(&format!("<p class=\"error\">{}</p>", esc(&e.to_string()))),
         }
     }
     out.push_str("<p class=\"acts\">");
@@ -334,7 +338,7 @@ pub fn version(
             out.push_str(&format!("<h1>v{} → v{}</h1>", row.version, other.version));
             match source.diff(row, other) {
                 Ok(text) => out.push_str(&diff(&text)),
-                Err(e) => out.push_str(&format!("<p class=\"error\">{}</p>", esc(&e))),
+                Err(e) => out.push_str(&format!("<p class=\"error\">{}</p>", esc(&e.to_string()))),
             }
         }
         None => out.push_str(&change_block(model, source, row, ctx, &back, false)),

@@ -17,6 +17,7 @@ use super::html::{diff, esc, time};
 use super::model::{is_agents_change, Model};
 use super::pages::{actor, file_link, said, Ctx, View};
 use super::source::Source;
+use super::PageError;
 use crate::journal::Row;
 
 /// Sessions on one page of the queue.
@@ -220,7 +221,12 @@ fn taken_back(model: &Model, path: &str, rows: &[&Row]) -> bool {
 
 /// A file's net change over `rows` (oldest first): from what the first
 /// replaced to what the last left.
-fn net_diff(model: &Model, source: &Source, path: &str, rows: &[&Row]) -> Result<String, String> {
+fn net_diff(
+    model: &Model,
+    source: &Source,
+    path: &str,
+    rows: &[&Row],
+) -> Result<String, PageError> {
     let (first, last) = (first_at(path, rows), rows[rows.len() - 1]);
     if rows.iter().any(|r| r.redacted) {
         return Ok(String::new());
@@ -228,11 +234,7 @@ fn net_diff(model: &Model, source: &Source, path: &str, rows: &[&Row]) -> Result
     let old = match first.replaces.map(|r| r.0) {
         Some(r) => match model.row(r) {
             Some(row) => source.content(row)?,
-            None => {
-                return Err(format!(
-                    "version {r}, which this replaced, is no longer kept"
-                ))
-            }
+            None => return Err(PageError::NetReplacedGone(r)),
         },
         None => Vec::new(),
     };
@@ -449,7 +451,7 @@ fn file_block(
             "<p class=\"note\">No change to the content shown (a redaction, a move, or back as it was).</p>",
         ),
         Ok(text) => out.push_str(&diff(&text)),
-        Err(e) => out.push_str(&format!("<p class=\"error\">{}</p>", esc(&e))),
+        Err(e) => out.push_str(&format!("<p class=\"error\">{}</p>", esc(&e.to_string()))),
     }
     out.push_str("<p class=\"acts\">");
     out.push_str(&act(

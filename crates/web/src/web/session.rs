@@ -48,8 +48,8 @@ pub struct Sessions {
     logins: Mutex<Vec<Instant>>,
 }
 
-pub fn secret() -> Result<String, String> {
-    crate::digest::random_hex(24).map_err(|e| format!("no randomness: {e}"))
+pub fn secret() -> Result<String, super::PageError> {
+    crate::digest::random_hex(24).map_err(super::PageError::NoRandomness)
 }
 
 /// Compares two secrets in constant time ([`crate::digest::same`]).
@@ -99,7 +99,7 @@ pub enum Refused {
 
 impl Sessions {
     /// The sessions of an instance listening on `port`.
-    pub fn new(port: u16) -> Result<Sessions, String> {
+    pub fn new(port: u16) -> Result<Sessions, super::PageError> {
         Ok(Sessions {
             link_key: secret()?,
             base: format!("/p/{}", &secret()?[..32]),

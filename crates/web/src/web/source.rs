@@ -11,6 +11,8 @@ use crate::journal::{Cursor, Row};
 use crate::memory::Memory;
 use crate::serve::attach::through_owner;
 
+use super::PageError;
+
 /// What [`Source::since`] brings.
 #[derive(serde::Deserialize)]
 pub struct Since {
@@ -46,19 +48,18 @@ impl Source {
     /// The rows the journal took in since `cursor` (moved past them), the
     /// next version's number, whether they are all it has, and the paths
     /// the plain files cannot hold now.
-    pub fn since(&self, cursor: &mut Option<Cursor>) -> Result<Since, String> {
+    pub fn since(&self, cursor: &mut Option<Cursor>) -> Result<Since, PageError> {
         let reply = self.request(&Request::Since { cursor: *cursor });
         if reply.code != 0 {
-            return Err(reply.err);
+            return Err(PageError::Refused(reply.err));
         }
-        let got: Since = serde_json::from_slice(&reply.out)
-            .map_err(|e| format!("the owner's answer is not the history: {e}"))?;
+        let got: Since = serde_json::from_slice(&reply.out).map_err(PageError::NotHistory)?;
         *cursor = got.cursor;
         Ok(got)
     }
 
     /// The bytes of a file at `version`.
-    pub fn show(&self, version: u64) -> Result<Vec<u8>, String> {
+    pub fn show(&self, version: u64) -> Result<Vec<u8>, PageError> {
         ok(self.request(&Request::Show {
             version: version.to_string(),
         }))
@@ -67,10 +68,10 @@ impl Source {
     /// A version's content: read by its hash (one read of the journal),
     /// or, when the history keeps it elsewhere, by its number. A delete's
     /// is empty.
-    pub fn content(&self, row: &Row) -> Result<Vec<u8>, String> {
+    pub fn content(&self, row: &Row) -> Result<Vec<u8>, PageError> {
         let Some(sha) = &row.sha256 else {
             return match row.redacted {
-                true => Err(format!("version {} is redacted", row.version)),
+                true => Err(PageError::Redacted(row.version.0)),
                 false => Ok(Vec::new()),
             };
         };
@@ -81,7 +82,7 @@ impl Source {
     }
 
     /// The unified diff from version `old` to version `new`.
-    pub fn diff(&self, old: &Row, new: &Row) -> Result<String, String> {
+    pub fn diff(&self, old: &Row, new: &Row) -> Result<String, PageError> {
         let a = self.content(old)?;
         let b = self.content(new)?;
         let before = format!("{} (version {})", old.path, old.version);
@@ -93,7 +94,7 @@ impl Source {
     }
 
     /// The change `version` made, taken back as `who`'s act (`page:NAME`).
-    pub fn undo(&self, version: u64, who: &str) -> Result<String, String> {
+    pub fn undo(&self, version: u64, who: &str) -> Result<String, PageError> {
         ok(self.request(&Request::Undo {
             version: version.to_string(),
             // SAFETY: getuid(2) cannot fail and touches no memory.
@@ -106,7 +107,7 @@ impl Source {
 
     /// The changes `versions` of `by`'s, taken back as `who`'s act
     /// (`memfs undo --by`, limited to those versions).
-    pub fn undo_by(&self, by: &str, versions: &[u64], who: &str) -> Result<String, String> {
+    pub fn undo_by(&self, by: &str, versions: &[u64], who: &str) -> Result<String, PageError> {
         ok(self.request(&Request::UndoSession {
             by: by.to_string(),
             since: None,
@@ -121,7 +122,7 @@ impl Source {
         .map(|b| String::from_utf8_lossy(&b).trim().to_string())
     }
 
-    pub fn redact(&self, version: u64) -> Result<String, String> {
+    pub fn redact(&self, version: u64) -> Result<String, PageError> {
         ok(self.request(&Request::Redact {
             version: version.to_string(),
             path: false,
@@ -130,10 +131,10 @@ impl Source {
     }
 }
 
-fn ok(reply: Reply) -> Result<Vec<u8>, String> {
+fn ok(reply: Reply) -> Result<Vec<u8>, PageError> {
     match reply.code {
         0 => Ok(reply.out),
-        _ => Err(reply.err),
+        _ => Err(PageError::Refused(reply.err)),
     }
 }
 
