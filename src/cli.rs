@@ -6,6 +6,8 @@ use clap::{Args, Parser, Subcommand};
 
 use memfs::store::Limits;
 use memfs::units::parse_size;
+
+use crate::cli_error::CliError;
 use memfs::{Options, ToolConfig};
 
 #[derive(Parser, Debug)]
@@ -717,11 +719,15 @@ pub struct MountArgs {
 }
 
 /// `0755`, `755`: a permission mode in octal.
-fn octal_mode(text: &str) -> Result<u32, String> {
+fn octal_mode(text: &str) -> Result<u32, CliError> {
     u32::from_str_radix(text.trim_start_matches("0o"), 8)
         .ok()
         .filter(|m| *m <= 0o7777)
-        .ok_or_else(|| format!("`{text}` is not a mode; write it in octal, like 0755"))
+        .ok_or_else(|| {
+            CliError::Said(format!(
+                "`{text}` is not a mode; write it in octal, like 0755"
+            ))
+        })
 }
 
 impl MountArgs {
@@ -745,7 +751,7 @@ impl Common {
     /// Reads `--data` (a URL names a shared store, whose copy is
     /// `--cache`); `makes_data`: the command may make the data dir, so a
     /// missing parent is an error now (a typo, not a new tree).
-    pub fn resolve(&mut self, makes_data: bool) -> Result<(), String> {
+    pub fn resolve(&mut self, makes_data: bool) -> Result<(), CliError> {
         let Some(text) = self.data.to_str().filter(|t| memfs::shared::is_url(t)) else {
             return match makes_data {
                 true => parent_exists("--data", &self.data),
@@ -805,16 +811,16 @@ impl Common {
 /// A data dir the command line names is made if missing, but only its last
 /// directory: a typo in a parent (`/nonexistent/x`) is an error, not a new
 /// tree of directories holding an empty memory.
-fn parent_exists(flag: &str, dir: &std::path::Path) -> Result<(), String> {
+fn parent_exists(flag: &str, dir: &std::path::Path) -> Result<(), CliError> {
     if dir.exists() {
         return Ok(());
     }
     match dir.parent() {
-        Some(parent) if !parent.as_os_str().is_empty() && !parent.is_dir() => Err(format!(
+        Some(parent) if !parent.as_os_str().is_empty() && !parent.is_dir() => Err(CliError::Said(format!(
             "{flag} {}: {} does not exist (memfs makes the memory's own directory, not its parents)",
             dir.display(),
             parent.display()
-        )),
+        ))),
         _ => Ok(()),
     }
 }

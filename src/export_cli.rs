@@ -13,6 +13,8 @@ use std::process::ExitCode;
 
 use memfs::control::request::Request;
 use memfs::persist::OpenError;
+
+use crate::cli_error::CliError;
 use memfs::serve::attach::through_owner;
 use memfs::Memory;
 
@@ -60,7 +62,7 @@ pub fn run(cli: &Cli, dir: Option<&Path>, tar: Option<&Path>) -> ExitCode {
 
 /// The plain files made current: by the owner, or by opening the memory
 /// here (which replays the journal) and closing it.
-fn bring_up_to_date(cli: &Cli) -> Result<(), String> {
+fn bring_up_to_date(cli: &Cli) -> Result<(), CliError> {
     let options = memfs::memory::Options {
         no_search: true,
         ..cli.common.options()
@@ -68,30 +70,32 @@ fn bring_up_to_date(cli: &Cli) -> Result<(), String> {
     match Memory::open(&cli.common.data, options) {
         Ok(memory) => match memory.write_out() {
             true => Ok(()),
-            false => Err("some changes could not be written to disk".into()),
+            false => Err(CliError::Said(
+                "some changes could not be written to disk".into(),
+            )),
         },
         Err(OpenError::Busy { .. }) => {
             let reply = through_owner(&cli.common.data.join(".memfs"), &Request::Checkpoint);
             match reply.code {
                 0 => Ok(()),
-                _ => Err(reply.err),
+                _ => Err(CliError::Owner(reply.err)),
             }
         }
-        Err(e) => Err(e.to_string()),
+        Err(e) => Err(e.into()),
     }
 }
 
 /// `dir` is missing or empty: an export `writes` (`into a new directory`)
 /// there.
-pub fn check_empty(dir: &Path, writes: &str) -> Result<(), String> {
+pub fn check_empty(dir: &Path, writes: &str) -> Result<(), CliError> {
     match std::fs::read_dir(dir).map(|mut entries| entries.next().is_some()) {
-        Ok(true) => Err(format!(
+        Ok(true) => Err(CliError::Said(format!(
             "{} is not empty; export writes {writes}",
             dir.display()
-        )),
+        ))),
         Ok(false) => Ok(()),
         Err(e) if e.kind() == io::ErrorKind::NotFound => Ok(()),
-        Err(e) => Err(format!("cannot use {}: {e}", dir.display())),
+        Err(e) => Err(CliError::io("use", dir)(e)),
     }
 }
 
@@ -186,34 +190,35 @@ fn target(
     url: &str,
     store: Option<&str>,
     key_env: &str,
-) -> Result<memfs::transfer::api::Api, String> {
-    let store = store.ok_or("--to needs --store ID (the memory store to write into)")?;
-    let said = |e: memfs::transfer::api::RemoteError| e.to_string();
-    let key = memfs::transfer::api::key_from(key_env).map_err(said)?;
-    let api = memfs::transfer::api::Api::new(url, key, store).map_err(said)?;
-    api.check().map_err(said)?;
-    match api.is_empty().map_err(said)? {
+) -> Result<memfs::transfer::api::Api, CliError> {
+    let store = store.ok_or_else(|| {
+        CliError::Said("--to needs --store ID (the memory store to write into)".into())
+    })?;
+    let key = memfs::transfer::api::key_from(key_env)?;
+    let api = memfs::transfer::api::Api::new(url, key, store)?;
+    api.check()?;
+    match api.is_empty()? {
         true => Ok(api),
-        false => Err(format!(
+        false => Err(CliError::Said(format!(
             "store {store} holds memories already; export writes into a new or an empty store"
-        )),
+        ))),
     }
 }
 
 /// The memory's files now (the plain files brought up to date first),
 /// in path order.
-fn files_now(cli: &Cli) -> Result<Vec<Found>, String> {
+fn files_now(cli: &Cli) -> Result<Vec<Found>, CliError> {
     let data = &cli.common.data;
     if !data.join("memories").is_dir() {
-        return Err(format!(
+        return Err(CliError::Said(format!(
             "no memory at {} (no memories/ there)",
             data.display()
-        ));
+        )));
     }
     bring_up_to_date(cli)?;
     let mut files = Vec::new();
     collect(&data.join("memories"), "", &mut files)
-        .map_err(|e| format!("cannot read the memory's files: {e}"))?;
+        .map_err(|e| CliError::Said(format!("cannot read the memory's files: {e}")))?;
     files.sort_by(|a, b| a.rel.cmp(&b.rel));
     Ok(files)
 }

@@ -3,6 +3,7 @@
 //! dir; progress on stderr after a second, then what was imported and what
 //! was left out, with why.
 
+use crate::cli_error::CliError;
 use std::io::IsTerminal;
 use std::path::Path;
 use std::process::ExitCode;
@@ -35,16 +36,17 @@ pub struct Asked<'a> {
 
 /// SOURCE as a memory stores API (`http://` or `https://`), looked up
 /// before anything is written: `None` when SOURCE is no URL.
-fn api_source(asked: &Asked) -> Option<Result<transfer::api::Api, String>> {
+fn api_source(asked: &Asked) -> Option<Result<transfer::api::Api, CliError>> {
     let url = asked.source.to_str().filter(|s| s.contains("://"))?;
     Some((|| {
-        let store = asked
-            .store
-            .ok_or("an import from an API needs --store ID (the memory store to read)")?;
-        let said = |e: transfer::api::RemoteError| e.to_string();
-        let key = transfer::api::key_from(asked.key_env).map_err(said)?;
-        let api = transfer::api::Api::new(url, key, store).map_err(said)?;
-        api.check().map_err(said)?;
+        let store = asked.store.ok_or_else(|| {
+            CliError::Said(
+                "an import from an API needs --store ID (the memory store to read)".into(),
+            )
+        })?;
+        let key = transfer::api::key_from(asked.key_env)?;
+        let api = transfer::api::Api::new(url, key, store)?;
+        api.check()?;
         Ok(api)
     })())
 }
@@ -249,7 +251,7 @@ impl Gather {
         send: &dyn Fn(&Request) -> Reply,
         asked: &Asked,
         tally: &mut Tally,
-    ) -> Result<(), String> {
+    ) -> Result<(), CliError> {
         self.size += file.data.len() as u64;
         self.chunk.push(file);
         if self.size >= self.most || self.chunk.len() >= CHUNK_FILES {
@@ -265,7 +267,7 @@ impl Gather {
         send: &dyn Fn(&Request) -> Reply,
         asked: &Asked,
         tally: &mut Tally,
-    ) -> Result<(), String> {
+    ) -> Result<(), CliError> {
         match item {
             Item::File { path, data } => {
                 tally.read += 1;
@@ -284,7 +286,7 @@ impl Gather {
         send: &dyn Fn(&Request) -> Reply,
         asked: &Asked,
         tally: &mut Tally,
-    ) -> Result<(), String> {
+    ) -> Result<(), CliError> {
         self.size = 0;
         flush(send, asked, &mut self.chunk, tally, self.commit.as_ref())
     }
@@ -297,8 +299,8 @@ fn gathered(
     rules: Rules,
     tally: &mut Tally,
     progress: &mut Progress,
-    source: impl FnOnce(Rules, &mut dyn FnMut(Item) -> std::io::Result<()>) -> Result<(), String>,
-) -> Result<(), String> {
+    source: impl FnOnce(Rules, &mut dyn FnMut(Item) -> std::io::Result<()>) -> Result<(), CliError>,
+) -> Result<(), CliError> {
     let mut gather = Gather::new(&rules, None);
     // (The sending's own error, not the reader's account of it.)
     let mut error = None;
@@ -306,8 +308,9 @@ fn gathered(
         let taken = gather.take(item, send, asked, tally);
         progress.show(tally, false);
         taken.map_err(|e| {
-            error = Some(e.clone());
-            std::io::Error::other(e)
+            let said = std::io::Error::other(e.to_string());
+            error = Some(e);
+            said
         })
     });
     let read = read.and_then(|()| gather.send(send, asked, tally));
@@ -322,7 +325,7 @@ fn from_api(
     rules: Rules,
     tally: &mut Tally,
     progress: &mut Progress,
-) -> Result<(), String> {
+) -> Result<(), CliError> {
     let began = Instant::now();
     let mut shown = began;
     // (Pages that bring nothing to import are said too, so that a slow or
@@ -351,7 +354,7 @@ fn from_api(
             },
             &mut page,
         )
-        .map_err(|e| e.to_string())
+        .map_err(CliError::from)
     })
 }
 
@@ -362,9 +365,9 @@ fn files(
     rules: Rules,
     tally: &mut Tally,
     progress: &mut Progress,
-) -> Result<(), String> {
+) -> Result<(), CliError> {
     gathered(send, asked, rules, tally, progress, |rules, out| {
-        transfer::read(asked.source, rules, out)
+        Ok(transfer::read(asked.source, rules, out)?)
     })
 }
 
@@ -375,7 +378,7 @@ fn flush(
     chunk: &mut Vec<ImportFile>,
     tally: &mut Tally,
     commit: Option<&Commit>,
-) -> Result<(), String> {
+) -> Result<(), CliError> {
     if chunk.is_empty() {
         return Ok(());
     }
@@ -392,7 +395,7 @@ fn flush(
     let reply = send(&request);
     let outcomes: Vec<Outcome> = match serde_json::from_slice(&reply.out) {
         Ok(o) => o,
-        Err(_) => return Err(reply.err),
+        Err(_) => return Err(CliError::Owner(reply.err)),
     };
     tally.failed |= reply.code != 0;
     if commit.is_some() {
@@ -511,11 +514,12 @@ fn commit_file(
     commit: &crate::import_git::GitCommit,
     change: &crate::import_git::Change,
     tally: &mut Tally,
-) -> Result<Option<ImportFile>, String> {
+) -> Result<Option<ImportFile>, CliError> {
     let short = commit.id.get(..12).unwrap_or(&commit.id);
     let path = match &change.path {
         Ok(path) => path,
-        Err(lossy) => {
+        Err(bad) => {
+            let lossy = String::from_utf8_lossy(bad.as_bytes());
             tally.skip(
                 format!("{short}:{lossy}"),
                 "a name that is not UTF-8".into(),
@@ -547,7 +551,7 @@ fn commit_file(
     };
     Checker::new(rules.clone(), &mut keep)
         .entry(path, Kind::File, size, &mut data.as_slice())
-        .map_err(|e| e.to_string())?;
+        .map_err(|e| CliError::Said(e.to_string()))?;
     Ok(match items.pop() {
         Some(Item::File { path, data }) => {
             tally.read += 1;
@@ -572,13 +576,13 @@ fn git_history(
     rules: &Rules,
     tally: &mut Tally,
     progress: &mut Progress,
-) -> Result<(), String> {
+) -> Result<(), CliError> {
     let commits = crate::import_git::commits(asked.source, "HEAD")?;
     let reply = send(&Request::ImportKeys {
         prefix: "git:".into(),
     });
     if reply.code != 0 {
-        return Err(reply.err);
+        return Err(CliError::Owner(reply.err));
     }
     // Each key (`git:COMMIT:PATH`) with the sha256 of what it left.
     let rows: Vec<(String, String)> = String::from_utf8_lossy(&reply.out)
@@ -588,7 +592,7 @@ fn git_history(
         .collect();
     let done: std::collections::HashSet<&str> = rows.iter().map(|(k, _)| k.as_str()).collect();
     let to = memfs::path::MemPath::parse(asked.to)
-        .map_err(|e| format!("--to {}: {e}", memfs::text::clip(asked.to)))?;
+        .map_err(|e| CliError::Said(format!("--to {}: {e}", memfs::text::clip(asked.to))))?;
     // A change is in when the history holds its key, made of the commit
     // and the path where the file landed (below --to).
     let is_in = |c: &crate::import_git::GitCommit, change: &crate::import_git::Change| {
@@ -651,7 +655,7 @@ fn one_commit(
     skip: &dyn Fn(&crate::import_git::Change) -> bool,
     blobs: &mut crate::import_git::Blobs,
     tally: &mut Tally,
-) -> Result<(), String> {
+) -> Result<(), CliError> {
     let commit = Commit {
         id: c.id.clone(),
         author: c.author.clone(),

@@ -15,8 +15,28 @@ pub struct Change {
     pub mode: String,
     pub blob: String,
     /// Relative to the repository's top (a name that is not UTF-8: its
-    /// lossy spelling, as the error).
-    pub path: Result<String, String>,
+    /// bytes, in the error).
+    pub path: Result<String, std::string::FromUtf8Error>,
+}
+
+/// Why a repository's history could not be read.
+#[derive(Debug, thiserror::Error)]
+pub enum GitError {
+    #[error("cannot run git: {0}")]
+    Run(#[source] std::io::Error),
+    #[error("{} is not a git repository with history memfs can read: {said}", .repo.display())]
+    NotARepository {
+        repo: std::path::PathBuf,
+        said: String,
+    },
+    #[error("git log said something memfs cannot read")]
+    Log,
+    #[error("git's {0}")]
+    Pipe(&'static str),
+    #[error("git cat-file: {0}")]
+    CatFile(#[source] std::io::Error),
+    #[error("git cat-file said {0}")]
+    CatFileSaid(String),
 }
 
 pub struct GitCommit {
@@ -120,7 +140,7 @@ fn git(repo: &Path) -> Command {
 
 /// The commits of `rev` along its first parents, oldest first, each with
 /// what it changed against its first parent.
-pub fn commits(repo: &Path, rev: &str) -> Result<Vec<GitCommit>, String> {
+pub fn commits(repo: &Path, rev: &str) -> Result<Vec<GitCommit>, GitError> {
     let out = git(repo)
         .args([
             "log",
@@ -142,13 +162,12 @@ pub fn commits(repo: &Path, rev: &str) -> Result<Vec<GitCommit>, String> {
             "--",
         ])
         .output()
-        .map_err(|e| format!("cannot run git: {e}"))?;
+        .map_err(GitError::Run)?;
     if !out.status.success() {
-        return Err(format!(
-            "{} is not a git repository with history memfs can read: {}",
-            repo.display(),
-            String::from_utf8_lossy(&out.stderr).trim()
-        ));
+        return Err(GitError::NotARepository {
+            repo: repo.to_path_buf(),
+            said: String::from_utf8_lossy(&out.stderr).trim().to_string(),
+        });
     }
     parse(&out.stdout)
 }
@@ -156,7 +175,7 @@ pub fn commits(repo: &Path, rev: &str) -> Result<Vec<GitCommit>, String> {
 /// `git log -z --raw` with the format above, read field by field in
 /// order (a path is whatever follows a change's `:` field, so a path
 /// holding any byte is never taken for the next commit).
-fn parse(out: &[u8]) -> Result<Vec<GitCommit>, String> {
+fn parse(out: &[u8]) -> Result<Vec<GitCommit>, GitError> {
     let mut fields = out.split(|&b| b == 0).map(|f| {
         let start = f.iter().position(|&b| b != b'\n').unwrap_or(f.len());
         &f[start..]
@@ -183,14 +202,13 @@ fn parse(out: &[u8]) -> Result<Vec<GitCommit>, String> {
         let meta = String::from_utf8_lossy(meta);
         let parts: Vec<&str> = meta.split(' ').collect();
         let (Some(commit), [_, mode, _, blob, status]) = (commits.last_mut(), &parts[..]) else {
-            return Err("git log said something memfs cannot read".into());
+            return Err(GitError::Log);
         };
         commit.changes.push(Change {
             status: status.chars().next().unwrap_or('?'),
             mode: mode.to_string(),
             blob: blob.to_string(),
-            path: String::from_utf8(path.to_vec())
-                .map_err(|_| String::from_utf8_lossy(path).into_owned()),
+            path: String::from_utf8(path.to_vec()),
         });
     }
     Ok(commits)
@@ -229,16 +247,16 @@ pub struct Blobs {
 }
 
 impl Blobs {
-    pub fn open(repo: &Path) -> Result<Blobs, String> {
+    pub fn open(repo: &Path) -> Result<Blobs, GitError> {
         let mut child = git(repo)
             .args(["cat-file", "--batch"])
             .stdin(Stdio::piped())
             .stdout(Stdio::piped())
             .stderr(Stdio::null())
             .spawn()
-            .map_err(|e| format!("cannot run git: {e}"))?;
-        let input = child.stdin.take().ok_or("git's stdin")?;
-        let output = BufReader::new(child.stdout.take().ok_or("git's stdout")?);
+            .map_err(GitError::Run)?;
+        let input = child.stdin.take().ok_or(GitError::Pipe("stdin"))?;
+        let output = BufReader::new(child.stdout.take().ok_or(GitError::Pipe("stdout"))?);
         Ok(Blobs {
             child,
             input,
@@ -248,8 +266,8 @@ impl Blobs {
 
     /// The content `blob`, read through `most + 1` bytes at most (a bigger
     /// one is read past, and said too big by its length).
-    pub fn get(&mut self, blob: &str, most: u64) -> Result<(u64, Vec<u8>), String> {
-        let fail = |e: std::io::Error| format!("git cat-file: {e}");
+    pub fn get(&mut self, blob: &str, most: u64) -> Result<(u64, Vec<u8>), GitError> {
+        let fail = GitError::CatFile;
         writeln!(self.input, "{blob}").map_err(fail)?;
         self.input.flush().map_err(fail)?;
         let mut head = String::new();
@@ -258,7 +276,7 @@ impl Blobs {
             .split_whitespace()
             .nth(2)
             .and_then(|s| s.parse().ok())
-            .ok_or_else(|| format!("git cat-file said {}", head.trim()))?;
+            .ok_or_else(|| GitError::CatFileSaid(head.trim().to_string()))?;
         let mut data = Vec::new();
         (&mut self.output)
             .take(size.min(most.saturating_add(1)))

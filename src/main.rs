@@ -3,6 +3,7 @@
 mod allocator;
 mod claude_code_cli;
 mod cli;
+mod cli_error;
 mod export_cli;
 mod history_cli;
 mod http_cli;

@@ -9,6 +9,7 @@
 //! context: so a repaired mount's MEMORY.md is printed, with a line saying
 //! why, and the session starts with its memory all the same.
 
+use crate::cli_error::CliError;
 use std::fs::File;
 use std::path::Path;
 
@@ -24,24 +25,24 @@ const BYTES_MOST: usize = 25 * 1024;
 /// mount twice.
 pub struct Held(#[allow(dead_code)] File);
 
-pub fn hold(data: &Path) -> Result<Held, String> {
+pub fn hold(data: &Path) -> Result<Held, CliError> {
     use rustix::fs::{flock, FlockOperation};
-    std::fs::create_dir_all(data).map_err(|e| format!("cannot make {}: {e}", data.display()))?;
+    std::fs::create_dir_all(data).map_err(CliError::io("make", data))?;
     let path = data.join("claude-code.lock");
     let file = File::options()
         .create(true)
         .truncate(false)
         .write(true)
         .open(&path)
-        .map_err(|e| format!("cannot open {}: {e}", path.display()))?;
+        .map_err(CliError::io("open", &path))?;
     flock(&file, FlockOperation::LockExclusive)
-        .map_err(|e| format!("cannot lock {}: {e}", path.display()))?;
+        .map_err(|e| CliError::io("lock", &path)(e.into()))?;
     Ok(Held(file))
 }
 
 /// What the hook prints (nothing when all is well), or why it could not
 /// mount the memory.
-pub fn ensure(place: Place) -> Result<String, String> {
+pub fn ensure(place: Place) -> Result<String, CliError> {
     // (Not enabled, or enabled for another Claude Code config dir: that
     // one's hook mounts it.)
     if !enabled(&place) || enabled_elsewhere(&place) {

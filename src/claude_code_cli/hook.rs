@@ -7,6 +7,7 @@
 //! every other top-level key keeps its place and its text, and a file that
 //! is not a JSON object is left alone (the caller says so).
 
+use crate::cli_error::CliError;
 use std::fmt;
 use std::path::{Path, PathBuf};
 
@@ -47,23 +48,23 @@ pub fn settings_path(config: &Path) -> PathBuf {
 }
 
 /// The settings as they are (none: an empty object).
-fn read(path: &Path) -> Result<Ordered, String> {
+fn read(path: &Path) -> Result<Ordered, CliError> {
     let text = match std::fs::read_to_string(path) {
         Ok(t) if t.trim().is_empty() => return Ok(Ordered(Vec::new())),
         Ok(t) => t,
         Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(Ordered(Vec::new())),
-        Err(e) => return Err(format!("cannot read {}: {e}", path.display())),
+        Err(e) => return Err(CliError::io("read", path)(e)),
     };
     serde_json::from_str(&text).map_err(|e| {
-        format!(
+        CliError::Said(format!(
             "{} is not a JSON object Claude Code can read ({e}); it was left as it is",
             path.display()
-        )
+        ))
     })
 }
 
 /// Writes the settings back (a temporary file renamed over the old one).
-fn write(path: &Path, settings: &Ordered) -> Result<(), String> {
+fn write(path: &Path, settings: &Ordered) -> Result<(), CliError> {
     let body: Vec<String> = settings
         .0
         .iter()
@@ -77,7 +78,7 @@ fn write(path: &Path, settings: &Ordered) -> Result<(), String> {
     // file it names is the one rewritten, and the link stays.)
     let path = std::fs::canonicalize(path).unwrap_or_else(|_| path.to_path_buf());
     if let Some(dir) = path.parent() {
-        std::fs::create_dir_all(dir).map_err(|e| format!("cannot make {}: {e}", dir.display()))?;
+        std::fs::create_dir_all(dir).map_err(CliError::io("make", dir))?;
     }
     let tmp = path.with_extension(format!("json.memfs-{}", std::process::id()));
     let written = (|| {
@@ -99,7 +100,7 @@ fn write(path: &Path, settings: &Ordered) -> Result<(), String> {
     })();
     written.map_err(|e| {
         let _ = std::fs::remove_file(&tmp);
-        format!("cannot write {}: {e}", path.display())
+        CliError::io("write", path)(e)
     })
 }
 
@@ -129,17 +130,17 @@ fn without_ours(list: &mut Vec<Value>) {
 }
 
 /// The `hooks` value of the settings (an empty object when there is none).
-fn hooks_of(settings: &Ordered) -> Result<Value, String> {
+fn hooks_of(settings: &Ordered) -> Result<Value, CliError> {
     match settings.0.iter().find(|(k, _)| k == "hooks") {
         None => Ok(json!({})),
         Some((_, raw)) => serde_json::from_str(raw.get())
-            .map_err(|e| format!("the settings' hooks cannot be read: {e}")),
+            .map_err(|e| CliError::Said(format!("the settings' hooks cannot be read: {e}"))),
     }
 }
 
 /// Puts `hooks` back in its place (or last), or takes the key away when
 /// it is empty.
-fn set_hooks(settings: &mut Ordered, hooks: &Value) -> Result<(), String> {
+fn set_hooks(settings: &mut Ordered, hooks: &Value) -> Result<(), CliError> {
     let empty = hooks.as_object().is_some_and(|m| m.is_empty());
     let at = settings.0.iter().position(|(k, _)| k == "hooks");
     if empty {
@@ -148,10 +149,10 @@ fn set_hooks(settings: &mut Ordered, hooks: &Value) -> Result<(), String> {
         }
         return Ok(());
     }
-    let text = serde_json::to_string_pretty(hooks).map_err(|e| e.to_string())?;
+    let text = serde_json::to_string_pretty(hooks).map_err(|e| CliError::Said(e.to_string()))?;
     // (Indented as a value of the top-level object.)
     let text = text.replace('\n', "\n  ");
-    let raw = RawValue::from_string(text).map_err(|e| e.to_string())?;
+    let raw = RawValue::from_string(text).map_err(|e| CliError::Said(e.to_string()))?;
     match at {
         Some(i) => settings.0[i].1 = raw,
         None => settings.0.push(("hooks".to_string(), raw)),
@@ -169,21 +170,21 @@ pub fn command(exe: &Path) -> String {
 /// Adds memfs' `SessionStart` hook running `command` to the settings at
 /// `path` (or puts it right, when an older memfs' command is there);
 /// whether the file changed.
-pub fn install(path: &Path, command: &str) -> Result<bool, String> {
+pub fn install(path: &Path, command: &str) -> Result<bool, CliError> {
     let mut settings = read(path)?;
     let mut hooks = hooks_of(&settings)?;
     let Some(map) = hooks.as_object_mut() else {
-        return Err(format!(
+        return Err(CliError::Said(format!(
             "the hooks in {} are not an object; left as they are",
             path.display()
-        ));
+        )));
     };
     let starts = map.entry("SessionStart").or_insert_with(|| json!([]));
     let Some(list) = starts.as_array_mut() else {
-        return Err(format!(
+        return Err(CliError::Said(format!(
             "the SessionStart hooks in {} are not a list; left as they are",
             path.display()
-        ));
+        )));
     };
     let ours = json!({"hooks": [{"type": "command", "command": command, "timeout": 60}]});
     if list.iter().any(|e| e == &ours) {
@@ -197,7 +198,7 @@ pub fn install(path: &Path, command: &str) -> Result<bool, String> {
 
 /// Takes memfs' `SessionStart` hook out of the settings at `path`;
 /// whether it was there.
-pub fn remove(path: &Path) -> Result<bool, String> {
+pub fn remove(path: &Path) -> Result<bool, CliError> {
     let mut settings = read(path)?;
     let mut hooks = hooks_of(&settings)?;
     let Some(list) = hooks.get_mut("SessionStart").and_then(Value::as_array_mut) else {
@@ -225,12 +226,12 @@ pub fn installed(path: &Path) -> bool {
 
 /// Sets the top-level key `key` of the settings file at `path` to the
 /// string `value` (`None`: takes it out), every other key as it was.
-pub fn set_key(path: &Path, key: &str, value: Option<&str>) -> Result<(), String> {
+pub fn set_key(path: &Path, key: &str, value: Option<&str>) -> Result<(), CliError> {
     let mut settings = read(path)?;
     settings.0.retain(|(k, _)| k != key);
     if let Some(value) = value {
         let raw = RawValue::from_string(Value::from(value).to_string())
-            .map_err(|e| format!("cannot write {key}: {e}"))?;
+            .map_err(|e| CliError::Said(format!("cannot write {key}: {e}")))?;
         settings.0.push((key.to_string(), raw));
     }
     write(path, &settings)

@@ -15,6 +15,7 @@
 //! repository's remote, so the same project meets the same store on every
 //! machine wherever its checkout is.
 
+use crate::cli_error::CliError;
 use std::path::{Path, PathBuf};
 use std::process::{Command, ExitCode, Stdio};
 use std::time::{Duration, Instant};
@@ -43,7 +44,7 @@ struct Place {
     key: String,
 }
 
-fn fail(message: String) -> ExitCode {
+fn fail(message: impl std::fmt::Display) -> ExitCode {
     memfs::say!("memfs: {message}");
     ExitCode::from(2)
 }
@@ -158,13 +159,13 @@ pub fn store_for_remote(remote: &str) -> String {
     }
 }
 
-fn place(shared: Option<&str>, data: Option<&Path>) -> Result<Place, String> {
-    let here =
-        std::env::current_dir().map_err(|e| format!("cannot read the current directory: {e}"))?;
+fn place(shared: Option<&str>, data: Option<&Path>) -> Result<Place, CliError> {
+    let here = std::env::current_dir()
+        .map_err(|e| CliError::Said(format!("cannot read the current directory: {e}")))?;
     let project = main_checkout(&here);
     let home = std::env::var_os("HOME")
         .map(PathBuf::from)
-        .ok_or("HOME is not set")?;
+        .ok_or_else(|| CliError::Said("HOME is not set".into()))?;
     let config = std::env::var_os("CLAUDE_CONFIG_DIR").map_or(home.join(".claude"), PathBuf::from);
     let key = project_key(&project);
     let memory_dir = config.join("projects").join(&key).join("memory");
@@ -187,10 +188,10 @@ fn place(shared: Option<&str>, data: Option<&Path>) -> Result<Place, String> {
         Some(url) if url.contains("store=") => Some(url.to_string()),
         Some(url) => {
             let remote = git(&project, &["remote", "get-url", "origin"]).ok_or_else(|| {
-                format!(
+                CliError::Said(format!(
                     "{} has no git remote `origin` to name the shared store after; add one, or give the store yourself in the URL (?store=NAME)",
                     project.display()
-                )
+                ))
             })?;
             let sep = if url.contains('?') { '&' } else { '?' };
             Some(format!("{url}{sep}store={}", store_for_remote(&remote)))
@@ -296,8 +297,9 @@ fn on_memory(place: &Place, command: &str, args: &[String]) -> ExitCode {
 
 /// This very memfs, on the place's memory (`--data DIR`, or a shared
 /// store's `--data URL --cache DIR`): the other commands go after it.
-fn memfs_on(place: &Place) -> Result<Command, String> {
-    let exe = std::env::current_exe().map_err(|e| format!("cannot find memfs itself: {e}"))?;
+fn memfs_on(place: &Place) -> Result<Command, CliError> {
+    let exe = std::env::current_exe()
+        .map_err(|e| CliError::Said(format!("cannot find memfs itself: {e}")))?;
     let mut c = Command::new(exe);
     match &place.shared {
         None => c.arg("--data").arg(&place.data),
@@ -401,30 +403,30 @@ fn status(place: &Place) -> (String, bool) {
 
 /// Moves every entry of `from` into `to` (made if missing); refuses, with
 /// nothing moved, if a name is in both.
-fn move_entries(from: &Path, to: &Path) -> Result<usize, String> {
+fn move_entries(from: &Path, to: &Path) -> Result<usize, CliError> {
     let entries: Vec<_> = match std::fs::read_dir(from) {
         Ok(rd) => rd.filter_map(Result::ok).collect(),
         Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(0),
-        Err(e) => return Err(format!("cannot read {}: {e}", from.display())),
+        Err(e) => return Err(CliError::io("read", from)(e)),
     };
-    std::fs::create_dir_all(to).map_err(|e| format!("cannot make {}: {e}", to.display()))?;
+    std::fs::create_dir_all(to).map_err(CliError::io("make", to))?;
     if let Some(both) = entries.iter().find(|e| to.join(e.file_name()).exists()) {
-        return Err(format!(
+        return Err(CliError::Said(format!(
             "{} is in both {} and {}; move one away, then run this again (nothing was moved)",
             both.file_name().to_string_lossy(),
             from.display(),
             to.display()
-        ));
+        )));
     }
     for e in &entries {
         let target = to.join(e.file_name());
         // (Another file system: copied, then removed.)
         if std::fs::rename(e.path(), &target).is_err() && !copy_then_remove(&e.path(), &target) {
-            return Err(format!(
+            return Err(CliError::Said(format!(
                 "cannot move {} to {}",
                 e.path().display(),
                 target.display()
-            ));
+            )));
         }
     }
     Ok(entries.len())
@@ -435,9 +437,9 @@ fn move_entries(from: &Path, to: &Path) -> Result<usize, String> {
 /// versions, or, when the memory is there already (after a `disable`, or a
 /// reboot that took the mount away), is taken in through the mount as the
 /// changes made while memfs was off.
-fn enable(place: &Place) -> Result<String, String> {
+fn enable(place: &Place) -> Result<String, CliError> {
     if unmounted::chosen(place) {
-        return Err("this project's memory is enabled without a mount (--no-mount): run memfs claude-code disable first, or enable it with --no-mount".to_string());
+        return Err(CliError::Said("this project's memory is enabled without a mount (--no-mount): run memfs claude-code disable first, or enable it with --no-mount".to_string()));
     }
     let dir = &place.memory_dir;
     let repaired = match mount_of(place) {
@@ -454,9 +456,9 @@ fn enable(place: &Place) -> Result<String, String> {
         }
         Mount::None => "",
     };
-    std::fs::create_dir_all(dir).map_err(|e| format!("cannot make {}: {e}", dir.display()))?;
+    std::fs::create_dir_all(dir).map_err(CliError::io("make", dir))?;
     let cache = &place.data;
-    std::fs::create_dir_all(cache).map_err(|e| format!("cannot make {}: {e}", cache.display()))?;
+    std::fs::create_dir_all(cache).map_err(CliError::io("make", cache))?;
     // What Claude Code kept so far becomes the memory's first versions.
     // (A shared store's files come from the database, and a memory that is
     // there already has its own: what is here waits aside and goes in
@@ -499,7 +501,7 @@ fn hook_on(place: &Place) -> String {
     let _held = ensure::hold(&place.root);
     let settings = hook::settings_path(&place.config);
     let added = std::env::current_exe()
-        .map_err(|e| format!("cannot find memfs itself: {e}"))
+        .map_err(|e| CliError::Said(format!("cannot find memfs itself: {e}")))
         .and_then(|exe| hook::install(&settings, &hook::command(&exe)));
     match added {
         Ok(true) => format!(
@@ -551,16 +553,16 @@ fn others_enabled(place: &Place) -> bool {
 }
 
 /// Detaches the dead mount at `dir`, or says how to.
-fn clear_dead(dir: &Path) -> Result<(), String> {
+fn clear_dead(dir: &Path) -> Result<(), CliError> {
     memfs::fuse::mountpoint::lazy_unmount(dir);
     match is_mount_point(dir) {
         false => Ok(()),
-        true => Err(format!(
+        true => Err(CliError::Said(format!(
             "the dead mount at {} could not be cleared; clear it with: fusermount3 -u -z {} (as root: umount -l {}), then run this again",
             dir.display(),
             dir.display(),
             dir.display()
-        )),
+        ))),
     }
 }
 
@@ -568,7 +570,12 @@ fn clear_dead(dir: &Path) -> Result<(), String> {
 /// (a shared store's: where the store has no such file; a memory that was
 /// there already: as the changes made meanwhile; a new memory's: already
 /// its first versions, `moved` of them); what `enable` says of it.
-fn brought_in(place: &Place, aside: &Path, existing: bool, moved: usize) -> Result<String, String> {
+fn brought_in(
+    place: &Place,
+    aside: &Path,
+    existing: bool,
+    moved: usize,
+) -> Result<String, CliError> {
     let dir = &place.memory_dir;
     Ok(match (&place.shared, existing) {
         (Some(url), _) => {
@@ -609,23 +616,27 @@ fn files_under(root: &Path) -> Vec<PathBuf> {
 /// differ written through the mount, and each file `disable` copied back
 /// (listed in `copied_back`) that is gone from it deleted. Then `aside` is
 /// removed. Says what it did.
-fn take_in(aside: &Path, dir: &Path, copied_back: &Path) -> Result<String, String> {
+fn take_in(aside: &Path, dir: &Path, copied_back: &Path) -> Result<String, CliError> {
     let (mut written, mut same, mut deleted) = (0, 0, 0);
     let here = files_under(aside);
     for rel in &here {
-        let bytes = std::fs::read(aside.join(rel))
-            .map_err(|e| format!("cannot read {}: {e}", aside.join(rel).display()))?;
+        let bytes = std::fs::read(aside.join(rel)).map_err(|e| {
+            CliError::Said(format!("cannot read {}: {e}", aside.join(rel).display()))
+        })?;
         let target = dir.join(rel);
         if std::fs::read(&target).is_ok_and(|now| now == bytes) {
             same += 1;
             continue;
         }
         if let Some(parent) = target.parent() {
-            std::fs::create_dir_all(parent)
-                .map_err(|e| format!("cannot make {}: {e}", parent.display()))?;
+            std::fs::create_dir_all(parent).map_err(CliError::io("make", parent))?;
         }
-        std::fs::write(&target, &bytes)
-            .map_err(|e| format!("cannot write {} into the memory: {e}", target.display()))?;
+        std::fs::write(&target, &bytes).map_err(|e| {
+            CliError::Said(format!(
+                "cannot write {} into the memory: {e}",
+                target.display()
+            ))
+        })?;
         written += 1;
     }
     // (Only after a disable: after a reboot, the plain directory holds just
@@ -646,7 +657,7 @@ fn take_in(aside: &Path, dir: &Path, copied_back: &Path) -> Result<String, Strin
 
 /// Starts `memfs mount` on the place in the background (its log in the
 /// data dir) and waits until it is mounted; its pid.
-fn start_mount(place: &Place) -> Result<u32, String> {
+fn start_mount(place: &Place) -> Result<u32, CliError> {
     let dir = &place.memory_dir;
     let log = place.data.join("claude-code-mount.log");
     let args = [std::ffi::OsStr::new("mount"), dir.as_os_str()];
@@ -655,14 +666,17 @@ fn start_mount(place: &Place) -> Result<u32, String> {
     while !is_mount_point(dir) {
         if let Ok(Some(_)) = child.try_wait() {
             let said = std::fs::read_to_string(&log).unwrap_or_default();
-            return Err(format!("memfs mount did not start: {}", said.trim()));
+            return Err(CliError::Said(format!(
+                "memfs mount did not start: {}",
+                said.trim()
+            )));
         }
         if Instant::now() > deadline {
-            return Err(format!(
+            return Err(CliError::Said(format!(
                 "{} was not mounted within 30 s (see {})",
                 dir.display(),
                 log.display()
-            ));
+            )));
         }
         std::thread::sleep(Duration::from_millis(50));
     }
@@ -676,9 +690,8 @@ fn in_background(
     place: &Place,
     args: &[&std::ffi::OsStr],
     log: &Path,
-) -> Result<std::process::Child, String> {
-    let log_file =
-        std::fs::File::create(log).map_err(|e| format!("cannot write {}: {e}", log.display()))?;
+) -> Result<std::process::Child, CliError> {
+    let log_file = std::fs::File::create(log).map_err(CliError::io("write", log))?;
     let mut command = memfs_on(place)?;
     command.args(args);
     use std::os::unix::process::CommandExt;
@@ -688,13 +701,18 @@ fn in_background(
         .stderr(log_file)
         .process_group(0)
         .spawn()
-        .map_err(|e| format!("cannot start memfs {}: {e}", args[0].to_string_lossy()))
+        .map_err(|e| {
+            CliError::Said(format!(
+                "cannot start memfs {}: {e}",
+                args[0].to_string_lossy()
+            ))
+        })
 }
 
 /// What was in the place before a shared store was mounted on it, copied
 /// in through the mount where the store has no file of that name; what the
 /// store has already stays aside (said in the answer).
-fn bring_in(aside: &Path, dir: &Path) -> Result<String, String> {
+fn bring_in(aside: &Path, dir: &Path) -> Result<String, CliError> {
     let Ok(entries) = std::fs::read_dir(aside) else {
         return Ok(String::new());
     };
@@ -706,10 +724,10 @@ fn bring_in(aside: &Path, dir: &Path) -> Result<String, String> {
             continue;
         }
         if !copy_then_remove(&entry.path(), &target) {
-            return Err(format!(
+            return Err(CliError::Said(format!(
                 "cannot copy {} into the memory",
                 entry.path().display()
-            ));
+            )));
         }
     }
     Ok(match kept.is_empty() {
@@ -727,7 +745,7 @@ fn bring_in(aside: &Path, dir: &Path) -> Result<String, String> {
 /// directory. After a reboot took the mount away, the files Claude Code
 /// wrote to the plain directory since are kept, and the memory's others
 /// copied beside them.
-fn disable(place: &Place) -> Result<String, String> {
+fn disable(place: &Place) -> Result<String, CliError> {
     if unmounted::chosen(place) {
         return unmounted::disable(place);
     }
@@ -773,7 +791,7 @@ fn disable(place: &Place) -> Result<String, String> {
     ))
 }
 
-fn unmount(dir: &Path) -> Result<(), String> {
+fn unmount(dir: &Path) -> Result<(), CliError> {
     let unmounted = ["fusermount3", "umount"].iter().any(|tool| {
         let mut c = Command::new(tool);
         if *tool == "fusermount3" {
@@ -786,27 +804,27 @@ fn unmount(dir: &Path) -> Result<(), String> {
     });
     match unmounted {
         true => Ok(()),
-        false => Err(format!(
+        false => Err(CliError::Said(format!(
             "cannot unmount {} (is a program using it? close it, then run this again)",
             dir.display()
-        )),
+        ))),
     }
 }
 
 /// `memfs checkpoint` on the place's memory: its plain files brought up to
 /// date with its journal.
-fn checkpoint(place: &Place) -> Result<(), String> {
+fn checkpoint(place: &Place) -> Result<(), CliError> {
     let out = memfs_on(place)?
         .arg("checkpoint")
         .stdin(Stdio::null())
         .output()
-        .map_err(|e| format!("cannot run memfs checkpoint: {e}"))?;
+        .map_err(|e| CliError::Said(format!("cannot run memfs checkpoint: {e}")))?;
     match out.status.success() {
         true => Ok(()),
-        false => Err(format!(
+        false => Err(CliError::Said(format!(
             "the memory's files could not be brought up to date: {}",
             String::from_utf8_lossy(&out.stderr).trim()
-        )),
+        ))),
     }
 }
 
@@ -849,15 +867,16 @@ fn copy_then_remove(from: &Path, to: &Path) -> bool {
 
 /// Copies the memory's files back into the plain directory (`replace`:
 /// over what is there; else a file already there is kept).
-fn copy_back(memories: &Path, dir: &Path, replace: bool) -> Result<usize, String> {
+fn copy_back(memories: &Path, dir: &Path, replace: bool) -> Result<usize, CliError> {
     let mut count = 0;
-    for entry in std::fs::read_dir(memories)
-        .map_err(|e| format!("cannot read {}: {e}", memories.display()))?
-    {
-        let entry = entry.map_err(|e| e.to_string())?;
+    for entry in std::fs::read_dir(memories).map_err(CliError::io("read", memories))? {
+        let entry = entry.map_err(|e| CliError::Said(e.to_string()))?;
         let to = dir.join(entry.file_name());
         if !copy_keeping(&entry.path(), &to, !replace) {
-            return Err(format!("cannot copy {} back", entry.path().display()));
+            return Err(CliError::Said(format!(
+                "cannot copy {} back",
+                entry.path().display()
+            )));
         }
         count += 1;
     }

@@ -15,6 +15,7 @@
 //! mounts a mounted memory again; `disable` stops it and puts a plain
 //! directory back.
 
+use crate::cli_error::CliError;
 use std::path::{Path, PathBuf};
 use std::time::{Duration, Instant};
 
@@ -54,17 +55,16 @@ pub fn running(place: &Place) -> bool {
 }
 
 /// `enable --no-mount`.
-pub fn enable(place: &Place) -> Result<String, String> {
+pub fn enable(place: &Place) -> Result<String, CliError> {
     let dir = &place.memory_dir;
     if memfs::fuse::mountpoint::is_mount_point(dir) {
-        return Err(format!(
+        return Err(CliError::Said(format!(
             "{} is mounted (memfs claude-code enable without --no-mount): run memfs claude-code disable first",
             dir.display()
-        ));
+        )));
     }
     let memories = target(place);
-    std::fs::create_dir_all(&memories)
-        .map_err(|e| format!("cannot make {}: {e}", memories.display()))?;
+    std::fs::create_dir_all(&memories).map_err(CliError::io("make", &memories))?;
     // Claude Code told where the memory is first: a settings file that
     // cannot take it stops here, with nothing changed.
     let settings = local_settings(place);
@@ -111,7 +111,7 @@ pub fn enable(place: &Place) -> Result<String, String> {
 /// the same name there is written over: the plain directory's is newer;
 /// with `keep_theirs`, a shared store's, it stays), then removes `dir`;
 /// how many files.
-fn bring_in(dir: &Path, memories: &Path, keep_theirs: bool) -> Result<usize, String> {
+fn bring_in(dir: &Path, memories: &Path, keep_theirs: bool) -> Result<usize, CliError> {
     if !dir.exists() {
         return Ok(0);
     }
@@ -122,20 +122,23 @@ fn bring_in(dir: &Path, memories: &Path, keep_theirs: bool) -> Result<usize, Str
             continue;
         }
         if let Some(parent) = to.parent() {
-            std::fs::create_dir_all(parent)
-                .map_err(|e| format!("cannot make {}: {e}", parent.display()))?;
+            std::fs::create_dir_all(parent).map_err(CliError::io("make", parent))?;
         }
-        std::fs::copy(dir.join(rel), &to)
-            .map_err(|e| format!("cannot copy {} into the memory: {e}", rel.display()))?;
+        std::fs::copy(dir.join(rel), &to).map_err(|e| {
+            CliError::Said(format!(
+                "cannot copy {} into the memory: {e}",
+                rel.display()
+            ))
+        })?;
     }
-    std::fs::remove_dir_all(dir).map_err(|e| format!("cannot remove {}: {e}", dir.display()))?;
+    std::fs::remove_dir_all(dir).map_err(CliError::io("remove", dir))?;
     Ok(files.len())
 }
 
 /// Starts `memfs serve` on the place's data dir in the background (its log
 /// in the data dir), until it is stopped; waits until it holds the data
 /// dir; its pid.
-pub fn start(place: &Place) -> Result<u32, String> {
+pub fn start(place: &Place) -> Result<u32, CliError> {
     let log = place.data.join("claude-code-serve.log");
     let args = ["serve", "--idle-exit", "0"].map(std::ffi::OsStr::new);
     let mut child = super::in_background(place, &args, &log)?;
@@ -146,15 +149,18 @@ pub fn start(place: &Place) -> Result<u32, String> {
     while memfs::serve::socket::connect(&state).is_err() {
         if let Ok(Some(_)) = child.try_wait() {
             let said = std::fs::read_to_string(&log).unwrap_or_default();
-            return Err(format!("memfs serve did not start: {}", said.trim()));
+            return Err(CliError::Said(format!(
+                "memfs serve did not start: {}",
+                said.trim()
+            )));
         }
         if Instant::now() > deadline {
             let _ = child.kill();
             let _ = child.wait();
-            return Err(format!(
+            return Err(CliError::Said(format!(
                 "memfs serve did not start within 30 s (see {})",
                 log.display()
-            ));
+            )));
         }
         std::thread::sleep(Duration::from_millis(50));
     }
@@ -189,7 +195,7 @@ fn stop(place: &Place) {
 
 /// `disable` of a memory enabled without a mount: the `serve` stopped, the
 /// link replaced by a plain directory holding a copy of the memory's files.
-pub fn disable(place: &Place) -> Result<String, String> {
+pub fn disable(place: &Place) -> Result<String, CliError> {
     stop(place);
     // One that was killed wrote nothing out: the journal holds what it
     // took in, and a checkpoint brings the plain files to it.
@@ -199,7 +205,7 @@ pub fn disable(place: &Place) -> Result<String, String> {
         super::hook::set_key(&local_settings(place), KEY, None)?;
     }
     let memories = target(place);
-    std::fs::create_dir_all(dir).map_err(|e| format!("cannot make {}: {e}", dir.display()))?;
+    std::fs::create_dir_all(dir).map_err(CliError::io("make", dir))?;
     let files = super::files_under(&memories);
     for rel in &files {
         let to = dir.join(rel);
@@ -207,7 +213,7 @@ pub fn disable(place: &Place) -> Result<String, String> {
             let _ = std::fs::create_dir_all(parent);
         }
         std::fs::copy(memories.join(rel), &to)
-            .map_err(|e| format!("cannot copy {} back: {e}", rel.display()))?;
+            .map_err(|e| CliError::Said(format!("cannot copy {} back: {e}", rel.display())))?;
     }
     let _ = std::fs::remove_file(place.data.join(UNMOUNTED));
     let _ = std::fs::remove_file(place.data.join(ENABLED));
@@ -247,7 +253,7 @@ pub fn status(place: &Place) -> (String, bool) {
 /// What the hook does for a memory enabled without a mount: starts the
 /// `serve` when none runs (nothing to print: Claude Code reads the plain
 /// files, which are there whether memfs runs or not).
-pub fn ensure(place: &Place) -> Result<String, String> {
+pub fn ensure(place: &Place) -> Result<String, CliError> {
     if running(place) && linked(place) {
         return Ok(String::new());
     }

@@ -30,4 +30,4 @@ pub mod unsent;
 pub use connect::{classify, connect_as, prepare, Kept, CHANNEL};
 pub use db::Db;
 pub use follow::{Follow, Follower};
-pub use target::{is_url, StoreName, Target};
+pub use target::{is_url, StoreName, Target, TargetError};

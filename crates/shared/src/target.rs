@@ -22,10 +22,29 @@ pub struct Target {
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct StoreName(String);
 
+/// A shared store's URL, or a store's name, that memfs cannot take.
+#[derive(Debug, thiserror::Error)]
+pub enum TargetError {
+    #[error("a shared store is named by a postgres:// URL")]
+    NotAUrl,
+    #[error("the URL names no store: add ?store=NAME (one database holds many stores)")]
+    NoStore,
+    #[error("a store's name is 1 to 64 letters, digits, '-', '_' or '.' (store=NAME in the URL)")]
+    BadStoreName,
+    #[error("the URL of the shared store is not one PostgreSQL takes: {0}")]
+    NotPostgres(#[source] postgres::Error),
+    #[error("a stores root in PostgreSQL is named by a postgres:// URL")]
+    RootNotAUrl,
+    #[error("--stores names a database, not one store: drop ?store=... (each store of the root is one of its shared stores)")]
+    RootNamesAStore,
+}
+
 impl StoreName {
-    pub fn parse(name: &str) -> Result<StoreName, String> {
-        check_store_name(name)?;
-        Ok(StoreName(name.to_string()))
+    pub fn parse(name: &str) -> Result<StoreName, TargetError> {
+        match is_store_name(name) {
+            true => Ok(StoreName(name.to_string())),
+            false => Err(TargetError::BadStoreName),
+        }
     }
 
     pub fn as_str(&self) -> &str {
@@ -51,9 +70,9 @@ pub fn is_url(text: &str) -> bool {
 
 impl Target {
     /// Parses a `postgres://` URL with its `store=NAME`.
-    pub fn parse(text: &str) -> Result<Target, String> {
+    pub fn parse(text: &str) -> Result<Target, TargetError> {
         if !is_url(text) {
-            return Err("a shared store is named by a postgres:// URL".into());
+            return Err(TargetError::NotAUrl);
         }
         let (base, query) = match text.split_once('?') {
             Some((b, q)) => (b, q),
@@ -67,33 +86,28 @@ impl Target {
                 _ => rest.push(pair),
             }
         }
-        let store = store
-            .ok_or("the URL names no store: add ?store=NAME (one database holds many stores)")?;
+        let store = store.ok_or(TargetError::NoStore)?;
         let store = StoreName::parse(&store)?;
         let url = match rest.is_empty() {
             true => base.to_string(),
             false => format!("{base}?{}", rest.join("&")),
         };
-        postgres::Config::from_str(&url)
-            .map_err(|e| format!("the URL of the shared store is not one PostgreSQL takes: {e}"))?;
+        postgres::Config::from_str(&url).map_err(TargetError::NotPostgres)?;
         Ok(Target { url, store })
     }
 
     /// A database named by a `postgres://` URL without `store=`: a stores
     /// root there (`--stores postgres://...`), each store in it one of its
     /// shared stores ([`Target::with_store`]).
-    pub fn database(text: &str) -> Result<Target, String> {
+    pub fn database(text: &str) -> Result<Target, TargetError> {
         if !is_url(text) {
-            return Err("a stores root in PostgreSQL is named by a postgres:// URL".into());
+            return Err(TargetError::RootNotAUrl);
         }
         let has_store = text
             .split_once('?')
             .is_some_and(|(_, q)| q.split('&').any(|p| p.starts_with("store=")));
         if has_store {
-            return Err(
-                "--stores names a database, not one store: drop ?store=... (each store of the root is one of its shared stores)"
-                    .into(),
-            );
+            return Err(TargetError::RootNamesAStore);
         }
         let mut target = Target::parse(&format!(
             "{text}{}store=_root",
@@ -179,19 +193,12 @@ impl Target {
 }
 
 /// A store's name: letters, digits, `-`, `_` and `.`, at most 64.
-fn check_store_name(name: &str) -> Result<(), String> {
-    let ok = !name.is_empty()
+fn is_store_name(name: &str) -> bool {
+    !name.is_empty()
         && name.len() <= 64
         && name
             .chars()
-            .all(|c| c.is_ascii_alphanumeric() || matches!(c, '-' | '_' | '.'));
-    match ok {
-        true => Ok(()),
-        false => Err(
-            "a store's name is 1 to 64 letters, digits, '-', '_' or '.' (store=NAME in the URL)"
-                .into(),
-        ),
-    }
+            .all(|c| c.is_ascii_alphanumeric() || matches!(c, '-' | '_' | '.'))
 }
 
 /// A password from `PGPASSWORD`, else the first matching line of the
@@ -300,9 +307,10 @@ mod tests {
         );
         assert_eq!(t.shown(), "postgres://ann@db.example:6543/mem?store=team-a");
         assert!(!t.cache_name().contains('/'));
-        assert!(Target::parse("postgres://ann@h/db")
-            .unwrap_err()
-            .contains("store=NAME"));
+        assert!(matches!(
+            Target::parse("postgres://ann@h/db"),
+            Err(TargetError::NoStore)
+        ));
         assert!(Target::parse("postgres://ann@h/db?store=../x").is_err());
         assert!(Target::parse("postgres://ann@h/db?store=").is_err());
     }

@@ -9,7 +9,7 @@ use std::io::{self, Read, Seek};
 use std::path::Path;
 use std::rc::Rc;
 
-use super::{Checker, Kind, Rules};
+use super::{Checker, Kind, ReadError, Rules};
 
 /// What one entry may inflate to per byte it takes in the archive, past a
 /// mebibyte (zip, which says both sizes).
@@ -88,11 +88,18 @@ fn budget(rules: &Rules) -> u64 {
     rules.max_total.saturating_mul(4).saturating_add(64 << 20)
 }
 
+/// An io error met reading the archive at `path`.
+fn cannot(path: &Path) -> impl Fn(io::Error) -> ReadError + Copy + '_ {
+    move |source| ReadError::Cannot {
+        path: path.to_path_buf(),
+        source,
+    }
+}
+
 /// Reads the archive at `path` (`-`: a tar or .tar.gz on stdin; a tar
 /// may come through a pipe, a zip must be a file).
-pub fn read(path: &Path, rules: &Rules, checker: &mut Checker) -> Result<(), String> {
-    let shown = path.display();
-    let cannot = |e: io::Error| format!("cannot read {shown}: {e}");
+pub fn read(path: &Path, rules: &Rules, checker: &mut Checker) -> Result<(), ReadError> {
+    let (cannot, path_buf) = (cannot(path), || path.to_path_buf());
     let mut file: Box<dyn Read> = match path == Path::new("-") {
         true => Box::new(io::stdin().lock()),
         false => Box::new(File::open(path).map_err(cannot)?),
@@ -110,7 +117,7 @@ pub fn read(path: &Path, rules: &Rules, checker: &mut Checker) -> Result<(), Str
     let outcome = match &magic[..got] {
         [b'P', b'K', 3, 4] | [b'P', b'K', 5, 6] => {
             if path == Path::new("-") {
-                return Err("a zip archive is read from a file, not from stdin".into());
+                return Err(ReadError::ZipOnStdin);
             }
             let mut file = File::open(path).map_err(cannot)?;
             file.rewind().map_err(cannot)?;
@@ -131,7 +138,7 @@ pub fn read(path: &Path, rules: &Rules, checker: &mut Checker) -> Result<(), Str
                     "an entry's name or extended headers are over {HEADERS_MOST} bytes: the rest is left out"
                 ),
             )
-            .map_err(|e| e.to_string()),
+            .map_err(ReadError::Out),
         Err(e) if says(&e, BOMB) || left.get() == 0 => checker
             .skip(
                 "(the rest of the archive)",
@@ -140,11 +147,15 @@ pub fn read(path: &Path, rules: &Rules, checker: &mut Checker) -> Result<(), Str
                     budget(rules)
                 ),
             )
-            .map_err(|e| e.to_string()),
-        Err(e) if e.to_string().starts_with(ZIP_TOO_MANY) => Err(format!("{shown}: {e}")),
-        Err(e) => Err(format!(
-            "{shown} is not a directory, a tar (or .tar.gz) or a zip archive memfs can read ({e})"
-        )),
+            .map_err(ReadError::Out),
+        Err(e) if e.to_string().starts_with(ZIP_TOO_MANY) => Err(ReadError::TooMany {
+            path: path_buf(),
+            source: e,
+        }),
+        Err(e) => Err(ReadError::NotAnArchive {
+            path: path_buf(),
+            source: e,
+        }),
     }
 }
 

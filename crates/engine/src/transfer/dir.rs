@@ -106,7 +106,7 @@ fn walk(dir: &OwnedFd, prefix: &str, checker: &mut Checker) -> io::Result<()> {
         match kind_of(FileType::from_raw_mode(st.st_mode)) {
             Kind::Dir => {
                 if let Err(why) = relative(&rel) {
-                    checker.skip(&rel, why)?;
+                    checker.skip(&rel, why.to_string())?;
                     continue;
                 }
                 let walked =

@@ -16,7 +16,7 @@ pub mod dir;
 
 use std::collections::HashSet;
 use std::io::{self, Read};
-use std::path::Path;
+use std::path::{Path, PathBuf};
 
 use crate::guard::{secrets, SecretsPolicy};
 use crate::path::MemPath;
@@ -68,16 +68,48 @@ pub struct Checker<'a> {
     out: &'a mut dyn FnMut(Item) -> io::Result<()>,
 }
 
+/// Why a source's name is no path below `/memories` (the import leaves it
+/// out, saying this).
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum Unaddressable {
+    #[error("an absolute path")]
+    Absolute,
+    #[error("a path that leaves the source (`..`)")]
+    LeavesSource,
+    #[error("a name the tool cannot address ({0})")]
+    Name(crate::path::PathError),
+    #[error("another tool's state (a repository's or an editor's)")]
+    ToolState,
+}
+
+/// Why a source could not be read (the import stops, saying this).
+#[derive(Debug, thiserror::Error)]
+pub enum ReadError {
+    #[error("cannot read {}: {source}", .path.display())]
+    Cannot { path: PathBuf, source: io::Error },
+    #[error("reading {}: {source}", .path.display())]
+    Dir { path: PathBuf, source: io::Error },
+    #[error("a zip archive is read from a file, not from stdin")]
+    ZipOnStdin,
+    /// What the entries were handed to refused them (the import's sending).
+    #[error("{0}")]
+    Out(#[source] io::Error),
+    #[error("{}: {source}", .path.display())]
+    TooMany { path: PathBuf, source: io::Error },
+    #[error("{} is not a directory, a tar (or .tar.gz) or a zip archive memfs can read ({source})", .path.display())]
+    NotAnArchive { path: PathBuf, source: io::Error },
+}
+
 /// A source's name as a path below `/memories`, or why it is none.
-pub fn relative(name: &str) -> Result<Option<String>, String> {
+pub fn relative(name: &str) -> Result<Option<String>, Unaddressable> {
     if name.starts_with('/') {
-        return Err("an absolute path".into());
+        return Err(Unaddressable::Absolute);
     }
     let mut parts = Vec::new();
     for part in name.split('/') {
         match part {
             "" | "." => {}
-            ".." => return Err("a path that leaves the source (`..`)".into()),
+            ".." => return Err(Unaddressable::LeavesSource),
             p => parts.push(p),
         }
     }
@@ -86,10 +118,10 @@ pub fn relative(name: &str) -> Result<Option<String>, String> {
     }
     let rel = parts.join("/");
     if let Err(e) = MemPath::parse(&format!("/memories/{rel}")) {
-        return Err(format!("a name the tool cannot address ({e})"));
+        return Err(Unaddressable::Name(e));
     }
     if crate::path::is_tool_state(&rel) || parts.iter().any(|p| OTHER_TOOLS.contains(p)) {
-        return Err("another tool's state (a repository's or an editor's)".into());
+        return Err(Unaddressable::ToolState);
     }
     Ok(Some(rel))
 }
@@ -158,7 +190,7 @@ impl<'a> Checker<'a> {
         let rel = match relative(name) {
             Ok(Some(rel)) => rel,
             Ok(None) => return Ok(()),
-            Err(why) => return self.skip(name, why),
+            Err(why) => return self.skip(name, why.to_string()),
         };
         if kind == Kind::Dir {
             return Ok(());
@@ -232,16 +264,21 @@ pub fn read(
     source: &Path,
     rules: Rules,
     out: &mut dyn FnMut(Item) -> io::Result<()>,
-) -> Result<(), String> {
+) -> Result<(), ReadError> {
     let mut checker = Checker::new(rules.clone(), out);
     if source == Path::new("-") {
         return archive::read(source, &rules, &mut checker);
     }
-    let meta =
-        std::fs::metadata(source).map_err(|e| format!("cannot read {}: {e}", source.display()))?;
+    let path = || source.to_path_buf();
+    let meta = std::fs::metadata(source).map_err(|e| ReadError::Cannot {
+        path: path(),
+        source: e,
+    })?;
     if meta.is_dir() {
-        return dir::read(source, &mut checker)
-            .map_err(|e| format!("reading {}: {e}", source.display()));
+        return dir::read(source, &mut checker).map_err(|e| ReadError::Dir {
+            path: path(),
+            source: e,
+        });
     }
     archive::read(source, &rules, &mut checker)
 }

@@ -86,7 +86,7 @@ impl PgCatalog {
     pub fn store_target(&self, id: &str) -> Result<Target, CatalogError> {
         Ok(self
             .target
-            .with_store(StoreName::parse(id).map_err(CatalogError::Refused)?))
+            .with_store(StoreName::parse(id).map_err(|e| CatalogError::Refused(e.to_string()))?))
     }
 
     /// Runs `f` on a connection of the catalog's (a broken one is dropped).
