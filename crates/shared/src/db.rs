@@ -201,30 +201,33 @@ impl Db {
     }
 }
 
+/// Begins a transaction and locks the store's head in one round trip (the
+/// simple protocol takes two statements at once): the head's sequence
+/// number, or none when the store is gone. The store's name is inlined as a
+/// literal: a StoreName is letters, digits, '-', '_' and '.' only (no other
+/// value can be made).
+fn lock_head(
+    client: &mut postgres::Client,
+    target: &crate::Target,
+) -> Result<Option<u64>, postgres::Error> {
+    let messages = client.simple_query(&format!(
+        "BEGIN; SELECT seq FROM memfs_stores WHERE name = {} FOR UPDATE",
+        target.store.literal()
+    ))?;
+    Ok(messages.iter().find_map(|m| match m {
+        postgres::SimpleQueryMessage::Row(row) => row.get(0).and_then(|v| v.parse::<u64>().ok()),
+        _ => None,
+    }))
+}
+
 impl Upstream for Db {
-    /// Long because it is one round trip with its three outcomes, and the
-    /// one retry on a new connection when a kept one turns out dead.
+    /// One round trip ([`lock_head`]) with its three outcomes, and the one
+    /// retry on a new connection when a kept one turns out dead.
     fn begin(&self) -> Result<Box<dyn Transaction + '_>, UpstreamError> {
         for attempt in 0.. {
             let mut conn = self.client()?;
             let client = &mut conn.as_mut().expect("connected").client;
-            // One round trip for both (the simple protocol takes two
-            // statements at once). The store's name is inlined as a
-            // literal: a StoreName is letters, digits, '-', '_' and '.' only
-            // (no other value can be made).
-            let head = client
-                .simple_query(&format!(
-                    "BEGIN; SELECT seq FROM memfs_stores WHERE name = {} FOR UPDATE",
-                    self.target.store.literal()
-                ))
-                .map(|messages| {
-                    messages.iter().find_map(|m| match m {
-                        postgres::SimpleQueryMessage::Row(row) => {
-                            row.get(0).and_then(|v| v.parse::<u64>().ok())
-                        }
-                        _ => None,
-                    })
-                });
+            let head = lock_head(client, &self.target);
             match head {
                 Ok(Some(head)) => {
                     // (Tests: a host that stops here holds the head, as one

@@ -177,12 +177,9 @@ async fn serve_one(
     Ok(answered.unwrap_or_else(|_| failed()))
 }
 
-/// Serves `listener` with `handler` until a signal; `tend` runs every 200 ms meanwhile.
-///
-/// Long because the runtime's set-up, the accept loop and the ordered
-/// teardown (stop accepting, let requests in flight finish, stop the
-/// runtime, then the signal and tend threads) share the runtime, the stop
-/// flags and the connection slots.
+/// Serves `listener` with `handler` until a signal; `tend` runs every 200 ms
+/// meanwhile. The teardown is ordered: stop accepting, let requests in
+/// flight finish, stop the runtime, then the signal and tend threads.
 pub fn run(
     listener: TcpListener,
     limits: Limits,
@@ -190,13 +187,7 @@ pub fn run(
     precheck: Option<Arc<Precheck>>,
     tend: Box<dyn Fn() + Send>,
 ) -> Result<(), ListenError> {
-    let runtime = tokio::runtime::Builder::new_multi_thread()
-        .worker_threads(2)
-        .max_blocking_threads(32)
-        .thread_name("memfs-http")
-        .enable_all()
-        .build()
-        .map_err(ListenError::Runtime)?;
+    let runtime = runtime().map_err(ListenError::Runtime)?;
     let stop = Arc::new(Notify::new());
     let stopping = Arc::new(AtomicBool::new(false));
     let signals = watch_signals(stop.clone(), stopping.clone()).map_err(ListenError::Signals)?;
@@ -244,6 +235,16 @@ pub fn run(
     signals.close();
     let _ = tender.join();
     Ok(())
+}
+
+/// The server's runtime: two workers, and room for the blocking handlers.
+fn runtime() -> std::io::Result<tokio::runtime::Runtime> {
+    tokio::runtime::Builder::new_multi_thread()
+        .worker_threads(2)
+        .max_blocking_threads(32)
+        .thread_name("memfs-http")
+        .enable_all()
+        .build()
 }
 
 /// Runs `tend` every 200 ms on a thread of its own until `stopping`.

@@ -46,10 +46,6 @@ const COMMIT: &str = "rewrite.commit";
 /// frame (it says whether it changed the frame); none if no frame changed.
 /// The segment appends go to is closed first (the next frame begins a new
 /// one). [`install`] puts what this prepares in place.
-///
-/// Long because it rewrites one segment as one unit (read every frame,
-/// change them, encode with new offsets, write the file), all sharing the
-/// frames, buffer and offsets.
 pub(super) fn prepare(
     sh: &Core,
     st: &mut State,
@@ -57,6 +53,31 @@ pub(super) fn prepare(
     change: &mut dyn FnMut(&mut Parts) -> bool,
 ) -> io::Result<Option<Prepared>> {
     let bytes = st.log.segments.get(&number).map_or(0, |s| s.bytes);
+    let mut frames = read_frames(sh, number, bytes)?;
+    let mut changed = false;
+    for parts in frames.iter_mut() {
+        changed |= change(parts);
+    }
+    if !changed {
+        return Ok(None);
+    }
+    if st.log.active.number == number && !st.log.active.fresh {
+        st.log.active = st.log.active.next();
+    }
+    let (out, locs) = encode_frames(frames);
+    let tmp = format!("{}.new", segment::name(number));
+    storage::write_whole(sh.dir.as_ref(), &tmp, &out)?;
+    Ok(Some(Prepared {
+        number,
+        tmp,
+        len: out.len() as u64,
+        locs,
+    }))
+}
+
+/// Every frame of segment `number` (its first `bytes`), each with its
+/// contents read.
+fn read_frames(sh: &Core, number: u64, bytes: u64) -> io::Result<Vec<Parts>> {
     let fd = segment::open_read(&sh.dir, number)?;
     let mut frames: Vec<Parts> = Vec::new();
     segment::read(&sh.dir, number, Some(bytes), false, &mut |f| {
@@ -71,17 +92,12 @@ pub(super) fn prepare(
         });
         Ok(())
     })?;
-    drop(fd);
-    let mut changed = false;
-    for parts in frames.iter_mut() {
-        changed |= change(parts);
-    }
-    if !changed {
-        return Ok(None);
-    }
-    if st.log.active.number == number && !st.log.active.fresh {
-        st.log.active = st.log.active.next();
-    }
+    Ok(frames)
+}
+
+/// The frames encoded one after another, each content's offset set anew;
+/// with where each content landed (its hash, offset and length).
+fn encode_frames(frames: Vec<Parts>) -> (Vec<u8>, Vec<(Sha, u64, u64)>) {
     let mut out = Vec::new();
     let mut locs = Vec::new();
     for mut parts in frames {
@@ -106,14 +122,7 @@ pub(super) fn prepare(
         }
         out.extend(frame::encode(&head, &body));
     }
-    let tmp = format!("{}.new", segment::name(number));
-    storage::write_whole(sh.dir.as_ref(), &tmp, &out)?;
-    Ok(Some(Prepared {
-        number,
-        tmp,
-        len: out.len() as u64,
-        locs,
-    }))
+    (out, locs)
 }
 
 /// Puts the prepared segments in place as one: their names made durable,

@@ -494,10 +494,6 @@ impl Core {
 
     /// The start's own frame (before the threads run): what was found
     /// changed on disk, and that the plain files are current through it.
-    ///
-    /// Long because it writes one frame under the state lock (place the
-    /// contents, append, then record where they landed or put the found
-    /// change back); both outcomes need `placed` and `body`.
     pub fn write_start(
         &self,
         found: Option<super::record::ChangeRec>,

@@ -534,19 +534,9 @@ fn checkpoint(history: &History) -> Result<Reply, Refusal> {
     Ok(Reply::ok(said))
 }
 
-/// `Request::Undo`: the change `v` made, taken back.
-///
-/// Long because it first checks the version can be undone (exists, has a
-/// path, changes a file, not redacted, file unchanged since), then matches
-/// on the change's kind with the same row, path and expected hash.
-fn undo(
-    store: &Arc<Store>,
-    history: &History,
-    v: u64,
-    uid: u32,
-    pid: u32,
-    via: Option<&str>,
-) -> Result<Reply, Refusal> {
+/// Whether version `v` can be undone: it exists, has a path, changes a
+/// file, is not redacted, and the file is as it left it. Its row and path.
+fn undoable(store: &Store, history: &History, v: u64) -> Result<(Row, MemPath), Refusal> {
     let row = history.row(v)?.ok_or_else(|| {
         Refusal(format!(
             "no version {v} in the history (it may have been pruned)"
@@ -570,6 +560,20 @@ fn undo(
             "{at} has changed since version {v}; undo the newer change first, or revert to the version you want"
         )));
     }
+    Ok((row, at))
+}
+
+/// `Request::Undo`: the change `v` made, taken back ([`undoable`] first),
+/// by the change's kind with the same row, path and expected hash.
+fn undo(
+    store: &Arc<Store>,
+    history: &History,
+    v: u64,
+    uid: u32,
+    pid: u32,
+    via: Option<&str>,
+) -> Result<Reply, Refusal> {
+    let (row, at) = undoable(store, history, v)?;
     let origin = Origin::Revert {
         uid,
         pid,

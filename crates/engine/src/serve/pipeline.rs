@@ -48,11 +48,9 @@ pub use super::activity::{Activity, Unobserved};
 /// still go through alone).
 pub const QUEUED_BYTES: usize = 1 << 20;
 
-/// Serves `input` until it ends, answering on `output`.
-///
-/// Long because the writer thread and the reader loop live in one
-/// `thread::scope` and share the channel, the byte budget and the activity
-/// observer.
+/// Serves `input` until it ends, answering on `output`: the writer thread
+/// ([`write_answers`]) and the reader loop live in one `thread::scope` and
+/// share the channel, the byte budget and the activity observer.
 pub fn serve<P: Protocol>(
     protocol: &P,
     input: impl BufRead,
@@ -67,22 +65,7 @@ pub fn serve<P: Protocol>(
     };
     std::thread::scope(|scope| {
         let queued = &queued;
-        let writer = scope.spawn(move || -> io::Result<()> {
-            let mut output = output;
-            let written = receive.iter().try_for_each(|(answer, weight)| {
-                let mut text = P::finish(answer);
-                text.push('\n');
-                let written = output
-                    .write_all(text.as_bytes())
-                    .and_then(|()| output.flush());
-                queued.release(weight);
-                activity.answer_written();
-                written
-            });
-            // The reader must never wait for room that nobody will free.
-            queued.close();
-            written
-        });
+        let writer = scope.spawn(move || write_answers::<P, _>(receive, output, queued, activity));
         let mut lines = LineReader::new(input, bounds.max_line, bounds.line_timeout, activity);
         let read = loop {
             let (answer, last) = match lines.next_line() {
@@ -116,6 +99,29 @@ pub fn serve<P: Protocol>(
             .unwrap_or_else(|_| Err(io::Error::other("the answer writer panicked")));
         read.and(written)
     })
+}
+
+/// The writer: each answer as a line, flushed, its weight given back to
+/// the budget, until the reader stops sending or the output fails.
+fn write_answers<P: Protocol, W: Write>(
+    receive: mpsc::Receiver<(P::Answer, usize)>,
+    mut output: W,
+    queued: &Budget,
+    activity: &dyn Activity,
+) -> io::Result<()> {
+    let written = receive.iter().try_for_each(|(answer, weight)| {
+        let mut text = P::finish(answer);
+        text.push('\n');
+        let written = output
+            .write_all(text.as_bytes())
+            .and_then(|()| output.flush());
+        queued.release(weight);
+        activity.answer_written();
+        written
+    });
+    // The reader must never wait for room that nobody will free.
+    queued.close();
+    written
 }
 
 /// Bytes of answers in the queue; taking blocks while it is over

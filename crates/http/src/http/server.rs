@@ -141,11 +141,47 @@ fn serve_request(state: &State, parts: Parts, body: Result<Vec<u8>, BodyError>) 
     })
 }
 
+fn bad_query() -> ApiError {
+    ApiError::invalid("the query string is not valid percent-encoded UTF-8")
+}
+
+/// The API path's segments past `/v1/`, decoded (none for MCP); any other
+/// path is a 404.
+fn segments_of(path: &str, is_mcp: bool) -> Result<Vec<String>, ApiError> {
+    match path.strip_prefix("/v1/") {
+        Some(rest) if !is_mcp => rest
+            .split('/')
+            .map(|s| crate::form::decode(s).ok_or_else(bad_query))
+            .collect(),
+        _ if is_mcp => Ok(Vec::new()),
+        _ => Err(ApiError::not_found(
+            "no such path; the API is under /v1/, MCP at /mcp, the page at /web/",
+        )),
+    }
+}
+
+/// The request's token: the one the precheck left (it decided from the
+/// head what the head allows: the token, its rate, its slot, its store and
+/// rights), else looked up and its rate taken.
+fn token_of(state: &State, parts: &Parts) -> Result<super::tokens::Token, ApiError> {
+    if let Some(found) = parts.extensions.get::<super::tokens::Token>() {
+        return Ok(found.clone());
+    }
+    let secret = presented(&parts.headers).ok_or_else(ApiError::unauthenticated)?;
+    let token = state
+        .tokens
+        .find(&secret)
+        .map_err(|e| tokens_unreadable(&e))?
+        .ok_or_else(ApiError::unauthenticated)?;
+    state
+        .rates
+        .take(&token.name)
+        .map_err(ApiError::rate_limited)?;
+    Ok(token)
+}
+
 /// One API or MCP request, in order: its path and query, its token (left
 /// by the precheck, or looked up), its rate, its body, then the call.
-///
-/// Long because each of those steps refuses with its own answer, and the
-/// retry tag is made from the request's parts on the way to the call.
 fn answer(
     state: &State,
     parts: Parts,
@@ -153,41 +189,12 @@ fn answer(
     n: u64,
 ) -> Result<Response<Body>, ApiError> {
     let path = parts.uri.path();
-    let bad_query = || ApiError::invalid("the query string is not valid percent-encoded UTF-8");
     let query: HashMap<String, String> =
         crate::form::parse(parts.uri.query().unwrap_or("")).ok_or_else(bad_query)?;
     let method = parts.method.as_str();
     let is_mcp = path == "/mcp";
-    let segments: Vec<String> = match path.strip_prefix("/v1/") {
-        Some(rest) if !is_mcp => rest
-            .split('/')
-            .map(|s| crate::form::decode(s).ok_or_else(bad_query))
-            .collect::<Result<_, _>>()?,
-        _ if is_mcp => Vec::new(),
-        _ => {
-            return Err(ApiError::not_found(
-                "no such path; the API is under /v1/, MCP at /mcp, the page at /web/",
-            ))
-        }
-    };
-    // (The precheck decided from the head what the head allows: the
-    // token, its rate, its slot, its store and rights.)
-    let token = match parts.extensions.get::<super::tokens::Token>() {
-        Some(found) => found.clone(),
-        None => {
-            let secret = presented(&parts.headers).ok_or_else(ApiError::unauthenticated)?;
-            let token = state
-                .tokens
-                .find(&secret)
-                .map_err(|e| tokens_unreadable(&e))?
-                .ok_or_else(ApiError::unauthenticated)?;
-            state
-                .rates
-                .take(&token.name)
-                .map_err(ApiError::rate_limited)?;
-            token
-        }
-    };
+    let segments = segments_of(path, is_mcp)?;
+    let token = token_of(state, &parts)?;
     let body = body.map_err(|e| body_error(state, e))?;
     let request_id = ("request-id", format!("req_{n}"));
     if is_mcp {
@@ -392,21 +399,57 @@ fn open_root(config: &Config) -> Result<(Registry, Tokens), StartError> {
     Ok((reg, Tokens::in_catalog(catalog)))
 }
 
+/// How many stores may be open at once under the open-files limit
+/// `nofile`: room for every connection and request, and what the process
+/// itself holds (at most half of a small limit), the rest for stores.
+fn stores_open_at_once(config: &Config, nofile: u64) -> usize {
+    let b = config.bounds;
+    let sockets = (2 * (b.max_connections + b.max_pending) as u64 + 512).min(nofile / 2);
+    let fit = (nofile.saturating_sub(sockets) / FDS_PER_STORE).max(1) as usize;
+    config.max_open.min(fit)
+}
+
+/// The check of a request's head: a request without a valid token (or,
+/// for the page, a live session) is answered from its head, its body never
+/// read, nor held in memory; an allowed one's body is read up to its
+/// route's cap.
+fn precheck(state: Arc<State>) -> Arc<listen::Precheck> {
+    Arc::new(
+        move |parts: &mut Parts| -> Result<usize, Box<Response<Body>>> {
+            let path = parts.uri.path();
+            if path == "/web" || path.starts_with("/web/") {
+                return state.web.precheck(parts, &state.tokens);
+            }
+            let refusal = match presented(&parts.headers).map(|s| state.tokens.find(&s)) {
+                Some(Ok(Some(token))) => match from_head(&state, parts, &token) {
+                    Ok(slot) => {
+                        // The handler takes it from here: one lookup a
+                        // request; the slot is given back with the parts.
+                        parts.extensions.insert(slot);
+                        parts.extensions.insert(token);
+                        return Ok(body_cap(parts, state.bounds.max_body));
+                    }
+                    Err(e) => e,
+                },
+                Some(Err(e)) => tokens_unreadable(&e),
+                None | Some(Ok(None)) => ApiError::unauthenticated(),
+            };
+            let n = state.requests.fetch_add(1, Ordering::Relaxed) + 1;
+            let mut r = error_response(&refusal, n);
+            r.headers_mut()
+                .insert("connection", HeaderValue::from_static("close"));
+            Err(Box::new(r))
+        },
+    )
+}
+
 /// Serves until SIGINT or SIGTERM; then closes every store. Ok(false) when
-/// some store could not write everything out.
-///
-/// Long because it wires one server in order (registry and tokens, bind,
-/// shared state, the handler, tend and precheck closures that capture it),
-/// then serves and closes every store.
+/// some store could not write everything out. One server wired in order:
+/// registry and tokens, bind, shared state, the handler, tend and precheck.
 pub fn run(config: Config) -> Result<bool, StartError> {
     let (reg, tokens) = open_root(&config)?;
     let nofile = listen::raise_nofile();
-    let b = config.bounds;
-    // Room for every connection and request, and what the process itself
-    // holds (at most half of a small limit).
-    let sockets = (2 * (b.max_connections + b.max_pending) as u64 + 512).min(nofile / 2);
-    let fit = (nofile.saturating_sub(sockets) / FDS_PER_STORE).max(1) as usize;
-    let max_open = config.max_open.min(fit);
+    let max_open = stores_open_at_once(&config, nofile);
     reg.set_max_open(max_open);
     tracing::info!("open files: {nofile} at most; up to {max_open} stores open at once");
     if tokens.list().map(|t| t.is_empty()).unwrap_or(false) {
@@ -436,6 +479,7 @@ pub fn run(config: Config) -> Result<bool, StartError> {
         "memfs: serving {} store(s) on http://{local} (the memory stores API at /v1/memory_stores, MCP at /mcp)",
         state.reg.count()
     );
+    let b = config.bounds;
     let limits = listen::Limits {
         max_body: b.max_body,
         max_headers: b.max_headers,
@@ -455,39 +499,7 @@ pub fn run(config: Config) -> Result<bool, StartError> {
             state.sessions.expire();
         })
     };
-    // A request without a valid token (or, for the page, a live session) is
-    // answered from its head: its body is never read, nor held in memory;
-    // an allowed one's body is read up to its route's cap.
-    let precheck = {
-        let state = state.clone();
-        Arc::new(
-            move |parts: &mut Parts| -> Result<usize, Box<Response<Body>>> {
-                let path = parts.uri.path();
-                if path == "/web" || path.starts_with("/web/") {
-                    return state.web.precheck(parts, &state.tokens);
-                }
-                let refusal = match presented(&parts.headers).map(|s| state.tokens.find(&s)) {
-                    Some(Ok(Some(token))) => match from_head(&state, parts, &token) {
-                        Ok(slot) => {
-                            // The handler takes it from here: one lookup a
-                            // request; the slot is given back with the parts.
-                            parts.extensions.insert(slot);
-                            parts.extensions.insert(token);
-                            return Ok(body_cap(parts, state.bounds.max_body));
-                        }
-                        Err(e) => e,
-                    },
-                    Some(Err(e)) => tokens_unreadable(&e),
-                    None | Some(Ok(None)) => ApiError::unauthenticated(),
-                };
-                let n = state.requests.fetch_add(1, Ordering::Relaxed) + 1;
-                let mut r = error_response(&refusal, n);
-                r.headers_mut()
-                    .insert("connection", HeaderValue::from_static("close"));
-                Err(Box::new(r))
-            },
-        )
-    };
+    let precheck = precheck(state.clone());
     listen::run(listener, limits, handler, Some(precheck), tend)?;
     Ok(state.reg.close_all())
 }

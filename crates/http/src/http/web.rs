@@ -200,11 +200,8 @@ impl WebDoor {
         }
     }
 
-    /// Answers a request under `/web`.
-    ///
-    /// Long because it is the door's router: the login form and its
-    /// assets, the login, then a store's page behind its session's checks
-    /// (its store, a live token, writes only for a token that may).
+    /// Answers a request under `/web`: the login form and its assets, the
+    /// login, then a store's page behind its session's checks.
     pub fn answer(
         &self,
         reg: &Arc<Registry>,
@@ -213,36 +210,56 @@ impl WebDoor {
         body: Result<Vec<u8>, BodyError>,
     ) -> Response<Body> {
         let path = parts.uri.path().to_string();
-        let foreign = parts
-            .headers
-            .get("sec-fetch-site")
-            .and_then(|v| v.to_str().ok())
-            .is_some_and(|s| s != "same-origin" && s != "none");
         match (parts.method.as_str(), path.as_str()) {
             ("GET", "/web" | "/web/") => {
                 return page(200, login_form("Log in with a memfs token."), &[])
             }
             ("GET", "/web/static/app.css" | "/web/static/favicon.svg") => return asset(&path),
             ("POST", _) if matches!(body, Err(BodyError::TooLarge)) => return too_large(),
-            ("POST", "/web/login") => {
-                if foreign {
-                    return page(
-                        403,
-                        login_form("A login from another site is refused."),
-                        &[],
-                    );
-                }
-                let form = body
-                    .ok()
-                    .and_then(|b| crate::form::parse(&String::from_utf8_lossy(&b)))
-                    .unwrap_or_default();
-                return self.log_in(reg, tokens, &form, behind_tls(&parts));
-            }
+            ("POST", "/web/login") => return self.login_post(reg, tokens, &parts, body),
             _ => {}
         }
         let Some(rest) = path.strip_prefix("/web/") else {
             return page(404, login_form("No such page."), &[]);
         };
+        self.store_page(reg, tokens, rest, parts, body)
+    }
+
+    /// `POST /web/login`: refused from another site, else the form's login.
+    fn login_post(
+        &self,
+        reg: &Arc<Registry>,
+        tokens: &Tokens,
+        parts: &Parts,
+        body: Result<Vec<u8>, BodyError>,
+    ) -> Response<Body> {
+        let foreign = parts
+            .headers
+            .get("sec-fetch-site")
+            .and_then(|v| v.to_str().ok())
+            .is_some_and(|s| s != "same-origin" && s != "none");
+        if foreign {
+            let refused = login_form("A login from another site is refused.");
+            return page(403, refused, &[]);
+        }
+        let form = body
+            .ok()
+            .and_then(|b| crate::form::parse(&String::from_utf8_lossy(&b)))
+            .unwrap_or_default();
+        self.log_in(reg, tokens, &form, behind_tls(parts))
+    }
+
+    /// A store's page (`/web/STORE/...`, `rest` past `/web/`) behind its
+    /// session's checks: its store, a live token, writes only for a token
+    /// that may.
+    fn store_page(
+        &self,
+        reg: &Arc<Registry>,
+        tokens: &Tokens,
+        rest: &str,
+        parts: Parts,
+        body: Result<Vec<u8>, BodyError>,
+    ) -> Response<Body> {
         let store = rest.split('/').next().unwrap_or_default().to_string();
         let cookie = parts.headers.get("cookie").and_then(|v| v.to_str().ok());
         let Some((csrf, writes, name)) =

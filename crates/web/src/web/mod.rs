@@ -159,6 +159,47 @@ fn back(to: Option<&String>) -> String {
     }
 }
 
+/// `/head`: the next version and how many changes wait for review (the
+/// page polls it).
+fn head(next: u64, review: usize) -> Page {
+    Page {
+        status: 200,
+        kind: "application/json",
+        body: serde_json::json!({"next": next, "review": review})
+            .to_string()
+            .into_bytes(),
+        headers: vec![("cache-control", "no-store".into())],
+    }
+}
+
+/// `/raw`: a version's bytes as they are (an image as its kind, anything
+/// else as text), sandboxed.
+fn raw(source: &Source, row: Option<&crate::journal::Row>) -> Page {
+    let Some(row) = row else {
+        return Page::text(404, "no such version");
+    };
+    let lower = row.path.to_ascii_lowercase();
+    let kind = match lower.rsplit('.').next() {
+        Some("png") => "image/png",
+        Some("jpg" | "jpeg") => "image/jpeg",
+        Some("gif") => "image/gif",
+        Some("webp") => "image/webp",
+        _ => "text/plain; charset=utf-8",
+    };
+    match source.content(row) {
+        Ok(bytes) => Page {
+            status: 200,
+            kind,
+            body: bytes,
+            headers: vec![(
+                "content-security-policy",
+                "default-src 'none'; sandbox".into(),
+            )],
+        },
+        Err(e) => Page::text(404, &e.to_string()),
+    }
+}
+
 impl App {
     /// The page for `memfs web` listening on `port`, with its logins
     /// (every page under the instance's own path, see `session.rs`).
@@ -395,24 +436,14 @@ impl App {
         Page::redirect(&format!("{to}{sep}said={}", crate::form::encode(&said)))
     }
 
-    /// Long because it is the router: a match over every GET page under one
-    /// model lock.
+    /// The router: every GET page, under one model lock.
     fn get(&self, path: &str, query: &HashMap<String, String>, ctx: &Ctx) -> Page {
         let model = self.model.lock();
         let reviewed = self.reviewed.lock().versions.clone();
         let review = review::waiting(&model, &reviewed);
         let hide = |n: &str| self.hide.hides(n);
         let view: Option<View> = match path {
-            "/head" => {
-                return Page {
-                    status: 200,
-                    kind: "application/json",
-                    body: serde_json::json!({"next": model.next, "review": review})
-                        .to_string()
-                        .into_bytes(),
-                    headers: vec![("cache-control", "no-store".into())],
-                }
-            }
+            "/head" => return head(model.next, review),
             "/" => Some(pages::tree(&model, &hide, ctx)),
             "/file" => query
                 .get("path")
@@ -438,29 +469,8 @@ impl App {
                 .and_then(|v| model.row(v))
                 .map(|row| pages::redact(&model, row, ctx)),
             "/raw" => {
-                let Some(row) = version(query, "version").and_then(|v| model.row(v)) else {
-                    return Page::text(404, "no such version");
-                };
-                let lower = row.path.to_ascii_lowercase();
-                let kind = match lower.rsplit('.').next() {
-                    Some("png") => "image/png",
-                    Some("jpg" | "jpeg") => "image/jpeg",
-                    Some("gif") => "image/gif",
-                    Some("webp") => "image/webp",
-                    _ => "text/plain; charset=utf-8",
-                };
-                return match self.source.content(row) {
-                    Ok(bytes) => Page {
-                        status: 200,
-                        kind,
-                        body: bytes,
-                        headers: vec![(
-                            "content-security-policy",
-                            "default-src 'none'; sandbox".into(),
-                        )],
-                    },
-                    Err(e) => Page::text(404, &e.to_string()),
-                };
+                let row = version(query, "version").and_then(|v| model.row(v));
+                return raw(&self.source, row);
             }
             _ => None,
         };

@@ -169,9 +169,37 @@ pub(super) fn retrieve_memory(on: On, mid: &str) -> ApiResult<Reply> {
     memory_at(&held, meta, &path, full).map(Reply::from)
 }
 
-/// Long because an update is up to two changes in order (a move, then the
-/// content), each checked against the precondition once, after the retry
-/// check and the size check that come before anything moves.
+/// A content over the file limit, refused before anything moves.
+fn refuse_too_large(
+    store: &crate::store::Store,
+    content: Option<&str>,
+    path: &str,
+) -> ApiResult<()> {
+    let max = store.limits().max_file_size;
+    match content.filter(|t| t.len() as u64 > max) {
+        Some(text) => Err(ApiError::from_store(
+            Error::FileTooLarge {
+                size: text.len() as u64,
+                limit: max,
+            },
+            path,
+        )),
+        None => Ok(()),
+    }
+}
+
+/// The precondition, checked against the content `now`.
+fn still_expected(now: &[u8], expect: Option<&str>, path: &str) -> ApiResult<()> {
+    let actual = Sha::of(now).hex();
+    match expect {
+        Some(e) if actual != e => Err(ApiError::from_store(Error::Changed { actual }, path)),
+        _ => Ok(()),
+    }
+}
+
+/// An update is up to two changes in order (a move, then the content),
+/// each checked against the precondition once, after the retry check and
+/// the size check that come before anything moves.
 pub(super) fn update_memory(on: On, mid: &str) -> ApiResult<Reply> {
     let On { reg, call, meta } = on;
     not_archived(meta)?;
@@ -187,17 +215,7 @@ pub(super) fn update_memory(on: On, mid: &str) -> ApiResult<Reply> {
         Some(false) => return memory_at(&held, meta, &path, full).map(Reply::from),
     }
     let store = held.memory.store();
-    // A content over the file limit is refused before anything moves.
-    let max = store.limits().max_file_size;
-    if let Some(text) = content.filter(|t| t.len() as u64 > max) {
-        return Err(ApiError::from_store(
-            Error::FileTooLarge {
-                size: text.len() as u64,
-                limit: max,
-            },
-            &path,
-        ));
-    }
+    refuse_too_large(store, content, &path)?;
     let who = origin(call);
     let mut checked = false;
     if let Some(to) = new_path.filter(|p| *p != path) {
@@ -214,16 +232,7 @@ pub(super) fn update_memory(on: On, mid: &str) -> ApiResult<Reply> {
     let now = bytes_at(&held, &mem)
         .ok_or_else(|| ApiError::not_found("the memory was deleted meanwhile"))?;
     if !checked {
-        if let Some(e) = &expect {
-            if Sha::of(&now).hex() != *e {
-                return Err(ApiError::from_store(
-                    Error::Changed {
-                        actual: Sha::of(&now).hex(),
-                    },
-                    &path,
-                ));
-            }
-        }
+        still_expected(&now, expect.as_deref(), &path)?;
     }
     if let Some(text) = content.filter(|t| t.as_bytes() != now.as_slice()) {
         let ticket = store
