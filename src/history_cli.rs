@@ -239,30 +239,62 @@ fn write_reply(reply: &Reply) -> Option<ExitCode> {
     Some(ExitCode::from(reply.code))
 }
 
-/// Feeds the stream to `git fast-import` in a new repository at `dir`.
-///
-/// Long because it is one step-by-step script (a private directory, `git
-/// init`, feeding `fast-import`, `reset`); each step must work before the
-/// next, with its own message and exit code.
-fn export(dir: &Path, stream: &[u8]) -> ExitCode {
-    let git = |args: &[&str]| Command::new("git").arg("-C").arg(dir).args(args).status();
-    // Private like the memory (0700 directories, 0600 files): the export
-    // holds every past version, deleted ones too. git and what it runs
-    // inherit the mask; this process has nothing else open by now.
+/// The export's directory made, private like the memory (0700
+/// directories, 0600 files): the export holds every past version, deleted
+/// ones too. git and what it runs inherit the mask; this process has
+/// nothing else open by now.
+fn make_private(dir: &Path) -> Result<(), ExitCode> {
     rustix::process::umask(rustix::fs::Mode::from_raw_mode(0o077));
     if let Err(e) =
         std::os::unix::fs::DirBuilderExt::mode(std::fs::DirBuilder::new().recursive(true), 0o700)
             .create(dir)
     {
         memfs::say!("memfs: cannot make {}: {e}", dir.display());
-        return ExitCode::from(2);
+        return Err(ExitCode::from(2));
     }
     // An empty directory given for it becomes private too.
     if let Err(e) =
         std::fs::set_permissions(dir, std::os::unix::fs::PermissionsExt::from_mode(0o700))
     {
         memfs::say!("memfs: cannot make {} private: {e}", dir.display());
-        return ExitCode::from(2);
+        return Err(ExitCode::from(2));
+    }
+    Ok(())
+}
+
+/// `git fast-import` in `dir`, fed `stream`.
+fn fast_import(dir: &Path, stream: &[u8]) -> Result<(), ExitCode> {
+    let imported = Command::new("git")
+        .arg("-C")
+        .arg(dir)
+        .args(["fast-import", "--quiet"])
+        .stdin(Stdio::piped())
+        .spawn()
+        .and_then(|mut child| {
+            let fed = child.stdin.take().expect("piped").write_all(stream);
+            let status = child.wait()?;
+            fed.map(|()| status)
+        });
+    match imported {
+        Ok(s) if s.success() => Ok(()),
+        Ok(_) => {
+            memfs::say!("memfs: `git fast-import` refused the history");
+            Err(ExitCode::FAILURE)
+        }
+        Err(e) => {
+            memfs::say!("memfs: cannot run git fast-import: {e}");
+            Err(ExitCode::FAILURE)
+        }
+    }
+}
+
+/// Feeds the stream to `git fast-import` in a new repository at `dir`,
+/// step by step (a private directory, `git init`, `fast-import`, `reset`),
+/// each step working before the next.
+fn export(dir: &Path, stream: &[u8]) -> ExitCode {
+    let git = |args: &[&str]| Command::new("git").arg("-C").arg(dir).args(args).status();
+    if let Err(code) = make_private(dir) {
+        return code;
     }
     match git(&["init", "-q", "-b", "main"]) {
         Ok(s) if s.success() => {}
@@ -282,27 +314,8 @@ fn export(dir: &Path, stream: &[u8]) -> ExitCode {
         );
         return ExitCode::SUCCESS;
     }
-    let imported = Command::new("git")
-        .arg("-C")
-        .arg(dir)
-        .args(["fast-import", "--quiet"])
-        .stdin(Stdio::piped())
-        .spawn()
-        .and_then(|mut child| {
-            let fed = child.stdin.take().expect("piped").write_all(stream);
-            let status = child.wait()?;
-            fed.map(|()| status)
-        });
-    match imported {
-        Ok(s) if s.success() => {}
-        Ok(_) => {
-            memfs::say!("memfs: `git fast-import` refused the history");
-            return ExitCode::FAILURE;
-        }
-        Err(e) => {
-            memfs::say!("memfs: cannot run git fast-import: {e}");
-            return ExitCode::FAILURE;
-        }
+    if let Err(code) = fast_import(dir, stream) {
+        return code;
     }
     match git(&["reset", "-q", "--hard"]) {
         Ok(s) if s.success() => {

@@ -84,32 +84,60 @@ pub fn serve(cli: &Cli, addr: &str, options: &HttpArgs) -> ExitCode {
     }
 }
 
-/// Long because it is a match over the three token subcommands, sharing one
-/// set-up of the state directory and one error exit; most of it is the list
-/// arm's two output formats.
-pub fn token(cli: &Cli, action: &TokenCmd) -> ExitCode {
-    let tokens = match root_of(cli) {
-        Ok(Root::Dir(root)) => {
+/// The tokens of the stores root `--stores` names (its state directory
+/// made if missing); a root that cannot be opened is said, exit 2.
+fn tokens_of(cli: &Cli) -> Result<Tokens, ExitCode> {
+    match root_of(cli)? {
+        Root::Dir(root) => {
             let state = root.join(".memfs");
             if let Err(e) = std::fs::create_dir_all(&state) {
                 memfs::say!(
                     "memfs: cannot open the stores root: {}",
                     memfs::units::describe_io(&e)
                 );
-                return ExitCode::from(2);
+                return Err(ExitCode::from(2));
             }
-            Tokens::new(&state)
+            Ok(Tokens::new(&state))
         }
-        Ok(Root::Database(target)) => match http::catalog_pg::PgCatalog::open(target.clone()) {
-            Ok(catalog) => Tokens::in_catalog(std::sync::Arc::new(catalog)),
+        Root::Database(target) => match http::catalog_pg::PgCatalog::open(target.clone()) {
+            Ok(catalog) => Ok(Tokens::in_catalog(std::sync::Arc::new(catalog))),
             Err(e) => {
                 memfs::say!(
                     "memfs: cannot open the stores root in {}: {e}",
                     target.shown_database()
                 );
-                return ExitCode::from(2);
+                Err(ExitCode::from(2))
             }
         },
+    }
+}
+
+/// `token list`: a line a token, or a JSON object a line.
+fn print_tokens(list: Vec<http::tokens::Token>, json: bool) {
+    for t in list {
+        let access = match t.access {
+            Access::ReadOnly => "read_only",
+            Access::ReadWrite => "read_write",
+        };
+        if json {
+            crate::out!(
+                "{}",
+                serde_json::json!({"name": t.name, "admin": t.admin, "stores": t.stores, "access": access, "created_at": t.created_at})
+            );
+        } else {
+            let reach = match t.admin {
+                true => "admin, every store".to_string(),
+                false => t.stores.join(","),
+            };
+            crate::out!("{}  {access}  {reach}  {}", t.name, t.created_at);
+        }
+    }
+}
+
+/// `memfs token create|list|revoke` on the stores root.
+pub fn token(cli: &Cli, action: &TokenCmd) -> ExitCode {
+    let tokens = match tokens_of(cli) {
+        Ok(tokens) => tokens,
         Err(code) => return code,
     };
     let done = match action {
@@ -138,26 +166,7 @@ pub fn token(cli: &Cli, action: &TokenCmd) -> ExitCode {
                 .create(name.as_deref(), *admin, stores.clone(), access)
                 .map(|secret| crate::out!("{secret}"))
         }
-        TokenCmd::List { json } => tokens.list().map(|list| {
-            for t in list {
-                let access = match t.access {
-                    Access::ReadOnly => "read_only",
-                    Access::ReadWrite => "read_write",
-                };
-                if *json {
-                    crate::out!(
-                        "{}",
-                        serde_json::json!({"name": t.name, "admin": t.admin, "stores": t.stores, "access": access, "created_at": t.created_at})
-                    );
-                } else {
-                    let reach = match t.admin {
-                        true => "admin, every store".to_string(),
-                        false => t.stores.join(","),
-                    };
-                    crate::out!("{}  {access}  {reach}  {}", t.name, t.created_at);
-                }
-            }
-        }),
+        TokenCmd::List { json } => tokens.list().map(|list| print_tokens(list, *json)),
         TokenCmd::Revoke { name } => tokens.revoke(name),
     };
     match done {

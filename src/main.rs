@@ -280,13 +280,55 @@ fn on(memory: Memory, cli: Cli, doors: Doors) -> ExitCode {
     }
 }
 
+/// The door a command attached to another owner's socket comes through;
+/// a command that needs the data dir to itself is refused, exit 2.
+fn attached_door(command: &Cmd, dir: &str, pid: Option<u32>) -> Result<Door, ExitCode> {
+    match command {
+        Cmd::Exec { .. } => Ok(Door::Exec),
+        Cmd::Serve {
+            mount: None,
+            stdio: true,
+            ..
+        } => Ok(Door::Stdio),
+        Cmd::Mcp { mount: None, .. } => Ok(Door::Mcp),
+        _ => {
+            let busy = OpenError::Busy {
+                dir: dir.to_string(),
+                pid,
+            };
+            memfs::say!("memfs: {busy}; `serve` without --stdio, and `--mount`, need the data dir to themselves (run `memfs mount` beside it instead)");
+            Err(ExitCode::from(2))
+        }
+    }
+}
+
+/// `memfs mcp` on stdio through the owner's socket; the backend is closed
+/// when the client goes (a closed pipe is the client's end, not a failure).
+fn serve_mcp_attached(backend: Backend, attach: Attach, max_line: usize) -> ExitCode {
+    let served = memfs::serve::mcp::serve_attached(
+        backend,
+        attach,
+        io::stdin().lock(),
+        io::stdout(),
+        max_line,
+    );
+    match served {
+        Ok(backend) => match backend.close() {
+            true => ExitCode::SUCCESS,
+            false => ExitCode::FAILURE,
+        },
+        Err(e) if e.kind() == io::ErrorKind::BrokenPipe => ExitCode::SUCCESS,
+        Err(e) => {
+            memfs::say!("memfs: serving stdio failed: {e}");
+            ExitCode::FAILURE
+        }
+    }
+}
+
 /// Another memfs owns the data dir: `exec`, `serve --stdio` and `mcp`
 /// attach to it through its socket (and take the data dir over if it goes
-/// away); a mount needs the data dir itself.
-///
-/// Long because it is one dispatch for commands attached to another owner's
-/// socket: mount apart, then pick the door, open one backend, run the
-/// command and close the backend once.
+/// away); a mount needs the data dir itself. One backend is opened, the
+/// command run, and the backend closed once.
 fn attached(cli: &Cli, doors: Doors, dir: &str, pid: Option<u32>) -> ExitCode {
     if let Cmd::Mount {
         mountpoint,
@@ -302,22 +344,9 @@ fn attached(cli: &Cli, doors: Doors, dir: &str, pid: Option<u32>) -> ExitCode {
             doors,
         );
     }
-    let door = match &cli.command {
-        Cmd::Exec { .. } => Door::Exec,
-        Cmd::Serve {
-            mount: None,
-            stdio: true,
-            ..
-        } => Door::Stdio,
-        Cmd::Mcp { mount: None, .. } => Door::Mcp,
-        _ => {
-            let busy = OpenError::Busy {
-                dir: dir.to_string(),
-                pid,
-            };
-            memfs::say!("memfs: {busy}; `serve` without --stdio, and `--mount`, need the data dir to themselves (run `memfs mount` beside it instead)");
-            return ExitCode::from(2);
-        }
+    let door = match attached_door(&cli.command, dir, pid) {
+        Ok(door) => door,
+        Err(code) => return code,
     };
     let attach = Attach {
         data: cli.common.data.clone(),
@@ -339,29 +368,7 @@ fn attached(cli: &Cli, doors: Doors, dir: &str, pid: Option<u32>) -> ExitCode {
             Ok(line) => print_answer(&backend.call(&attach, line.as_bytes()), *raw),
             Err(code) => code,
         },
-        Cmd::Mcp { .. } => {
-            let served = memfs::serve::mcp::serve_attached(
-                backend,
-                attach,
-                io::stdin().lock(),
-                io::stdout(),
-                doors.max_line,
-            );
-            return match served {
-                Ok(backend) => {
-                    if backend.close() {
-                        ExitCode::SUCCESS
-                    } else {
-                        ExitCode::FAILURE
-                    }
-                }
-                Err(e) if e.kind() == io::ErrorKind::BrokenPipe => ExitCode::SUCCESS,
-                Err(e) => {
-                    memfs::say!("memfs: serving stdio failed: {e}");
-                    ExitCode::FAILURE
-                }
-            };
-        }
+        Cmd::Mcp { .. } => return serve_mcp_attached(backend, attach, doors.max_line),
         _ => serve_lines_attached(&mut backend, &attach),
     };
     if backend.close() {

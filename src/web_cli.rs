@@ -14,20 +14,8 @@ use memfs::Memory;
 
 use crate::cli::Cli;
 
-/// Long because it is one command run top to bottom (bind, check loopback,
-/// open or attach, make the app, print the login URL, serve, tear down);
-/// most steps exit early with their own message.
-pub fn web(cli: &Cli, listen: &str) -> ExitCode {
-    let data = &cli.common.data;
-    // The page shows a memory that is there: it makes none (run in the
-    // wrong directory, it would serve an empty page of a new `./memory`).
-    if cli.common.shared.is_none() && !crate::history_cli::memory_at(data) {
-        memfs::say!(
-            "memfs: there is no memory at {} (memfs web shows an existing memory; name it with --data DIR)",
-            data.display()
-        );
-        return ExitCode::from(2);
-    }
+/// A listener on `listen`, which must be loopback; else said, exit 2.
+fn bind_loopback(listen: &str) -> Result<(std::net::TcpListener, std::net::SocketAddr), ExitCode> {
     let (listener, local) = match memfs::listen::bind(listen) {
         Ok(bound) => bound,
         Err(e) => {
@@ -35,26 +23,22 @@ pub fn web(cli: &Cli, listen: &str) -> ExitCode {
                 "memfs: cannot listen on {listen}: {}",
                 memfs::units::describe_io(&e)
             );
-            return ExitCode::from(2);
+            return Err(ExitCode::from(2));
         }
     };
     if !memfs::web::is_loopback(&local) {
         memfs::say!("memfs: the page listens on loopback only (127.0.0.1 or ::1); to reach it from elsewhere, put an authenticating proxy in front");
-        return ExitCode::from(2);
+        return Err(ExitCode::from(2));
     }
-    let hosted = Arc::new(Hosted::default());
-    let (source, mut owned) = match open_source(cli, &hosted) {
-        Ok(opened) => opened,
-        Err(code) => return code,
-    };
+    Ok((listener, local))
+}
+
+/// The login link on stdout (the first line: the one address that opens
+/// the page, the server's root answering nothing without a login), the
+/// instance kept for `memfs web --link`, and how to get a fresh link.
+/// Where the instance is kept.
+fn announce(app: &App, data: &Path, local: std::net::SocketAddr) -> std::path::PathBuf {
     let port = local.port();
-    let app = match App::new(source, &data.join(".memfs"), port) {
-        Ok(made) => made,
-        Err(e) => {
-            memfs::say!("memfs: {e}");
-            return ExitCode::from(2);
-        }
-    };
     let host = match local {
         std::net::SocketAddr::V6(_) => "[::1]".to_string(),
         std::net::SocketAddr::V4(v4) => v4.ip().to_string(),
@@ -73,27 +57,64 @@ pub fn web(cli: &Cli, listen: &str) -> ExitCode {
     let _ = writeln!(out, "{}", instance.link());
     let _ = out.flush();
     drop(out);
-    // (The link is the one address that opens the page: the server's root
-    // answers nothing without a login.)
     let again = match data == std::path::Path::new("./memory") {
         true => "memfs web --link".to_string(),
         false => format!("memfs --data {} web --link", data.display()),
     };
     memfs::say!("memfs: serving the page on {host}:{port}: open the login link above in a browser (it works for 15 minutes; `{again}` prints a fresh one); Ctrl-C to stop");
+    kept
+}
+
+/// The kept instance removed, only if it is still this page's: a second
+/// page on the data dir may have written its own since.
+fn forget_instance(kept: &Path) {
+    let ours = std::fs::read_to_string(kept)
+        .ok()
+        .and_then(|t| serde_json::from_str::<memfs::web::session::Instance>(&t).ok())
+        .is_some_and(|i| i.pid == std::process::id());
+    if ours {
+        let _ = std::fs::remove_file(kept);
+    }
+}
+
+/// `memfs web`, top to bottom: bind on loopback, open or attach, make the
+/// app, print the login link, serve, tear down; most steps exit early with
+/// their own message.
+pub fn web(cli: &Cli, listen: &str) -> ExitCode {
+    let data = &cli.common.data;
+    // The page shows a memory that is there: it makes none (run in the
+    // wrong directory, it would serve an empty page of a new `./memory`).
+    if cli.common.shared.is_none() && !crate::history_cli::memory_at(data) {
+        memfs::say!(
+            "memfs: there is no memory at {} (memfs web shows an existing memory; name it with --data DIR)",
+            data.display()
+        );
+        return ExitCode::from(2);
+    }
+    let (listener, local) = match bind_loopback(listen) {
+        Ok(bound) => bound,
+        Err(code) => return code,
+    };
+    let hosted = Arc::new(Hosted::default());
+    let (source, mut owned) = match open_source(cli, &hosted) {
+        Ok(opened) => opened,
+        Err(code) => return code,
+    };
+    let port = local.port();
+    let app = match App::new(source, &data.join(".memfs"), port) {
+        Ok(made) => made,
+        Err(e) => {
+            memfs::say!("memfs: {e}");
+            return ExitCode::from(2);
+        }
+    };
+    let kept = announce(&app, data, local);
     let tend = {
         let hosted = hosted.clone();
         Box::new(move || hosted.reap())
     };
     let served = memfs::web::serve(Arc::new(app), listener, tend);
-    // (Only if it is still this page's: a second page on the data dir may
-    // have written its own since.)
-    let ours = std::fs::read_to_string(&kept)
-        .ok()
-        .and_then(|t| serde_json::from_str::<memfs::web::session::Instance>(&t).ok())
-        .is_some_and(|i| i.pid == std::process::id());
-    if ours {
-        let _ = std::fs::remove_file(&kept);
-    }
+    forget_instance(&kept);
     let mut code = ExitCode::SUCCESS;
     if let Err(e) = served {
         memfs::say!("memfs: {e}");

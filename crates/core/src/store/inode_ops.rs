@@ -225,11 +225,9 @@ impl Store {
     }
 
     /// Makes a file, directory, FIFO or symlink named `name` in `parent`, owned
-    /// by `uid`/`gid`, and pins it once.
-    ///
-    /// Long because it makes one node under one write lock of the tree:
-    /// existence and limits, setgid inheritance, two matches over node
-    /// kinds (what it holds, what the journal gets), then pin and commit.
+    /// by `uid`/`gid`, and pins it once: under one write lock of the tree,
+    /// existence and limits, its attributes ([`attr_in`]), what it holds
+    /// ([`NewNode::kind`]), what the journal gets, then pin and commit.
     pub fn make_node(
         &self,
         parent: Ino,
@@ -252,26 +250,9 @@ impl Store {
                 depth: tree.depth(parent) + 1,
             },
         )?;
-        let now = SystemTime::now();
-        // A setgid directory passes its group to what is made in it, and the
-        // setgid bit to its new subdirectories (as every Linux file system).
-        let parent_attr = tree.node(parent).attr;
-        let (gid, perm) = match parent_attr.perm & 0o2000 != 0 {
-            true if matches!(what, NewNode::Dir) => (parent_attr.gid, perm | 0o2000),
-            true => (parent_attr.gid, perm),
-            false => (owner.1, perm),
-        };
-        let attr = Attr::owned(perm & 0o7777, owner.0, gid, now);
-        let kind = match &what {
-            NewNode::File | NewNode::OpenedFile => NodeKind::File(Arc::default()),
-            NewNode::Dir => NodeKind::Dir(Default::default()),
-            NewNode::Special { format, rdev } => NodeKind::Special {
-                format: *format,
-                rdev: *rdev,
-            },
-            NewNode::Symlink(target) => NodeKind::Symlink(target.clone()),
-        };
-        let ino = tree.add(parent, name, kind, attr);
+        let is_dir = matches!(what, NewNode::Dir);
+        let attr = attr_in(&tree.node(parent).attr, is_dir, perm, owner);
+        let ino = tree.add(parent, name, what.kind(), attr);
         let ops = match (what, tree.path_of(ino)) {
             (_, None) | (NewNode::Special { .. }, _) => Vec::new(),
             (NewNode::File, Some(_)) => write_ops(&tree, ino, Arc::default()),
@@ -615,5 +596,33 @@ impl Store {
         ];
         let _ = self.commit(&tree, origin, ops, touched);
         Ok(out)
+    }
+}
+
+/// A new node's attributes in `parent` (the parent's): owned by `owner`,
+/// made now. A setgid directory passes its group to what is made in it,
+/// and the setgid bit to its new subdirectories (as every Linux file
+/// system).
+fn attr_in(parent: &Attr, is_dir: bool, perm: u32, owner: (u32, u32)) -> Attr {
+    let (gid, perm) = match parent.perm & 0o2000 != 0 {
+        true if is_dir => (parent.gid, perm | 0o2000),
+        true => (parent.gid, perm),
+        false => (owner.1, perm),
+    };
+    Attr::owned(perm & 0o7777, owner.0, gid, SystemTime::now())
+}
+
+impl NewNode {
+    /// What a new node of this kind holds.
+    fn kind(&self) -> NodeKind {
+        match self {
+            NewNode::File | NewNode::OpenedFile => NodeKind::File(Arc::default()),
+            NewNode::Dir => NodeKind::Dir(Default::default()),
+            NewNode::Special { format, rdev } => NodeKind::Special {
+                format: *format,
+                rdev: *rdev,
+            },
+            NewNode::Symlink(target) => NodeKind::Symlink(target.clone()),
+        }
     }
 }
