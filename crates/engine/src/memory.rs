@@ -61,6 +61,77 @@ pub struct Memory {
     outside: Option<Arc<crate::outside::Outside>>,
 }
 
+/// An io error of opening the data dir (shown as `dir`) while `doing`.
+fn io_error(dir: &str, doing: &'static str) -> impl FnOnce(std::io::Error) -> OpenError {
+    let dir = dir.to_string();
+    move |err| OpenError::Io { dir, doing, err }
+}
+
+/// The plain files loaded into a tree (with a progress line for a big
+/// memory), and what was skipped.
+fn load_tree(data_dir: &DataDir) -> std::io::Result<(crate::store::Tree, load::Skipped)> {
+    let mut progress = LoadProgress::new();
+    let loaded = load::load_with_progress(&data_dir.memories, &mut |n| progress.at(n));
+    progress.done();
+    loaded
+}
+
+/// The plain files' directories the journal writes through.
+fn files_of(data_dir: &DataDir) -> Files {
+    Files {
+        memories: data_dir.memories.clone(),
+        tmp: data_dir.tmp.clone(),
+        trash: data_dir.trash.clone(),
+        known: Default::default(),
+    }
+}
+
+/// The plain files watched from here, while the tree is what they hold
+/// (before another host's changes or an earlier run's unsent ones come
+/// in), when `watches` (a real disk, the replay done). `MEMFS_WATCH=0`: the
+/// plain files are read at start only, as on a network file system whose
+/// other clients' writes inotify never sees.
+fn outside_watcher(
+    watches: bool,
+    store: &Arc<Store>,
+    data_dir: &DataDir,
+    files: &Files,
+) -> Option<Arc<crate::outside::Outside>> {
+    let watch = std::env::var("MEMFS_WATCH").map_or(true, |v| v != "0");
+    match watches && watch {
+        true => watch_plain_files(store, data_dir, files),
+        false => None,
+    }
+}
+
+/// A batch the disk or the shared store refused is handed to the store to
+/// decide what memory becomes (nothing, once the store is gone).
+fn recover_through(journal: &Journal, store: &Arc<Store>) {
+    let store = Arc::downgrade(store);
+    journal.recover_through(Box::new(move |r: Refused| match store.upgrade() {
+        Some(store) => store.recover(r.refused, r.unconfirmed, r.clean),
+        None => vec![false; r.refused.len()],
+    }));
+}
+
+/// The search index (unless `--no-search`) and the memory's control (the
+/// history and search requests of every door), keyed with the data dir's
+/// key.
+fn search_and_control(
+    options: &Options,
+    store: &Arc<Store>,
+    journal: &Journal,
+    data_dir: &DataDir,
+) -> (Option<Arc<crate::search::Search>>, Arc<Control>) {
+    let search = (!options.no_search)
+        .then(|| crate::search::Search::start(store, journal.history(), &data_dir.state_dir));
+    let control = Arc::new(
+        Control::new(Some(data_dir.key.clone()), Some(journal.history()))
+            .with_search(search.clone(), options.tool.hide.clone()),
+    );
+    (search, control)
+}
+
 impl Memory {
     /// Opens the data dir `dir` (made if missing), loads `dir/memories`,
     /// squares it with the journal, and starts the journal. Fails if
@@ -72,11 +143,8 @@ impl Memory {
     /// [`Memory::open`] with the memory's files (the plain files and the
     /// journal) in the storage whose root `on` is, when given: the
     /// in-memory disk that the power-loss tests cut the power of. The lock,
-    /// key and socket stay in `dir/.memfs`.
-    ///
-    /// Long because it is the constructor that starts every part in a fixed
-    /// order (load, journal, store, shared-store wiring, threads), with one
-    /// `fail` closure naming each error.
+    /// key and socket stay in `dir/.memfs`. Every part starts in a fixed
+    /// order: load, journal, store, shared-store wiring, threads.
     pub fn open_on(
         dir: impl AsRef<Path>,
         options: Options,
@@ -84,25 +152,9 @@ impl Memory {
     ) -> Result<Memory, OpenError> {
         let on_real_disk = on.is_none();
         let data_dir = DataDir::open_on(dir.as_ref(), on)?;
-        let shown = data_dir.shown().to_string();
-        let fail = |doing: &'static str| {
-            let shown = shown.clone();
-            move |err: std::io::Error| OpenError::Io {
-                dir: shown,
-                doing,
-                err,
-            }
-        };
-        let mut progress = LoadProgress::new();
-        let loaded = load::load_with_progress(&data_dir.memories, &mut |n| progress.at(n));
-        progress.done();
-        let (mut tree, skipped) = loaded.map_err(fail("loading memories"))?;
-        let files = Files {
-            memories: data_dir.memories.clone(),
-            tmp: data_dir.tmp.clone(),
-            trash: data_dir.trash.clone(),
-            known: Default::default(),
-        };
+        let fail = |doing: &'static str| io_error(data_dir.shown(), doing);
+        let (mut tree, skipped) = load_tree(&data_dir).map_err(fail("loading memories"))?;
+        let files = files_of(&data_dir);
         let (journal, opened) = Journal::open(
             &data_dir.stored,
             &files,
@@ -112,28 +164,14 @@ impl Memory {
         .map_err(fail("opening its journal (.memfs/journal)"))?;
         let warnings = start_warnings(&skipped, &options.limits.exceeded(&tree));
         let store = Arc::new(Store::new(tree, options.limits, Some(journal.sink())));
-        // Watched from here, while the tree is what the plain files hold
-        // (before another host's changes or an earlier run's unsent ones
-        // come in). `MEMFS_WATCH=0`: the plain files are read at start
-        // only, as on a network file system whose other clients' writes
-        // inotify never sees.
-        let watch = std::env::var("MEMFS_WATCH").map_or(true, |v| v != "0");
-        let outside = match on_real_disk && watch && !opened.replay_failed {
-            true => watch_plain_files(&store, &data_dir, &files),
-            false => None,
-        };
+        let watches = on_real_disk && !opened.replay_failed;
+        let outside = outside_watcher(watches, &store, &data_dir, &files);
         // A shared store: the database commits first (set before any change).
         let shared = options
             .shared
             .as_ref()
             .map(|target| share(target, &journal, &store));
-        {
-            let store = Arc::downgrade(&store);
-            journal.recover_through(Box::new(move |r: Refused| match store.upgrade() {
-                Some(store) => store.recover(r.refused, r.unconfirmed, r.clean),
-                None => vec![false; r.refused.len()],
-            }));
-        }
+        recover_through(&journal, &store);
         store.restore_usage(last_reads::load(&data_dir.state));
         let saver =
             save_usage_now_and_then(&store, &data_dir).map_err(fail("saving last reads"))?;
@@ -147,12 +185,7 @@ impl Memory {
         if follower.is_some() {
             send_unsent(&data_dir, &store);
         }
-        let search = (!options.no_search)
-            .then(|| crate::search::Search::start(&store, journal.history(), &data_dir.state_dir));
-        let control = Arc::new(
-            Control::new(Some(data_dir.key.clone()), Some(journal.history()))
-                .with_search(search.clone(), options.tool.hide.clone()),
-        );
+        let (search, control) = search_and_control(&options, &store, &journal, &data_dir);
         Ok(Memory {
             tool: Tool::new(store, options.tool.clone()),
             journal,

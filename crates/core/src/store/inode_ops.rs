@@ -11,6 +11,7 @@ use super::recover::subtree_ops;
 use super::tree::{Attr, Ino, NodeKind, Tree, ROOT_INO};
 use super::{write_ops, Growth, Store};
 use crate::error::Error;
+use crate::path::MemPath;
 
 /// Whether a read at `now` moves the access time, as `relatime` decides:
 /// when it is not after the last change, or is a day old.
@@ -434,11 +435,38 @@ impl Store {
         Ok(())
     }
 
-    /// `rename(2)` with its flags: replacing a target, refusing to, or exchanging.
-    ///
-    /// Long because it is one rename(2) under one write lock of the tree:
-    /// the checks, the limits, the link changes and the journal's ops use
-    /// the same nodes and paths, with nothing changing in between.
+    /// The limits a rename must keep: each node lands one level below its
+    /// new parent, its subtree with it; a plain move also gives the new
+    /// parent one more name.
+    fn check_rename_growth(
+        &self,
+        tree: &Tree,
+        (parent, new_parent): (Ino, Ino),
+        moved: Ino,
+        target: Option<Ino>,
+        mode: RenameMode,
+    ) -> Result<(), Error> {
+        let placed = |node: Ino, at: Ino| tree.depth(at) + 1 + tree.height(node);
+        let depth = match (mode, target) {
+            (RenameMode::Exchange, Some(other)) => {
+                placed(moved, new_parent).max(placed(other, parent))
+            }
+            _ => placed(moved, new_parent),
+        };
+        let gains = target.is_none() && new_parent != parent;
+        self.limits.check_growth(
+            tree,
+            Growth {
+                dir: gains.then_some(new_parent),
+                entries: 0,
+                depth,
+            },
+        )
+    }
+
+    /// `rename(2)` with its flags: replacing a target, refusing to, or
+    /// exchanging; under one write lock of the tree, so that the checks, the
+    /// limits, the link changes and the journal's ops see the same nodes.
     pub fn rename_entry(
         &self,
         parent: Ino,
@@ -459,38 +487,12 @@ impl Store {
         if moved_is_dir && tree.is_within(new_parent, moved) {
             return Err(Error::IntoItself);
         }
-        // Each node lands one level below its new parent, its subtree with it;
-        // a plain move also gives the new parent one more name.
-        let placed = |node: Ino, at: Ino| tree.depth(at) + 1 + tree.height(node);
-        let depth = match (mode, target) {
-            (RenameMode::Exchange, Some(other)) => {
-                placed(moved, new_parent).max(placed(other, parent))
-            }
-            _ => placed(moved, new_parent),
-        };
-        let gains = target.is_none() && new_parent != parent;
-        self.limits.check_growth(
-            &tree,
-            Growth {
-                dir: gains.then_some(new_parent),
-                entries: 0,
-                depth,
-            },
-        )?;
+        self.check_rename_growth(&tree, (parent, new_parent), moved, target, mode)?;
         let from = tree.path_of(parent).map(|p| p.join(name));
         let to = tree.path_of(new_parent).map(|p| p.join(new_name));
         let now = SystemTime::now();
         let mut ops = Vec::new();
-        let mut touched = vec![
-            Touched::Entry(parent, name.to_string()),
-            Touched::Entry(new_parent, new_name.to_string()),
-            Touched::Inode(parent),
-            Touched::Inode(moved),
-        ];
-        if new_parent != parent {
-            touched.push(Touched::Inode(new_parent));
-        }
-        touched.extend(target.map(Touched::Inode));
+        let touched = rename_touched((parent, name), (new_parent, new_name), moved, target);
         match (mode, target) {
             (RenameMode::NoReplace, Some(_)) => return Err(Error::Exists),
             (RenameMode::Exchange, None) => return Err(Error::NotFound),
@@ -510,30 +512,12 @@ impl Store {
             }
             (_, existing) => {
                 if let Some(old) = existing {
-                    match (&tree.node(old).kind, moved_is_dir) {
-                        (NodeKind::Dir(entries), true) if !entries.is_empty() => {
-                            return Err(Error::NotEmpty)
-                        }
-                        (NodeKind::Dir(_), false) => return Err(Error::IsDir),
-                        (NodeKind::Dir(_), true) => {}
-                        (_, true) => return Err(Error::NotDir),
-                        (_, false) => {}
-                    }
+                    may_replace(&tree.node(old).kind, moved_is_dir)?;
                     self.remove_entry(&mut tree, new_parent, new_name);
                 }
                 let _ = self.flush_dirty(&mut tree, moved);
                 tree.rename(parent, name, new_parent, new_name, now);
-                match (from, to) {
-                    (Some(from), Some(to)) => ops.push(ChangeOp::Rename {
-                        from,
-                        to,
-                        replace: existing.is_some(),
-                    }),
-                    // Moved out of a removed directory: it is new on disk.
-                    (None, Some(_)) => ops.extend(subtree_ops(&tree, moved)),
-                    (Some(from), None) => ops.push(ChangeOp::Remove { path: from }),
-                    (None, None) => {}
-                }
+                ops = move_ops(&tree, (from, to), moved, existing.is_some());
             }
         }
         let _ = self.commit(&tree, origin, ops, touched);
@@ -624,5 +608,57 @@ impl NewNode {
             },
             NewNode::Symlink(target) => NodeKind::Symlink(target.clone()),
         }
+    }
+}
+
+/// The journal's ops for `moved`, renamed `from` one path `to` another
+/// (`replace`: over what was there); a path is none inside a directory
+/// already removed.
+fn move_ops(
+    tree: &Tree,
+    (from, to): (Option<MemPath>, Option<MemPath>),
+    moved: Ino,
+    replace: bool,
+) -> Vec<ChangeOp> {
+    match (from, to) {
+        (Some(from), Some(to)) => vec![ChangeOp::Rename { from, to, replace }],
+        // Moved out of a removed directory: it is new on disk.
+        (None, Some(_)) => subtree_ops(tree, moved),
+        (Some(from), None) => vec![ChangeOp::Remove { path: from }],
+        (None, None) => Vec::new(),
+    }
+}
+
+/// What a rename touches in the kernel's caches: both entries, both
+/// parents, the node moved and the one it replaces or exchanges with.
+fn rename_touched(
+    (parent, name): (Ino, &str),
+    (new_parent, new_name): (Ino, &str),
+    moved: Ino,
+    target: Option<Ino>,
+) -> Vec<Touched> {
+    let mut touched = vec![
+        Touched::Entry(parent, name.to_string()),
+        Touched::Entry(new_parent, new_name.to_string()),
+        Touched::Inode(parent),
+        Touched::Inode(moved),
+    ];
+    if new_parent != parent {
+        touched.push(Touched::Inode(new_parent));
+    }
+    touched.extend(target.map(Touched::Inode));
+    touched
+}
+
+/// Whether a node (a directory or not: `moved_is_dir`) may replace one of
+/// `kind`: a directory only an empty directory, anything else only a
+/// non-directory.
+fn may_replace(kind: &NodeKind, moved_is_dir: bool) -> Result<(), Error> {
+    match (kind, moved_is_dir) {
+        (NodeKind::Dir(entries), true) if !entries.is_empty() => Err(Error::NotEmpty),
+        (NodeKind::Dir(_), false) => Err(Error::IsDir),
+        (NodeKind::Dir(_), true) => Ok(()),
+        (_, true) => Err(Error::NotDir),
+        (_, false) => Ok(()),
     }
 }

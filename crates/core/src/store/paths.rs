@@ -28,11 +28,9 @@ impl Store {
     }
 
     /// [`Store::create_file`], only if the file there now has the sha256
-    /// `expect` (checked under the same lock).
-    ///
-    /// Long because it is one create or overwrite under one lock: the
-    /// expected hash, kind, size and growth checks, then the tree's change
-    /// with its undo and ops, all on the same nodes.
+    /// `expect` (checked under the same lock). One create or overwrite under
+    /// one lock: the expected hash, then [`Store::check_create`], then the
+    /// tree's change with its undo and ops.
     pub fn create_file_expecting(
         &self,
         path: &MemPath,
@@ -44,32 +42,8 @@ impl Store {
         let (parent_path, name) = split(path)?;
         let mut tree = self.write_for(&[path]);
         check_expected(&tree, path, expect)?;
-        let parent = tree.check_dir_path(&parent_path)?;
-        let existing = match parent {
-            Some(dir) => tree.child(dir, name)?,
-            None => None,
-        };
-        let old_len = match existing.map(|ino| &tree.node(ino).kind) {
-            None => 0,
-            Some(NodeKind::Dir(_)) => return Err(Error::IsDir),
-            Some(NodeKind::Symlink(_) | NodeKind::Special { .. }) => return Err(Error::IsSymlink),
-            Some(NodeKind::File(_)) if !overwrite => return Err(Error::Exists),
-            Some(NodeKind::File(old)) => old.len() as u64,
-        };
-        let copies = existing.map_or(1, |ino| tree.node(ino).copies());
-        self.limits
-            .check_size(&tree, old_len, data.len() as u64, copies)?;
-        if existing.is_none() {
-            let (base, missing) = existing_prefix(&tree, &parent_path);
-            self.limits.check_growth(
-                &tree,
-                Growth {
-                    dir: Some(base),
-                    entries: missing + 1,
-                    depth: path.names().len(),
-                },
-            )?;
-        }
+        let size = data.len() as u64;
+        let existing = self.check_create(&tree, path, &parent_path, name, size, overwrite)?;
         let now = SystemTime::now();
         let data = Arc::new(data);
         let mut touched = Vec::new();
@@ -85,29 +59,51 @@ impl Store {
                 };
                 (ino, undo)
             }
-            None => {
-                let (dir, dirs) = make_dirs_touching(&mut tree, &parent_path, now, &mut touched);
-                let ino = tree.add(
-                    dir,
-                    name,
-                    NodeKind::File(data.clone()),
-                    Attr::new(FILE_MODE, now),
-                );
-                touched.push(Touched::Entry(dir, name.to_string()));
-                touched.push(Touched::Inode(dir));
-                let undo = Undo::Unmake {
-                    parent: dir,
-                    name: name.to_string(),
-                    ino,
-                    new: data.clone(),
-                    dirs,
-                };
-                (ino, undo)
-            }
+            None => make_file(&mut tree, &parent_path, name, &data, now, &mut touched),
         };
         touched.push(Touched::Inode(ino));
         let ops = write_ops(&tree, ino, data);
         Ok(self.commit_undoable(&tree, origin, ops, touched, Some(undo)))
+    }
+
+    /// Whether a file of `size` bytes may be made (or, `overwrite`, put over
+    /// the one) at `path`: the kind there, the size, and for a new one the
+    /// growth its parents and entry make. The file there now, if any.
+    fn check_create(
+        &self,
+        tree: &Tree,
+        path: &MemPath,
+        parent_path: &MemPath,
+        name: &str,
+        size: u64,
+        overwrite: bool,
+    ) -> Result<Option<Ino>, Error> {
+        let parent = tree.check_dir_path(parent_path)?;
+        let existing = match parent {
+            Some(dir) => tree.child(dir, name)?,
+            None => None,
+        };
+        let old_len = match existing.map(|ino| &tree.node(ino).kind) {
+            None => 0,
+            Some(NodeKind::Dir(_)) => return Err(Error::IsDir),
+            Some(NodeKind::Symlink(_) | NodeKind::Special { .. }) => return Err(Error::IsSymlink),
+            Some(NodeKind::File(_)) if !overwrite => return Err(Error::Exists),
+            Some(NodeKind::File(old)) => old.len() as u64,
+        };
+        let copies = existing.map_or(1, |ino| tree.node(ino).copies());
+        self.limits.check_size(tree, old_len, size, copies)?;
+        if existing.is_none() {
+            let (base, missing) = existing_prefix(tree, parent_path);
+            self.limits.check_growth(
+                tree,
+                Growth {
+                    dir: Some(base),
+                    entries: missing + 1,
+                    depth: path.names().len(),
+                },
+            )?;
+        }
+        Ok(existing)
     }
 
     /// Read-modify-write of a file under one lock: `edit` gets the bytes and
@@ -345,4 +341,34 @@ pub(super) fn make_dirs_touching(
         }
     }
     (dir, made)
+}
+
+/// A new file `name` holding `data` in the directory `parent_path` (its
+/// missing directories made): its inode and the undo that takes it all
+/// back.
+fn make_file(
+    tree: &mut Tree,
+    parent_path: &MemPath,
+    name: &str,
+    data: &Arc<Vec<u8>>,
+    now: SystemTime,
+    touched: &mut Vec<Touched>,
+) -> (Ino, Undo) {
+    let (dir, dirs) = make_dirs_touching(tree, parent_path, now, touched);
+    let ino = tree.add(
+        dir,
+        name,
+        NodeKind::File(data.clone()),
+        Attr::new(FILE_MODE, now),
+    );
+    touched.push(Touched::Entry(dir, name.to_string()));
+    touched.push(Touched::Inode(dir));
+    let undo = Undo::Unmake {
+        parent: dir,
+        name: name.to_string(),
+        ino,
+        new: data.clone(),
+        dirs,
+    };
+    (ino, undo)
 }

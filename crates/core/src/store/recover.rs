@@ -4,7 +4,7 @@
 
 use std::collections::BTreeSet;
 
-use super::change::{Change, ChangeOp, Meta, Origin, Ticket};
+use super::change::{Change, ChangeOp, Meta, Origin, Ticket, Touched};
 use super::tree::{Ino, NodeKind, Tree};
 use super::Store;
 use crate::path::MemPath;
@@ -16,11 +16,9 @@ impl Store {
     /// taken back is (latest first), and everything else stays in memory with
     /// its paths written again later. Kernel caches are invalidated for what
     /// was taken back. Returns, for each refused change, whether it was.
-    ///
-    /// Long because every step runs under one write lock of the tree, in
-    /// order (undo refused changes newest first, record lost saves, mark
-    /// paths unsaved, queue the invalidation); the wait comes after the
-    /// lock is let go.
+    /// Every step runs under one write lock of the tree, in order (undo
+    /// refused changes newest first, record lost saves, mark paths unsaved,
+    /// queue the invalidation); the wait comes after the lock is let go.
     pub fn recover(&self, refused: &[Change], unconfirmed: &[Change], clean: bool) -> Vec<bool> {
         let mut tree = self.tree.write();
         let mut touched = Vec::new();
@@ -43,58 +41,56 @@ impl Store {
             .map(|(change, _)| change);
         let kept: Vec<&Change> = kept.collect();
         if clean {
-            // A person's change that lost a race to another host: written
-            // again in their name, over the winner (see `lost_saves`).
-            let mut lost = self.lost.lock();
-            let people = kept.iter().filter(|c| {
-                matches!(
-                    c.origin,
-                    Origin::Person { .. } | Origin::Revert { .. } | Origin::Files { .. }
-                )
-            });
-            for change in people {
-                let ops = change
-                    .ops
-                    .iter()
-                    .filter(|op| !matches!(op, ChangeOp::SetTimes { .. }));
-                for path in ops.flat_map(|op| op.paths()) {
-                    lost.insert(path.clone(), change.origin.clone());
-                }
-            }
+            self.note_lost_saves(&kept);
         }
         for change in kept.into_iter().chain(unconfirmed) {
-            // (A directory's times go with the next change in it.)
-            for op in change
-                .ops
-                .iter()
-                .filter(|op| !matches!(op, ChangeOp::SetTimes { .. }))
-            {
-                unsaved.extend(op.paths().into_iter().cloned());
-            }
+            unsaved.extend(saved_paths(change).cloned());
         }
         drop(unsaved);
-        let invalidated = if touched.is_empty() {
-            Ticket::done()
-        } else {
-            let change = Change {
-                seq: 0,
-                origin: Origin::Memfs,
-                ops: Vec::new(),
-                touched,
-                undo: None,
-                overwrites: Vec::new(),
-                seen: 0,
-                foreign: None,
-            };
-            let observers = self.observers.read();
-            observers
-                .iter()
-                .fold(Ticket::done(), |t, o| t.and(o.submit(&change)))
-        };
+        let invalidated = self.invalidate(touched);
         drop(tree);
         // Outside the lock: the kernel may call back into the mount meanwhile.
         let _ = invalidated.wait();
         undone
+    }
+
+    /// A person's change that lost a race to another host: written again
+    /// in their name, over the winner (see `lost_saves`).
+    fn note_lost_saves(&self, kept: &[&Change]) {
+        let mut lost = self.lost.lock();
+        let people = kept.iter().filter(|c| {
+            matches!(
+                c.origin,
+                Origin::Person { .. } | Origin::Revert { .. } | Origin::Files { .. }
+            )
+        });
+        for change in people {
+            for path in saved_paths(change) {
+                lost.insert(path.clone(), change.origin.clone());
+            }
+        }
+    }
+
+    /// The kernel caches of what was taken back, queued for invalidation
+    /// (done at once when nothing was).
+    fn invalidate(&self, touched: Vec<Touched>) -> Ticket {
+        if touched.is_empty() {
+            return Ticket::done();
+        }
+        let change = Change {
+            seq: 0,
+            origin: Origin::Memfs,
+            ops: Vec::new(),
+            touched,
+            undo: None,
+            overwrites: Vec::new(),
+            seen: 0,
+            foreign: None,
+        };
+        let observers = self.observers.read();
+        observers
+            .iter()
+            .fold(Ticket::done(), |t, o| t.and(o.submit(&change)))
     }
 
     /// Who writes `paths` again, and over which of them (a person's save
@@ -209,4 +205,14 @@ pub(super) fn subtree_ops(tree: &Tree, ino: Ino) -> Vec<ChangeOp> {
         }
     }
     ops
+}
+
+/// The paths a change writes (a directory's times go with the next change
+/// in it).
+fn saved_paths(change: &Change) -> impl Iterator<Item = &MemPath> {
+    change
+        .ops
+        .iter()
+        .filter(|op| !matches!(op, ChangeOp::SetTimes { .. }))
+        .flat_map(|op| op.paths())
 }

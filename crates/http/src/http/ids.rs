@@ -94,6 +94,17 @@ pub fn api_path(path: &str) -> Option<String> {
         .map(str::to_string)
 }
 
+/// What one change does to the index: paths gone, paths set (path,
+/// lineage or 0, version, row), each version's lineage, and the requests
+/// that made versions (tag, version, a delete, time).
+#[derive(Default)]
+struct Planned<'r> {
+    gone: Vec<String>,
+    set: Vec<(String, u64, u64, &'r Row)>,
+    lineages: Vec<(u64, Option<u64>)>,
+    tagged: Vec<(&'r str, u64, bool, &'r str)>,
+}
+
 impl IdIndex {
     /// Applies the rows the history has past the newest one seen.
     pub fn sync(&mut self, history: &History) -> Result<(), Refusal> {
@@ -182,21 +193,17 @@ impl IdIndex {
         version
     }
 
-    /// Long because every lookup must see the index as it was before the
-    /// change: it works out removed paths, new paths and lineages from all
-    /// rows first, then applies them in a fixed order.
-    fn apply_change(&mut self, rows: &[Row]) {
-        // Every lookup sees the memory as it was before the change (an
-        // exchange swaps two lineages).
+    /// What one change (its rows) does to the index, worked out with every
+    /// lookup seeing the index as it was before the change (an exchange
+    /// swaps two lineages).
+    fn plan<'r>(&self, rows: &'r [Row]) -> Planned<'r> {
         let before = |path: &str| self.live.get(path).map(|e| e.lineage);
-        let mut gone: Vec<String> = Vec::new();
-        let mut set: Vec<(String, u64, u64, &Row)> = Vec::new();
-        let mut lineages: Vec<(u64, Option<u64>)> = Vec::new();
-        let mut tagged: Vec<(&str, u64, bool, &str)> = Vec::new();
+        let mut plan = Planned::default();
         for row in rows {
             let v = row.id();
             if let Some(tag) = &row.actor.request {
-                tagged.push((tag, v, matches!(row.op, Op::Delete), &row.time));
+                plan.tagged
+                    .push((tag, v, matches!(row.op, Op::Delete), &row.time));
             }
             let Some(path) = api_path(&row.path) else {
                 continue;
@@ -205,17 +212,17 @@ impl IdIndex {
             let lineage = match row.op {
                 Op::Prune | Op::Void => continue,
                 Op::Delete | Op::Expire => {
-                    gone.push(path.clone());
+                    plan.gone.push(path.clone());
                     before(&path)
                 }
                 Op::Found if row.found_gone() => {
-                    gone.push(path.clone());
+                    plan.gone.push(path.clone());
                     before(&path)
                 }
                 _ => {
                     let lineage = match &from {
                         Some(from) => {
-                            gone.push(from.clone());
+                            plan.gone.push(from.clone());
                             let exchanged = row.is_exchanged();
                             match before(&path) {
                                 Some(there) if !exchanged => Some(there),
@@ -224,12 +231,24 @@ impl IdIndex {
                         }
                         None => before(&path),
                     };
-                    set.push((path, lineage.unwrap_or(0), v, row));
+                    plan.set.push((path, lineage.unwrap_or(0), v, row));
                     lineage
                 }
             };
-            lineages.push((v, lineage));
+            plan.lineages.push((v, lineage));
         }
+        plan
+    }
+
+    /// One change applied: its [`IdIndex::plan`] first, then paths gone,
+    /// lineages, requests and paths set, in that order.
+    fn apply_change(&mut self, rows: &[Row]) {
+        let Planned {
+            gone,
+            set,
+            lineages,
+            tagged,
+        } = self.plan(rows);
         let set_paths: Vec<String> = set.iter().map(|s| s.0.clone()).collect();
         for path in gone {
             if !set_paths.contains(&path) {
@@ -247,33 +266,38 @@ impl IdIndex {
             self.note_request(tag, lineage, version, deleted, time);
         }
         for (path, lineage, v, row) in set {
-            let time = row.time.clone();
-            let lineage = match lineage {
-                0 => self.born(v, &time),
-                l => l,
-            };
-            let created_at = self
-                .born
-                .get(&lineage)
-                .cloned()
-                .unwrap_or_else(|| time.clone());
-            if let Some(old) = self.live.get(&path) {
-                if old.lineage != lineage && self.path_of.get(&old.lineage) == Some(&path) {
-                    self.path_of.remove(&old.lineage);
-                }
-            }
-            self.path_of.insert(lineage, path.clone());
-            self.live.insert(
-                path,
-                Entry {
-                    lineage,
-                    version: v,
-                    created_at,
-                    updated_at: time,
-                    sha256: row.sha256.clone().filter(|_| !row.redacted),
-                },
-            );
+            self.set_live(path, lineage, v, row);
         }
+    }
+
+    /// `path` now holds version `v` of `lineage` (0: a new one, born now).
+    fn set_live(&mut self, path: String, lineage: u64, v: u64, row: &Row) {
+        let time = row.time.clone();
+        let lineage = match lineage {
+            0 => self.born(v, &time),
+            l => l,
+        };
+        let created_at = self
+            .born
+            .get(&lineage)
+            .cloned()
+            .unwrap_or_else(|| time.clone());
+        if let Some(old) = self.live.get(&path) {
+            if old.lineage != lineage && self.path_of.get(&old.lineage) == Some(&path) {
+                self.path_of.remove(&old.lineage);
+            }
+        }
+        self.path_of.insert(lineage, path.clone());
+        self.live.insert(
+            path,
+            Entry {
+                lineage,
+                version: v,
+                created_at,
+                updated_at: time,
+                sha256: row.sha256.clone().filter(|_| !row.redacted),
+            },
+        );
     }
 
     fn note_request(&mut self, tag: &str, lineage: u64, version: u64, deleted: bool, time: &str) {
