@@ -963,6 +963,11 @@ fn symlink_op(
     }
     let parent = fsops::open_parent(root, path, true)?;
     fsops::symlink(parent.as_ref(), leaf(path), target, meta)?;
+    // (Recorded, so that a look at the disk before this link's next move or
+    // removal reaches it does not take it for someone's new link.)
+    if let Some(known) = known.as_mut() {
+        known.link(path, target);
+    }
     drop(known);
     sync.with_ancestors(path);
     Ok(())

@@ -63,6 +63,10 @@ impl Stamp {
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Seen {
     Dir,
+    /// A symlink to this target (its hash: the map stays `Copy`).
+    Link {
+        target: Sha,
+    },
     /// A file of this content; its stamp, once memfs has seen it on disk.
     File {
         sha: Sha,
@@ -181,6 +185,12 @@ impl Held<'_> {
         self.0.at.insert(path.clone(), Seen::Dir);
     }
 
+    /// memfs left a symlink to `target` at `path`.
+    pub fn link(&mut self, path: &MemPath, target: &str) {
+        let target = Sha::of(target.as_bytes());
+        self.0.at.insert(path.clone(), Seen::Link { target });
+    }
+
     /// Forgets `path` and everything below it.
     pub fn forget(&mut self, path: &MemPath) {
         self.0.at.retain(|p, _| !p.starts_with(path));
@@ -239,7 +249,9 @@ impl Held<'_> {
     pub fn differs(&mut self, root: &Dir, path: &MemPath) -> io::Result<bool> {
         let seen = self.get(path);
         match (on_disk(root, path)?, seen) {
-            (OnDisk::Absent, seen) => Ok(seen.is_some()),
+            // (A link memfs left and someone removed is not a file of
+            // theirs: links never count.)
+            (OnDisk::Absent, seen) => Ok(seen.is_some_and(|s| !matches!(s, Seen::Link { .. }))),
             (OnDisk::Dir(_), Some(Seen::Dir)) => Ok(false),
             (OnDisk::File(stat), Some(Seen::File { .. })) => {
                 let parent = super::fsops::open_parent(root, path, false)?;

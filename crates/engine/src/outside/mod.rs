@@ -266,33 +266,45 @@ impl Outside {
     }
 }
 
+/// One node of the tree as loaded, as the map records it.
+enum Left {
+    Dir,
+    File(Sha),
+    Link(String),
+}
+
 /// What memfs left in the plain files: the tree as loaded (read first:
 /// the map is a leaf, taken under nothing); every directory watched.
 fn remember(store: &Store, known: &Known, watch: &mut Watch) {
     // (The bytes shared out under the tree's lock, hashed after it.)
-    let left: Vec<(MemPath, Option<Arc<Vec<u8>>>)> = store.with_tree(|tree| {
+    let left: Vec<(MemPath, NodeKind)> = store.with_tree(|tree| {
         tree.walk()
             .into_iter()
             .filter(|(path, _)| !ignored(path))
             .filter_map(|(path, node)| match &node.kind {
-                NodeKind::Dir(_) => Some((path, None)),
-                NodeKind::File(data) => Some((path, Some(data.clone()))),
+                NodeKind::Dir(_) => Some((path, NodeKind::Dir(Default::default()))),
+                kind @ (NodeKind::File(_) | NodeKind::Symlink(_)) => Some((path, kind.clone())),
                 _ => None,
             })
             .collect()
     });
-    let hashed: Vec<(MemPath, Option<Sha>)> = left
+    let hashed: Vec<(MemPath, Left)> = left
         .into_iter()
-        .map(|(path, data)| (path, data.map(|d| Sha::of(&d))))
+        .map(|(path, kind)| match kind {
+            NodeKind::File(data) => (path, Left::File(Sha::of(&data))),
+            NodeKind::Symlink(target) => (path, Left::Link(target)),
+            _ => (path, Left::Dir),
+        })
         .collect();
     let mut held = known.lock();
-    for (path, sha) in hashed {
-        match sha {
-            None => {
+    for (path, left) in hashed {
+        match left {
+            Left::Dir => {
                 held.dir(&path);
                 watch.add(&path);
             }
-            Some(sha) => held.file(&path, sha, None),
+            Left::File(sha) => held.file(&path, sha, None),
+            Left::Link(target) => held.link(&path, &target),
         }
     }
 }

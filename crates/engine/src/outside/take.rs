@@ -182,8 +182,18 @@ impl Taker<'_> {
             return;
         };
         let target = target.to_string_lossy().into_owned();
+        let was = self.known.lock().get(path);
         let now = self.tree(path);
         if now == InTree::Link(target.clone()) {
+            return;
+        }
+        // The link memfs left there: what the memory did to it since (a
+        // move, a removal, something else in its place) has not reached the
+        // disk yet.
+        let left = Seen::Link {
+            target: Sha::of(target.as_bytes()),
+        };
+        if was == Some(left) {
             return;
         }
         let origin = Origin::Files {
