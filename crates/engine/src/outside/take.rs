@@ -176,13 +176,20 @@ impl Taker<'_> {
 
     fn link(&self, path: &MemPath, stat: &Stat) {
         let leaf = path.file_name().unwrap_or(".");
-        let target = crate::persist::fsops::open_parent(self.root, path, false)
-            .and_then(|parent| parent.read_link(OsStr::new(leaf)));
+        // Read with the map held: the checkpointer holds it across writing
+        // a link and across moving one, so the link read and what the map
+        // says of it are of one moment (read before, a link memfs has
+        // moved since would look like someone's).
+        let (target, was) = {
+            let known = self.known.lock();
+            let target = crate::persist::fsops::open_parent(self.root, path, false)
+                .and_then(|parent| parent.read_link(OsStr::new(leaf)));
+            (target, known.get(path))
+        };
         let Ok(target) = target else {
             return;
         };
         let target = target.to_string_lossy().into_owned();
-        let was = self.known.lock().get(path);
         let now = self.tree(path);
         if now == InTree::Link(target.clone()) {
             return;
