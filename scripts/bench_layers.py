@@ -73,6 +73,7 @@ def main():
     ap.add_argument("--turns", type=int, default=2, help="turns of each build (alternating)")
     ap.add_argument("--rounds", type=int, default=200)
     ap.add_argument("--tail", type=int, default=20_000)
+    ap.add_argument("--journal-only", action="store_true", help="the journal's rows alone")
     a = ap.parse_args()
     bench = bench_module()
     order = []
@@ -81,9 +82,19 @@ def main():
     tool, journal = {"new": [], "old": []}, {"new": [], "old": []}
     with tempfile.TemporaryDirectory(prefix="memfs-layers-") as work:
         for name, build in order:
-            tool[name].append(tool_turn(a.python, build, a.rounds))
+            if not a.journal_only:
+                tool[name].append(tool_turn(a.python, build, a.rounds))
             journal[name].append(journal_turn(bench, build, a.tail, work))
             print(f"  turn done: {name}", flush=True, file=__import__("sys").stderr)
+    if a.journal_only:
+        tool = None
+    print_tools(tool, a)
+    print_journal(journal, a)
+
+
+def print_tools(tool, a):
+    if tool is None:
+        return
 
     def med(turns, key):
         return statistics.median(t[key] for t in turns)
@@ -103,6 +114,12 @@ def main():
         else:
             floor = "— | —"
         print(f"| {op} | {ln:.0f} / {lo:.0f} | {ln / lo:.2f} | {sn:.0f} / {so:.0f} | {sn / so:.2f} | {floor} |")
+
+
+def print_journal(journal, a):
+    def med(turns, key):
+        return statistics.median(t[key] for t in turns)
+
     print(f"\nThe journal (§4): seconds, median of {a.turns} turns; a tail of {a.tail:,} changes past the checkpoint.\n")
     print("| what | new (s) | old (s) | new / old |")
     print("|---|---|---|---|")
