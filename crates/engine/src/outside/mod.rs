@@ -266,10 +266,11 @@ impl Outside {
     }
 }
 
-/// One node of the tree as loaded, as the map records it.
-enum Left {
+/// One node of the tree as loaded, as the map records it: a file's bytes
+/// (`F`) are shared out under the tree's lock and hashed after it.
+enum Left<F> {
     Dir,
-    File(Sha),
+    File(F),
     Link(String),
 }
 
@@ -277,23 +278,24 @@ enum Left {
 /// the map is a leaf, taken under nothing); every directory watched.
 fn remember(store: &Store, known: &Known, watch: &mut Watch) {
     // (The bytes shared out under the tree's lock, hashed after it.)
-    let left: Vec<(MemPath, NodeKind)> = store.with_tree(|tree| {
+    let left: Vec<(MemPath, Left<Arc<Vec<u8>>>)> = store.with_tree(|tree| {
         tree.walk()
             .into_iter()
             .filter(|(path, _)| !ignored(path))
             .filter_map(|(path, node)| match &node.kind {
-                NodeKind::Dir(_) => Some((path, NodeKind::Dir(Default::default()))),
-                kind @ (NodeKind::File(_) | NodeKind::Symlink(_)) => Some((path, kind.clone())),
+                NodeKind::Dir(_) => Some((path, Left::Dir)),
+                NodeKind::File(data) => Some((path, Left::File(data.clone()))),
+                NodeKind::Symlink(target) => Some((path, Left::Link(target.clone()))),
                 _ => None,
             })
             .collect()
     });
-    let hashed: Vec<(MemPath, Left)> = left
+    let hashed: Vec<(MemPath, Left<Sha>)> = left
         .into_iter()
-        .map(|(path, kind)| match kind {
-            NodeKind::File(data) => (path, Left::File(Sha::of(&data))),
-            NodeKind::Symlink(target) => (path, Left::Link(target)),
-            _ => (path, Left::Dir),
+        .map(|(path, left)| match left {
+            Left::File(data) => (path, Left::File(Sha::of(&data))),
+            Left::Dir => (path, Left::Dir),
+            Left::Link(target) => (path, Left::Link(target)),
         })
         .collect();
     let mut held = known.lock();

@@ -190,10 +190,13 @@ fn refuse_too_large(
 
 /// The precondition, checked against the content `now`.
 fn still_expected(now: &[u8], expect: Option<&str>, path: &str) -> ApiResult<()> {
+    let Some(e) = expect else {
+        return Ok(()); // (no hash of the content when none is expected)
+    };
     let actual = Sha::of(now).hex();
-    match expect {
-        Some(e) if actual != e => Err(ApiError::from_store(Error::Changed { actual }, path)),
-        _ => Ok(()),
+    match actual == e {
+        true => Ok(()),
+        false => Err(ApiError::from_store(Error::Changed { actual }, path)),
     }
 }
 

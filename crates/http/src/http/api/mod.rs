@@ -203,32 +203,13 @@ pub fn handle(reg: &Registry, call: &Call) -> ApiResult<Reply> {
         .transpose()?;
     let (route, took) = find(call.method, &seg)?;
     allowed(call.token, route.needs)?;
-    let on = |meta: &Option<StoreMeta>| -> ApiResult<StoreMeta> {
-        meta.clone()
-            .ok_or_else(|| ApiError::not_found("no such API path"))
-    };
-    match route.run {
-        Run::Top(run) => run(reg, call),
-        Run::Store(run) => {
-            let meta = on(&meta)?;
-            run(On {
-                reg,
-                call,
-                meta: &meta,
-            })
-        }
-        Run::Item(run) => {
-            let meta = on(&meta)?;
-            let item = took.get(1).copied().unwrap_or_default();
-            run(
-                On {
-                    reg,
-                    call,
-                    meta: &meta,
-                },
-                item,
-            )
-        }
+    // (Every store route's path names a store, so `meta` is there.)
+    let on = |meta| On { reg, call, meta };
+    match (route.run, &meta) {
+        (Run::Top(run), _) => run(reg, call),
+        (Run::Store(run), Some(meta)) => run(on(meta)),
+        (Run::Item(run), Some(meta)) => run(on(meta), took.get(1).copied().unwrap_or_default()),
+        (_, None) => Err(ApiError::not_found("no such API path")),
     }
 }
 
