@@ -347,8 +347,9 @@ fn say_what_changed(was: &Stuck, now: &Stuck) {
 }
 
 /// Brings the stuck paths to what the journal says now (see `stuck.rs`);
-/// those still refused stay stuck. Not while a frame waits for its flush
-/// (the plain files are never ahead of what the journal holds).
+/// those still refused stay stuck. Not while a frame waits for its flush,
+/// nor while a batch is in flight (the plain files are never ahead of what
+/// the journal holds).
 fn repair(files: &Files, journal: &Core, stuck: &mut Stuck) -> io::Result<()> {
     if stuck.is_empty() {
         return Ok(());
@@ -356,7 +357,7 @@ fn repair(files: &Files, journal: &Core, stuck: &mut Stuck) -> io::Result<()> {
     let (tree, _) = crate::persist::load::load(&files.memories)?;
     let ops = {
         let st = journal.state.lock();
-        if st.log.deferred.is_some() {
+        if st.log.deferred.is_some() || st.in_flight.is_some() {
             return Ok(());
         }
         let content = |st: &super::state::State, sha: &crate::digest::Sha| {

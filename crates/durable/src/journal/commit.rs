@@ -180,57 +180,13 @@ mod tests {
     //! Group commit on a journal over the in-memory disk: one committer at
     //! a time, each batch everything queued, in queue order; a waiter leads
     //! its own write; the commit pool writes what nobody waits for.
+    use super::super::test_support::{content_at, write, Opened};
     use super::*;
-    use crate::journal::{Files, Journal, Options};
+    use crate::journal::Options;
     use crate::path::MemPath;
-    use crate::persist::storage::mem::MemDisk;
-    use crate::store::{ChangeOp, Meta};
-
-    struct Opened {
-        journal: Journal,
-        _data: tempfile::TempDir,
-        _dir: crate::persist::DataDir,
-    }
 
     fn open() -> Opened {
-        let data = tempfile::tempdir().unwrap();
-        let disk = MemDisk::new(5);
-        let dir = crate::persist::DataDir::open_on(data.path(), Some(disk.root())).unwrap();
-        let files = Files {
-            memories: dir.memories.clone(),
-            tmp: dir.tmp.clone(),
-            trash: dir.trash.clone(),
-            known: Default::default(),
-        };
-        let (mut tree, _) = crate::persist::load::load(&dir.memories).unwrap();
-        let (journal, _) =
-            Journal::open(&dir.stored, &files, &mut tree, Options::default()).unwrap();
-        Opened {
-            journal,
-            _data: data,
-            _dir: dir,
-        }
-    }
-
-    fn write(path: &str, text: &str) -> Change {
-        let meta = Meta {
-            perm: 0o644,
-            uid: 0,
-            gid: 0,
-            atime: std::time::UNIX_EPOCH,
-            mtime: std::time::UNIX_EPOCH,
-        };
-        Change::of_memfs(vec![ChangeOp::Write {
-            path: MemPath::parse(path).unwrap(),
-            data: Arc::new(text.as_bytes().to_vec()),
-            meta,
-        }])
-    }
-
-    fn content_at(j: &Journal, path: &str) -> Option<crate::digest::Sha> {
-        let st = j.shared.state.lock();
-        let node = st.view.get(&MemPath::parse(path).unwrap())?;
-        node.file().map(|(sha, ..)| sha)
+        super::super::test_support::open(Options::default())
     }
 
     #[test]

@@ -92,7 +92,8 @@ fn compact_closed(sh: &Core, keep: Keep) -> io::Result<Option<String>> {
     // The contents named meanwhile are taken, checked and the compaction
     // installed under one hold of the state's lock: a frame names a content
     // before (and this gives way) or after (and finds it gone, and carries it).
-    let mut st = sh.state.lock();
+    // Not while a batch is in flight (its view may still be given back).
+    let mut st = sh.settled_state();
     let named = st.named_meanwhile.take().unwrap_or_default();
     let Some(built) = outcome? else {
         return Ok(None);
@@ -130,7 +131,7 @@ struct Chosen {
 /// (the active one closed when it is among them); `None` when none is.
 /// From here the state notes the contents frames name meanwhile.
 fn choose(sh: &Core) -> Option<Chosen> {
-    let mut st = sh.state.lock();
+    let mut st = sh.settled_state();
     let checkpoint = st.log.checkpoint_written;
     let active = st.log.active;
     let active_done = !active.fresh

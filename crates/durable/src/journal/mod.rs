@@ -29,9 +29,12 @@ mod commit;
 mod compact;
 mod deferred;
 mod frame;
+mod gate;
 mod group;
 mod handoff;
 mod history;
+#[cfg(test)]
+mod in_flight;
 mod keep_theirs;
 mod migrate;
 mod owed;
@@ -45,6 +48,8 @@ mod sharing;
 mod startup;
 mod state;
 mod stuck;
+#[cfg(test)]
+mod test_support;
 mod upkeep;
 mod upstream;
 mod versions;

@@ -235,7 +235,8 @@ impl History {
         let sh = &self.shared;
         // Not beside a compaction (it reads segments outside the state lock).
         let _alone = sh.rewrite();
-        let mut st = sh.state.lock();
+        // It judges the view: not while a batch in flight may give it back.
+        let mut st = sh.settled_state();
         let sha = row.sha256.as_deref().and_then(Sha::parse);
         let erase_path = path && row.path != REDACTED_PATH;
         still_in_use(&st, &row, sha.as_ref(), erase_path)?;

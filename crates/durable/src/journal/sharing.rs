@@ -29,6 +29,8 @@ impl Core {
     ) {
         let mut items: Vec<(Change, Ticket)> = changes.into_iter().zip(tickets).collect();
         for attempt in 0.. {
+            // A rewrite waiting for the state goes first (see `gate.rs`).
+            self.give_way();
             let again = |e: &UpstreamError| *e == UpstreamError::Again && attempt < AGAIN;
             let seen = items
                 .iter()

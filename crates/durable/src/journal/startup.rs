@@ -132,6 +132,7 @@ fn empty_state(origin: String) -> State {
         own: Default::default(),
         own_since: None,
         named_meanwhile: None,
+        in_flight: None,
     }
 }
 

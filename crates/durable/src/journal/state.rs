@@ -103,6 +103,11 @@ pub struct State {
     /// this state's lock only, so that no frame can name a content between
     /// the compaction's check and its install.
     pub named_meanwhile: Option<std::collections::HashSet<crate::digest::Sha>>,
+    /// A batch whose records are in the view but not settled (no frame
+    /// written, not given back) while its committer has let this lock go:
+    /// a shared store's round trips, or the wait for the checkpointer to
+    /// free room (see `gate.rs`). Set and cleared by the committer alone.
+    pub in_flight: Option<u64>,
 }
 
 impl State {

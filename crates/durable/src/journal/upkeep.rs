@@ -3,7 +3,7 @@
 //! `writer::Core` holds (generic over it: `C` is the journal a compaction
 //! runs on).
 
-use std::sync::atomic::AtomicU64;
+use std::sync::atomic::{AtomicBool, AtomicU64};
 
 use crate::lock::{rank, Mutex};
 
@@ -32,6 +32,10 @@ pub struct Upkeep<C> {
     pub compacting: Mutex<()>,
     /// The compaction a job runs (`journal::compact::run_once`, set at open).
     pub compaction: std::sync::OnceLock<fn(&C)>,
+    /// A rewrite wants or holds the journal's state with no batch in
+    /// flight: no shared batch begins meanwhile (see `gate.rs`). An atomic,
+    /// not a lock.
+    pub wants_state: AtomicBool,
 }
 
 impl<C> Upkeep<C> {
@@ -43,6 +47,7 @@ impl<C> Upkeep<C> {
             compact: Mutex::new(rank::COMPACT, Compaction::default()),
             compacting: Mutex::new(rank::COMPACTING, ()),
             compaction: std::sync::OnceLock::new(),
+            wants_state: AtomicBool::new(false),
         }
     }
 }

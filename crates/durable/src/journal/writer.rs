@@ -35,6 +35,7 @@ use super::deferred::{Deferred, ForCheckpointer};
 use super::handoff::Msg;
 use super::record::{Header, OwnBatch};
 use super::state::State;
+use super::upstream::{outgoing, Outgoing, UpstreamError};
 use super::versions::{Context, Needed};
 use super::Options;
 use crate::error::DiskError;
@@ -214,12 +215,14 @@ impl Core {
     /// Writes one batch as one frame. With `up`, a shared store's
     /// transaction: its head numbers the versions, and it commits this
     /// host's changes of the frame before the frame is written; when it
-    /// fails, nothing is written and the batch is handed back. Under the
-    /// state lock throughout: the batch's records made and checked for room
-    /// ([`Core::prepare`]), sent to the shared store ([`Core::send_upstream`]),
-    /// its frame written ([`Core::write_frame`]) and its outcome settled
-    /// ([`Core::settle_written`]); each failure path undoes the same changes
-    /// and owes the same batches again.
+    /// fails, nothing is written and the batch is handed back. The batch's
+    /// records are made and checked for room under the state's lock
+    /// ([`Core::prepare`]); the lock is let go for the shared store's round
+    /// trips ([`Core::let_go`], [`Core::send_upstream`]) and taken again to
+    /// settle the answer ([`Core::settle_upstream`]), write the frame
+    /// ([`Core::write_frame`]) and settle it ([`Core::settle_written`]);
+    /// each failure path undoes the same changes and owes the same batches
+    /// again.
     pub(super) fn commit_batch(
         &self,
         changes: Vec<Change>,
@@ -227,8 +230,12 @@ impl Core {
         up: Option<Box<dyn super::upstream::Transaction + '_>>,
     ) -> Option<(Vec<Change>, Vec<Ticket>, super::upstream::UpstreamError)> {
         let (mut st, mut p) = self.prepare(self.state.lock(), &changes, up.as_deref());
-        if let Some(tx) = up.filter(|_| p.fits > 0) {
-            if let Err(e) = self.send_upstream(&mut st, &mut p, &changes, tx) {
+        if let Some(tx) = up {
+            // The round trips run with the state let go (see `gate.rs`).
+            let sending = p.sending.take();
+            let sent;
+            (st, sent) = self.let_go(st, p.batch, || Self::send_upstream(tx, sending));
+            if let Err(e) = self.settle_upstream(&mut st, &mut p, sent) {
                 self.give_back(p.built, &mut st);
                 return Some((changes, tickets, e));
             }
@@ -251,30 +258,8 @@ impl Core {
         changes: &[Change],
         tx: Option<&(dyn super::upstream::Transaction + '_)>,
     ) -> (MutexGuard<'a, State>, Pending) {
-        // (Before what is owed is taken: a failed flush owes its frame.)
-        self.flush_deferred(&mut st);
-        if let Some(tx) = tx {
-            // Ids from the shared counter: unique across hosts, in commit order.
-            let next = tx.head() + 1;
-            st.ids.next_version = st.ids.next_version.max(next);
-            st.ids.next_change = st.ids.next_change.max(next);
-        }
-        let time = crate::journal::now_text();
+        let (mut built, time) = self.build(&mut st, changes, tx);
         let batch = st.next_batch;
-        let read_plain = |path: &crate::path::MemPath| {
-            crate::persist::read_file(&self.files.memories, path).ok()
-        };
-        let cx = Context {
-            time: &time,
-            batch,
-            read_plain: &read_plain,
-        };
-        // Each change's records, applied to the view as they are made; what
-        // the journal owes goes first. Which contents the frame carries and
-        // which it only names.
-        let start = std::mem::take(&mut *self.owed.behind.lock());
-        let owed_batches = std::mem::take(&mut *self.owed.batches.lock());
-        let mut built = Built::build(&mut st, changes, &cx, start, owed_batches);
         let (mut st, fits) = self.fitting(st, &mut built, changes.len());
         // What did not fit is taken out again.
         built.keep(&mut st, fits);
@@ -292,9 +277,11 @@ impl Core {
             contents: placed.clone(),
             ..Header::default()
         };
+        let sending = tx
+            .filter(|_| fits > 0)
+            .map(|tx| to_send(tx.head(), batch, &time, &changes[..fits], &built, &st));
         let p = Pending {
             batch,
-            time,
             built,
             fits,
             body,
@@ -302,8 +289,42 @@ impl Core {
             header,
             followed,
             mine: None,
+            sending,
         };
         (st, p)
+    }
+
+    /// Each change's records, made and applied to the view (what the
+    /// journal owes goes first), and which contents the frame carries and
+    /// which it only names; with the batch's time.
+    fn build(
+        &self,
+        st: &mut State,
+        changes: &[Change],
+        tx: Option<&(dyn super::upstream::Transaction + '_)>,
+    ) -> (Built, String) {
+        // (Before what is owed is taken: a failed flush owes its frame.)
+        self.flush_deferred(st);
+        if let Some(tx) = tx {
+            // Ids from the shared counter: unique across hosts, in commit order.
+            let next = tx.head() + 1;
+            st.ids.next_version = st.ids.next_version.max(next);
+            st.ids.next_change = st.ids.next_change.max(next);
+        }
+        let time = crate::journal::now_text();
+        let batch = st.next_batch;
+        let read_plain = |path: &crate::path::MemPath| {
+            crate::persist::read_file(&self.files.memories, path).ok()
+        };
+        let cx = Context {
+            time: &time,
+            batch,
+            read_plain: &read_plain,
+        };
+        let start = std::mem::take(&mut *self.owed.behind.lock());
+        let owed_batches = std::mem::take(&mut *self.owed.batches.lock());
+        let built = Built::build(st, changes, &cx, start, owed_batches);
+        (built, time)
     }
 
     /// How many of a batch's changes fit on the disk: a change needs room
@@ -321,52 +342,55 @@ impl Core {
         if fits >= changes {
             return (st, fits);
         }
-        drop(st);
-        self.checkpoint_now(Duration::from_secs(2));
-        let mut st = self.state.lock();
-        // The lock was let go: a compaction may have dropped a content
-        // this frame was to name. Placed again, under this hold.
+        // The batch is in flight meanwhile: no rewrite changes the view or
+        // the contents under it (see `gate.rs`).
+        let batch = st.next_batch;
+        let (mut st, _) = self.let_go(st, batch, || self.checkpoint_now(Duration::from_secs(2)));
+        // Placed again, under this hold: nothing that moves contents runs
+        // while a batch is in flight, but the frame must name only what
+        // the journal holds, and this is cheap.
         built.place_again(&mut st);
         let fits = self.room_for(&st, &built.placing.new_bytes, &built.plain);
         (st, fits)
     }
 
-    /// Commits this host's changes of the batch to the shared store. Once
-    /// committed they are the truth: whatever the disk here does, the batch
-    /// stands (a frame the disk refuses is owed). The frame says it holds
-    /// the batch: by `follow` when it follows on from every version this
-    /// journal holds, else in `own`.
+    /// The shared store's round trips, with the state let go: WRITE and
+    /// COMMIT (and the lookup when the answer is lost), or, when nothing of
+    /// the batch fits on the disk here, the transaction's end. Returns the
+    /// own batch once it is committed.
     fn send_upstream(
+        tx: Box<dyn super::upstream::Transaction + '_>,
+        sending: Option<(Outgoing, OwnBatch)>,
+    ) -> Result<Option<OwnBatch>, UpstreamError> {
+        let Some((out, own)) = sending else {
+            drop(tx);
+            return Ok(None);
+        };
+        tx.commit(out).map(|()| Some(own))
+    }
+
+    /// Back under the state: what the shared store's answer makes of the
+    /// batch. Once committed, this host's changes are the truth: whatever
+    /// the disk here does, the batch stands (a frame the disk refuses is
+    /// owed). The frame says it holds the batch: by `follow` when it
+    /// follows on from every version this journal holds, else in `own`.
+    fn settle_upstream(
         &self,
         st: &mut State,
         p: &mut Pending,
-        changes: &[Change],
-        tx: Box<dyn super::upstream::Transaction + '_>,
-    ) -> Result<(), super::upstream::UpstreamError> {
-        let fits = p.fits;
-        let head = tx.head();
-        let sent = super::upstream::outgoing(
-            p.batch,
-            &p.time,
-            &changes[..fits],
-            &p.built.records[..fits],
-            &p.built.needs[..fits],
-            &st.ids,
-        );
-        let last = sent.last;
-        if let Err(e) = tx.commit(sent) {
-            return Err(match e {
-                super::upstream::UpstreamError::Taken(next) => {
-                    st.next_batch = st.next_batch.max(next);
-                    super::upstream::UpstreamError::Again
-                }
-                e => e,
-            });
-        }
-        let own = OwnBatch {
-            batch: p.batch,
-            head,
-            last,
+        sent: Result<Option<OwnBatch>, UpstreamError>,
+    ) -> Result<(), UpstreamError> {
+        // Nothing but the committer moves these while a batch is in flight.
+        debug_assert_eq!(st.next_batch, p.batch);
+        debug_assert!(st.log.deferred.is_none());
+        let own = match sent {
+            Err(UpstreamError::Taken(next)) => {
+                st.next_batch = st.next_batch.max(next);
+                return Err(UpstreamError::Again);
+            }
+            Err(e) => return Err(e),
+            Ok(None) => return Ok(()),
+            Ok(Some(own)) => own,
         };
         (p.followed, p.header.own) = st.own_after(p.followed, own);
         p.header.follow = (p.followed > 0).then_some(p.followed);
@@ -564,7 +588,6 @@ impl Core {
 /// A batch between its records and its frame (see [`Core::commit_batch`]).
 struct Pending {
     batch: u64,
-    time: String,
     built: Built,
     /// How many of its changes fit on the disk (the first ones).
     fits: usize,
@@ -575,6 +598,27 @@ struct Pending {
     followed: u64,
     /// This host's batch, once the shared store committed it.
     mine: Option<OwnBatch>,
+    /// What goes to the shared store, and the own batch it makes there
+    /// (with a transaction, when something fits).
+    sending: Option<(Outgoing, OwnBatch)>,
+}
+
+/// What goes to the shared store, and the own batch it makes there (the
+/// store's head `head` before it), built under the state from the ids the
+/// batch was built with: the round trips run without the state.
+fn to_send(
+    head: u64,
+    batch: u64,
+    time: &str,
+    changes: &[Change],
+    built: &Built,
+    st: &State,
+) -> (Outgoing, OwnBatch) {
+    let fits = changes.len();
+    let (records, needs) = (&built.records[..fits], &built.needs[..fits]);
+    let out = outgoing(batch, time, changes, records, needs, &st.ids);
+    let last = out.last;
+    (out, OwnBatch { batch, head, last })
 }
 
 /// How far a journal follows a shared store with a frame of `changes`.
