@@ -367,7 +367,7 @@ fn repair(files: &Files, journal: &Core, stuck: &mut Stuck) -> io::Result<()> {
         };
         super::startup::repair_ops(&st, &stuck.paths(), &tree, &content)
     };
-    let change = Change::of_memfs(ops);
+    let change = Change::of_memfs(leave_what_is_in_the_way(ops, &stuck.paths()));
     let mut again = Stuck::default();
     apply(
         files,
@@ -378,6 +378,39 @@ fn repair(files: &Files, journal: &Core, stuck: &mut Stuck) -> io::Result<()> {
     )?;
     *stuck = again;
     Ok(())
+}
+
+/// While memfs runs, a repair does not take away what stands where a stuck
+/// path's directory should be (a symlink or a file someone put there):
+/// that is what the path is stuck on, and it is theirs. Their Remove and
+/// MakeDir go; the write below fails as the first try did, and the path
+/// stays stuck, named, until they move it (then the directory is made
+/// and the file written). Only a start replaces it (the journal decides
+/// the tail, `startup::square`).
+fn leave_what_is_in_the_way(ops: Vec<ChangeOp>, stuck: &[MemPath]) -> Vec<ChangeOp> {
+    let above = |p: &MemPath| stuck.iter().any(|s| s != p && s.starts_with(p));
+    let made: Vec<MemPath> = ops
+        .iter()
+        .filter_map(|op| match op {
+            ChangeOp::MakeDir { path, .. } if above(path) => Some(path.clone()),
+            _ => None,
+        })
+        .collect();
+    let in_the_way: Vec<MemPath> = ops
+        .iter()
+        .filter_map(|op| match op {
+            ChangeOp::Remove { path } if made.contains(path) => Some(path.clone()),
+            _ => None,
+        })
+        .collect();
+    ops.into_iter()
+        .filter(|op| match op {
+            ChangeOp::Remove { path } | ChangeOp::MakeDir { path, .. } => {
+                !in_the_way.contains(path)
+            }
+            _ => true,
+        })
+        .collect()
 }
 
 /// How far a pass that failed got: ops done are not done again.
