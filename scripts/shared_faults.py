@@ -39,8 +39,14 @@ REPO = pathlib.Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO / "tests" / "python"))
 from shared_hosts import Host, Postgres, read, wait_for  # noqa: E402
 
-NS = "memfs-fault-b"
-HOST_IP, NS_IP = "10.77.41.1", "10.77.41.2"
+# Each run its own namespace, link and subnet: two runs at once (a manual
+# one beside CI's smoke run) must not take down each other's link (one run
+# tearing the other's namespace down cut its host B off for good).
+TAG = os.getpid() % 240 + 10
+NS = f"memfs-fault-{os.getpid()}"
+LINK, LINK_NS = f"vmf{TAG}", f"vmf{TAG}n"
+SUBNET = f"10.77.{TAG}"
+HOST_IP, NS_IP = f"{SUBNET}.1", f"{SUBNET}.2"
 
 
 def sh(*cmd, check=True):
@@ -50,24 +56,24 @@ def sh(*cmd, check=True):
 def netns_up(pg: Postgres):
     netns_down()
     sh("ip", "netns", "add", NS)
-    sh("ip", "link", "add", "vmf-b", "type", "veth", "peer", "name", "vmf-b-ns")
-    sh("ip", "link", "set", "vmf-b-ns", "netns", NS)
-    sh("ip", "addr", "add", f"{HOST_IP}/24", "dev", "vmf-b")
-    sh("ip", "link", "set", "vmf-b", "up")
-    sh("ip", "netns", "exec", NS, "ip", "addr", "add", f"{NS_IP}/24", "dev", "vmf-b-ns")
-    sh("ip", "netns", "exec", NS, "ip", "link", "set", "vmf-b-ns", "up")
+    sh("ip", "link", "add", LINK, "type", "veth", "peer", "name", LINK_NS)
+    sh("ip", "link", "set", LINK_NS, "netns", NS)
+    sh("ip", "addr", "add", f"{HOST_IP}/24", "dev", LINK)
+    sh("ip", "link", "set", LINK, "up")
+    sh("ip", "netns", "exec", NS, "ip", "addr", "add", f"{NS_IP}/24", "dev", LINK_NS)
+    sh("ip", "netns", "exec", NS, "ip", "link", "set", LINK_NS, "up")
     sh("ip", "netns", "exec", NS, "ip", "link", "set", "lo", "up")
     # The server listens on the veth too, and trusts the namespace.
     hba = pg.dir / "pg_hba.conf"
     with open(hba, "a") as f:
-        f.write("host all all 10.77.41.0/24 trust\n")
+        f.write(f"host all all {SUBNET}.0/24 trust\n")
     os.environ["PG_LISTEN"] = f"127.0.0.1,{HOST_IP}"
     pg.stop()
     pg.start()
 
 
 def netns_down():
-    sh("ip", "link", "del", "vmf-b", check=False)
+    sh("ip", "link", "del", LINK, check=False)
     sh("ip", "netns", "del", NS, check=False)
 
 
@@ -232,9 +238,9 @@ def main():
                     pg.sql("SELECT pg_terminate_backend(pid) FROM pg_stat_activity "
                            "WHERE application_name = 'memfs-follow' AND client_addr IS NOT NULL")
                 elif kind == "cut-b":
-                    sh("ip", "link", "set", "vmf-b", "down")
+                    sh("ip", "link", "set", LINK, "down")
                     time.sleep(random.uniform(0.5, 2.0))
-                    sh("ip", "link", "set", "vmf-b", "up")
+                    sh("ip", "link", "set", LINK, "up")
                 time.sleep(random.uniform(0.2, 0.5))
             acked_all.extend(agents.acked)
             check(pg, a, b, args.memfs, root, trial, acked_all)
