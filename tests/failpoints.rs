@@ -633,81 +633,17 @@ fn a_content_named_while_a_compaction_is_built_survives_it_and_a_crash() {
     scenario.teardown();
 }
 
-/// A minimal HTTP/1.1 exchange with the server: the status and the body.
-fn http(addr: &str, method: &str, path: &str, token: &str, body: &str) -> (u16, String) {
-    use std::io::{Read, Write};
-    let mut conn = std::net::TcpStream::connect(addr).unwrap();
-    conn.set_read_timeout(Some(std::time::Duration::from_secs(60)))
-        .unwrap();
-    write!(
-        conn,
-        "{method} {path} HTTP/1.1\r\nHost: {addr}\r\nAuthorization: Bearer {token}\r\nContent-Type: application/json\r\nContent-Length: {}\r\nConnection: close\r\n\r\n{body}",
-        body.len()
-    )
-    .unwrap();
-    let mut answer = String::new();
-    let _ = conn.read_to_string(&mut answer);
-    let status = answer
-        .split(' ')
-        .nth(1)
-        .and_then(|s| s.parse().ok())
-        .unwrap_or(0);
-    let body = answer
-        .split_once("\r\n\r\n")
-        .map_or(String::new(), |(_, b)| b.to_string());
-    (status, body)
-}
-
-/// `memfs --stores ROOT serve --http` on a free port, with `failpoints`;
-/// the server and its address.
-fn http_server(root: &std::path::Path, failpoints: &str) -> (std::process::Child, String) {
-    use std::io::BufRead;
-    let mut child = std::process::Command::new(env!("CARGO_BIN_EXE_memfs"))
-        .arg("--stores")
-        .arg(root)
-        .args(["serve", "--http", "127.0.0.1:0"])
-        .env("FAILPOINTS", failpoints)
-        .stdout(std::process::Stdio::null())
-        .stderr(std::process::Stdio::piped())
-        .spawn()
-        .unwrap();
-    let mut lines = std::io::BufReader::new(child.stderr.take().unwrap()).lines();
-    let addr = loop {
-        let line = lines
-            .next()
-            .expect("the server said where it listens")
-            .unwrap();
-        if let Some(at) = line.find("on http://") {
-            let rest = &line[at + "on http://".len()..];
-            break rest
-                .split(|c: char| !(c.is_ascii_digit() || c == '.' || c == ':'))
-                .next()
-                .unwrap()
-                .to_string();
-        }
-    };
-    // Keep reading its log, so that it never blocks on a full pipe.
-    std::thread::spawn(move || lines.for_each(drop));
-    (child, addr)
-}
-
 /// One store slow to open (held in its open by a failpoint, for ever)
 /// delays no other store's first use (issue 39: one lock over every
 /// store's open and close made every other store wait for it).
 #[test]
 fn a_store_slow_to_open_delays_no_other_store() {
     let root = tempfile::tempdir().unwrap();
-    let token = std::process::Command::new(env!("CARGO_BIN_EXE_memfs"))
-        .arg("--stores")
-        .arg(root.path())
-        .args(["token", "create", "--admin", "--name", "t"])
-        .output()
-        .unwrap();
-    let token = String::from_utf8(token.stdout).unwrap().trim().to_string();
-    let (mut server, addr) = http_server(root.path(), "");
+    let token = common::admin_token(root.path());
+    let (mut server, addr) = common::http_server(root.path(), &[]);
     let mut ids = Vec::new();
     for name in ["slow", "quick"] {
-        let (status, body) = http(
+        let (status, body) = common::http(
             &addr,
             "POST",
             "/v1/memory_stores",
@@ -722,13 +658,14 @@ fn a_store_slow_to_open_delays_no_other_store() {
     server.wait().unwrap();
     // The first store opened is held in its open for ever: whichever of
     // the two that is, the other must answer.
-    let (mut server, addr) = http_server(root.path(), "http::open-store=1*pause");
+    let (mut server, addr) =
+        common::http_server(root.path(), &[("FAILPOINTS", "http::open-store=1*pause")]);
     let (tx, rx) = std::sync::mpsc::channel();
     for id in &ids {
         let (addr, token, id, tx) = (addr.clone(), token.clone(), id.clone(), tx.clone());
         std::thread::spawn(move || {
             let path = format!("/v1/memory_stores/{id}/memories");
-            let _ = tx.send(http(&addr, "GET", &path, &token, ""));
+            let _ = tx.send(common::http(&addr, "GET", &path, &token, ""));
         });
     }
     // Not a measure of speed: the held store never finishes opening, so

@@ -250,6 +250,74 @@ fn a_redacted_content_leaves_the_index() {
     assert_eq!(found(d, "kept"), ["/memories/keep.md"]);
 }
 
+/// The same through the memory stores API of `serve --http`: a version
+/// redacted there leaves the store's index before the answer (the door
+/// purges it as the CLI's redaction does).
+#[test]
+fn a_version_redacted_through_the_http_door_leaves_the_index() {
+    let root = tempfile::tempdir().unwrap();
+    let token = admin_token(root.path());
+    let (mut server, addr) = http_server(root.path(), &[]);
+    let call = |method: &str, path: &str, body: Value| {
+        let (status, text) = http(&addr, method, path, &token, &body.to_string());
+        assert_eq!(status, 200, "{method} {path}: {text}");
+        serde_json::from_str::<Value>(&text).unwrap()
+    };
+    let store = call("POST", "/v1/memory_stores", json!({"name": "s"}))["id"]
+        .as_str()
+        .unwrap()
+        .to_string();
+    let api = format!("/v1/memory_stores/{store}");
+    let words = json!({"path": "/oops.md", "content": "the password is zqxcanary\n"});
+    let memory = call("POST", &format!("{api}/memories"), words)["id"]
+        .as_str()
+        .unwrap()
+        .to_string();
+    call(
+        "POST",
+        &format!("{api}/memories"),
+        json!({"path": "/keep.md", "content": "kept\n"}),
+    );
+    let hits = call("GET", &format!("{api}/search?q=zqxcanary"), json!({}));
+    assert_eq!(hits["data"][0]["path"], "/oops.md", "{hits}");
+    call("DELETE", &format!("{api}/memories/{memory}"), json!({}));
+    let holds = |word: &str| {
+        memfs::search::Index::open(&root.path().join(&store).join(".memfs/search"))
+            .unwrap()
+            .holds_word(word)
+            .unwrap()
+    };
+    assert!(
+        holds("zqxcanary"),
+        "a deleted document's words stay until a purge"
+    );
+    let versions = call(
+        "GET",
+        &format!("{api}/memory_versions?memory_id={memory}"),
+        json!({}),
+    );
+    let created = versions["data"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|v| v["operation"] == "created")
+        .unwrap_or_else(|| panic!("no created version: {versions}"));
+    let id = created["id"].as_str().unwrap();
+    let redacted = call(
+        "POST",
+        &format!("{api}/memory_versions/{id}/redact"),
+        json!({}),
+    );
+    assert!(redacted["redacted_at"].is_string(), "{redacted}");
+    assert!(
+        !holds("zqxcanary"),
+        "the redaction purged the index before it answered"
+    );
+    assert!(holds("kept"));
+    server.kill().unwrap();
+    server.wait().unwrap();
+}
+
 #[test]
 fn hidden_names_and_scratch_files_stay_out_unless_all() {
     let dir = tempfile::tempdir().unwrap();

@@ -689,3 +689,76 @@ pub fn rss_kib(pid: u32) -> u64 {
         .and_then(|n| n.parse().ok())
         .unwrap_or(0)
 }
+
+/// A minimal HTTP/1.1 exchange with a server: the status and the body.
+pub fn http(addr: &str, method: &str, path: &str, token: &str, body: &str) -> (u16, String) {
+    use std::io::Read;
+    let mut conn = std::net::TcpStream::connect(addr).unwrap();
+    conn.set_read_timeout(Some(std::time::Duration::from_secs(60)))
+        .unwrap();
+    write!(
+        conn,
+        "{method} {path} HTTP/1.1\r\nHost: {addr}\r\nAuthorization: Bearer {token}\r\nContent-Type: application/json\r\nContent-Length: {}\r\nConnection: close\r\n\r\n{body}",
+        body.len()
+    )
+    .unwrap();
+    let mut answer = String::new();
+    let _ = conn.read_to_string(&mut answer);
+    let status = answer
+        .split(' ')
+        .nth(1)
+        .and_then(|s| s.parse().ok())
+        .unwrap_or(0);
+    let body = answer
+        .split_once("\r\n\r\n")
+        .map_or(String::new(), |(_, b)| b.to_string());
+    (status, body)
+}
+
+/// An admin token of the stores root `root` (`memfs token create --admin`).
+pub fn admin_token(root: &Path) -> String {
+    let out = memfs()
+        .arg("--stores")
+        .arg(root)
+        .args(["token", "create", "--admin", "--name", "t"])
+        .output()
+        .unwrap();
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    String::from_utf8(out.stdout).unwrap().trim().to_string()
+}
+
+/// `memfs --stores ROOT serve --http` on a free port, with `env` set: the
+/// server and its address.
+pub fn http_server(root: &Path, env: &[(&str, &str)]) -> (Child, String) {
+    let mut child = memfs()
+        .arg("--stores")
+        .arg(root)
+        .args(["serve", "--http", "127.0.0.1:0"])
+        .envs(env.iter().copied())
+        .stdout(Stdio::null())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    let mut lines = BufReader::new(child.stderr.take().unwrap()).lines();
+    let addr = loop {
+        let line = lines
+            .next()
+            .expect("the server said where it listens")
+            .unwrap();
+        if let Some(at) = line.find("on http://") {
+            let rest = &line[at + "on http://".len()..];
+            break rest
+                .split(|c: char| !(c.is_ascii_digit() || c == '.' || c == ':'))
+                .next()
+                .unwrap()
+                .to_string();
+        }
+    };
+    // Keep reading its log, so that it never blocks on a full pipe.
+    std::thread::spawn(move || lines.for_each(drop));
+    (child, addr)
+}

@@ -482,6 +482,38 @@ def test_an_ended_mcp_session_stays_ended(server):
     assert httpx.delete(server.url + "/mcp", headers=with_session).status_code == 404
 
 
+def test_an_initialize_sent_as_a_notification_opens_no_session(server):
+    """Only an `initialize` request (with an id) opens a session. Sent as a
+    notification it is answered 202, no body, no session id; and the
+    server keeps nothing for it: more such notifications than a token's
+    sessions cap (1,000, each new session dropping the token's oldest)
+    leave the token's one real session working."""
+    import httpx2 as httpx  # (the pinned SDK's HTTP client)
+    admin = sdk(server, server.token("--admin"))
+    store = admin.beta.memory_stores.create(name="mcp").id
+    agent = server.token("--name", "agent", "--store", store)
+    headers = {"Authorization": f"Bearer {agent}", "Accept": "application/json, text/event-stream"}
+    params = {"protocolVersion": "2025-06-18", "capabilities": {},
+              "clientInfo": {"name": "probe", "version": "1"}}
+    with httpx.Client(base_url=server.url, headers=headers, timeout=30) as http:
+        sid = http.post("/mcp", json={"jsonrpc": "2.0", "id": 1, "method": "initialize",
+                                      "params": params}).headers["mcp-session-id"]
+        note = {"jsonrpc": "2.0", "method": "initialize", "params": params}
+        sent = 0
+        while sent < 1001:
+            r = http.post("/mcp", json=note)
+            if r.status_code == 429:  # (the token's rate: 200 a second)
+                time.sleep(float(r.headers.get("retry-after", "1")))
+                continue
+            assert (r.status_code, r.content) == (202, b""), (sent, r.status_code, r.text)
+            assert r.headers.get("mcp-session-id") is None, sent
+            sent += 1
+        call = {"jsonrpc": "2.0", "id": 2, "method": "tools/list"}
+        kept = http.post("/mcp", json=call, headers={"Mcp-Session-Id": sid})
+        assert kept.status_code == 200, kept.text
+        assert "memory" in kept.text
+
+
 def test_the_plain_files_of_a_store_are_a_door_the_api_sees_at_once(server):
     """Issue 48: a program writing a store's plain files beside the server
     (an editor, a sync tool) is seen by the next API request, as a version
