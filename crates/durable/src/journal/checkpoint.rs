@@ -355,6 +355,7 @@ fn repair(files: &Files, journal: &Core, stuck: &mut Stuck) -> io::Result<()> {
         return Ok(());
     }
     let (tree, _) = crate::persist::load::load(&files.memories)?;
+    let held = stuck.paths();
     let ops = {
         let st = journal.state.lock();
         if st.log.deferred.is_some() || st.in_flight.is_some() {
@@ -365,9 +366,9 @@ fn repair(files: &Files, journal: &Core, stuck: &mut Stuck) -> io::Result<()> {
                 .ok()
                 .flatten()
         };
-        super::startup::repair_ops(&st, &stuck.paths(), &tree, &content)
+        super::startup::repair_ops(&st, &held, &tree, &content)
     };
-    let change = Change::of_memfs(leave_what_is_in_the_way(ops, &stuck.paths()));
+    let change = Change::of_memfs(leave_what_is_in_the_way(ops, &held));
     let mut again = Stuck::default();
     apply(
         files,

@@ -40,6 +40,8 @@ struct Fake {
     gates: std::sync::Mutex<VecDeque<Gate>>,
     /// Each COMMIT waits this long (a store's round trip).
     delay: Duration,
+    /// Transactions begun (each holds the store's head until it ends).
+    begun: AtomicU64,
 }
 
 impl Fake {
@@ -68,6 +70,7 @@ struct FakeTx<'a> {
 
 impl Upstream for Fake {
     fn begin(&self) -> Result<Box<dyn Transaction + '_>, UpstreamError> {
+        self.begun.fetch_add(1, Ordering::SeqCst);
         let head = self.head.load(Ordering::SeqCst);
         Ok(Box::new(FakeTx { fake: self, head }))
     }
@@ -305,4 +308,25 @@ fn a_rewrite_is_not_starved_by_commits_in_a_row() {
     for w in writers {
         assert!(w.join().unwrap() > 0, "each writer got through");
     }
+}
+
+#[test]
+fn no_shared_batch_begins_while_a_rewrite_holds_the_state() {
+    // (Else the batch would hold the store's head, and so every other
+    // host's commits, while it waits for the state.)
+    let o = open(Duration::ZERO);
+    let core = o.o.journal.shared.clone();
+    let held = core.settled_state();
+    let w = o.submit_away(write("/memories/a.md", "one"));
+    assert!(w.recv_timeout(NOT_YET).is_err(), "it waits for the rewrite");
+    assert_eq!(
+        o.fake.begun.load(Ordering::SeqCst),
+        0,
+        "no transaction open"
+    );
+    drop(held);
+    w.recv_timeout(LONG)
+        .unwrap()
+        .expect("committed once the rewrite is done");
+    assert_eq!(o.fake.begun.load(Ordering::SeqCst), 1);
 }
