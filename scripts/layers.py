@@ -61,7 +61,7 @@ LAYERS = [
     # Leaves everyone uses: paths, hashing, units, clipping and labels,
     # JSON from peers, forms, the HTTP listener, the one domain error, the
     # ranked locks, the shared worker threads.
-    {"path", "digest", "text", "units", "json", "form", "listen", "error", "lock", "pool"},
+    {"path", "digest", "text", "units", "json", "merge", "form", "listen", "error", "lock", "pool"},
     # The tree, its one lock, change records.
     {"store"},
     # Below the store's changes: durability and history; policies on content.

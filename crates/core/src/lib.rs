@@ -6,6 +6,7 @@
 //!   and labels), [`units`], [`json`] (JSON from peers), [`error`] (the one
 //!   domain error), [`lock`] (the ranked locks, every rank in
 //!   [`lock::rank`]) and [`pool`] (the shared worker threads);
+//! - [`merge`]: the three-way merge of two edits of one text;
 //! - [`store`]: the tree, its one lock and the change records;
 //! - [`guard`]: policies on content (secrets);
 //! - [`tool`]: the six commands of the memory tool on a store.
@@ -17,6 +18,7 @@ pub mod error;
 pub mod guard;
 pub mod json;
 pub mod lock;
+pub mod merge;
 pub mod path;
 pub mod pool;
 pub mod store;
