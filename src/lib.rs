@@ -31,7 +31,9 @@
 // The layers below are crates of their own (crates/*): re-exported here under
 // the names it always had, so that `memfs::store` (and, inside this crate,
 // `crate::store`) means what it did.
-pub use memfs_core::{digest, error, guard, json, lock, merge, path, pool, say, store, text, tool, units};
+pub use memfs_core::{
+    digest, error, guard, json, lock, merge, path, pool, say, store, text, tool, units,
+};
 pub use memfs_durable::{journal, persist};
 pub use memfs_engine::{control, memory, outside, serve, transfer};
 pub use memfs_fuse as fuse;

@@ -542,21 +542,23 @@ fn a_persons_burst_of_writes_is_one_version_naming_the_process() {
     assert_eq!(rows[0]["sha256"], sha256(expected.as_bytes()));
 }
 
-/// The vim-with-a-stale-buffer case, with a real vim: it reads the file,
-/// the agent changes it, the person saves their buffer over it (answering
-/// vim's warning with yes). The log marks the overwrite, and one revert
-/// brings back the agent's version.
-#[test]
-fn a_stale_save_in_vim_is_marked_as_an_overwrite_and_one_revert_undoes_it() {
-    let test = "a_stale_save_in_vim_is_marked_as_an_overwrite_and_one_revert_undoes_it";
+/// A mount, where FUSE and vim are here (else the test is skipped, or fails
+/// under CI).
+fn mounted_with_vim(test: &str) -> Option<Mounted> {
     if skip_without_fuse(test) {
-        return;
+        return None;
     }
     if Command::new("vim").arg("--version").output().is_err() {
         skip(test, "vim is not installed");
-        return;
+        return None;
     }
-    let m = Mounted::start(&[]);
+    Some(Mounted::start(&[]))
+}
+
+/// plan.md ("step one\nstep two\n") read by a real vim, then changed by the
+/// agent (its second line), then saved from vim's stale buffer after
+/// `command` (answering vim's warning with yes).
+fn vim_saves_a_stale_buffer(m: &Mounted, command: &str) {
     let v = m.tool(
         r#"{"command":"create","path":"/memories/plan.md","file_text":"step one\nstep two\n"}"#,
     );
@@ -568,7 +570,7 @@ fn a_stale_save_in_vim_is_marked_as_an_overwrite_and_one_revert_undoes_it() {
     );
     let mut vim = Command::new("vim")
         .args(["-Es", "-u", "NONE", "-i", "NONE", "-c", &wait])
-        .args(["-c", "%s/one/ONE/", "-c", "w", "-c", "q!"])
+        .args(["-c", command, "-c", "w", "-c", "q!"])
         .arg(m.at("plan.md"))
         .stdin(Stdio::piped())
         .stdout(Stdio::null())
@@ -590,9 +592,56 @@ fn a_stale_save_in_vim_is_marked_as_an_overwrite_and_one_revert_undoes_it() {
     vim.stdin.take().unwrap().write_all(b"y\ny\ny\n").unwrap();
     fs::write(&go, "").unwrap();
     assert!(vim.wait().unwrap().success());
+}
+
+/// The same stale save where the person changed another line than the
+/// agent: the two are merged (the saver's process read the file, so what
+/// both started from is known), nothing is a lost update, and the merge is
+/// the person's version, noted as one.
+#[test]
+fn a_stale_save_in_vim_of_another_line_is_merged_with_the_agents_change() {
+    let Some(m) =
+        mounted_with_vim("a_stale_save_in_vim_of_another_line_is_merged_with_the_agents_change")
+    else {
+        return;
+    };
+    vim_saves_a_stale_buffer(&m, "%s/one/ONE/");
     assert_eq!(
         fs::read_to_string(m.at("plan.md")).unwrap(),
-        "step ONE\nstep two\n"
+        "step ONE\nstep two (agent)\n"
+    );
+    let rows = log(m.data.path(), Some("/memories/plan.md"));
+    assert!(rows.iter().all(|r| r["op"] != "overwrite"), "{rows:?}");
+    assert_eq!(rows[0]["actor"]["process"], "vim", "{rows:?}");
+    assert!(
+        rows[0]["note"]
+            .as_str()
+            .is_some_and(|n| n.starts_with("merged:")),
+        "{rows:?}"
+    );
+    let v = m.tool(r#"{"command":"view","path":"/memories/plan.md"}"#);
+    assert!(
+        content(&v).contains("step ONE") && content(&v).contains("(agent)"),
+        "{v}"
+    );
+}
+
+/// The vim-with-a-stale-buffer case, with a real vim: it reads the file,
+/// the agent changes it, the person saves their buffer over it (answering
+/// vim's warning with yes). The log marks the overwrite, and one revert
+/// brings back the agent's version.
+#[test]
+fn a_stale_save_in_vim_is_marked_as_an_overwrite_and_one_revert_undoes_it() {
+    let Some(m) =
+        mounted_with_vim("a_stale_save_in_vim_is_marked_as_an_overwrite_and_one_revert_undoes_it")
+    else {
+        return;
+    };
+    // The person changes the line the agent changes: a lost update.
+    vim_saves_a_stale_buffer(&m, "%s/two/TWO/");
+    assert_eq!(
+        fs::read_to_string(m.at("plan.md")).unwrap(),
+        "step one\nstep TWO\n"
     );
 
     let rows = log(m.data.path(), Some("/memories/plan.md"));

@@ -146,19 +146,21 @@ def test_while_the_database_is_down_reads_work_agents_hear_so_and_a_persons_save
     # A person on A saves the same file meanwhile: both saves are kept.
     (a.mnt / "person.md").write_text("from a\n")
     pg.start()
-    # When the database is back, both are sent: the first makes the file,
-    # the second goes over it, in its person's name, as an overwrite of
-    # the first (which one revert brings back); both hosts end the same.
+    # When the database is back, both are sent: the first makes the file;
+    # the second, made from the same version (none: an empty base), is
+    # merged with it in its person's name, both texts kept, the first's
+    # first; both hosts end the same.
     wait_for(lambda: read(a.mnt / "person.md") == read(b.mnt / "person.md"), 30,
              "the kept saves were sent")
     wait_for(lambda: len([r for r in b.log_rows() if r["path"] == "/memories/person.md"]) == 2,
              10, "two versions")
     rows = [r for r in b.log_rows() if r["path"] == "/memories/person.md"]
-    assert [r["op"] for r in rows] == ["overwrite", "create"], rows
+    assert [r["op"] for r in rows] == ["write", "create"], rows
+    assert rows[0]["note"].startswith("merged:"), rows
     assert {r["actor"]["kind"] for r in rows} == {"person"}, rows
     assert rows[0]["replaces"] == rows[1]["version"], rows
     assert rows[0]["origin"] != rows[1]["origin"], rows
-    assert read(a.mnt / "person.md") in ("from a\n", "saved while down\n")
+    assert read(a.mnt / "person.md") in ("from a\nsaved while down\n", "saved while down\nfrom a\n")
     assert read(b.mnt / "lost.md") is None
     assert not a.tool(command="create", path="/memories/after.md", file_text="x\n")["is_error"]
     wait_for(lambda: read(b.mnt / "after.md") == "x\n", 10, "writes flow again")
@@ -324,6 +326,79 @@ def failing_and_plain(pg, tmp_path, memfs_bin, failpoints_bin, failpoints):
         os.environ.pop("FAILPOINTS", None)
     b.mount()
     return a, b
+
+
+def save_as_an_editor_does(path, text: str, tag: str):
+    """A tmp file written, then renamed over `path` (vim's and Claude Code's way)."""
+    tmp = path.with_name(f"{path.name}.tmp.{tag}")
+    tmp.write_text(text)
+    os.rename(tmp, path)
+
+
+def race_on_two_hosts(a, b, b_text: str, a_text: str):
+    """Both hosts show MEMORY.md at one version; B saves `b_text` over it,
+    the store takes it, then A (which follows the store 3 s late) saves
+    `a_text` over the same version before it has seen B's: A's save loses
+    the race."""
+    md_a, md_b = a.mnt / "MEMORY.md", b.mnt / "MEMORY.md"
+    save_as_an_editor_does(md_b, "# Memory\n- one\n", "b0")
+    wait_for(lambda: read(md_a) == "# Memory\n- one\n", 20, "a shows MEMORY.md")
+    # A's catch-ups of it are over: its next one starts 3 s after a wake.
+    time.sleep(3.5)
+    save_as_an_editor_does(md_b, b_text, "b1")
+    wait_for(lambda: sum(r["path"] == "/memories/MEMORY.md" for r in b.log_rows()) >= 2, 10,
+             "the store took b's save")
+    assert read(md_a) == "# Memory\n- one\n", "a must not have seen b's save yet"
+    save_as_an_editor_does(md_a, a_text, "a1")
+
+
+def settled_on(hosts, text: str):
+    """Every host's MEMORY.md is `text`, and no editor's tmp file is left."""
+    for host in hosts:
+        wait_for(lambda: read(host.mnt / "MEMORY.md") == text, 20, f"{host.mnt} shows the outcome")
+        wait_for(lambda: sorted(os.listdir(host.mnt)) == ["MEMORY.md"], 10, f"{host.mnt}: no tmp file")
+
+
+def test_two_hosts_saving_one_file_from_one_version_keep_both_edits(pg, tmp_path, memfs_bin, failpoints_bin):
+    """Two people each add a line to MEMORY.md on their host, from the same
+    version, and A's save loses the race. When B's change arrives, A merges
+    the two against the version both started from: both hosts end with both
+    lines (B's first: the store took it first), no editor's tmp file is left
+    anywhere, and nothing is recorded as an overwrite."""
+    a, b = failing_and_plain(pg, tmp_path, memfs_bin, failpoints_bin, "shared::follow-off=sleep(3000)")
+    try:
+        race_on_two_hosts(a, b, "# Memory\n- one\n- from b\n", "# Memory\n- one\n- from a\n")
+        settled_on((a, b), "# Memory\n- one\n- from b\n- from a\n")
+        rows = a.log_rows()
+        assert not [r for r in rows if r["op"] == "overwrite"], rows
+        merged = [r for r in rows if r.get("note", "").startswith("merged:")]
+        assert len(merged) == 1 and merged[0]["actor"]["kind"] == "person", rows
+        # It replaces b's version: the history reads b's save, then the merge.
+        before = next(r for r in rows if r["version"] == merged[0]["replaces"])
+        assert subprocess.run(a.args("show", str(before["version"])), capture_output=True, text=True,
+                              timeout=60).stdout == "# Memory\n- one\n- from b\n"
+    finally:
+        a.stop()
+        b.stop()
+
+
+def test_overlapping_saves_on_two_hosts_keep_one_and_record_the_other(pg, tmp_path, memfs_bin, failpoints_bin):
+    """The same race where both people changed the same line: the later
+    save stays the file on both hosts, and the history records it as an
+    overwrite of the other (whose text stays one revert away); no tmp file
+    is left."""
+    a, b = failing_and_plain(pg, tmp_path, memfs_bin, failpoints_bin, "shared::follow-off=sleep(3000)")
+    try:
+        race_on_two_hosts(a, b, "# Memory\n- one, said b\n", "# Memory\n- one, said a\n")
+        settled_on((b, a), "# Memory\n- one, said a\n")
+        rows = a.log_rows()
+        over = [r for r in rows if r["op"] == "overwrite" and r["path"] == "/memories/MEMORY.md"]
+        assert len(over) == 1, rows
+        out = subprocess.run(a.args("show", str(over[0]["replaces"])), capture_output=True, text=True, timeout=60)
+        assert out.stdout == "# Memory\n- one, said b\n", out
+    finally:
+        a.stop()
+        b.stop()
 
 
 def test_quotes_and_every_byte_reach_the_other_host_intact(hosts, pg):

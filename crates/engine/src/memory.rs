@@ -109,7 +109,7 @@ fn outside_watcher(
 fn recover_through(journal: &Journal, store: &Arc<Store>) {
     let store = Arc::downgrade(store);
     journal.recover_through(Box::new(move |r: Refused| match store.upgrade() {
-        Some(store) => store.recover(r.refused, r.unconfirmed, r.clean),
+        Some(store) => store.recover(r.refused, r.unconfirmed, r.clean, &r.bases),
         None => vec![false; r.refused.len()],
     }));
 }

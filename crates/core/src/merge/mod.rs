@@ -8,7 +8,7 @@
 //! changed by one side takes that side; by both sides the same way, takes
 //! it once; by both sides as insertions at the same point (two machines
 //! each appending a line to MEMORY.md, the common case), takes both,
-//! theirs first; otherwise the merge is a [`Merged::Conflict`] and the
+//! theirs first, the lines both inserted once; otherwise the merge is a [`Merged::Conflict`] and the
 //! caller keeps one side as the file and the other as a flagged version.
 //!
 //! Two changes that only touch (one ends on the line where the other
@@ -180,10 +180,7 @@ fn merge_lines<'a>(
             (None, Some(t)) => out.extend(t),
             (Some(m), Some(t)) if m == t => out.extend(m),
             // Both inserted at one point: both kept, theirs first.
-            (Some(m), Some(t)) if start == end => {
-                out.extend(t);
-                out.extend(m);
-            }
+            (Some(m), Some(t)) if start == end => out.extend(union(&t, &m)),
             (Some(_), Some(_)) => return None,
             (None, None) => {}
         }
@@ -192,6 +189,35 @@ fn merge_lines<'a>(
     }
     out.extend_from_slice(&base.lines[at..]);
     Some(out)
+}
+
+/// Both insertions at one point, `theirs` first, the lines they share
+/// (their longest common subsequence) once: an insertion that already
+/// holds the other (one side saw part of the other's change, as a save
+/// made in place on a file another writer changed meanwhile does) is not
+/// doubled.
+fn union<'a>(theirs: &[&'a [u8]], ours: &[&'a [u8]]) -> Vec<&'a [u8]> {
+    let ops = capture_diff_slices_deadline(
+        Algorithm::Myers,
+        theirs,
+        ours,
+        Some(Instant::now() + DIFF_DEADLINE),
+    );
+    let mut out = Vec::with_capacity(theirs.len() + ours.len());
+    let (mut at_t, mut at_o) = (0, 0);
+    for op in ops {
+        let (tag, t, o) = op.as_tag_tuple();
+        let (t, o) = (at_t..at_t + t.len(), at_o..at_o + o.len());
+        (at_t, at_o) = (t.end, o.end);
+        match tag {
+            DiffTag::Equal => out.extend_from_slice(&theirs[t]),
+            _ => {
+                out.extend_from_slice(&theirs[t]);
+                out.extend_from_slice(&ours[o]);
+            }
+        }
+    }
+    out
 }
 
 /// What `side` made of the base's lines `start..end`, or `None` when it left

@@ -94,6 +94,21 @@ fn identical_edits_once() {
 }
 
 #[test]
+fn an_insertion_holding_the_others_is_not_doubled() {
+    // A save made in place on a file another writer changed meanwhile: it
+    // holds the other's lines, and more.
+    let base = "s\n";
+    let theirs = "a1\ns\np1\n";
+    let ours = "a1\na2\ns\np1\np2\n";
+    assert_eq!(merged(base, ours, theirs), clean(ours));
+    // Shared lines once, each side's own kept, theirs first.
+    assert_eq!(
+        merged("h\n", "h\nx\nmine\n", "h\nyours\nx\n"),
+        clean("h\nyours\nx\nmine\n")
+    );
+}
+
+#[test]
 fn an_append_to_a_text_with_no_final_newline_is_an_insertion() {
     assert_eq!(
         merged("a\nb", "a\nb\nmine", "a\nb\nyours"),
@@ -225,6 +240,28 @@ proptest! {
         prop_assert_eq!(merged(&base, &base, &theirs), clean(&theirs));
         prop_assert_eq!(merged(&base, &ours, &base), clean(&ours));
         prop_assert_eq!(merged(&base, &ours, &ours), clean(&ours));
+    }
+
+    /// One side holds the other's insertions and more of its own (a save
+    /// made in place over another writer's change): the merge is that side.
+    #[test]
+    fn a_side_that_holds_the_others_insertions_is_the_merge(
+        base in proptest::collection::vec(0u16..1000, 0..8),
+        first in proptest::collection::vec((0usize..9, 1000u16..2000), 0..6),
+        more in proptest::collection::vec((0usize..15, 2000u16..3000), 1..6),
+    ) {
+        let insert = |lines: &[u16], adds: &[(usize, u16)]| {
+            let mut out = lines.to_vec();
+            for &(at, line) in adds {
+                out.insert(at.min(out.len()), line);
+            }
+            out
+        };
+        let text = |v: &[u16]| v.iter().map(|n| format!("{n}\n")).collect::<String>();
+        let theirs = insert(&base, &first);
+        let ours = insert(&theirs, &more);
+        let (base, ours, theirs) = (text(&base), text(&ours), text(&theirs));
+        prop_assert_eq!(merged(&base, &ours, &theirs), clean(&ours));
     }
 
     /// Random texts over a few lines, so that the sides collide often: a

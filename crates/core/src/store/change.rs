@@ -86,6 +86,10 @@ pub struct Change {
     /// the person's process had not read: lost updates, kept as `overwrite`
     /// versions so one revert brings the agent's text back.
     pub overwrites: Vec<MemPath>,
+    /// Paths this change (a person's save that lost a race, written again)
+    /// holds merged with the other host's change made from the same
+    /// version (see `lost.rs`): their versions say so.
+    pub merged: Vec<MemPath>,
     /// How far this host's tree had followed a shared store when the change
     /// was made (the newest version of it all of whose predecessors the
     /// tree showed): the precondition of its commit there. 0 for a store
@@ -108,6 +112,7 @@ impl Change {
             touched: Vec::new(),
             undo: None,
             overwrites: Vec::new(),
+            merged: Vec::new(),
             seen: 0,
             foreign: None,
         }
@@ -266,7 +271,16 @@ pub struct Refused<'a> {
     /// refused them before anything was written): one taken back leaves
     /// nothing to clear.
     pub clean: bool,
+    /// What the journal held at each file the refused changes save, before
+    /// them: the common version a race's winner was made from too, the
+    /// base of the merge when the winner arrives (see
+    /// `Store::keep_unsaved_over`). A file the journal did not hold is an
+    /// empty base; one whose content it cannot read is missing.
+    pub bases: Bases,
 }
+
+/// Files' contents by path (see [`Refused::bases`]).
+pub type Bases = std::collections::BTreeMap<MemPath, Arc<Vec<u8>>>;
 
 /// How the journal asks the store what to do with refused changes (on the
 /// thread that committed them): for each refused change, whether the store

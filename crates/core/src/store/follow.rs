@@ -27,6 +27,7 @@ use super::change::{Change, ChangeOp, Foreign, Origin, Ticket, Touched};
 use super::tree::Tree;
 use super::Store;
 use crate::path::MemPath;
+use std::collections::BTreeSet;
 
 /// A test of some paths.
 pub type PathsTest = dyn Fn(&[MemPath]) -> bool + Send + Sync;
@@ -155,7 +156,7 @@ impl Store {
         }
         let mut changes = Vec::with_capacity(batch.len());
         for (ops, foreign) in batch {
-            let applied = self.keep_unsaved_over(ops.clone());
+            let (applied, merged) = self.keep_unsaved_over(&tree, ops.clone());
             let mut touched = cached(&tree, &applied);
             {
                 let pins = self.pins.lock();
@@ -164,7 +165,7 @@ impl Store {
             touched.extend(cached(&tree, &applied));
             touched.dedup();
             let seq = self.seq.fetch_add(1, Ordering::Relaxed) + 1;
-            self.fresh.lock().note_foreign(seq, &applied);
+            self.note_foreign(&tree, seq, &applied, &merged);
             changes.push(Change {
                 seq,
                 origin: Origin::Memfs,
@@ -172,6 +173,7 @@ impl Store {
                 touched,
                 undo: None,
                 overwrites: Vec::new(),
+                merged: Vec::new(),
                 seen: foreign.seq,
                 foreign: Some(Arc::new(foreign)),
             });
@@ -190,23 +192,69 @@ impl Store {
         Ok(tickets)
     }
 
+    /// Notes who put what where (`applied`, another host's change `seq`):
+    /// a person's later save over it unread is a lost update or a merge;
+    /// at `merged` paths it is in memory's merge already, unread by nobody.
+    fn note_foreign(&self, tree: &Tree, seq: u64, applied: &[ChangeOp], merged: &[MemPath]) {
+        let mut fresh = self.fresh.lock();
+        fresh.note_foreign(seq, applied, &|p| super::file_content(tree, p));
+        for path in merged {
+            fresh.forget(path);
+        }
+    }
+
     /// The ops to apply of a foreign change: those at no path memory holds
     /// unsaved (or above or below one); the others' paths become unsaved,
-    /// so that memory's state there is written again over them.
-    fn keep_unsaved_over(&self, ops: Vec<ChangeOp>) -> Vec<ChangeOp> {
+    /// so that memory's state there is written again over them. A new
+    /// content at the path of a person's lost save is merged with it
+    /// instead where the two changed different lines (see `lost.rs`): the
+    /// op applies, then the merge, which stays unsaved (it is written again,
+    /// in the person's name). Returns the ops and the paths merged.
+    fn keep_unsaved_over(&self, tree: &Tree, ops: Vec<ChangeOp>) -> (Vec<ChangeOp>, Vec<MemPath>) {
         let mut unsaved = self.unsaved.lock();
-        let (applied, kept): (Vec<ChangeOp>, Vec<ChangeOp>) = ops.into_iter().partition(|op| {
-            !op.paths()
-                .iter()
-                .any(|p| unsaved.iter().any(|u| p.overlaps(u)))
-        });
-        for op in kept {
-            if !matches!(op, ChangeOp::SetTimes { .. }) {
-                unsaved.extend(op.paths().into_iter().cloned());
+        let mut applied = Vec::with_capacity(ops.len());
+        let mut merged = Vec::new();
+        let mut kept = Vec::new();
+        for (i, op) in ops.iter().enumerate() {
+            let paths = op.paths();
+            if !paths.iter().any(|p| unsaved.iter().any(|u| p.overlaps(u))) {
+                applied.push(op.clone());
+            } else if let Some(merge) = self.merged_over(tree, &ops[..i], op, &unsaved) {
+                if let ChangeOp::Write { path, .. } = &merge {
+                    merged.push(path.clone());
+                }
+                applied.push(op.clone());
+                applied.push(merge);
+            } else if let Some((source, target)) = moved_file_over(tree, &ops[..i], op, &unsaved) {
+                // The winner's file moved over memory's: memory's stays,
+                // and the winner's source is gone as it is there (an
+                // editor's tmp file is left nowhere).
+                applied.push(ChangeOp::Remove { path: source });
+                kept.push(target);
+            } else if !matches!(op, ChangeOp::SetTimes { .. }) {
+                kept.extend(paths.into_iter().cloned());
             }
         }
-        applied
+        unsaved.extend(kept);
+        (applied, merged)
     }
+}
+
+/// The source and target of `op` when it is a file's rename onto a path
+/// memory holds unsaved, from a path it does not (`earlier`: the same
+/// change's ops before it).
+fn moved_file_over(
+    tree: &Tree,
+    earlier: &[ChangeOp],
+    op: &ChangeOp,
+    unsaved: &BTreeSet<MemPath>,
+) -> Option<(MemPath, MemPath)> {
+    let ChangeOp::Rename { from, to, .. } = op else {
+        return None;
+    };
+    let clear = !unsaved.iter().any(|u| u.overlaps(from));
+    (clear && super::lost::content_at(tree, earlier, from).is_some())
+        .then(|| (from.clone(), to.clone()))
 }
 
 /// What the kernel may have cached of the nodes and names `ops` touch, as

@@ -279,7 +279,7 @@ impl Store {
             Touched::Entry(parent, name.to_string()),
             Touched::Inode(parent),
         ];
-        let _ = self.commit(&tree, origin, ops, touched);
+        let _ = self.commit(&mut tree, origin, ops, touched);
         Ok(made)
     }
 
@@ -390,7 +390,7 @@ impl Store {
             Vec::new()
         };
         let out = info(&tree, ino)?;
-        let _ = self.commit(&tree, origin, ops, vec![Touched::Inode(ino)]);
+        let _ = self.commit(&mut tree, origin, ops, vec![Touched::Inode(ino)]);
         Ok(out)
     }
 
@@ -431,7 +431,7 @@ impl Store {
             Touched::Inode(parent),
             Touched::Inode(ino),
         ];
-        let _ = self.commit(&tree, origin, ops, touched);
+        let _ = self.commit(&mut tree, origin, ops, touched);
         Ok(())
     }
 
@@ -520,7 +520,7 @@ impl Store {
                 ops = move_ops(&tree, (from, to), moved, existing.is_some());
             }
         }
-        let _ = self.commit(&tree, origin, ops, touched);
+        let _ = self.commit(&mut tree, origin, ops, touched);
         Ok(())
     }
 
@@ -578,7 +578,7 @@ impl Store {
             Touched::Inode(parent),
             Touched::Inode(ino),
         ];
-        let _ = self.commit(&tree, origin, ops, touched);
+        let _ = self.commit(&mut tree, origin, ops, touched);
         Ok(out)
     }
 }

@@ -20,6 +20,7 @@ mod inode_ops;
 pub mod interpret;
 mod limits;
 mod listing;
+mod lost;
 mod origin;
 mod paths;
 mod pins;
@@ -37,8 +38,8 @@ use std::time::SystemTime;
 use crate::lock::{rank, Mutex, RwLock, RwLockWriteGuard};
 
 pub use change::{
-    Change, ChangeOp, ChangeSink, Door, Foreign, Meta, Origin, Process, Recover, Refused, Ticket,
-    Touched, Writer,
+    Bases, Change, ChangeOp, ChangeSink, Door, Foreign, Meta, Origin, Process, Recover, Refused,
+    Ticket, Touched, Writer,
 };
 pub use follow::{Busy, Hold, Unsent};
 pub use inode_ops::{DirEntry, InfoKind, NewNode, NodeInfo, RenameMode, SetAttr};
@@ -73,9 +74,10 @@ pub struct Store {
     /// lock, never before it.
     fresh: Mutex<fresh::Fresh>,
     /// Paths of people's changes that lost a race to another host (a
-    /// shared store), with who made them: written again in their name, as
-    /// an overwrite of the winner. Taken after the tree lock, never before.
-    lost: Mutex<HashMap<MemPath, Origin>>,
+    /// shared store), with who made them and from what: merged with the
+    /// winner when it arrives, or written again over it in their name (see
+    /// `recover.rs`). Taken after the tree lock, never before.
+    lost: Mutex<HashMap<MemPath, lost::Lost>>,
     /// How far the tree has followed a shared store (see `follow.rs`).
     followed: std::sync::atomic::AtomicU64,
     /// Since when a shared store's database has not answered (seconds
@@ -150,9 +152,10 @@ impl Store {
     /// is not a lost update.
     pub fn files_saw(&self, path: &MemPath) {
         let seq = self.seq.load(std::sync::atomic::Ordering::Relaxed);
+        let seen = file_content(&self.tree.read(), path);
         self.fresh
             .lock()
-            .note_read(fresh::FILES_READER, path.clone(), seq);
+            .note_read(fresh::FILES_READER, path.clone(), seq, seen);
     }
 
     pub fn limits(&self) -> Limits {
@@ -200,7 +203,7 @@ impl Store {
     /// the tree took them.
     fn commit(
         &self,
-        held: &RwLockWriteGuard<'_, Tree>,
+        held: &mut RwLockWriteGuard<'_, Tree>,
         origin: Origin,
         ops: Vec<ChangeOp>,
         touched: Vec<Touched>,
@@ -212,7 +215,7 @@ impl Store {
     /// refuses it. Paths the disk has not taken yet are written again after it, as they are now.
     fn commit_undoable(
         &self,
-        held: &RwLockWriteGuard<'_, Tree>,
+        held: &mut RwLockWriteGuard<'_, Tree>,
         origin: Origin,
         ops: Vec<ChangeOp>,
         touched: Vec<Touched>,
@@ -225,7 +228,7 @@ impl Store {
         // of memfs' own right after this one: if the disk refuses that, this
         // change still stands (a delete on a full disk makes room even when
         // an unsaved file cannot be written yet), and the paths stay unsaved.
-        let mut saver = (Origin::Memfs, Vec::new());
+        let mut saver = (Origin::Memfs, recover::Rewrite::default());
         let again = match unsaved.is_empty() {
             true => Vec::new(),
             false => {
@@ -242,12 +245,12 @@ impl Store {
         let barrier = ops.is_empty();
         // What the files door took in is on disk already: never taken back.
         let undo = undo.filter(|_| !matches!(origin, Origin::Files { .. }));
-        let ticket = self.submit(held, origin, ops, touched, undo, Vec::new());
+        let ticket = self.submit(held, origin, ops, touched, undo, Default::default());
         if again.is_empty() {
             return ticket;
         }
-        let (by, over) = saver;
-        let rewritten = self.submit(held, by, again, Vec::new(), None, over);
+        let (by, rewrite) = saver;
+        let rewritten = self.submit(held, by, again, Vec::new(), None, rewrite);
         match barrier {
             true => ticket.and(rewritten),
             false => ticket,
@@ -263,21 +266,33 @@ impl Store {
     }
 
     /// Hands one change to the persister and the observers, in order;
-    /// it saves over what is at `over` (lost updates), besides what the
-    /// store tells of itself.
+    /// it saves over what is at `rewrite.over` (lost updates), besides what
+    /// the store tells of itself, and holds merges at `rewrite.merged`.
     fn submit(
         &self,
-        held: &RwLockWriteGuard<'_, Tree>,
+        held: &mut RwLockWriteGuard<'_, Tree>,
         origin: Origin,
         mut ops: Vec<ChangeOp>,
-        touched: Vec<Touched>,
+        mut touched: Vec<Touched>,
         undo: Option<Undo>,
-        over: Vec<MemPath>,
+        mut rewrite: recover::Rewrite,
     ) -> Ticket {
         ops.extend(parent_times(held, &ops));
         let seq = self.seq.fetch_add(1, std::sync::atomic::Ordering::Relaxed) + 1;
-        let mut overwrites = self.fresh.lock().judge(seq, &origin, &ops);
-        overwrites.extend(over);
+        let judged = {
+            let now = |p: &MemPath| file_content(held, p);
+            self.fresh.lock().judge(seq, &origin, &ops, &now)
+        };
+        let mut overwrites = judged.stale;
+        overwrites.extend(rewrite.over);
+        for (path, merged) in judged.merges {
+            // A save over an unread change that changed other lines: the
+            // merge is the file (see `fresh.rs`).
+            if let Some(op) = put_merge(held, &path, merged, &mut touched) {
+                ops.push(op);
+                rewrite.merged.push(path);
+            }
+        }
         let change = Change {
             seq,
             origin,
@@ -285,6 +300,7 @@ impl Store {
             touched,
             undo: undo.map(Arc::new),
             overwrites,
+            merged: rewrite.merged,
             seen: self.followed(),
             foreign: None,
         };
@@ -363,4 +379,30 @@ impl Store {
         self.commit_flushes(tree, dirty)
             .unwrap_or_else(Ticket::done)
     }
+}
+
+/// The content of the file at `path` in `tree`, if one is there.
+fn file_content(tree: &Tree, path: &MemPath) -> Option<Arc<Vec<u8>>> {
+    match &tree.node(tree.resolve(path).ok()?).kind {
+        NodeKind::File(data) => Some(data.clone()),
+        _ => None,
+    }
+}
+
+/// Makes `merged` the content of the file at `path` (its kernel caches
+/// dropped with the change's): the op that says so.
+fn put_merge(
+    tree: &mut Tree,
+    path: &MemPath,
+    merged: Arc<Vec<u8>>,
+    touched: &mut Vec<Touched>,
+) -> Option<ChangeOp> {
+    let ino = tree.resolve(path).ok()?;
+    tree.set_data(ino, merged.clone(), std::time::SystemTime::now());
+    touched.push(Touched::Inode(ino));
+    Some(ChangeOp::Write {
+        path: path.clone(),
+        data: merged,
+        meta: Meta::from(&tree.node(ino).attr),
+    })
 }

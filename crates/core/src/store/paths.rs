@@ -63,7 +63,7 @@ impl Store {
         };
         touched.push(Touched::Inode(ino));
         let ops = write_ops(&tree, ino, data);
-        Ok(self.commit_undoable(&tree, origin, ops, touched, Some(undo)))
+        Ok(self.commit_undoable(&mut tree, origin, ops, touched, Some(undo)))
     }
 
     /// Whether a file of `size` bytes may be made (or, `overwrite`, put over
@@ -141,7 +141,7 @@ impl Store {
         let touched = vec![Touched::Inode(ino)];
         Ok((
             out,
-            self.commit_undoable(&tree, origin, ops, touched, Some(undo)),
+            self.commit_undoable(&mut tree, origin, ops, touched, Some(undo)),
         ))
     }
 
@@ -198,7 +198,7 @@ impl Store {
         ];
         let ops = vec![ChangeOp::Remove { path: path.clone() }];
         Ok(Some(flushed.and(
-            self.commit_undoable(&tree, origin, ops, touched, undo),
+            self.commit_undoable(&mut tree, origin, ops, touched, undo),
         )))
     }
 
@@ -267,7 +267,7 @@ impl Store {
             to: (to_parent, to_name.to_string()),
             dirs,
         };
-        Ok(flushed.and(self.commit_undoable(&tree, origin, ops, touched, Some(undo))))
+        Ok(flushed.and(self.commit_undoable(&mut tree, origin, ops, touched, Some(undo))))
     }
 }
 

@@ -4,7 +4,8 @@
 
 use std::collections::BTreeSet;
 
-use super::change::{Change, ChangeOp, Meta, Origin, Ticket, Touched};
+use super::change::{Bases, Change, ChangeOp, Meta, Origin, Ticket, Touched};
+use super::lost::Lost;
 use super::tree::{Ino, NodeKind, Tree};
 use super::Store;
 use crate::path::MemPath;
@@ -19,7 +20,15 @@ impl Store {
     /// Every step runs under one write lock of the tree, in order (undo
     /// refused changes newest first, record lost saves, mark paths unsaved,
     /// queue the invalidation); the wait comes after the lock is let go.
-    pub fn recover(&self, refused: &[Change], unconfirmed: &[Change], clean: bool) -> Vec<bool> {
+    /// `bases` are what the journal held at the refused changes' files
+    /// before them (see [`Refused::bases`](super::Refused)).
+    pub fn recover(
+        &self,
+        refused: &[Change],
+        unconfirmed: &[Change],
+        clean: bool,
+        bases: &Bases,
+    ) -> Vec<bool> {
         let mut tree = self.tree.write();
         let mut touched = Vec::new();
         let mut undone = vec![false; refused.len()];
@@ -41,7 +50,7 @@ impl Store {
             .map(|(change, _)| change);
         let kept: Vec<&Change> = kept.collect();
         if clean {
-            self.note_lost_saves(&kept);
+            self.note_lost_saves(&kept, bases);
         }
         for change in kept.into_iter().chain(unconfirmed) {
             unsaved.extend(saved_paths(change).cloned());
@@ -54,9 +63,11 @@ impl Store {
         undone
     }
 
-    /// A person's change that lost a race to another host: written again
-    /// in their name, over the winner (see `lost_saves`).
-    fn note_lost_saves(&self, kept: &[&Change]) {
+    /// A person's change that lost a race to another host (or could not be
+    /// sent to it): merged with the winner's when that arrives, or written
+    /// again in their name over it (see `lost.rs`). The first refusal at a
+    /// path gives its base: later ones were made on top of it.
+    fn note_lost_saves(&self, kept: &[&Change], bases: &Bases) {
         let mut lost = self.lost.lock();
         let people = kept.iter().filter(|c| {
             matches!(
@@ -66,7 +77,10 @@ impl Store {
         });
         for change in people {
             for path in saved_paths(change) {
-                lost.insert(path.clone(), change.origin.clone());
+                let base = bases.get(path).cloned();
+                lost.entry(path.clone())
+                    .and_modify(|l| l.origin = change.origin.clone())
+                    .or_insert_with(|| Lost::new(change.origin.clone(), base));
             }
         }
     }
@@ -84,6 +98,7 @@ impl Store {
             touched,
             undo: None,
             overwrites: Vec::new(),
+            merged: Vec::new(),
             seen: 0,
             foreign: None,
         };
@@ -93,16 +108,17 @@ impl Store {
             .fold(Ticket::done(), |t, o| t.and(o.submit(&change)))
     }
 
-    /// Who writes `paths` again, and over which of them (a person's save
-    /// that lost a race to another host is theirs, saved over the winner;
-    /// anything else is memfs' own rewrite).
-    pub(super) fn lost_saves(&self, paths: &BTreeSet<MemPath>) -> (Origin, Vec<MemPath>) {
+    /// Who writes `paths` again, over which of them and merging which (a
+    /// person's save that lost a race to another host is theirs, merged
+    /// with the winner or saved over it; anything else is memfs' own
+    /// rewrite).
+    pub(super) fn lost_saves(&self, paths: &BTreeSet<MemPath>) -> (Origin, Rewrite) {
+        let mut rewrite = Rewrite::default();
         let mut lost = self.lost.lock();
         if lost.is_empty() {
-            return (Origin::Memfs, Vec::new());
+            return (Origin::Memfs, rewrite);
         }
         let mut by = None;
-        let mut over = Vec::new();
         for path in paths {
             let found = lost
                 .keys()
@@ -110,19 +126,32 @@ impl Store {
                 .cloned()
                 .collect::<Vec<_>>();
             for p in found {
-                if let Some(origin) = lost.remove(&p) {
-                    by.get_or_insert(origin);
-                    over.push(p);
+                if let Some(l) = lost.remove(&p) {
+                    by.get_or_insert(l.origin);
+                    // A merge holds the winner's change: it overwrites nothing.
+                    match l.merged {
+                        true => rewrite.merged.push(p),
+                        false => rewrite.over.push(p),
+                    }
                 }
             }
         }
-        (by.unwrap_or(Origin::Memfs), over)
+        (by.unwrap_or(Origin::Memfs), rewrite)
     }
 
     /// How many paths the disk has not taken yet.
     pub fn unsaved_paths(&self) -> usize {
         self.unsaved.lock().len()
     }
+}
+
+/// What a rewrite of lost saves says of its paths (see `Store::lost_saves`).
+#[derive(Debug, Default)]
+pub(super) struct Rewrite {
+    /// Saved over another host's change (an overwrite of it).
+    pub over: Vec<MemPath>,
+    /// Merged with another host's change.
+    pub merged: Vec<MemPath>,
 }
 
 /// Where `path` is after `ops` (renames and exchanges move what is below them).

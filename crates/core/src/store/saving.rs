@@ -71,12 +71,12 @@ impl Store {
                 return Ticket::done();
             }
             // Nothing of its own to write: a barrier after everything before.
-            return self.commit(&tree, origin, Vec::new(), Vec::new());
+            return self.commit(&mut tree, origin, Vec::new(), Vec::new());
         };
         match durable {
             // And a barrier after them, which waits for the unsaved paths
             // these changes found (they are written as a change of their own).
-            true => written.and(self.commit(&tree, origin, Vec::new(), Vec::new())),
+            true => written.and(self.commit(&mut tree, origin, Vec::new(), Vec::new())),
             false => written,
         }
     }

@@ -18,15 +18,20 @@ impl Store {
     /// tell a lost update from a save.
     pub fn note_open(&self, ino: Ino, pid: u32) {
         self.note_use(ino);
-        let (path, seq) = {
+        let (path, seq, seen) = {
             let tree = self.tree.read();
+            let seen = match tree.get(ino).map(|n| &n.kind) {
+                Some(NodeKind::File(data)) => Some(data.clone()),
+                _ => None,
+            };
             (
                 tree.path_of(ino),
                 self.seq.load(std::sync::atomic::Ordering::Relaxed),
+                seen,
             )
         };
         if let Some(path) = path {
-            self.fresh.lock().note_read(pid, path, seq);
+            self.fresh.lock().note_read(pid, path, seq, seen);
         }
     }
 

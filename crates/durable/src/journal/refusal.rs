@@ -15,7 +15,7 @@ use super::state::State;
 use super::versions::Needed;
 use super::writer::Core;
 use crate::error::{DiskError, Error};
-use crate::store::{Change, Refused, Ticket};
+use crate::store::{Bases, Change, Refused, Ticket};
 
 impl Core {
     /// A batch whose first `fits` changes stand: they go to the
@@ -112,7 +112,7 @@ impl Core {
         self.say_how_the_disk_is(Some(&e));
         let (done, refused) = changes.split_at(from);
         let unconfirmed = if kept { done } else { &[] };
-        let undone = self.recover(refused, unconfirmed, false);
+        let undone = self.recover(refused, unconfirmed, false, Bases::new());
         let kept_any = kept || undone.iter().any(|u| !u);
         if kept_any {
             self.taint_queued_barriers(e.clone());
@@ -161,6 +161,7 @@ impl Core {
         refused: &[Change],
         unconfirmed: &[Change],
         clean: bool,
+        bases: Bases,
     ) -> Vec<bool> {
         let none = vec![false; refused.len()];
         // Asked on this thread (no thread of the store's own waits for it).
@@ -171,6 +172,7 @@ impl Core {
             refused,
             unconfirmed,
             clean,
+            bases,
         })
     }
 

@@ -10,7 +10,10 @@ use super::upstream::{footprint, goes_upstream, Transaction, Upstream, UpstreamE
 use super::writer::Core;
 use crate::error::{DiskError, Error};
 use crate::path::MemPath;
-use crate::store::{Change, Ticket};
+use crate::store::{Bases, Change, Ticket};
+use std::sync::Arc;
+
+use super::history;
 
 /// How many times a batch goes again after a transient refusal.
 const AGAIN: usize = 8;
@@ -184,7 +187,8 @@ impl Core {
     /// Settles changes that did not take effect upstream: each one the
     /// store took back with its own error, each one it kept as unsaved.
     fn refuse_each(&self, changes: &[Change], tickets: &[Ticket], why: Vec<Error>) {
-        let undone = self.recover(changes, &[], true);
+        let bases = self.bases(changes);
+        let undone = self.recover(changes, &[], true, bases);
         let unsent = DiskError::new(
             "sending it to the shared store",
             io::Error::from_raw_os_error(libc::EIO),
@@ -199,6 +203,34 @@ impl Core {
             });
         }
         self.forget_unsettled(changes);
+    }
+
+    /// What the journal holds at each file `changes` save (the version
+    /// they were made from: see `Refused::bases`). Read under the state's
+    /// lock, which no batch holds in flight here (the committer calls it).
+    fn bases(&self, changes: &[Change]) -> Bases {
+        let st = self.state.lock();
+        let mut bases = Bases::new();
+        for path in changes.iter().flat_map(footprint) {
+            if bases.contains_key(&path) {
+                continue;
+            }
+            let content = match st.view.get(&path) {
+                None => Some(Vec::new()),
+                // Content only the plain file holds (found when the journal
+                // began, or pruned) is no base: the save is written again.
+                Some(node) => match node.file() {
+                    Some((sha, _, _, false)) => {
+                        history::content_of(&self.dir, &st, &sha).ok().flatten()
+                    }
+                    _ => None,
+                },
+            };
+            if let Some(content) = content {
+                bases.insert(path, Arc::new(content));
+            }
+        }
+        bases
     }
 
     /// Forgets settled changes of this host's (see `unsettled`).

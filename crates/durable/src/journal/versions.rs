@@ -174,6 +174,9 @@ impl Target for Rows<'_, '_> {
             if let Origin::Revert { note, .. } = origin {
                 r.note = note.as_deref().map(str::to_string);
             }
+            if self.change.merged.contains(path) {
+                r.note = Some(super::row::MERGED_NOTE.to_string());
+            }
             self.needed.push(Needed {
                 sha: new,
                 data: data.clone(),
