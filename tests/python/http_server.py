@@ -10,11 +10,12 @@ import time
 
 
 class Server:
-    def __init__(self, memfs_bin, root, *extra, wrap=(), listen="127.0.0.1:0"):
+    def __init__(self, memfs_bin, root, *extra, wrap=(), listen="127.0.0.1:0", cwd=None):
         self.memfs_bin = memfs_bin
         self.root = root
         self.proc = subprocess.Popen(
             [*wrap, memfs_bin, "--stores", str(root), "serve", "--http", listen, *extra],
+            cwd=cwd,
             stdout=subprocess.DEVNULL,
             stderr=subprocess.PIPE,
             text=True,

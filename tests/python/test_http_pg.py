@@ -246,3 +246,87 @@ def test_an_mcp_session_is_served_by_whichever_server_a_request_reaches(two):
     r = httpx.post(b.url + "/mcp", json=call, headers={**headers, "Mcp-Session-Id": forged})
     assert r.status_code == 404
     balancer.close()
+
+
+def second_server(memfs_bin, root, *extra, cwd=None):
+    """A second `serve --http` on `root`: what it says, and its exit code."""
+    return subprocess.run([memfs_bin, "--stores", str(root), "serve", "--http", "127.0.0.1:0", *extra],
+                          cwd=cwd, capture_output=True, text=True, timeout=30)
+
+
+def test_a_second_server_on_a_held_cache_stops_at_start_saying_how(pg, memfs_bin, tmp_path):
+    """Two servers of one database started in one working directory share
+    the default cache dir: the second stops at once (exit 2), naming the
+    dir, the first server's pid and --cache; the first serves on. With a
+    cache of its own, the second serves too."""
+    first = Server(memfs_bin, pg.base, cwd=tmp_path)
+    try:
+        r = second_server(memfs_bin, pg.base, cwd=tmp_path)
+        assert r.returncode == 2, r
+        assert "memory-shared" in r.stderr and f"(pid {first.proc.pid})" in r.stderr, r.stderr
+        assert "--cache DIR" in r.stderr and "503" not in r.stderr, r.stderr
+        token = first.token("--admin", "--name", "app")
+        client = sdk(first, token)
+        store = client.beta.memory_stores.create(name="still served")
+        assert client.beta.memory_stores.retrieve(store.id).name == "still served"
+        other = Server(memfs_bin, pg.base, "--cache", str(tmp_path / "b"), cwd=tmp_path)
+        try:
+            assert sdk(other, token).beta.memory_stores.retrieve(store.id).name == "still served"
+        finally:
+            assert other.stop() == 0, "".join(other.log)
+    finally:
+        assert first.stop() == 0, "".join(first.log)
+
+
+def test_a_second_server_on_one_stores_root_stops_at_start(memfs_bin, tmp_path):
+    """The same for a directory root: the second server stops at start,
+    naming the root and the first's pid; once the first has stopped, a
+    new one serves the root."""
+    root = tmp_path / "root"
+    first = Server(memfs_bin, root)
+    try:
+        r = second_server(memfs_bin, root)
+        assert r.returncode == 2, r
+        assert str(root) in r.stderr and f"(pid {first.proc.pid})" in r.stderr, r.stderr
+    finally:
+        assert first.stop() == 0, "".join(first.log)
+    again = Server(memfs_bin, root)
+    assert again.stop() == 0, "".join(again.log)
+
+
+def healthz(server):
+    """GET /healthz without a token: (status, answer)."""
+    import json
+    import urllib.error
+    import urllib.request
+    try:
+        with urllib.request.urlopen(server.url + "/healthz", timeout=30) as r:
+            return r.status, json.loads(r.read())
+    except urllib.error.HTTPError as e:
+        return e.code, json.loads(e.read())
+
+
+def test_healthz_says_whether_the_server_can_serve(pg, memfs_bin, tmp_path):
+    """A load balancer's check, no token: 200 while the database answers;
+    503 with the reason (no host, no path) while it is down; 200 again once
+    it is back. A directory root's server answers 200."""
+    import time
+    server = Server(memfs_bin, pg.base, "--cache", str(tmp_path / "cache"))
+    try:
+        assert healthz(server) == (200, {"status": "ok", "stores": 0, "stores_open": 0})
+        pg.crash()
+        status, said = healthz(server)
+        assert status == 503 and said == {"status": "unavailable", "reason": "the database does not answer"}, said
+        pg.start()
+        deadline = time.monotonic() + 30
+        while healthz(server)[0] != 200:
+            assert time.monotonic() < deadline, "healthz did not answer 200 once the database was back"
+            time.sleep(0.2)
+    finally:
+        assert server.stop() == 0, "".join(server.log)
+    on_dir = Server(memfs_bin, tmp_path / "root")
+    try:
+        assert healthz(on_dir) == (200, {"status": "ok", "stores": 0, "stores_open": 0})
+    finally:
+        assert on_dir.stop() == 0, "".join(on_dir.log)
+

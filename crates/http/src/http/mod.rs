@@ -14,6 +14,7 @@ pub mod limits;
 pub mod mcp;
 pub mod metas;
 pub mod registry;
+pub mod root_lock;
 pub mod server;
 pub mod tokens;
 pub mod web;

@@ -131,6 +131,9 @@ fn serve_request(state: &State, parts: Parts, body: Result<Vec<u8>, BodyError>) 
     if path == "/web" || path.starts_with("/web/") {
         return state.web.answer(&state.reg, &state.tokens, parts, body);
     }
+    if path == HEALTH {
+        return health(state);
+    }
     answer(state, parts, body, n).unwrap_or_else(|e| {
         if e.status >= 500 {
             tracing::warn!("request {n}: {} {}", e.status, e.message);
@@ -139,6 +142,56 @@ fn serve_request(state: &State, parts: Parts, body: Result<Vec<u8>, BodyError>) 
         }
         error_response(&e, n)
     })
+}
+
+/// The health check's path (the name load balancers and Kubernetes use).
+const HEALTH: &str = "/healthz";
+
+/// `GET /healthz`, asked without a token: 200 `{"status":"ok",...}` when this
+/// server can serve (it holds its root or cache, and reads its tokens: the
+/// database answers, for a root in PostgreSQL), else 503
+/// `{"status":"unavailable","reason":...}`. It names no path and no host.
+fn health(state: &State) -> Response<Body> {
+    match state.tokens.list() {
+        Ok(_) => json_response(
+            200,
+            &Health {
+                status: "ok",
+                stores: Some(state.reg.count()),
+                stores_open: Some(state.reg.open_count()),
+                reason: None,
+            },
+            &[],
+        ),
+        Err(e) => {
+            tracing::warn!("health check: reading the tokens: {e}");
+            let reason = match state.reg.catalog() {
+                Some(_) => "the database does not answer",
+                None => "the stores root cannot be read",
+            };
+            let said = Health {
+                status: "unavailable",
+                stores: None,
+                stores_open: None,
+                reason: Some(reason),
+            };
+            json_response(503, &said, &[("retry-after", "1".into())])
+        }
+    }
+}
+
+/// The health check's answer.
+#[derive(serde::Serialize)]
+struct Health {
+    status: &'static str,
+    /// The stores the root holds.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    stores: Option<usize>,
+    /// Of which open in this server now.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    stores_open: Option<usize>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    reason: Option<&'static str>,
 }
 
 fn bad_query() -> ApiError {
@@ -365,6 +418,8 @@ pub enum StartError {
     },
     #[error(transparent)]
     Serve(#[from] crate::listen::ListenError),
+    #[error(transparent)]
+    Held(#[from] super::root_lock::RootLockError),
 }
 
 /// The stores root and its tokens: a directory, or a database (then
@@ -420,6 +475,10 @@ fn precheck(state: Arc<State>) -> Arc<listen::Precheck> {
             if path == "/web" || path.starts_with("/web/") {
                 return state.web.precheck(parts, &state.tokens);
             }
+            if path == HEALTH {
+                // No token, no body.
+                return Ok(0);
+            }
             let refusal = match presented(&parts.headers).map(|s| state.tokens.find(&s)) {
                 Some(Ok(Some(token))) => match from_head(&state, parts, &token) {
                     Ok(slot) => {
@@ -447,6 +506,8 @@ fn precheck(state: Arc<State>) -> Arc<listen::Precheck> {
 /// some store could not write everything out. One server wired in order:
 /// registry and tokens, bind, shared state, the handler, tend and precheck.
 pub fn run(config: Config) -> Result<bool, StartError> {
+    // One server a root (or a database root's cache), for its whole life.
+    let _held = super::root_lock::RootLock::take(&config.root, config.database.is_some())?;
     let (reg, tokens) = open_root(&config)?;
     let nofile = listen::raise_nofile();
     let max_open = stores_open_at_once(&config, nofile);
