@@ -80,6 +80,9 @@ pub struct Store {
     lost: Mutex<HashMap<MemPath, lost::Lost>>,
     /// How far the tree has followed a shared store (see `follow.rs`).
     followed: std::sync::atomic::AtomicU64,
+    /// The change number through which the journal is known to hold every
+    /// change (see `Store::catch_up`).
+    caught_up: std::sync::atomic::AtomicU64,
     /// Since when a shared store's database has not answered (seconds
     /// since the epoch; 0 while it answers).
     unreachable_since: std::sync::atomic::AtomicU64,
@@ -107,6 +110,7 @@ impl Store {
             used: Mutex::new(rank::USED, HashMap::new()),
             fresh: Mutex::new(rank::FRESH, Default::default()),
             followed: Default::default(),
+            caught_up: Default::default(),
             unreachable_since: Default::default(),
             lost: Mutex::new(rank::LOST, HashMap::new()),
             shared: Default::default(),

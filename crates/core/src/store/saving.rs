@@ -2,6 +2,8 @@
 //! dirty in the tree) to the persister: at close, at `fsync`, at shutdown,
 //! and barriers that wait for everything before them.
 
+use std::sync::atomic::Ordering;
+
 use crate::lock::RwLockWriteGuard;
 
 use super::change::{ChangeOp, Origin, Ticket};
@@ -30,11 +32,20 @@ impl Store {
     }
 
     /// What must come before an answer that reads the history (the plain
-    /// files' changes, taken in), and, if the memory changed meanwhile, the
-    /// journal holding it (a barrier waited for).
+    /// files' changes, taken in), and, if the memory changed meanwhile or
+    /// since the last catch-up, the journal holding it (a barrier waited
+    /// for). (A change the background took in, the plain files' watcher on
+    /// its tick or a shared store's follower, is in the tree before the
+    /// journal holds it: an answer read from the history waits for it too.)
     pub fn catch_up(&self) {
-        if self.before_answer() {
-            let _ = self.barrier(Origin::Memfs).wait();
+        let changed = self.before_answer();
+        let now = self.seq.load(Ordering::Acquire);
+        if changed || self.caught_up.load(Ordering::Acquire) < now {
+            // The barrier's own number is past `now`: once it settles,
+            // every change through `now + 1` is in the journal.
+            if self.barrier(Origin::Memfs).wait().is_ok() {
+                self.caught_up.fetch_max(now + 1, Ordering::AcqRel);
+            }
         }
     }
 
