@@ -156,10 +156,14 @@ impl Fresh {
     /// Forgets every path at or below `at` (a redacted path: memfs keeps
     /// its name nowhere, in memory either).
     pub fn forget(&mut self, at: &MemPath) {
-        self.reads.retain(|(_, p), _| !p.starts_with(at));
-        self.read_bytes = (self.reads.values())
-            .filter_map(|(_, c)| c.as_ref().map(|c| c.len()))
-            .sum();
+        let bytes = &mut self.read_bytes;
+        self.reads.retain(|(_, p), (_, seen)| {
+            let keep = !p.starts_with(at);
+            if !keep {
+                *bytes -= seen.as_ref().map_or(0, |c| c.len());
+            }
+            keep
+        });
         self.content_at.retain(|p, _| !p.starts_with(at));
     }
 }

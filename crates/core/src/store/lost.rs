@@ -100,14 +100,7 @@ pub(super) fn content_at(
         ChangeOp::Write { path: p, data, .. } if p == path => Some(data.clone()),
         _ => None,
     });
-    if written.is_some() {
-        return written;
-    }
-    let node = tree.node(tree.resolve(path).ok()?);
-    match &node.kind {
-        NodeKind::File(data) => Some(data.clone()),
-        _ => None,
-    }
+    written.or_else(|| super::file_content(tree, path))
 }
 
 #[cfg(test)]
@@ -153,17 +146,24 @@ mod tests {
         })
     }
 
-    /// A store whose MEMORY.md held `base` when a person saved `ours` over
-    /// it, a save the shared store refused (another host's came first);
-    /// then the other host's change arrives as its editor makes it (a tmp
-    /// file renamed over MEMORY.md) with `theirs`.
-    fn race(base: &str, ours: &str, theirs: &str) -> (Store, std::sync::Arc<Kept>) {
-        let kept = std::sync::Arc::new(Kept::default());
+    /// A store whose changes are kept, and its MEMORY.md holding `base`
+    /// (memfs' own write).
+    fn memory_md(base: &str) -> (Store, Arc<Kept>, MemPath) {
+        let kept = Arc::new(Kept::default());
         let store = Store::new(Tree::new(), Limits::default(), Some(kept.clone()));
         let md = p("/memories/MEMORY.md");
         store
             .create_file(&md, base.as_bytes().to_vec(), true, Origin::Memfs)
             .unwrap();
+        (store, kept, md)
+    }
+
+    /// A store whose MEMORY.md held `base` when a person saved `ours` over
+    /// it, a save the shared store refused (another host's came first);
+    /// then the other host's change arrives as its editor makes it (a tmp
+    /// file renamed over MEMORY.md) with `theirs`.
+    fn race(base: &str, ours: &str, theirs: &str) -> (Store, Arc<Kept>) {
+        let (store, kept, md) = memory_md(base);
         store
             .create_file(&md, ours.as_bytes().to_vec(), true, person())
             .unwrap();
@@ -234,12 +234,7 @@ mod tests {
     /// A person's process read MEMORY.md (`base`); an agent then wrote
     /// `theirs` there; the person saves `ours`, made from what they read.
     fn save_over_unread(base: &str, theirs: &str, ours: &str) -> (Store, Arc<Kept>, MemPath) {
-        let kept = Arc::new(Kept::default());
-        let store = Store::new(Tree::new(), Limits::default(), Some(kept.clone()));
-        let md = p("/memories/MEMORY.md");
-        store
-            .create_file(&md, base.as_bytes().to_vec(), true, Origin::Memfs)
-            .unwrap();
+        let (store, kept, md) = memory_md(base);
         let ino = store.with_tree(|t| t.resolve(&md).unwrap());
         store.note_open(ino, 42);
         let agent = Origin::Agent {
