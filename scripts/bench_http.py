@@ -13,7 +13,8 @@
    (`wrk`, on loopback), each a create of a new memory in a random open
    store, with every acknowledged create then found (no lost update).
 
-usage: bench_http.py MEMFS_BIN [--calls N] [--stores N] [--open N] [--seconds S] [--out FILE]
+usage: bench_http.py MEMFS_BIN [--calls N] [--stores N] [--open N] [--seconds S] [--latency-only]
+                     [--peer OTHER_MEMFS_BIN] [--floor HTTP_FLOOR_BIN] [--out FILE]
 """
 import argparse
 import json
@@ -58,69 +59,212 @@ def timed(f):
     return time.perf_counter() - t
 
 
-def latency_api(server, calls):
-    c = anthropic.Anthropic(api_key=server.token("--admin", "--name", "lat"), base_url=server.url, max_retries=0)
-    store = c.beta.memory_stores.create(name="latency").id
-    m = c.beta.memory_stores.memories
-    out = {"create": [], "update": [], "retrieve": []}
-    for i in range(calls):
+OPS = ("create", "update", "retrieve")
+
+
+class SdkDoor:
+    """The API through the pinned SDK's own client."""
+
+    def __init__(self, server):
+        self.c = anthropic.Anthropic(api_key=server.token("--admin", "--name", "lat"), base_url=server.url,
+                                     max_retries=0)
+        self.store = self.c.beta.memory_stores.create(name="latency").id
+
+    def step(self, i):
+        m = self.c.beta.memory_stores.memories
         made = []
-        out["create"].append(timed(lambda: made.append(m.create(store, path=f"/bench/{i}.md", content=f"note {i}\n" * 10))))
+        create = timed(lambda: made.append(m.create(self.store, path=f"/bench/{i}.md", content=f"note {i}\n" * 10)))
         mid = made[0].id
-        out["update"].append(timed(lambda: m.update(mid, memory_store_id=store, content=f"note {i} changed\n" * 10)))
-        out["retrieve"].append(timed(lambda: m.retrieve(mid, memory_store_id=store)))
-    return out
+        update = timed(lambda: m.update(mid, memory_store_id=self.store, content=f"note {i} changed\n" * 10))
+        retrieve = timed(lambda: m.retrieve(mid, memory_store_id=self.store))
+        return create, update, retrieve
+
+    def close(self):
+        pass
 
 
-def latency_raw(server, calls):
-    """The same calls as plain HTTP/1.1 on one kept-alive connection: the
-    door's own cost, without the SDK's client (Python, httpx, pydantic)."""
-    import http.client
-    token = server.token("--admin", "--name", "raw")
-    host, port = server.url.split("//")[1].split(":")
-    conn = http.client.HTTPConnection(host, int(port))
-    auth = {"Authorization": f"Bearer {token}", "Content-Type": "application/json"}
+class HttpClientDoor:
+    """The same requests as plain HTTP/1.1 on one kept-alive connection
+    through the standard library's `http.client` (whose header parsing
+    costs about as much as the whole stdio call)."""
 
-    def call(method, path, body=None):
-        conn.request(method, path, None if body is None else json.dumps(body), auth)
-        r = conn.getresponse()
+    def __init__(self, server):
+        import http.client
+        self.token = server.token("--admin", "--name", "raw")
+        host, port = server.url.split("//")[1].split(":")
+        self.conn = http.client.HTTPConnection(host, int(port))
+        self.auth = {"Authorization": f"Bearer {self.token}", "Content-Type": "application/json"}
+        self.base = f"/v1/memory_stores/{self.call('POST', '/v1/memory_stores', {'name': 'raw'})['id']}/memories"
+
+    def call(self, method, path, body=None):
+        self.conn.request(method, path, None if body is None else json.dumps(body), self.auth)
+        r = self.conn.getresponse()
         data = r.read()
         assert r.status == 200, (r.status, data)
         return json.loads(data)
 
-    store = call("POST", "/v1/memory_stores", {"name": "raw"})["id"]
-    base = f"/v1/memory_stores/{store}/memories"
-    out = {"create": [], "update": [], "retrieve": []}
-    for i in range(calls):
+    def step(self, i):
         made = []
-        out["create"].append(timed(lambda: made.append(
-            call("POST", base, {"path": f"/bench/{i}.md", "content": f"note {i}\n" * 10}))))
+        create = timed(lambda: made.append(
+            self.call("POST", self.base, {"path": f"/bench/{i}.md", "content": f"note {i}\n" * 10})))
         mid = made[0]["id"]
-        out["update"].append(timed(lambda: call("POST", f"{base}/{mid}", {"content": f"note {i} changed\n" * 10})))
-        out["retrieve"].append(timed(lambda: call("GET", f"{base}/{mid}?view=full")))
-    conn.close()
-    return out
+        update = timed(lambda: self.call("POST", f"{self.base}/{mid}", {"content": f"note {i} changed\n" * 10}))
+        retrieve = timed(lambda: self.call("GET", f"{self.base}/{mid}?view=full"))
+        return create, update, retrieve
+
+    def close(self):
+        self.conn.close()
 
 
-def latency_stdio(memfs, data, calls):
-    p = subprocess.Popen([memfs, "--data", str(data), "serve", "--stdio"], stdin=subprocess.PIPE,
-                         stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, text=True, bufsize=1)
-    out = {"create": [], "update": [], "retrieve": []}
+class LeanDoor:
+    """HTTP/1.1 on one kept-alive socket with the least client there can
+    be: the request is bytes built before the clock starts, the answer read
+    to its blank line, then Content-Length bytes; the JSON is parsed after
+    the clock stops. As symmetric with the stdio client (a write, a
+    readline) as a socket allows: the door's own cost."""
 
-    def call(obj):
-        p.stdin.write(json.dumps(obj) + "\n")
-        p.stdin.flush()
-        answer = json.loads(p.stdout.readline())
+    def __init__(self, server):
+        self.connect(server.url, server.token("--admin", "--name", "lean"))
+        status, body = self.exchange(self.request("POST", "/v1/memory_stores", {"name": "lean"}))
+        assert status == 200, body
+        self.base = f"/v1/memory_stores/{json.loads(body)['id']}/memories"
+
+    def connect(self, url, token):
+        import socket
+        host, port = url.split("//")[1].split(":")
+        self.host = f"{host}:{port}"
+        self.head = f"Authorization: Bearer {token}\r\nContent-Type: application/json\r\n"
+        self.sock = socket.create_connection((host, int(port)))
+        self.sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
+        self.buf = b""
+
+    def request(self, method, path, body=None):
+        data = b"" if body is None else json.dumps(body).encode()
+        return (f"{method} {path} HTTP/1.1\r\nHost: {self.host}\r\n{self.head}"
+                f"Content-Length: {len(data)}\r\n\r\n").encode() + data
+
+    def exchange(self, request):
+        self.sock.sendall(request)
+        while b"\r\n\r\n" not in self.buf:
+            self.buf += self.sock.recv(65536)
+        head, _, rest = self.buf.partition(b"\r\n\r\n")
+        length = int(re.search(rb"(?i)\r\ncontent-length: *(\d+)", head).group(1))
+        while len(rest) < length:
+            rest += self.sock.recv(65536)
+        self.buf = rest[length:]
+        return int(head[9:12]), rest[:length]
+
+    def timed_exchange(self, request):
+        t = time.perf_counter()
+        status, body = self.exchange(request)
+        took = time.perf_counter() - t
+        assert status == 200, body
+        return took, body
+
+    def step(self, i):
+        create, body = self.timed_exchange(
+            self.request("POST", self.base, {"path": f"/bench/{i}.md", "content": f"note {i}\n" * 10}))
+        mid = json.loads(body)["id"]
+        update, _ = self.timed_exchange(
+            self.request("POST", f"{self.base}/{mid}", {"content": f"note {i} changed\n" * 10}))
+        retrieve, _ = self.timed_exchange(self.request("GET", f"{self.base}/{mid}?view=full"))
+        return create, update, retrieve
+
+    def close(self):
+        self.sock.close()
+
+
+class FloorDoor(LeanDoor):
+    """The same requests, same client, to `examples/http_floor.rs`: memfs's
+    listener answering a fixed memory with nothing behind it (no token, no
+    store, no disk). What the transport and the listener cost."""
+
+    def __init__(self, floor_bin):
+        self.p = subprocess.Popen([floor_bin, "127.0.0.1:0"], stdout=subprocess.PIPE, text=True)
+        url = re.search(r"listening on (http://\S+)", self.p.stdout.readline()).group(1)
+        self.connect(url, "memfs_" + "0" * 64)
+        self.base = "/v1/memory_stores/memstore_1/memories"
+
+    def step(self, i):
+        create, _ = self.timed_exchange(
+            self.request("POST", self.base, {"path": f"/bench/{i}.md", "content": f"note {i}\n" * 10}))
+        update, _ = self.timed_exchange(
+            self.request("POST", f"{self.base}/mem_1", {"content": f"note {i} changed\n" * 10}))
+        retrieve, _ = self.timed_exchange(self.request("GET", f"{self.base}/mem_1?view=full"))
+        return create, update, retrieve
+
+    def close(self):
+        super().close()
+        self.p.send_signal(signal.SIGTERM)
+        self.p.wait(timeout=30)
+
+
+class StdioDoor:
+    """The memory tool over `memfs serve --stdio` on a data dir of its own,
+    one call at a time: create, str_replace, view."""
+
+    def __init__(self, memfs, data):
+        self.p = subprocess.Popen([memfs, "--data", str(data), "serve", "--stdio"], stdin=subprocess.PIPE,
+                                  stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, text=True, bufsize=1)
+
+    def call(self, obj):
+        self.p.stdin.write(json.dumps(obj) + "\n")
+        self.p.stdin.flush()
+        answer = json.loads(self.p.stdout.readline())
         assert not answer["is_error"], answer
 
-    for i in range(calls):
+    def step(self, i):
         path = f"/memories/bench/{i}.md"
-        out["create"].append(timed(lambda: call({"command": "create", "path": path, "file_text": f"note {i}\n" * 10})))
-        out["update"].append(timed(lambda: call({"command": "str_replace", "path": path, "old_str": f"note {i}\n" * 10, "new_str": f"note {i} changed\n" * 10})))
-        out["retrieve"].append(timed(lambda: call({"command": "view", "path": path})))
-    p.stdin.close()
-    p.wait(timeout=30)
+        create = timed(lambda: self.call({"command": "create", "path": path, "file_text": f"note {i}\n" * 10}))
+        update = timed(lambda: self.call({"command": "str_replace", "path": path, "old_str": f"note {i}\n" * 10,
+                                          "new_str": f"note {i} changed\n" * 10}))
+        retrieve = timed(lambda: self.call({"command": "view", "path": path}))
+        return create, update, retrieve
+
+    def close(self):
+        self.p.stdin.close()
+        self.p.wait(timeout=30)
+
+
+def interleaved(doors, calls, rounds=10):
+    """Each door's calls, in `rounds` turns taken in turn, so that a change
+    of the machine's pace (another process, the disk) falls on every door
+    alike. Returns door -> op -> [seconds]."""
+    out = {name: {op: [] for op in OPS} for name in doors}
+    per = max(1, calls // rounds)
+    i = 0
+    for _ in range(rounds):
+        for name, door in doors.items():
+            for j in range(i, i + per):
+                for op, took in zip(OPS, door.step(j)):
+                    out[name][op].append(took)
+        i += per
     return out
+
+
+def latency(memfs, tmp, calls, peer=None, floor=None):
+    """Every door's latency in one interleaved run: the API (SDK, http.client,
+    lean socket) on one server, each door its own store; the tool over stdio
+    on a data dir of its own; and, with `peer`, the same doors of the peer
+    binary beside them."""
+    bins = {"": memfs} if peer is None else {"": memfs, "peer ": peer}
+    servers, doors = [], {}
+    try:
+        for label, binary in bins.items():
+            s = Server(binary, tmp / f"lat{len(servers)}", "--http-rate", "1000000000", "--http-burst", "1000000000")
+            servers.append(s)
+            doors[f"{label}API (SDK)"] = SdkDoor(s)
+            doors[f"{label}HTTP (http.client)"] = HttpClientDoor(s)
+            doors[f"{label}HTTP (raw)"] = LeanDoor(s)
+            doors[f"{label}stdio"] = StdioDoor(binary, tmp / f"stdio{len(servers)}")
+        if floor is not None:
+            doors["floor: the listener alone"] = FloorDoor(floor)
+        return interleaved(doors, calls)
+    finally:
+        for door in doors.values():
+            door.close()
+        for s in servers:
+            s.stop()
 
 
 def latency_exec(memfs, data, calls):
@@ -248,6 +392,35 @@ def many_stores(memfs, root, n_stores, n_open, seconds):
     return res
 
 
+def latency_table(lat, calls):
+    """One row per door and op: p50, p99 and the ratio of p50 to stdio's."""
+    lines = [
+        "| door | op | p50 ms | p99 ms | p50 / stdio p50 |",
+        "|---|---|---|---|---|",
+    ]
+    for name, ops in lat.items():
+        peer = "peer " if name.startswith("peer ") else ""
+        # (The floor's ratio is to this binary's stdio.)
+        stdio = lat[f"{peer}stdio"]
+        for op in OPS:
+            xs = ops[op]
+            lines.append(f"| {name} | {op} | {ms(pct(xs, 50))} | {ms(pct(xs, 99))} | "
+                         f"{pct(xs, 50) / pct(stdio[op], 50):.2f}x |")
+    lines += [
+        "",
+        f"{calls} of each op through each door, in 10 rounds taken in turn (each door its own store or data dir). "
+        "API (SDK): `client.beta.memory_stores.memories` (create, update with new content, retrieve with content); "
+        "HTTP (http.client): the same requests on one kept-alive connection through Python's `http.client`; "
+        "HTTP (raw): the same requests as bytes built beforehand on one kept-alive socket, the answer read to its "
+        "Content-Length (the door's own cost, as lean a client as the stdio one); "
+        "stdio: the memory tool over `memfs serve --stdio` (create, str_replace, view), one call at a time; "
+        "floor: the same raw requests to examples/http_floor.rs, memfs's listener answering a fixed memory "
+        "with nothing behind it. "
+        "Every write is durable (one journal flush) before it is answered, through every door.",
+    ]
+    return lines
+
+
 def main():
     ap = argparse.ArgumentParser()
     ap.add_argument("memfs")
@@ -255,43 +428,51 @@ def main():
     ap.add_argument("--stores", type=int, default=10000)
     ap.add_argument("--open", type=int, default=1000)
     ap.add_argument("--seconds", type=int, default=10)
+    ap.add_argument("--latency-only", action="store_true", help="only the one-call-at-a-time table")
+    ap.add_argument("--peer", help="another memfs binary whose doors are timed beside, in the same rounds")
+    ap.add_argument("--floor", help="examples/http_floor's binary, timed with the raw client beside the API")
     ap.add_argument("--out")
     a = ap.parse_args()
     with tempfile.TemporaryDirectory() as tmp:
         tmp = pathlib.Path(tmp)
-        s = Server(a.memfs, tmp / "lat", "--http-rate", "1000000000", "--http-burst", "1000000000")
-        try:
-            api = latency_api(s, a.calls)
-            raw = latency_raw(s, a.calls)
-        finally:
-            s.stop()
-        stdio = latency_stdio(a.memfs, tmp / "stdio", a.calls)
-        ex = latency_exec(a.memfs, tmp / "exec", max(10, a.calls // 5))
-        many = many_stores(a.memfs, tmp / "many", a.stores, min(a.open, a.stores), a.seconds)
+        lat = latency(a.memfs, tmp, a.calls, a.peer, a.floor)
+        ex = None if a.latency_only else latency_exec(a.memfs, tmp / "exec", max(10, a.calls // 5))
+        many = None if a.latency_only else many_stores(a.memfs, tmp / "many", a.stores, min(a.open, a.stores),
+                                                        a.seconds)
     cpu = next((l.split(":", 1)[1].strip() for l in open("/proc/cpuinfo") if l.startswith("model name")), "?")
+    command = " ".join(["scripts/bench_http.py"] + sys.argv[1:])
     lines = [
         "# HTTP door benchmarks",
         "",
         f"Machine: {cpu}, {os.cpu_count()} cores, Linux {platform.release()}. "
-        f"Command: `scripts/bench_http.py target/release/memfs --calls {a.calls} --stores {a.stores} --open {a.open} --seconds {a.seconds}`"
+        f"Command: `{command}`"
         f" at {subprocess.run(['git', 'rev-parse', '--short', 'HEAD'], capture_output=True, text=True).stdout.strip()}.",
         "",
-        "## One call at a time: the API with the SDK's client, the tool over stdio, `memfs exec`",
+        "## One call at a time: the API (SDK, http.client, raw HTTP/1.1) beside the tool over stdio",
         "",
-        "| op | API (SDK) p50 ms | API (SDK) p99 ms | HTTP p50 ms | HTTP p99 ms | stdio p50 ms | stdio p99 ms | exec p50 ms | exec p99 ms | API (SDK) / stdio | HTTP / stdio | API (SDK) / exec |",
-        "|---|---|---|---|---|---|---|---|---|---|---|---|",
-    ]
-    for op in ["create", "update", "retrieve"]:
-        A, R, S, E = api[op], raw[op], stdio[op], ex[op]
-        lines.append(f"| {op} | {ms(pct(A, 50))} | {ms(pct(A, 99))} | {ms(pct(R, 50))} | {ms(pct(R, 99))} | "
-                     f"{ms(pct(S, 50))} | {ms(pct(S, 99))} | {ms(pct(E, 50))} | {ms(pct(E, 99))} | "
-                     f"{pct(A, 50) / pct(S, 50):.2f}x | {pct(R, 50) / pct(S, 50):.2f}x | {pct(A, 50) / pct(E, 50):.2f}x |")
+    ] + latency_table(lat, a.calls)
+    if ex is not None:
+        lines += [
+            "",
+            "## One process per call: `memfs exec`",
+            "",
+            "| op | exec p50 ms | exec p99 ms | API (SDK) p50 / exec p50 |",
+            "|---|---|---|---|",
+        ] + [
+            f"| {op} | {ms(pct(ex[op], 50))} | {ms(pct(ex[op], 99))} | "
+            f"{pct(lat['API (SDK)'][op], 50) / pct(ex[op], 50):.2f}x |"
+            for op in OPS
+        ] + [
+            "",
+            f"exec: {max(10, a.calls // 5)} of each, one process per call on a data dir no other memfs owns.",
+        ]
+    if many is None:
+        text = "\n".join(lines)
+        print(text)
+        if a.out:
+            pathlib.Path(a.out).write_text(text + "\n")
+        return
     lines += [
-        "",
-        f"API (SDK): {a.calls} of each through `client.beta.memory_stores.memories` (create, update with new content, retrieve with content); "
-        "HTTP: the same requests as plain HTTP/1.1 on one kept-alive connection (`http.client`), the door's own cost without the SDK's client; "
-        f"stdio: {a.calls} of each (create, str_replace, view) on one `memfs serve --stdio`; exec: {max(10, a.calls // 5)} of each, one process per call on a data dir no other memfs owns. "
-        "Every write is durable (one journal flush) before it is answered, through every door.",
         "",
         f"## {a.stores} stores in one server",
         "",

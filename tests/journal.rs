@@ -736,6 +736,84 @@ fn a_cursor_reads_only_new_rows_and_all_of_them_after_a_rewrite() {
     assert_eq!((ids(&after), after.1), (vec![], false));
 }
 
+/// A follower of the journal takes the frames just appended from memory
+/// (journal/recent.rs), not from the segment: what it has followed is, row
+/// for row, what a reader of the whole history reads from the disk, after
+/// every change, across new segments, compactions and redactions.
+#[test]
+fn a_follower_served_from_memory_reads_what_the_disk_holds() {
+    use memfs::journal::Keep;
+    let dir = tempfile::tempdir().unwrap();
+    let options = memfs::Options {
+        segment_bytes: Some(8 << 10),
+        history_keep: Keep {
+            age: std::time::Duration::from_secs(3600),
+            bytes: 16 << 10,
+        },
+        ..memfs::Options::default()
+    };
+    let memory = memfs::Memory::open(dir.path(), options).unwrap();
+    let history = memory.history();
+    let json = |rows: &[memfs::journal::Row]| {
+        let mut rows: Vec<String> = rows
+            .iter()
+            .map(|r| serde_json::to_string(r).unwrap())
+            .collect();
+        rows.sort();
+        rows
+    };
+    let mut cursor = None;
+    let mut followed: Vec<memfs::journal::Row> = Vec::new();
+    let mut redacted = 0;
+    for i in 0..400u64 {
+        let path = format!("/memories/f{}.md", i % 7);
+        let input = match i % 5 {
+            0 | 1 => {
+                serde_json::json!({"command": "create", "path": path, "file_text": format!("{i}\n").repeat(1 + (i as usize % 40))})
+            }
+            2 => {
+                serde_json::json!({"command": "insert", "path": path, "insert_line": 0, "insert_text": format!("line {i}\n")})
+            }
+            3 => {
+                serde_json::json!({"command": "rename", "old_path": path, "new_path": format!("/memories/g{i}.md")})
+            }
+            _ => {
+                serde_json::json!({"command": "delete", "path": format!("/memories/g{}.md", i - 1)})
+            }
+        };
+        memory.call(&input);
+        if i % 97 == 96 {
+            // A redaction rewrites segments under the follower (of the
+            // newest version no file holds any more).
+            let rows = history.all().unwrap();
+            let gone = rows
+                .iter()
+                .rev()
+                .find(|r| history.redact(r.id(), false).is_ok());
+            redacted += usize::from(gone.is_some());
+        }
+        let (rows, all) = history.rows_after(&mut cursor).unwrap();
+        if all {
+            followed.clear();
+        }
+        followed.extend(rows);
+        assert_eq!(
+            json(&followed),
+            json(&history.all().unwrap()),
+            "after change {i}"
+        );
+    }
+    assert!(redacted > 0);
+    assert!(
+        history
+            .all()
+            .unwrap()
+            .iter()
+            .any(|r| r.pruned || r.op == memfs::journal::Op::Prune),
+        "the history was compacted meanwhile"
+    );
+}
+
 /// A path the checkpoint cannot write holds back nothing else (issue 39:
 /// after a symlink was planted where memfs then made a directory, every
 /// later pass failed at that one file, no other change reached the plain

@@ -3,6 +3,7 @@ streamable HTTP with the official `mcp` client, the bounds (a slow client, a
 flooding one), stores closed when idle and opened again, and a memory's id
 kept across renames and saves made through a real mount beside the server."""
 import json
+import re
 import os
 import shutil
 import socket
@@ -108,6 +109,34 @@ def test_a_slow_client_cannot_hold_the_server(server):
     assert b'"timeout_error"' in answer
     # Nothing half-sent was made.
     assert sdk(server, token).beta.memory_stores.list().data == []
+
+
+def test_a_body_that_comes_late_is_read_whole_and_answered(server):
+    """A request's body is read on its handler's thread when it came with
+    the head; one that comes later is read on, from where it was, without
+    that thread, and the request answered as a whole."""
+    token = server.token("--admin")
+    client = sdk(server, token)
+    store = client.beta.memory_stores.create(name="late").id
+    host, port = urllib.parse.urlparse(server.url).netloc.split(":")
+    s = socket.create_connection((host, int(port)))
+    s.settimeout(10)
+    content = "".join(f"line {i}\n" for i in range(3000))
+    body = json.dumps({"path": "/late.md", "content": content}).encode()
+    s.sendall(b"POST /v1/memory_stores/%s/memories HTTP/1.1\r\nHost: x\r\nAuthorization: Bearer " % store.encode()
+              + token.encode() + b"\r\nContent-Type: application/json\r\nContent-Length: %d\r\n\r\n" % len(body)
+              + body[:7])
+    for i in range(7, len(body), 5000):
+        time.sleep(0.1)
+        s.sendall(body[i:i + 5000])
+    got = b""
+    while b"\r\n\r\n" not in got or len(got.split(b"\r\n\r\n", 1)[1]) < int(
+            re.search(rb"(?i)content-length: *(\d+)", got).group(1)):
+        got += s.recv(65536)
+    s.close()
+    assert got.startswith(b"HTTP/1.1 200"), got
+    made = json.loads(got.split(b"\r\n\r\n", 1)[1])
+    assert client.beta.memory_stores.memories.retrieve(made["id"], memory_store_id=store).content == content
 
 
 @pytest.mark.parametrize("server", [("--http-rate", "1", "--http-burst", "10")], indirect=True)

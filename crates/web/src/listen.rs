@@ -108,29 +108,66 @@ pub fn bind(addr: &str) -> std::io::Result<(TcpListener, SocketAddr)> {
     Ok((listener, local))
 }
 
-/// Reads a body of at most `cap` bytes; one declared larger is not read.
-async fn read_body(
-    body: Incoming,
-    cap: usize,
-    limits: &Limits,
-    declared: Option<u64>,
-) -> Result<Vec<u8>, BodyError> {
-    if declared.is_some_and(|d| d > cap as u64) {
-        return Err(BodyError::TooLarge);
-    }
-    let limited = Limited::new(body, cap);
-    match tokio::time::timeout(limits.body_timeout, limited.collect()).await {
-        Err(_) => Err(BodyError::Timeout),
-        Ok(Err(e))
-            if e.downcast_ref::<http_body_util::LengthLimitError>()
-                .is_some() =>
-        {
-            Err(BodyError::TooLarge)
+/// A body being read, at most `cap` bytes within the body timeout: what
+/// came so far is kept, so that a read can stop at a budget and go on.
+struct Reading {
+    body: Limited<Incoming>,
+    got: Vec<u8>,
+    deadline: tokio::time::Instant,
+    refused: Option<BodyError>,
+}
+
+impl Reading {
+    /// A body of at most `cap` bytes; one declared larger is not read.
+    fn new(body: Incoming, cap: usize, limits: &Limits, declared: Option<u64>) -> Reading {
+        Reading {
+            body: Limited::new(body, cap),
+            got: Vec::new(),
+            deadline: tokio::time::Instant::now() + limits.body_timeout,
+            refused: declared
+                .is_some_and(|d| d > cap as u64)
+                .then_some(BodyError::TooLarge),
         }
-        Ok(Err(_)) => Err(BodyError::Broken),
-        Ok(Ok(collected)) => Ok(collected.to_bytes().to_vec()),
+    }
+
+    /// Reads on until the body ends, it is refused, or `budget` (if given)
+    /// runs out first: then `None`, and a later call goes on from there.
+    async fn more(&mut self, budget: Option<Duration>) -> Option<Result<Vec<u8>, BodyError>> {
+        if let Some(why) = self.refused.take() {
+            return Some(Err(why));
+        }
+        let until = match budget {
+            Some(b) => self.deadline.min(tokio::time::Instant::now() + b),
+            None => self.deadline,
+        };
+        loop {
+            let frame = match tokio::time::timeout_at(until, self.body.frame()).await {
+                Err(_) if until < self.deadline => return None,
+                Err(_) => return Some(Err(BodyError::Timeout)),
+                Ok(frame) => frame,
+            };
+            match frame {
+                None => return Some(Ok(std::mem::take(&mut self.got))),
+                Some(Ok(frame)) => {
+                    if let Ok(data) = frame.into_data() {
+                        self.got.extend_from_slice(&data);
+                    }
+                }
+                Some(Err(e))
+                    if e.downcast_ref::<http_body_util::LengthLimitError>()
+                        .is_some() =>
+                {
+                    return Some(Err(BodyError::TooLarge))
+                }
+                Some(Err(_)) => return Some(Err(BodyError::Broken)),
+            }
+        }
     }
 }
+
+/// How long a request's blocking thread waits for its body before it hands
+/// the read back to the runtime (a body that trickles in holds no thread).
+const BODY_ON_THREAD: Duration = Duration::from_millis(5);
 
 fn failed() -> Response<Body> {
     let mut r = Response::new(Full::new(Bytes::from_static(b"the request failed\n")));
@@ -138,8 +175,23 @@ fn failed() -> Response<Body> {
     r
 }
 
+/// What a request's trip to a blocking thread came back with.
+enum Trip {
+    Answered(Response<Body>),
+    /// The body was not all there within [`BODY_ON_THREAD`]: read on
+    /// here, then answer on a blocking thread.
+    BodyLate(hyper::http::request::Parts, Reading),
+}
+
 /// Serves one request while it holds one of the `slots` (its body unread
-/// until it has one).
+/// until it has one, and until the precheck lets it through). The precheck,
+/// the body's read and the handler take one trip to a blocking thread: the
+/// body is read there through the runtime (it usually came with the head),
+/// so that a request costs one handoff between threads each way, not two
+/// (on an idle machine each wake of a sleeping thread costs tens of
+/// microseconds: docs/BENCHMARKS-HTTP.md). A body not there within
+/// [`BODY_ON_THREAD`] is read on the runtime, holding no blocking thread,
+/// and the handler takes a second trip.
 async fn serve_one(
     handler: Arc<Handler>,
     precheck: Option<Arc<Precheck>>,
@@ -150,30 +202,41 @@ async fn serve_one(
     let Ok(_slot) = slots.acquire_owned().await else {
         return Ok(failed());
     };
-    let (parts, body) = req.into_parts();
-    let (parts, cap) = match precheck {
-        None => (parts, limits.max_body),
-        Some(check) => {
-            let mut parts = parts;
-            let checked = tokio::task::spawn_blocking(move || {
-                let answer = check(&mut parts);
-                (parts, answer)
-            })
-            .await;
-            match checked {
-                Ok((_, Err(answer))) => return Ok(*answer),
-                Ok((parts, Ok(cap))) => (parts, cap.min(limits.max_body)),
-                Err(_) => return Ok(failed()),
+    let runtime = tokio::runtime::Handle::current();
+    let first = {
+        let handler = handler.clone();
+        tokio::task::spawn_blocking(move || {
+            let (mut parts, body) = req.into_parts();
+            let cap = match precheck {
+                None => limits.max_body,
+                Some(check) => match check(&mut parts) {
+                    Err(answer) => return Trip::Answered(*answer),
+                    Ok(cap) => cap.min(limits.max_body),
+                },
+            };
+            let declared = parts
+                .headers
+                .get("content-length")
+                .and_then(|v| v.to_str().ok())
+                .and_then(|v| v.parse::<u64>().ok());
+            let mut reading = Reading::new(body, cap, &limits, declared);
+            // (The connection's task feeds the body meanwhile: it is not
+            // waiting on this thread.)
+            match runtime.block_on(reading.more(Some(BODY_ON_THREAD))) {
+                Some(body) => Trip::Answered(handler(parts, body)),
+                None => Trip::BodyLate(parts, reading),
             }
-        }
+        })
+        .await
     };
-    let declared = parts
-        .headers
-        .get("content-length")
-        .and_then(|v| v.to_str().ok())
-        .and_then(|v| v.parse::<u64>().ok());
-    let body = read_body(body, cap, &limits, declared).await;
-    let answered = tokio::task::spawn_blocking(move || handler(parts, body)).await;
+    let answered = match first {
+        Ok(Trip::Answered(r)) => Ok(r),
+        Ok(Trip::BodyLate(parts, mut reading)) => {
+            let body = reading.more(None).await.unwrap_or(Err(BodyError::Timeout));
+            tokio::task::spawn_blocking(move || handler(parts, body)).await
+        }
+        Err(e) => Err(e),
+    };
     Ok(answered.unwrap_or_else(|_| failed()))
 }
 

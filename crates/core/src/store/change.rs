@@ -2,6 +2,7 @@
 //! kernel may have cached of it, and the ticket that tells its author when
 //! every sink (the persister, the mount's cache invalidator) is done with it.
 
+use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Arc;
 use std::time::SystemTime;
 
@@ -167,6 +168,9 @@ pub trait ChangeSink: Send + Sync {
 #[derive(Clone, Debug, Default)]
 pub struct Ticket {
     parts: Vec<Arc<Part>>,
+    /// Moved up to the change's number when a wait finds every part kept
+    /// (see [`Ticket::marking`]).
+    mark: Option<(Arc<AtomicU64>, u64)>,
 }
 
 struct Part {
@@ -204,6 +208,7 @@ impl Ticket {
     pub fn pending() -> Self {
         Ticket {
             parts: vec![Arc::new(Part::new(None))],
+            mark: None,
         }
     }
 
@@ -212,6 +217,7 @@ impl Ticket {
     pub fn pending_helped(helper: Helper) -> Self {
         Ticket {
             parts: vec![Arc::new(Part::new(Some(helper)))],
+            mark: None,
         }
     }
 
@@ -223,6 +229,16 @@ impl Ticket {
     /// One ticket for both promises.
     pub fn and(mut self, other: Ticket) -> Ticket {
         self.parts.extend(other.parts);
+        self.mark = self.mark.or(other.mark);
+        self
+    }
+
+    /// A wait that finds this ticket kept moves `mark` up to `seq`: the
+    /// store's record of how far the journal is known to hold its changes,
+    /// so that the next answer read from the history needs no barrier of
+    /// its own when nothing changed since (see `Store::catch_up`).
+    pub fn marking(mut self, mark: &Arc<AtomicU64>, seq: u64) -> Ticket {
+        self.mark = Some((Arc::clone(mark), seq));
         self
     }
 
@@ -252,6 +268,9 @@ impl Ticket {
             if let Some(Err(e)) = slot.as_ref() {
                 result = result.and(Err(e.clone()));
             }
+        }
+        if let (Ok(()), Some((mark, seq))) = (&result, &self.mark) {
+            mark.fetch_max(*seq, Ordering::AcqRel);
         }
         result
     }

@@ -81,8 +81,10 @@ pub struct Store {
     /// How far the tree has followed a shared store (see `follow.rs`).
     followed: std::sync::atomic::AtomicU64,
     /// The change number through which the journal is known to hold every
-    /// change (see `Store::catch_up`).
-    caught_up: std::sync::atomic::AtomicU64,
+    /// change (see `Store::catch_up`): moved by a barrier, and by the wait
+    /// of any change's ticket that settled well (the journal takes changes
+    /// in the order they were made, so all before it are in too).
+    caught_up: Arc<std::sync::atomic::AtomicU64>,
     /// Since when a shared store's database has not answered (seconds
     /// since the epoch; 0 while it answers).
     unreachable_since: std::sync::atomic::AtomicU64,
@@ -315,7 +317,7 @@ impl Store {
         for observer in self.observers.read().iter() {
             ticket = ticket.and(observer.submit(&change));
         }
-        ticket
+        ticket.marking(&self.caught_up, seq)
     }
 }
 

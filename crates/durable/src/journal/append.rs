@@ -79,6 +79,11 @@ impl Core {
             return Err(Failure::Unconfirmed(e));
         }
         appended(st, &header, number, bytes.len() as u64, batch);
+        let rows = header.changes.into_iter().flat_map(|c| c.rows).collect();
+        let rewrites = self.upkeep.rewrites.load(Ordering::SeqCst);
+        st.log
+            .recent
+            .push(rewrites, number, end, end + bytes.len() as u64, rows);
         Ok(body_at)
     }
 

@@ -315,6 +315,11 @@ impl History {
                     if from >= seg.bytes {
                         continue;
                     }
+                    // (The frames just written, from memory when all are kept.)
+                    if let Some(rows) = st.log.recent.rows(rewrites, n, from, seg.bytes) {
+                        out.extend(rows);
+                        continue;
+                    }
                     segment::read_from(&sh.dir, n, from, Some(seg.bytes), false, &mut |frame| {
                         out.extend(frame.header.changes.into_iter().flat_map(|c| c.rows));
                         Ok(())

@@ -38,6 +38,7 @@ mod in_flight;
 mod keep_theirs;
 mod migrate;
 mod owed;
+mod recent;
 mod record;
 mod refusal;
 mod retention;

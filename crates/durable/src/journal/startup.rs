@@ -127,6 +127,7 @@ fn empty_state(origin: String) -> State {
             checkpoint_written: 0,
             deferred: None,
             stuck_written: Vec::new(),
+            recent: Default::default(),
         },
         follow: 0,
         own: Default::default(),

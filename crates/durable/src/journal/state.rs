@@ -80,6 +80,8 @@ pub struct Log {
     pub deferred: Option<super::deferred::Deferred>,
     /// The stuck paths the last checkpoint written says (`Header::stuck`).
     pub stuck_written: Vec<String>,
+    /// The rows of the last frames appended (see `recent.rs`).
+    pub recent: super::recent::Recent,
 }
 
 pub struct State {
