@@ -479,7 +479,7 @@ impl Filesystem for MemFs {
         let from = listing.index.min(listing.entries.len());
         for (i, e) in listing.entries.iter().enumerate().skip(from) {
             let next = listing.offset_after(i);
-            if reply.add(INodeNo(e.info.ino), next, file_type(e.info.kind), &e.name) {
+            if reply.add(INodeNo(e.ino), next, file_type(e.kind), &e.name) {
                 break;
             }
         }
@@ -507,7 +507,11 @@ impl Filesystem for MemFs {
         let mut handed = Vec::new();
         self.store.with_infos(|current| {
             for (i, e) in listing.entries.iter().enumerate().skip(from) {
-                let info = current(e.info.ino).unwrap_or_else(|| e.info.clone());
+                // (A node gone since the snapshot is not handed out: the
+                // kernel would hold an inode memfs no longer has.)
+                let Some(info) = current(e.ino) else {
+                    continue;
+                };
                 if reply.add(
                     INodeNo(info.ino),
                     listing.offset_after(i),
@@ -520,13 +524,11 @@ impl Filesystem for MemFs {
                 }
                 // The kernel takes a reference on every entry but `.` and `..`.
                 if e.name != "." && e.name != ".." {
-                    handed.push(e.info.ino);
+                    handed.push(e.ino);
                 }
             }
         });
-        for ino in handed {
-            self.store.pin(ino, 1);
-        }
+        self.store.pin_each(&handed);
         reply.ok();
     }
 

@@ -11,17 +11,22 @@
 //! on at its offset through its own handle, which never read a listing
 //! from memfs.
 //!
-//! The newest [`KEPT`] listings are kept (a reader that goes on in one
-//! older than that gets a fresh listing from its place on, which is the
-//! best that can be done).
+//! The newest [`KEPT`] listings are kept, holding at most
+//! [`KEPT_ENTRIES`] entries in all (a reader that goes on in one older
+//! than that gets a fresh listing from its place on, which is the best
+//! that can be done). The bound by entries keeps a few listings of a huge
+//! directory from holding gigabytes.
 
 use std::collections::VecDeque;
 use std::sync::Arc;
 
 use crate::lock::{rank, Mutex};
 
-/// Listings kept for readers that go on at an offset.
+/// Listings kept for readers that go on at an offset...
 pub const KEPT: usize = 64;
+/// ...and the entries they hold in all (the newest listing is kept
+/// whatever its size).
+pub const KEPT_ENTRIES: usize = 1 << 20;
 
 /// The low bits of an offset: one more than the index of the entry it
 /// follows (0 is where every listing starts).
@@ -38,6 +43,8 @@ pub struct Listings<T> {
 struct Inner<T> {
     last_id: u32,
     kept: VecDeque<(u32, Arc<Vec<T>>)>,
+    /// The entries of the listings kept.
+    entries: usize,
 }
 
 impl<T> Default for Listings<T> {
@@ -48,6 +55,7 @@ impl<T> Default for Listings<T> {
                 Inner {
                     last_id: 0,
                     kept: VecDeque::new(),
+                    entries: 0,
                 },
             ),
         }
@@ -90,13 +98,21 @@ impl<T> Listings<T> {
             }
         }
         let entries = Arc::new(take()?);
+        let mut dropped = Vec::new();
         let mut inner = self.inner.lock();
         inner.last_id = (inner.last_id % ID_MASK) + 1;
         let id = inner.last_id;
-        if inner.kept.len() == KEPT {
-            inner.kept.pop_front();
-        }
+        inner.entries += entries.len();
         inner.kept.push_back((id, entries.clone()));
+        while inner.kept.len() > KEPT || (inner.entries > KEPT_ENTRIES && inner.kept.len() > 1) {
+            if let Some((_, gone)) = inner.kept.pop_front() {
+                inner.entries -= gone.len();
+                dropped.push(gone);
+            }
+        }
+        drop(inner);
+        // (A big listing is freed after the lock is let go.)
+        drop(dropped);
         Ok(From { id, entries, index })
     }
 }
@@ -138,6 +154,25 @@ mod tests {
             .unwrap();
         assert_ne!(on.id, first.id);
         assert_eq!(on.entries[on.index], "b");
+    }
+
+    #[test]
+    fn listings_kept_hold_at_most_kept_entries_in_all_but_the_newest_stays() {
+        let l = Listings::<u8>::default();
+        let big = KEPT_ENTRIES / 3 + 1;
+        let ids: Vec<u32> = (0..3)
+            .map(|_| l.at::<()>(0, || Ok(vec![0; big])).unwrap().id)
+            .collect();
+        // Three would be over the bound: the oldest went.
+        let kept: Vec<u32> = l.inner.lock().kept.iter().map(|(id, _)| *id).collect();
+        assert_eq!(kept, ids[1..]);
+        assert_eq!(l.inner.lock().entries, 2 * big);
+        // One listing over the bound by itself is kept alone.
+        let huge = l.at::<()>(0, || Ok(vec![0; KEPT_ENTRIES + 1])).unwrap();
+        let kept: Vec<u32> = l.inner.lock().kept.iter().map(|(id, _)| *id).collect();
+        assert_eq!(kept, [huge.id]);
+        let on = l.at::<()>(huge.offset_after(5), || panic!("kept")).unwrap();
+        assert_eq!(on.index, 6);
     }
 
     #[test]

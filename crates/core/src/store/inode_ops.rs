@@ -8,7 +8,7 @@ use std::time::SystemTime;
 
 use super::change::{ChangeOp, Meta, Origin, Touched};
 use super::recover::subtree_ops;
-use super::tree::{Attr, Ino, NodeKind, Tree, ROOT_INO};
+use super::tree::{Attr, Ino, Node, NodeKind, Tree, ROOT_INO};
 use super::{write_ops, Growth, Store};
 use crate::error::Error;
 use crate::path::MemPath;
@@ -44,11 +44,14 @@ pub enum InfoKind {
     Special(u32),
 }
 
-/// One entry of a directory listing, with what `stat` would show of it.
+/// One entry of a directory listing: its name, inode and kind, what a
+/// listing hands out (attributes are read for the entries of each reply
+/// as it is sent: a listing of N entries reads no node's size or times).
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct DirEntry {
     pub name: String,
-    pub info: NodeInfo,
+    pub ino: Ino,
+    pub kind: InfoKind,
 }
 
 /// What to make with [`Store::make_node`].
@@ -87,14 +90,19 @@ pub struct SetAttr {
     pub mtime: Option<SystemTime>,
 }
 
-fn info(tree: &Tree, ino: Ino) -> Result<NodeInfo, Error> {
-    let node = tree.get(ino).ok_or(Error::NotFound)?;
-    let (kind, rdev) = match node.kind {
+/// A node's kind as a listing says it, and its device number.
+fn kind_of(node: &Node) -> (InfoKind, u32) {
+    match node.kind {
         NodeKind::File(_) => (InfoKind::File, 0),
         NodeKind::Dir(_) => (InfoKind::Dir, 0),
         NodeKind::Symlink(_) => (InfoKind::Symlink, 0),
         NodeKind::Special { format, rdev } => (InfoKind::Special(format), rdev),
-    };
+    }
+}
+
+fn info(tree: &Tree, ino: Ino) -> Result<NodeInfo, Error> {
+    let node = tree.get(ino).ok_or(Error::NotFound)?;
+    let (kind, rdev) = kind_of(node);
     Ok(NodeInfo {
         ino,
         kind,
@@ -194,32 +202,32 @@ impl Store {
         }
     }
 
-    /// A directory's entries, `.` and `..` first, in one lock.
+    /// A directory's entries, `.` and `..` first, in one lock: a name, an
+    /// inode and a kind each (one lookup of each child; its attributes are
+    /// for [`Store::with_infos`] when they are sent).
     pub fn read_dir(&self, dir: Ino) -> Result<Vec<DirEntry>, Error> {
         let tree = self.read_tree();
         dir_of(&tree, dir)?;
         let parent = tree.node(dir).links.first().map_or(ROOT_INO, |(p, _)| *p);
-        let mut out = vec![
-            DirEntry {
-                name: ".".into(),
-                info: info(&tree, dir)?,
-            },
-            DirEntry {
-                name: "..".into(),
-                info: info(
-                    &tree,
-                    if tree.get(parent).is_some() {
-                        parent
-                    } else {
-                        dir
-                    },
-                )?,
-            },
-        ];
-        for (name, &child) in tree.children(dir).into_iter().flatten() {
+        let parent = match tree.get(parent) {
+            Some(_) => parent,
+            None => dir,
+        };
+        let children = tree.children(dir);
+        let mut out = Vec::with_capacity(2 + children.map_or(0, |c| c.len()));
+        for (name, ino) in [(".", dir), ("..", parent)] {
+            out.push(DirEntry {
+                name: name.into(),
+                ino,
+                kind: InfoKind::Dir,
+            });
+        }
+        for (name, &child) in children.into_iter().flatten() {
+            let (kind, _) = kind_of(tree.get(child).ok_or(Error::NotFound)?);
             out.push(DirEntry {
                 name: name.clone(),
-                info: info(&tree, child)?,
+                ino: child,
+                kind,
             });
         }
         Ok(out)

@@ -14,6 +14,18 @@ impl Store {
         }
     }
 
+    /// The kernel took one more reference on each of `inos` (the entries of
+    /// a `readdirplus` reply): one lock for all of them.
+    pub fn pin_each(&self, inos: &[Ino]) {
+        if inos.is_empty() {
+            return;
+        }
+        let mut pins = self.pins.lock();
+        for &ino in inos {
+            *pins.entry(ino).or_insert(0) += 1;
+        }
+    }
+
     /// The kernel dropped `n` references; an orphan nobody holds is dropped.
     pub fn unpin(&self, ino: Ino, n: u64) {
         let released = {
