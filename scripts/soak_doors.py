@@ -17,6 +17,14 @@ against what that thread knows it wrote:
          hidden temp file, fsync, os.replace), in-place rewrite, append,
          read back, rename, delete, listdir
   log    `memfs log`, `memfs log PATH`, `memfs log --json PATH`: exit 0
+  mcp    the memory tool over MCP's streamable HTTP (`POST /mcp?store=ID`),
+         one session for the run, as clients keep one: create, str_replace,
+         view (checked line by line), delete
+  search a memory with a new word through the API, then `GET .../search`
+         for it at once (a search catches up first: it must be found) and
+         for a word written earlier and still live; the oldest deleted past
+         20 (the index takes new files and deletions, and closes and opens
+         again when idle, the whole run)
 
 Every SAMPLE_EVERY seconds it samples VmRSS of the server, the mount process
 and the stdio process, the bytes of ROOT/ID/.memfs/journal and of the plain
@@ -25,9 +33,13 @@ files, and prints one line to stderr. The server runs with a small
 
 At the end it stops everything cleanly (umount, close the agent's stdin,
 SIGTERM the server), checks that the plain files on disk are what the doors
-wrote, and judges flatness: the max over the last third of the samples
-against the max over the middle third (thresholds below). Exit 0 when all
-is well, 1 otherwise.
+wrote, and judges flatness (--flatness): for runs from 5 minutes, the max
+over the last third of the samples against the max over the middle third
+(thresholds below); for runs from 30 minutes, each process's RSS from
+--judge-after (600 s) to the end against its median over the minute after
+it, at most --rss-growth (2 MiB) more, the journal and the search index by
+thirds; below 5 minutes (CI's short run) no flatness, errors and the final
+files only. Exit 0 when all is well, 1 otherwise.
 
 Errors tolerated (counted, not failures):
   * HTTP 503 with Retry-After: documented as transient (a short-lived owner
@@ -43,7 +55,8 @@ OSError in the mount, a non-zero `memfs log`, a content/listing mismatch, a
 timeout) is an error, and any error fails the run.
 
 usage: soak_doors.py [--seconds N] [--json OUT] [--seed N] [--history-keep AGE,SIZE]
-                     [--tolerate-id-change] [--keep-tmp] [--wait-bin S]
+                     [--sample-every S] [--flatness auto|thirds|after|off] [--judge-after S]
+                     [--rss-growth BYTES] [--tolerate-id-change] [--keep-tmp] [--wait-bin S]
 env:   MEMFS_BIN (default target/release/memfs of this repository)
 Python 3 stdlib only. Needs root (FUSE mount) and /dev/fuse.
 """
@@ -817,6 +830,162 @@ def log_door(ctx, door, rng):
             door.error("unexpected", traceback.format_exc(limit=3).strip().replace("\n", " | "))
 
 
+# ---- the MCP door (the memory tool over the server's streamable HTTP) -------------------
+
+class Mcp:
+    """One MCP session on `POST /mcp?store=ID`, as a client keeps it: opened
+    once with `initialize`, every tool call in it."""
+
+    def __init__(self, ctx, door):
+        self.ctx = ctx
+        self.door = door
+        self.conn = None
+        self.session = None
+        self.next_id = 0
+
+    def post(self, message):
+        headers = {"Authorization": f"Bearer {self.ctx.token}", "Content-Type": "application/json",
+                   "Accept": "application/json, text/event-stream"}
+        if self.session:
+            headers["Mcp-Session-Id"] = self.session
+        try:
+            if self.conn is None:
+                self.conn = http.client.HTTPConnection("127.0.0.1", self.ctx.port, timeout=CALL_TIMEOUT)
+            self.conn.request("POST", f"/mcp?store={self.ctx.store_id}", body=json.dumps(message).encode(),
+                              headers=headers)
+            resp = self.conn.getresponse()
+            raw = resp.read()
+        except (OSError, http.client.HTTPException) as e:
+            self.conn = None
+            raise OpError(f"POST /mcp: transport: {type(e).__name__}: {e}")
+        if resp.status not in (200, 202):
+            raise OpError(f"POST /mcp {message.get('method')}: HTTP {resp.status} {raw[:300]!r}")
+        return resp, raw
+
+    def request(self, method, params):
+        self.next_id += 1
+        resp, raw = self.post({"jsonrpc": "2.0", "id": self.next_id, "method": method, "params": params})
+        doc = json.loads(raw)
+        if "error" in doc:
+            raise OpError(f"{method}: {doc['error']}")
+        return resp, doc["result"]
+
+    def open(self):
+        resp, _ = self.request("initialize", {"protocolVersion": "2025-06-18", "capabilities": {},
+                                              "clientInfo": {"name": "soak", "version": "1"}})
+        self.session = resp.getheader("Mcp-Session-Id")
+        if not self.session:
+            raise OpError("initialize answered no Mcp-Session-Id")
+        self.post({"jsonrpc": "2.0", "method": "notifications/initialized"})
+
+    def tool(self, arguments):
+        """The memory tool's text, or OpError when it says isError."""
+        _, result = self.request("tools/call", {"name": "memory", "arguments": arguments})
+        text = "".join(c.get("text", "") for c in result.get("content", []))
+        if result.get("isError"):
+            raise OpError(f"{arguments['command']} {arguments.get('path', '')}: {text[:300]}")
+        return text
+
+
+def mcp_door(ctx, door, rng):
+    """The memory tool over MCP in one session, on its own paths: create,
+    str_replace, view (each line checked), delete."""
+    mcp = Mcp(ctx, door)
+    if not timed(door, "initialize", mcp.open):
+        return
+    paths = [f"/memories/mcp/m{i:02d}.md" for i in range(N_PATHS)]
+    state = ctx.mcp_state  # path -> content
+    while not ctx.stop.is_set():
+        path = rng.choice(paths)
+        have = state.get(path)
+        roll = rng.random()
+        try:
+            if have is None:
+                text = text_of(rng, 200, 2000, f"mcp {path}")
+                if timed(door, "create", mcp.tool, {"command": "create", "path": path, "file_text": text}):
+                    state[path] = text
+            elif roll < 0.5:
+                lines = split_lines(have)
+                old = rng.choice(lines).rstrip("\n") if lines else ""
+                if not old or have.count(old) != 1:
+                    continue
+                new = f"{old} {rng.choice(WORDS)}"
+                if timed(door, "str_replace", mcp.tool,
+                         {"command": "str_replace", "path": path, "old_str": old, "new_str": new}):
+                    state[path] = have.replace(old, new)
+            elif roll < 0.9:
+                def view(path=path, have=have):
+                    got = mcp.tool({"command": "view", "path": path})
+                    # The view numbers each line: every line written is there, in order.
+                    shown = [line.split("\t", 1)[1] if "\t" in line else line
+                             for line in got.splitlines()[1:]]
+                    if shown != split_lines(have):
+                        raise OpError(f"view {path}: {got[:200]!r} is not what was written")
+                timed(door, "view", view)
+            else:
+                if timed(door, "delete", mcp.tool, {"command": "delete", "path": path}):
+                    del state[path]
+        except Exception:
+            door.error("unexpected", traceback.format_exc(limit=3).strip().replace("\n", " | "))
+        ctx.stop.wait(rng.uniform(*PACE))
+
+
+# ---- the search door (the API's search, memfs' own extension) ---------------------------
+
+SEARCH_EVERY = 1.0     # seconds between a new word and its search
+SEARCH_KEPT = 20       # memories with a word kept live (the oldest goes past it)
+
+
+def search_door(ctx, door, rng):
+    """Writes a memory holding a new word through the API, then searches for
+    it at once (a search catches up first: it must be found) and for a
+    word written earlier that is still live; the oldest is deleted past
+    SEARCH_KEPT. So the index takes new files, deletions, and its own
+    closing and opening when idle, the whole run."""
+    api = Api(ctx.port, ctx.token, door)
+    base = f"/v1/memory_stores/{ctx.store_id}"
+    live = collections.deque()  # (word, id)
+    n = 0
+
+    def found(word, path):
+        for _ in range(3):
+            got = api.call("GET", f"{base}/search", query={"q": word})
+            if not got.get("cut"):
+                break
+            # Documented: a search still running at its deadline (500 ms)
+            # answers what it found, marked cut; on a loaded machine, again.
+            door.tolerate("search cut at its deadline (asked again)")
+        paths = [hit["path"] for hit in got.get("data", [])]
+        if path not in paths:
+            raise OpError(f"search {word}: {path} not in {paths[:5]} (cut: {bool(got.get('cut'))})")
+
+    while not ctx.stop.is_set():
+        n += 1
+        word = "".join(rng.choice("bcdfghjklmnpqrstvwxz") for _ in range(10))
+        path = f"/search/w{n:06d}.md"
+        made = {}
+
+        def create(word=word, path=path):
+            made.update(api.call("POST", f"{base}/memories",
+                                 {"path": path, "content": f"a note about {word}\n"}))
+
+        try:
+            if timed(door, "create", create):
+                live.append((word, made["id"], path))
+                timed(door, "search_new", found, word, path)
+            if len(live) > 1:
+                old_word, _, old_path = live[rng.randrange(len(live) - 1)]
+                timed(door, "search_old", found, old_word, old_path)
+            if len(live) > SEARCH_KEPT:
+                _, gone, _ = live.popleft()
+                timed(door, "delete", api.call, "DELETE", f"{base}/memories/{gone}")
+        except Exception:
+            door.error("unexpected", traceback.format_exc(limit=3).strip().replace("\n", " | "))
+        ctx.stop.wait(SEARCH_EVERY)
+    ctx.search_live = {p: f"a note about {w}\n".encode() for w, _, p in live}
+    api.close()
+
+
 # ---- processes, sampling ----------------------------------------------------------------
 
 def vm_rss(pid):
@@ -879,6 +1048,7 @@ class Ctx:
         self.server = self.mount = self.stdio_proc = self.stdio = None
         self.port = self.token = self.store_id = self.data = self.journal_dir = None
         self.http_state, self.agent_state, self.person_state = {}, {}, {}
+        self.mcp_state, self.search_live = {}, {}
         self.log_rows = None
         self.notes = []
         self.threads = []
@@ -974,6 +1144,7 @@ def start(ctx):
 def sample(ctx, t0):
     j, jf = tree_bytes(os.path.join(ctx.data, ".memfs", "journal"))
     p, pf = tree_bytes(os.path.join(ctx.data, "memories"))
+    ix, _ = tree_bytes(os.path.join(ctx.data, ".memfs", "search"))
     s = {
         "t": round(time.monotonic() - t0, 1),
         "server_rss": vm_rss(ctx.server.pid),
@@ -983,12 +1154,14 @@ def sample(ctx, t0):
         "journal_files": jf,
         "plain_bytes": p,
         "plain_files": pf,
+        "index_bytes": ix,
         "log_rows": ctx.log_rows,
         "ops": {d.name: d.total_ops() for d in ctx.doors},
         "errors": sum(d.total_errors() for d in ctx.doors),
     }
     log(f"[{s['t']:6.0f}s] rss server={mib(s['server_rss'])} mount={mib(s['mount_rss'])} "
-        f"stdio={mib(s['stdio_rss'])}  journal={mib(j)} ({jf} files)  plain={p / 1024:.0f}KiB ({pf} files)  "
+        f"stdio={mib(s['stdio_rss'])}  journal={mib(j)} ({jf} files)  index={mib(ix)}  "
+        f"plain={p / 1024:.0f}KiB ({pf} files)  "
         f"log_rows={s['log_rows']}  ops " + " ".join(f"{k}={v}" for k, v in s["ops"].items())
         + f"  errors={s['errors']}")
     return s
@@ -1090,6 +1263,29 @@ def judge(samples, key, frac, slack):
     return out
 
 
+def judge_after(samples, key, after, growth):
+    """For an hour's run: the max of a series from `after` seconds to the end
+    against its median over the minute from `after` on (the caches warm,
+    the journal filled to its retention); at most `growth` more."""
+    vals = [(x["t"], x[key]) for x in samples]
+    out = {"first": vals[0][1] if vals else None, "final": vals[-1][1] if vals else None}
+    if any(v is None for _, v in vals):
+        out.update(ok=False, why=f"{key}: the process was gone at some sample")
+        return out
+    base = [v for t, v in vals if after <= t <= after + 60]
+    late = [v for t, v in vals if t >= after]
+    if len(base) < 3 or len(late) < MIN_SAMPLES:
+        out.update(ok=False, why=f"{key}: too few samples after {after:.0f} s: run longer")
+        return out
+    med = sorted(base)[len(base) // 2]
+    top = max(late)
+    out.update(mid=med, last=top, max=max(v for _, v in vals), limit=int(med + growth), ok=top <= med + growth)
+    if not out["ok"]:
+        out["why"] = (f"{key} grew: max after {after:.0f} s {mib(top)} > {mib(med)} (median over "
+                      f"{after:.0f}-{after + 60:.0f} s) + {mib(growth)}")
+    return out
+
+
 def final_state_check(ctx, failures):
     """After a clean stop the plain files are current: they must be what the
     doors last wrote."""
@@ -1123,6 +1319,8 @@ def final_state_check(ctx, failures):
     compare(d["http"], "http", {p[len("/http/"):]: v[1].encode() for p, v in ctx.http_state.items()})
     compare(d["stdio"], "agent", {p[len("/memories/agent/"):]: v.encode() for p, v in ctx.agent_state.items()})
     compare(d["mount"], "person", dict(ctx.person_state))
+    compare(d["mcp"], "mcp", {p[len("/memories/mcp/"):]: v.encode() for p, v in ctx.mcp_state.items()})
+    compare(d["search"], "search", {p[len("/search/"):]: v for p, v in ctx.search_live.items()})
     # And the history still reads once no memfs runs.
     r = subprocess.run(ctx.memfs_data("log"), capture_output=True, timeout=120)
     rows = r.stdout.count(b"\n")
@@ -1204,6 +1402,13 @@ def main():
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     ap.add_argument("--seconds", type=float, default=600, help="how long to drive the doors (600)")
     ap.add_argument("--json", metavar="OUT", help="write the summary as JSON here")
+    ap.add_argument("--sample-every", type=float, default=SAMPLE_EVERY, help=f"seconds between samples ({SAMPLE_EVERY:.0f})")
+    ap.add_argument("--flatness", choices=["auto", "thirds", "after", "off"], default="auto",
+                    help="how growth is judged: the last third against the middle one, or (an hour's run) "
+                         "from --judge-after on against the minute after it; auto: after from 30 min, thirds "
+                         "from 5 min, off below (a short run judges errors and the final files only)")
+    ap.add_argument("--judge-after", type=float, default=600, help="seconds of warm-up before growth counts (600)")
+    ap.add_argument("--rss-growth", type=float, default=2 << 20, help="bytes of RSS growth allowed after it (2 MiB)")
     ap.add_argument("--seed", type=int, default=None, help="random seed (printed)")
     ap.add_argument("--history-keep", default=HISTORY_KEEP, help=f"retention for every memfs ({HISTORY_KEEP})")
     ap.add_argument("--tolerate-id-change", action="store_true",
@@ -1228,7 +1433,7 @@ def main():
         signal.signal(sig, on_term)
 
     ctx = Ctx(args, memfs, version)
-    ctx.doors = [Door("http"), Door("stdio"), Door("mount"), Door("log")]
+    ctx.doors = [Door("http"), Door("stdio"), Door("mount"), Door("log"), Door("mcp"), Door("search")]
     ctx.doors[0].tolerate_id_change = args.tolerate_id_change
     failures = []
     samples = []
@@ -1237,7 +1442,8 @@ def main():
     report = None
     try:
         start(ctx)
-        bodies = {"http": http_door, "stdio": stdio_door, "mount": mount_door, "log": log_door}
+        bodies = {"http": http_door, "stdio": stdio_door, "mount": mount_door, "log": log_door,
+                  "mcp": mcp_door, "search": search_door}
         t0 = time.monotonic()
         for k, door in enumerate(ctx.doors):
             t = threading.Thread(target=bodies[door.name], args=(ctx, door, random.Random(seed + k)),
@@ -1247,7 +1453,7 @@ def main():
         for t in ctx.threads:
             t.start()
         end = t0 + args.seconds
-        next_sample = t0 + SAMPLE_EVERY
+        next_sample = t0 + args.sample_every
         while True:
             now = time.monotonic()
             if now >= end:
@@ -1258,7 +1464,7 @@ def main():
                     raise RuntimeError(f"the {name} process exited early with {proc.returncode}")
             if time.monotonic() >= next_sample - 0.01:
                 samples.append(sample(ctx, t0))
-                next_sample += SAMPLE_EVERY
+                next_sample += args.sample_every
         if time.monotonic() - t0 - samples[-1]["t"] >= 3:
             samples.append(sample(ctx, t0))
     except KeyboardInterrupt as e:
@@ -1294,15 +1500,19 @@ def main():
             except Exception as e:
                 failures.append(f"final state check failed: {type(e).__name__}: {e}")
         series = {}
-        if samples:
+        flatness = args.flatness
+        if flatness == "auto":
+            flatness = "after" if args.seconds >= 1800 else "thirds" if args.seconds >= 300 else "off"
+        if samples and flatness != "off":
             for key in ("server_rss", "mount_rss", "stdio_rss"):
-                series[key] = judge(samples, key, RSS_GROWTH_FRAC, RSS_GROWTH_SLACK)
-            series["journal_bytes"] = judge(samples, "journal_bytes", JOURNAL_GROWTH_FRAC, JOURNAL_GROWTH_SLACK)
-            series["plain_bytes"] = judge(samples, "plain_bytes", JOURNAL_GROWTH_FRAC, JOURNAL_GROWTH_SLACK)
+                series[key] = (judge_after(samples, key, args.judge_after, args.rss_growth) if flatness == "after"
+                               else judge(samples, key, RSS_GROWTH_FRAC, RSS_GROWTH_SLACK))
+            for key in ("journal_bytes", "index_bytes", "plain_bytes"):
+                series[key] = judge(samples, key, JOURNAL_GROWTH_FRAC, JOURNAL_GROWTH_SLACK)
             for key, j in series.items():
                 if not j.get("ok") and key != "plain_bytes":  # plain files: informative only
                     failures.append(j.get("why", f"{key} not flat"))
-        else:
+        elif not samples:
             failures.append("no samples were taken")
         for d in ctx.doors:
             if d.total_errors():
@@ -1324,7 +1534,7 @@ def main():
             "thresholds": {
                 "rss_growth_frac": RSS_GROWTH_FRAC, "rss_growth_slack": RSS_GROWTH_SLACK,
                 "journal_growth_frac": JOURNAL_GROWTH_FRAC, "journal_growth_slack": JOURNAL_GROWTH_SLACK,
-                "sample_every": SAMPLE_EVERY, "min_samples": MIN_SAMPLES,
+                "sample_every": args.sample_every, "min_samples": MIN_SAMPLES,
             },
             "doors": {d.name: d.summary() for d in ctx.doors},
             "series": series,

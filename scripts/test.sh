@@ -69,6 +69,13 @@ if [ "$(id -u)" = 0 ] && [ -e /dev/fuse ]; then
   echo "bench search smoke run: ok (target/bench-search-smoke.md)"
   python3 scripts/bench_import.py target/release/memfs --files 300 --bytes 3000000 --runs 1 --commits 50 > target/bench-import-smoke.md
   echo "bench import smoke run: ok (target/bench-import-smoke.md)"
+  # Every door at once (API, mount, stdio agent, MCP over HTTP, search,
+  # memfs log) for a minute, compaction on: 0 errors and the plain files
+  # what the doors wrote (no flatness judged at this size; the hour's run
+  # is scripts/soak_doors.py --seconds 3600, docs/BENCHMARKS.md section 11).
+  python3 scripts/soak_doors.py --seconds 60 --sample-every 5 --json target/soak-doors-smoke.json \
+    > target/soak-doors-smoke.log 2>&1 || { tail -40 target/soak-doors-smoke.log; exit 1; }
+  echo "soak through every door, one minute: ok (target/soak-doors-smoke.json)"
 elif [ "${CI:-}" = true ]; then
   echo "the shared store's fault trials must run under CI=true, but they need root and /dev/fuse" >&2
   exit 1
