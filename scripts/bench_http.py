@@ -123,8 +123,8 @@ class LeanDoor:
     the clock stops. As symmetric with the stdio client (a write, a
     readline) as a socket allows: the door's own cost."""
 
-    def __init__(self, server):
-        self.connect(server.url, server.token("--admin", "--name", "lean"))
+    def __init__(self, server, name="lean"):
+        self.connect(server.url, server.token("--admin", "--name", name))
         status, body = self.exchange(self.request("POST", "/v1/memory_stores", {"name": "lean"}))
         assert status == 200, body
         self.base = f"/v1/memory_stores/{json.loads(body)['id']}/memories"

@@ -19,6 +19,7 @@ what it stands on.
    and as a token that reaches one store.
 
 usage: bench_http_pg.py MEMFS_BIN [--calls N] [--stores N] [--seconds S] [--held N,N] [--out FILE]
+       bench_http_pg.py MEMFS_BIN --latency-only [--peer OTHER_MEMFS_BIN] [--calls N] [--out FILE]
 """
 import argparse
 import os
@@ -35,7 +36,7 @@ import anthropic
 
 sys.path.insert(0, str(pathlib.Path(__file__).resolve().parent))
 sys.path.insert(0, str(pathlib.Path(__file__).resolve().parents[1] / "tests" / "python"))
-from bench_http import WRK_LUA, ms, pct, rss_kib, timed  # noqa: E402
+from bench_http import WRK_LUA, LeanDoor, ms, pct, rss_kib, timed  # noqa: E402
 from http_server import Server  # noqa: E402
 from shared_hosts import Postgres  # noqa: E402
 
@@ -50,6 +51,46 @@ def api_creates(server, calls):
     m.create(store, path="/warm.md", content="warm")  # the store's first use (it opens)
     return [timed(lambda i=i: m.create(store, path=f"/bench/{i}.md", content=f"note {i}\n" * 10))
             for i in range(calls)]
+
+
+def raw_creates(server, calls, name):
+    """The same creates as bytes on one kept-alive socket (bench_http's lean
+    client): the door's own cost, without the SDK's client."""
+    door = LeanDoor(server, name)
+    try:
+        door.timed_exchange(door.request("POST", door.base, {"path": "/warm.md", "content": "warm"}))
+        return [door.timed_exchange(door.request("POST", door.base, {"path": f"/bench/{i}.md",
+                                                                     "content": f"note {i}\n" * 10}))[0]
+                for i in range(calls)]
+    finally:
+        door.close()
+
+
+def latency_only(a, pg, tmp):
+    """Creates one at a time on a root in PostgreSQL (raw client, and the
+    SDK's), for this binary and with --peer another, in turns of 10, beside
+    the bare INSERT+COMMIT on the same database."""
+    bins = {"memfs": a.memfs} | ({"peer": a.peer} if a.peer else {})
+    servers = {name: Server(b, pg.base, "--cache", str(tmp / f"cache-{name}"), *FAST) for name, b in bins.items()}
+    out = {f"{name} {kind}": [] for name in bins for kind in ("raw", "SDK")}
+    try:
+        for turn in range(10):
+            for name, server in servers.items():
+                out[f"{name} raw"] += raw_creates(server, a.calls // 10, f"lean-{name}-{turn}")
+                out[f"{name} SDK"] += api_creates(server, a.calls // 10)
+        insert = bare_insert(pg, max(3, a.seconds // 2), tmp)
+    finally:
+        for server in servers.values():
+            server.stop()
+    lines = [
+        "| memory create, root in PostgreSQL | p50 ms | p99 ms | / bare INSERT+COMMIT (p50) |",
+        "|---|---|---|---|",
+        f"| bare `INSERT` + `COMMIT` (pgbench -c1, {len(insert)}) | {ms(pct(insert, 50))} | {ms(pct(insert, 99))} | 1.00x |",
+    ] + [
+        f"| {name} ({len(xs)}) | {ms(pct(xs, 50))} | {ms(pct(xs, 99))} | {pct(xs, 50) / pct(insert, 50):.2f}x |"
+        for name, xs in out.items()
+    ]
+    return lines
 
 
 def bare_insert(pg, seconds, tmp):
@@ -156,12 +197,23 @@ def main():
     ap.add_argument("--seconds", type=int, default=10)
     ap.add_argument("--catalog", type=int, default=100000)
     ap.add_argument("--held", default="100,1000")
+    ap.add_argument("--latency-only", action="store_true", help="only creates one at a time (raw and SDK)")
+    ap.add_argument("--peer", help="with --latency-only: another memfs binary, timed in the same turns")
     ap.add_argument("--out")
     a = ap.parse_args()
     tmp = pathlib.Path(tempfile.mkdtemp(prefix="memfs-bench-pg-"))
     pg = Postgres(tmp)
     pg.start()
     res = {}
+    if a.latency_only:
+        try:
+            text = "\n".join(latency_only(a, pg, tmp)) + "\n"
+        finally:
+            pg.remove()
+        print(text)
+        if a.out:
+            pathlib.Path(a.out).write_text(text)
+        return
     try:
         # 1. One call at a time.
         local = Server(a.memfs, tmp / "local", *FAST)

@@ -267,6 +267,7 @@ fn answer(
         token: &token,
         request: (method != "GET").then(|| api::tag(&token, key, method, target, &body)),
         retry: retried || key.is_some(),
+        checked: parts.extensions.get::<Checked>().map(|c| c.0.clone()),
     };
     let value = api::handle(&state.reg, &call)?;
     Ok(json_response(200, &value, &[request_id]))
@@ -333,7 +334,11 @@ fn mcp(
 /// Everything a request's head decides, before its body is read: the
 /// token's rate, a slot among its token's ([`Bounds::per_token`]), and the
 /// store and rights the route needs.
-fn from_head(state: &State, parts: &Parts, token: &Token) -> Result<Slot, ApiError> {
+fn from_head(
+    state: &State,
+    parts: &Parts,
+    token: &Token,
+) -> Result<(Slot, Option<Checked>), ApiError> {
     state
         .rates
         .take(&token.name)
@@ -354,11 +359,16 @@ fn from_head(state: &State, parts: &Parts, token: &Token) -> Result<Slot, ApiErr
                 return Err(ApiError::no_store(id));
             }
         }
-    } else {
-        api::head(&state.reg, token, parts.method.as_str(), path)?;
+    } else if let Some(meta) = api::head(&state.reg, token, parts.method.as_str(), path)? {
+        return Ok((slot, Some(Checked(meta))));
     }
-    Ok(slot)
+    Ok((slot, None))
 }
+
+/// The store's record the request's head was checked against (see
+/// `api::Call::checked`), handed to the handler with the head.
+#[derive(Clone)]
+struct Checked(super::registry::StoreMeta);
 
 /// The largest body a route of the API or MCP takes: a memory's content
 /// (or an MCP message) up to `max_body`; a store's record, a redaction or an
@@ -481,11 +491,14 @@ fn precheck(state: Arc<State>) -> Arc<listen::Precheck> {
             }
             let refusal = match presented(&parts.headers).map(|s| state.tokens.find(&s)) {
                 Some(Ok(Some(token))) => match from_head(&state, parts, &token) {
-                    Ok(slot) => {
+                    Ok((slot, checked)) => {
                         // The handler takes it from here: one lookup a
                         // request; the slot is given back with the parts.
                         parts.extensions.insert(slot);
                         parts.extensions.insert(token);
+                        if let Some(checked) = checked {
+                            parts.extensions.insert(checked);
+                        }
                         return Ok(body_cap(parts, state.bounds.max_body));
                     }
                     Err(e) => e,

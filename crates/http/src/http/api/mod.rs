@@ -49,6 +49,10 @@ pub struct Call<'a> {
     /// 1 or more, or an `Idempotency-Key`): what that request made, if it
     /// reached the store, answers it.
     pub retry: bool,
+    /// The record of the store the path names, as the request's head found
+    /// it visible to the token ([`head`]): not read again (on a stores root
+    /// in PostgreSQL, a round trip to the catalog).
+    pub checked: Option<StoreMeta>,
 }
 
 /// A request's tag: a hash of the token and the `Idempotency-Key` it sent,
@@ -198,9 +202,10 @@ fn allowed(token: &Token, needs: Needs) -> ApiResult<()> {
 /// it does not exist or the token does not reach it).
 pub fn handle(reg: &Registry, call: &Call) -> ApiResult<Reply> {
     let seg: Vec<&str> = call.segments.iter().map(String::as_str).collect();
-    let meta = store_named(&seg)
-        .map(|id| visible(reg, call.token, id))
-        .transpose()?;
+    let meta = match (store_named(&seg), &call.checked) {
+        (Some(id), Some(checked)) if checked.id == id => Some(checked.clone()),
+        (named, _) => named.map(|id| visible(reg, call.token, id)).transpose()?,
+    };
     let (route, took) = find(call.method, &seg)?;
     allowed(call.token, route.needs)?;
     // (Every store route's path names a store, so `meta` is there.)
@@ -220,19 +225,28 @@ pub fn handle(reg: &Registry, call: &Call) -> ApiResult<Reply> {
 /// write (or manage stores) is refused a route that needs it: the table's
 /// answers, given earlier. A path or method no route has is left to
 /// [`handle`], as is whatever the body decides.
-pub fn head(reg: &Registry, token: &Token, method: &str, path: &str) -> ApiResult<()> {
+pub fn head(
+    reg: &Registry,
+    token: &Token,
+    method: &str,
+    path: &str,
+) -> ApiResult<Option<StoreMeta>> {
     let Some(rest) = path.strip_prefix("/v1/") else {
-        return Ok(());
+        return Ok(None);
     };
     let raw: Vec<&str> = rest.split('/').collect();
-    if let Some(id) = store_named(&raw) {
-        let id = crate::form::decode(id).unwrap_or_default();
-        visible(reg, token, &id)?;
+    let meta = match store_named(&raw) {
+        Some(id) => Some(visible(
+            reg,
+            token,
+            &crate::form::decode(id).unwrap_or_default(),
+        )?),
+        None => None,
+    };
+    if let Ok((route, _)) = find(method, &raw) {
+        allowed(token, route.needs)?;
     }
-    match find(method, &raw) {
-        Ok((route, _)) => allowed(token, route.needs),
-        Err(_) => Ok(()),
-    }
+    Ok(meta)
 }
 
 /// The store `id` if the token reaches it; the same 404 whether it does
