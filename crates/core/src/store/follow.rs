@@ -93,7 +93,7 @@ impl Store {
     /// The write lock, once no change of this host's at `paths` (or above
     /// or below one) is unsettled.
     pub(super) fn write_for(&self, paths: &[&MemPath]) -> RwLockWriteGuard<'_, Tree> {
-        let _ = self.before_answer();
+        self.before_answer();
         loop {
             let tree = self.tree.write();
             let Some(hold) = self.hold.get() else {

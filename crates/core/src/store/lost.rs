@@ -158,6 +158,33 @@ mod tests {
         (store, kept, md)
     }
 
+    /// `catch_up` waits for the journal (a barrier: a change with no ops)
+    /// only while the store holds a change nobody saw settle: not after a
+    /// write whose ticket was waited for, nor twice for the same change.
+    #[test]
+    fn catch_up_waits_only_for_changes_no_wait_saw_settle() {
+        let (store, kept, md) = memory_md("a\n"); // (its ticket not waited for)
+        let barriers = || {
+            kept.0
+                .lock()
+                .unwrap()
+                .iter()
+                .filter(|c| c.ops.is_empty())
+                .count()
+        };
+        store.catch_up();
+        assert_eq!(barriers(), 1, "a change nobody waited for: a barrier");
+        store.catch_up();
+        assert_eq!(barriers(), 1, "nothing since: none");
+        store
+            .create_file(&md, b"b\n".to_vec(), true, Origin::Memfs)
+            .unwrap()
+            .wait()
+            .unwrap();
+        store.catch_up();
+        assert_eq!(barriers(), 1, "a write whose ticket was waited for: none");
+    }
+
     /// A store whose MEMORY.md held `base` when a person saved `ours` over
     /// it, a save the shared store refused (another host's came first);
     /// then the other host's change arrives as its editor makes it (a tmp

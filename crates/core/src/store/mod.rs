@@ -128,28 +128,23 @@ impl Store {
 
     /// Runs what must come before an answer: called before the tree is
     /// locked, holding no lock of the store's (and by the doors whose
-    /// answers do not read the tree: the history, search). Says whether
-    /// the memory changed meanwhile (then a door that reads the history
-    /// waits for the journal to take it: `barrier`).
-    pub fn before_answer(&self) -> bool {
-        let Some(run) = self.before.get() else {
-            return false;
-        };
-        let seq = || self.seq.load(std::sync::atomic::Ordering::Relaxed);
-        let was = seq();
-        run();
-        seq() != was
+    /// answers do not read the tree: the history, search). What it took
+    /// in is a change like any other (see `catch_up`).
+    pub fn before_answer(&self) {
+        if let Some(run) = self.before.get() {
+            run();
+        }
     }
 
     /// The tree to read, for an answer (after what must come before it).
     fn read_tree(&self) -> crate::lock::RwLockReadGuard<'_, Tree> {
-        let _ = self.before_answer();
+        self.before_answer();
         self.tree.read()
     }
 
     /// The tree to change, for an answer (after what must come before it).
     fn write_tree(&self) -> RwLockWriteGuard<'_, Tree> {
-        let _ = self.before_answer();
+        self.before_answer();
         self.tree.write()
     }
 

@@ -32,15 +32,15 @@ impl Store {
     }
 
     /// What must come before an answer that reads the history (the plain
-    /// files' changes, taken in), and, if the memory changed meanwhile or
-    /// since the last catch-up, the journal holding it (a barrier waited
-    /// for). (A change the background took in, the plain files' watcher on
-    /// its tick or a shared store's follower, is in the tree before the
-    /// journal holds it: an answer read from the history waits for it too.)
+    /// files' changes, taken in), and, if the memory holds a change the
+    /// journal is not known to hold (taken in just now, by the background
+    /// on its tick or a shared store's follower, or a change nobody waited
+    /// for), the journal holding it (a barrier waited for). A change whose
+    /// ticket was waited for needs none (`Ticket::marking`).
     pub fn catch_up(&self) {
-        let changed = self.before_answer();
+        self.before_answer();
         let now = self.seq.load(Ordering::Acquire);
-        if changed || self.caught_up.load(Ordering::Acquire) < now {
+        if self.caught_up.load(Ordering::Acquire) < now {
             // The barrier's own number is past `now`: once it settles,
             // every change through it is in the journal, and its ticket's
             // wait says so (`Ticket::marking`).
