@@ -71,6 +71,9 @@ LAYERS = [
     {"shared", "tool", "transfer", "outside"},
     # The search index, derived from the journal and the tree.
     {"search"},
+    # A store over HTTP kept in step with its cache (the tree, the
+    # transfer client, merges).
+    {"remote"},
     # The door-level commands beyond the tool.
     {"control"},
     # A store opened on a data dir with its journal and tool.

@@ -108,6 +108,34 @@ pub struct Common {
     /// The shared store --data names (set by `resolve`).
     #[arg(skip)]
     pub shared: Option<memfs::shared::Target>,
+    /// The store over HTTP --data names (set by `resolve`).
+    #[arg(skip)]
+    pub remote: Option<memfs::remote::Options>,
+    /// When --data is a store over HTTP
+    /// (`https://HOST/v1/memory_stores/ID`): the environment variable its
+    /// API key is in (never on the command line).
+    #[arg(
+        long,
+        global = true,
+        default_value = "ANTHROPIC_API_KEY",
+        value_name = "VAR",
+        help_heading = "Data"
+    )]
+    pub store_key_env: String,
+    /// When --data is a store over HTTP: how often it is asked what changed
+    /// (seconds).
+    #[arg(
+        long,
+        global = true,
+        default_value_t = 2.0,
+        value_name = "SECONDS",
+        help_heading = "Data"
+    )]
+    pub pull_every: f64,
+    /// Take a store over plain http:// on another machine (the key then
+    /// crosses the network in clear); http:// to this machine is always taken.
+    #[arg(long, global = true, help_heading = "Data")]
+    pub insecure_http: bool,
     /// A stores root for `serve --http` and `token`: one store per data dir
     /// ROOT/STORE_ID, and the server's tokens in ROOT/.memfs.
     #[arg(
@@ -752,6 +780,12 @@ impl Common {
     /// `--cache`); `makes_data`: the command may make the data dir, so a
     /// missing parent is an error now (a typo, not a new tree).
     pub fn resolve(&mut self, makes_data: bool) -> Result<(), CliError> {
+        let remote = (self.data.to_str())
+            .filter(|t| memfs::remote::is_store_url(t))
+            .map(str::to_string);
+        if let Some(text) = remote {
+            return self.resolve_remote(&text, makes_data);
+        }
         let Some(text) = self.data.to_str().filter(|t| memfs::shared::is_url(t)) else {
             return match makes_data {
                 true => parent_exists("--data", &self.data),
@@ -772,6 +806,34 @@ impl Common {
         Ok(())
     }
 
+    /// --data names a store over HTTP: this machine's cache of it is the
+    /// data dir (`--cache`, else ./memory-remote/HOST_PORT_ID), and the
+    /// API's limits are the memory's (100 kB a memory, 20 segments).
+    fn resolve_remote(&mut self, text: &str, makes_data: bool) -> Result<(), CliError> {
+        let url = memfs::remote::StoreUrl::parse(text, self.insecure_http)
+            .map_err(|e| CliError::Said(e.to_string()))?;
+        if !(self.pull_every.is_finite() && self.pull_every >= 0.1) {
+            return Err(CliError::Said("--pull-every is 0.1 seconds or more".into()));
+        }
+        self.data = match &self.cache {
+            Some(dir) => {
+                if makes_data {
+                    parent_exists("--cache", dir)?;
+                }
+                dir.clone()
+            }
+            None => PathBuf::from("memory-remote").join(url.cache_name()),
+        };
+        self.max_file_size = self.max_file_size.min(API_MEMORY_MOST);
+        self.max_depth = self.max_depth.min(API_SEGMENTS_MOST);
+        self.remote = Some(memfs::remote::Options {
+            url,
+            key_env: self.store_key_env.clone(),
+            pull_every: std::time::Duration::from_secs_f64(self.pull_every),
+        });
+        Ok(())
+    }
+
     pub fn options(&self) -> Options {
         Options {
             limits: Limits {
@@ -783,6 +845,7 @@ impl Common {
             },
             history_keep: self.history_keep,
             shared: self.shared.clone(),
+            remote: self.remote.clone(),
             checkpoint_delay: None,
             segment_bytes: None,
             no_history: self.no_history,
@@ -807,6 +870,11 @@ impl Common {
         }
     }
 }
+
+/// The most bytes a memory of the memory stores API holds (its documented
+/// limit), and the most segments of its path.
+const API_MEMORY_MOST: u64 = 102_400;
+const API_SEGMENTS_MOST: usize = 20;
 
 /// A data dir the command line names is made if missing, but only its last
 /// directory: a typo in a parent (`/nonexistent/x`) is an error, not a new

@@ -35,7 +35,7 @@ pub use memfs_core::{
     digest, error, guard, json, lock, merge, path, pool, say, store, text, tool, units,
 };
 pub use memfs_durable::{journal, persist};
-pub use memfs_engine::{control, memory, outside, serve, transfer};
+pub use memfs_engine::{control, memory, outside, remote, serve, transfer};
 pub use memfs_fuse as fuse;
 pub use memfs_http::http;
 pub use memfs_search as search;

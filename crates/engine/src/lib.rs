@@ -12,7 +12,9 @@
 //! It uses the crates below it only; the HTTP door and the page sit above.
 
 // The lower crates' modules under the names the rest of memfs knows them by.
-use memfs_core::{digest, error, guard, json, lock, path, pool, say, store, text, tool, units};
+use memfs_core::{
+    digest, error, guard, json, lock, merge, path, pool, say, store, text, tool, units,
+};
 use memfs_durable::{journal, persist};
 use memfs_fuse as fuse;
 use memfs_search as search;
@@ -21,5 +23,6 @@ use memfs_shared as shared;
 pub mod control;
 pub mod memory;
 pub mod outside;
+pub mod remote;
 pub mod serve;
 pub mod transfer;

@@ -38,6 +38,9 @@ pub struct Options {
     pub segment_bytes: Option<u64>,
     /// Keep no search index (`--no-search`).
     pub no_search: bool,
+    /// The memory store over HTTP the data dir is this machine's cache of
+    /// (`--data https://HOST/v1/memory_stores/ID`).
+    pub remote: Option<crate::remote::Options>,
 }
 
 /// The memory of one data dir, open and locked for this process.
@@ -59,6 +62,8 @@ pub struct Memory {
     search: Option<Arc<crate::search::Search>>,
     /// The plain files' watcher (on a real disk), while held.
     outside: Option<Arc<crate::outside::Outside>>,
+    /// Keeps a store over HTTP and this cache in step, while held.
+    remote: Option<crate::remote::Remote>,
 }
 
 /// An io error of opening the data dir (shown as `dir`) while `doing`.
@@ -185,6 +190,7 @@ impl Memory {
         if follower.is_some() {
             send_unsent(&data_dir, &store);
         }
+        let remote = start_remote(&options, &store, &data_dir)?;
         let (search, control) = search_and_control(&options, &store, &journal, &data_dir);
         Ok(Memory {
             tool: Tool::new(store, options.tool.clone()),
@@ -199,6 +205,7 @@ impl Memory {
             follower,
             search,
             outside,
+            remote,
         })
     }
 
@@ -373,6 +380,9 @@ impl Drop for Memory {
             outside.stop();
         }
         self.save_usage();
+        // A push or pull under way ends; what is not sent is found again
+        // at the next start.
+        self.remote.take();
         if let Some(mut follower) = self.follower.take() {
             follower.stop();
         }
@@ -504,6 +514,24 @@ fn first_follow(
         }
         _ => Ok(follower),
     }
+}
+
+/// Starts keeping the cache and its store over HTTP in step, if the data
+/// dir is one's cache.
+fn start_remote(
+    options: &Options,
+    store: &Arc<Store>,
+    data_dir: &DataDir,
+) -> Result<Option<crate::remote::Remote>, OpenError> {
+    let Some(remote) = &options.remote else {
+        return Ok(None);
+    };
+    crate::remote::Remote::start(remote, store, &data_dir.state_dir)
+        .map(Some)
+        .map_err(|e| OpenError::Remote {
+            store: remote.url.shown(),
+            cause: e.to_string(),
+        })
 }
 
 fn start_warnings(skipped: &load::Skipped, exceeded: &[String]) -> Vec<String> {

@@ -80,6 +80,17 @@ impl Store {
         }
     }
 
+    /// Marks the store as a cache of a store over HTTP, whose changes made
+    /// while it cannot be reached are kept and sent later.
+    pub fn mark_keeps_unsent(&self) {
+        self.keeps_unsent.store(true, Ordering::Release);
+    }
+
+    /// Whether changes made while the store cannot be reached are kept.
+    pub fn keeps_unsent(&self) -> bool {
+        self.keeps_unsent.load(Ordering::Acquire)
+    }
+
     /// Marks the store as one several hosts share (see `Pending::finish`):
     /// an agent's change waits for a change of this host's at its paths
     /// that is not settled yet, so that one that loses a race to another

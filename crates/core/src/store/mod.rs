@@ -90,6 +90,9 @@ pub struct Store {
     unreachable_since: std::sync::atomic::AtomicU64,
     /// Several hosts share the store.
     shared: std::sync::atomic::AtomicBool,
+    /// The store is a cache of a store over HTTP: changes made while it
+    /// cannot be reached are kept and sent later (not refused).
+    keeps_unsent: std::sync::atomic::AtomicBool,
     /// A shared store's changes of this host's not settled yet (see
     /// `follow.rs`): an agent's change waits for one at its paths.
     hold: std::sync::OnceLock<follow::Hold>,
@@ -116,6 +119,7 @@ impl Store {
             unreachable_since: Default::default(),
             lost: Mutex::new(rank::LOST, HashMap::new()),
             shared: Default::default(),
+            keeps_unsent: Default::default(),
             hold: std::sync::OnceLock::new(),
             before: std::sync::OnceLock::new(),
         }

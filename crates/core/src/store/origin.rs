@@ -49,6 +49,14 @@ pub enum Origin {
         token: Arc<str>,
         request: Option<Arc<str>>,
     },
+    /// Another machine's change to the memory store this data dir is a
+    /// cache of (`--data https://HOST/v1/memory_stores/ID`), pulled from
+    /// that API: `host` is the endpoint as shown (no user part), `version`
+    /// the store's version id of it when known.
+    Remote {
+        host: Arc<str>,
+        version: Option<Arc<str>>,
+    },
     /// `memfs import`, run by this user and process, of a version made
     /// elsewhere first: a git commit's `author` and time (`authored`), and
     /// the `key` that tells a later run it is in (`git:COMMIT:PATH`).

@@ -257,7 +257,7 @@ impl Tool {
         if let (Some(since), Content::Text(text)) =
             (self.store.unreachable_since(), &mut result.content)
         {
-            text.push_str(&view::stale_note(since));
+            text.push_str(&view::stale_note(since, self.store.keeps_unsent()));
         }
         Ok(Pending::ready(result))
     }

@@ -170,11 +170,18 @@ pub fn other(path: &MemPath, snapshot: &Snapshot) -> ToolResult {
     ))
 }
 
-/// Said after a view while a shared store's database cannot be reached:
-/// what the view shows is this host's copy, maybe behind other hosts.
-pub fn stale_note(since: std::time::SystemTime) -> String {
-    format!(
-        "\n\n(memfs: this memory is shared through a database that cannot be reached since {}; this is this host's copy, which may be stale, and changes fail until the database answers again)",
-        humantime::format_rfc3339_seconds(since)
-    )
+/// Said after a view while a shared store cannot be reached: what the
+/// view shows is this host's copy, maybe behind other hosts. `kept`: a
+/// store over HTTP, whose changes made meanwhile are kept here and sent
+/// later; else a database, whose changes fail until it answers.
+pub fn stale_note(since: std::time::SystemTime, kept: bool) -> String {
+    let since = humantime::format_rfc3339_seconds(since);
+    match kept {
+        true => format!(
+            "\n\n(memfs: this memory is a copy of a memory store that cannot be reached since {since}; it may be stale, and changes are kept here and sent when the store answers again)"
+        ),
+        false => format!(
+            "\n\n(memfs: this memory is shared through a database that cannot be reached since {since}; this is this host's copy, which may be stale, and changes fail until the database answers again)"
+        ),
+    }
 }

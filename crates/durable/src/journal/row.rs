@@ -133,6 +133,13 @@ impl Actor {
                 ..Actor::default()
             },
             Origin::Files { uid, by } => Actor::through_the_files(*uid, by.as_ref()),
+            Origin::Remote { host, version } => Actor {
+                kind: "remote".into(),
+                door: Some("http".into()),
+                process: Some(host.to_string()),
+                request: version.as_deref().map(str::to_string),
+                ..Actor::default()
+            },
             Origin::Memfs | Origin::Expiry => Actor::memfs(),
             Origin::Api { token, request } => Actor {
                 kind: "api".into(),
@@ -202,6 +209,10 @@ impl Actor {
             "api" => format!(
                 "api:{}",
                 crate::text::printable(self.token.as_deref().unwrap_or("?"))
+            ),
+            "remote" => format!(
+                "remote:{}",
+                crate::text::printable(self.process.as_deref().unwrap_or("?"))
             ),
             other => other.to_string(),
         }

@@ -28,6 +28,8 @@ pub enum OpenError {
     MemoriesItself { dir: String, parent: String },
     #[error("the shared store {store} cannot be reached ({cause}), and this host has no copy of it yet: check the URL, the user and the password (nothing was answered)")]
     SharedUnreachable { store: String, cause: String },
+    #[error("the memory store {store} cannot be this data dir's: {cause}")]
+    Remote { store: String, cause: String },
     #[error("cannot open the data dir {dir} while {doing}: {err}")]
     Io {
         dir: String,

@@ -14,6 +14,9 @@ use serde::de::{self, DeserializeSeed, IgnoredAny, MapAccess, SeqAccess, Visitor
 use serde::Deserialize;
 use serde_json::{json, Value};
 
+mod items;
+pub use items::{Item, Version};
+
 /// Why an endpoint's store could not be read or written: the causes a
 /// caller acts on differently (the key, the store, the network, the
 /// endpoint's answers) told apart, each in words for a person.
@@ -112,6 +115,17 @@ impl Api {
     /// `base`: `http(s)://host[:port]` (a trailing `/v1` or `/` is taken
     /// off).
     pub fn new(base: &str, key: String, store: &str) -> Result<Api, RemoteError> {
+        Api::timing_out(base, key, store, Duration::from_secs(60))
+    }
+
+    /// [`Api::new`] whose every request gives up after `most` (and a
+    /// connection after 5 s at most).
+    pub fn timing_out(
+        base: &str,
+        key: String,
+        store: &str,
+        most: Duration,
+    ) -> Result<Api, RemoteError> {
         if !(base.starts_with("http://") || base.starts_with("https://")) {
             return Err(RemoteError::Given(format!(
                 "`{}` is not an http:// or https:// URL",
@@ -137,7 +151,8 @@ impl Api {
         let config = ureq::Agent::config_builder()
             .http_status_as_error(false)
             .max_redirects(0)
-            .timeout_global(Some(Duration::from_secs(60)))
+            .timeout_global(Some(most))
+            .timeout_connect(Some(most.min(Duration::from_secs(5))))
             .build();
         Ok(Api {
             agent: config.into(),
@@ -146,6 +161,11 @@ impl Api {
             key,
             store: store.to_string(),
         })
+    }
+
+    /// The endpoint as messages show it (no user part).
+    pub fn shown(&self) -> &str {
+        &self.shown
     }
 
     fn url(&self, rest: &str) -> String {

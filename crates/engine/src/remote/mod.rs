@@ -1,0 +1,312 @@
+//! A memory store over HTTP as the data dir (`--data
+//! https://HOST/v1/memory_stores/ID`): the data dir is this machine's
+//! cache of the store, an ordinary local memory (journal, plain files,
+//! history) that every door serves at local speed; a thread keeps it and
+//! the store in step. A change made here is acknowledged once the local
+//! journal has it (as for any memory), then pushed; a change made there is
+//! pulled from the versions listing (only what changed since the last
+//! pull) and applied here as a change by `remote:HOST`. While the store
+//! cannot be reached, changes are kept (they are in the journal, and what
+//! is not yet sent is found again at the next start from the bases) and
+//! sent when it answers; a view says the copy may be stale.
+//!
+//! - [`target`]: the URL, checked;
+//! - [`state`]: the bases, kept in `.memfs/remote`;
+//! - [`local`]: the tree's side;
+//! - [`sync`] and [`push`]: one round.
+
+pub mod local;
+mod push;
+pub mod state;
+pub mod sync;
+pub mod target;
+
+use std::collections::BTreeSet;
+use std::sync::{Arc, Condvar, Mutex, Weak};
+use std::time::{Duration, Instant};
+
+use crate::store::{Change, ChangeOp, ChangeSink, Store, Ticket};
+use crate::transfer::api::{Api, RemoteError};
+
+use state::{Kept, State};
+use sync::Round;
+pub use target::{is_store_url, StoreUrl, UrlError};
+
+/// How a store over HTTP is kept in step.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Options {
+    pub url: StoreUrl,
+    /// The environment variable the API key is in.
+    pub key_env: String,
+    /// How often the store is asked what changed.
+    pub pull_every: Duration,
+}
+
+/// Every this long, everything the store holds is compared with the bases
+/// (what a window of versions may have missed).
+const RECONCILE_EVERY: Duration = Duration::from_secs(300);
+/// The longest wait between tries while the store cannot be reached.
+const BACKOFF_MOST: Duration = Duration::from_secs(30);
+/// How long one request may take.
+const REQUEST_MOST: Duration = Duration::from_secs(15);
+
+#[derive(Default)]
+struct Dirty {
+    paths: BTreeSet<String>,
+    /// Compare every path (a directory removed or moved, a start).
+    rescan: bool,
+    stop: bool,
+}
+
+struct Inner {
+    api: Api,
+    store: Arc<Store>,
+    kept: Kept,
+    host: Arc<str>,
+    every: Duration,
+    dirty: Mutex<Dirty>,
+    wake: Condvar,
+}
+
+/// The sync of one open memory with its store; stopped when dropped.
+pub struct Remote {
+    inner: Arc<Inner>,
+    thread: Option<std::thread::JoinHandle<()>>,
+}
+
+/// Why a store over HTTP cannot be opened as the data dir.
+#[derive(Debug, thiserror::Error)]
+pub enum OpenRemoteError {
+    #[error("{0}")]
+    Remote(#[from] RemoteError),
+    #[error("the cache's state (.memfs/remote) cannot be read or written: {0}")]
+    Io(#[from] std::io::Error),
+    #[error("this cache is of another store ({0}): give it its own --cache")]
+    OtherStore(String),
+}
+
+/// Marks what each change touched, for the next push.
+struct Observer(Weak<Inner>);
+
+impl ChangeSink for Observer {
+    fn submit(&self, change: &Change) -> Ticket {
+        if let Some(inner) = self.0.upgrade() {
+            let mut dirty = inner.dirty.lock().unwrap_or_else(|p| p.into_inner());
+            for op in &change.ops {
+                if matches!(
+                    op,
+                    ChangeOp::Remove { .. } | ChangeOp::Rename { .. } | ChangeOp::Exchange { .. }
+                ) {
+                    dirty.rescan = true;
+                }
+                for p in op.paths() {
+                    dirty.paths.insert(local::api_path(p));
+                }
+            }
+            drop(dirty);
+            inner.wake.notify_one();
+        }
+        Ticket::done()
+    }
+}
+
+impl Remote {
+    /// Starts keeping `store` (the cache in the data dir whose state dir is
+    /// `state_dir`) in step with the store `options` names. A cache never
+    /// synced is filled now, and an error if the store cannot be reached;
+    /// one synced before is served at once, and caught up in the
+    /// background.
+    pub fn start(
+        options: &Options,
+        store: &Arc<Store>,
+        state_dir: &std::path::Path,
+    ) -> Result<Remote, OpenRemoteError> {
+        let key = crate::transfer::api::key_from(&options.key_env)?;
+        let url = &options.url;
+        let api = Api::timing_out(&url.base, key, &url.store, REQUEST_MOST)?;
+        let kept = Kept::new(state_dir)?;
+        let mut state = kept.load()?;
+        if !state.store.is_empty() && state.store != url.shown() {
+            return Err(OpenRemoteError::OtherStore(state.store));
+        }
+        let inner = Arc::new(Inner {
+            api,
+            store: store.clone(),
+            kept,
+            host: Arc::from(url.host()),
+            every: options.pull_every,
+            dirty: Mutex::new(Dirty {
+                rescan: true,
+                ..Dirty::default()
+            }),
+            wake: Condvar::new(),
+        });
+        store.mark_keeps_unsent();
+        store.observe(Arc::new(Observer(Arc::downgrade(&inner))));
+        if state.store.is_empty() {
+            inner.api.check()?;
+            state.store = url.shown();
+            state.watermark = inner.api.newest_version()?;
+            let mut unsendable = BTreeSet::new();
+            let mut round = inner.round(&mut state, &mut unsendable);
+            round.reconcile()?;
+            inner.kept.save(&state)?;
+        }
+        let run = inner.clone();
+        let thread = std::thread::Builder::new()
+            .name("memfs-remote".into())
+            .spawn(move || run.run(state))?;
+        Ok(Remote {
+            inner,
+            thread: Some(thread),
+        })
+    }
+}
+
+impl Drop for Remote {
+    fn drop(&mut self) {
+        self.inner
+            .dirty
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .stop = true;
+        self.inner.wake.notify_all();
+        if let Some(t) = self.thread.take() {
+            let _ = t.join();
+        }
+    }
+}
+
+impl Inner {
+    fn round<'a>(
+        &'a self,
+        state: &'a mut State,
+        unsendable: &'a mut BTreeSet<String>,
+    ) -> Round<'a> {
+        Round {
+            api: &self.api,
+            store: &self.store,
+            kept: &self.kept,
+            state,
+            host: &self.host,
+            again: BTreeSet::new(),
+            unsendable,
+        }
+    }
+
+    /// What to push next, once there is something or `until`; `None`
+    /// when stopped.
+    fn next(&self, until: Instant) -> Option<(BTreeSet<String>, bool)> {
+        let mut dirty = self.dirty.lock().unwrap_or_else(|p| p.into_inner());
+        loop {
+            if dirty.stop {
+                return None;
+            }
+            let now = Instant::now();
+            if !dirty.paths.is_empty() || dirty.rescan || now >= until {
+                let paths = std::mem::take(&mut dirty.paths);
+                return Some((paths, std::mem::take(&mut dirty.rescan)));
+            }
+            dirty = self
+                .wake
+                .wait_timeout(dirty, until - now)
+                .unwrap_or_else(|p| p.into_inner())
+                .0;
+        }
+    }
+
+    fn again(&self, paths: BTreeSet<String>, rescan: bool) {
+        let mut dirty = self.dirty.lock().unwrap_or_else(|p| p.into_inner());
+        dirty.paths.extend(paths);
+        dirty.rescan |= rescan;
+    }
+
+    fn run(&self, mut state: State) {
+        let mut unsendable = BTreeSet::new();
+        let mut next_pull = Instant::now();
+        let mut reconciled: Option<Instant> = None;
+        let mut backoff = Duration::from_millis(500);
+        let mut saved = serde_json::to_vec(&state).ok();
+        while let Some((paths, rescan)) = self.next(next_pull) {
+            let pull = Instant::now() >= next_pull;
+            let reconcile = reconciled.is_none_or(|t| t.elapsed() >= RECONCILE_EVERY);
+            let mut dirty = paths.clone();
+            if rescan {
+                dirty.extend(local::files(&self.store));
+                dirty.extend(state.memories.keys().cloned());
+            }
+            let mut round = self.round(&mut state, &mut unsendable);
+            let done = round.push(&dirty).and_then(|()| match (pull, reconcile) {
+                (true, true) => round.reconcile(),
+                (true, false) => round.pull(),
+                _ => Ok(()),
+            });
+            let again = std::mem::take(&mut round.again);
+            match done {
+                Ok(()) => {
+                    if pull && reconcile {
+                        reconciled = Some(Instant::now());
+                    }
+                    self.store.set_unreachable(None);
+                    state.unsent_since = None;
+                    state.halted = None;
+                    backoff = Duration::from_millis(500);
+                    if pull {
+                        next_pull = Instant::now() + self.every;
+                    }
+                    let empty = again.is_empty();
+                    self.again(again, false);
+                    if !empty {
+                        self.wake.notify_one();
+                    }
+                }
+                Err(e) => {
+                    self.again(paths, true);
+                    self.again(again, false);
+                    self.failed(&mut state, &e);
+                    next_pull = Instant::now() + backoff;
+                    backoff = match e.is_transient() {
+                        true => (backoff * 2).min(BACKOFF_MOST),
+                        false => BACKOFF_MOST,
+                    };
+                    self.sleep(backoff);
+                }
+            }
+            let now = serde_json::to_vec(&state).ok();
+            if now != saved {
+                match self.kept.save(&state) {
+                    Ok(()) => saved = now,
+                    Err(e) => tracing::warn!("memfs could not save .memfs/remote/state.json: {e}"),
+                }
+            }
+        }
+    }
+
+    /// What went wrong said, and kept in the state for `memfs log`.
+    fn failed(&self, state: &mut State, e: &RemoteError) {
+        let now = humantime::format_rfc3339_seconds(std::time::SystemTime::now()).to_string();
+        state.unsent_since.get_or_insert(now);
+        if e.is_transient() {
+            self.store
+                .set_unreachable(Some(std::time::SystemTime::now()));
+            tracing::info!(
+                "the memory store cannot be reached, changes are kept and sent later: {e}"
+            );
+        } else {
+            if state.halted.is_none() {
+                tracing::error!(
+                    "the memory store refuses this cache's changes (they are kept here): {e}"
+                );
+            }
+            state.halted = Some(e.to_string());
+        }
+    }
+
+    /// Waits `d`, or less when stopped.
+    fn sleep(&self, d: Duration) {
+        let dirty = self.dirty.lock().unwrap_or_else(|p| p.into_inner());
+        if !dirty.stop {
+            let _ = self.wake.wait_timeout(dirty, d);
+        }
+    }
+}

@@ -1,0 +1,170 @@
+//! The push half of a round: each path whose content differs from its
+//! base sent as the API's create, update (a rename is an update of the
+//! path) or delete, with the base's SHA-256 as the precondition and one
+//! idempotency key per logical push. A 409 means another writer moved the
+//! memory first: it is read, and taken in as a pull would (merged, or
+//! kept as a conflict), and what is left to send goes in the next round.
+
+use std::collections::BTreeSet;
+
+use crate::digest::Sha;
+use crate::transfer::api::RemoteError;
+
+use super::local::{self, mem_path, Local};
+use super::sync::{push_key, Round};
+
+/// A path's side of a push.
+struct Side {
+    path: String,
+    local: Local,
+}
+
+impl Round<'_> {
+    /// Pushes every path of `dirty` (API paths) whose content is not its
+    /// base; stops at the first error the server or network gives that is
+    /// not about one memory.
+    pub fn push(&mut self, dirty: &BTreeSet<String>) -> Result<(), RemoteError> {
+        let sides: Vec<Side> = dirty
+            .iter()
+            .filter_map(|p| {
+                let local = local::at(self.store, &mem_path(p)?);
+                Some(Side {
+                    path: p.clone(),
+                    local,
+                })
+            })
+            .collect();
+        let (mut gone, mut new) = (Vec::new(), Vec::new());
+        for side in sides {
+            let base = self.state.memories.get(&side.path).cloned();
+            match (&side.local, base) {
+                (Local::File(data), None) => new.push((side.path, data.clone())),
+                (Local::File(data), Some(b)) => {
+                    let sha = Sha::of(data).to_string();
+                    if sha != b.sha {
+                        self.update(&side.path, &b.id, &b.sha, data)?;
+                    }
+                }
+                (Local::Absent, Some(b)) => gone.push((side.path, b)),
+                _ => {}
+            }
+        }
+        for (path, data) in new {
+            let sha = Sha::of(&data).to_string();
+            let moved = gone.iter().position(|(_, b)| b.sha == sha);
+            match moved {
+                Some(i) => {
+                    let (from, b) = gone.remove(i);
+                    self.moved(&from, &path, &b.id, &b.sha)?;
+                }
+                None => self.create(&path, &data)?,
+            }
+        }
+        for (path, b) in gone {
+            self.delete(&path, &b.id, &b.sha)?;
+        }
+        Ok(())
+    }
+
+    /// `data` as UTF-8, or said once that it cannot be sent.
+    fn text<'d>(&mut self, path: &str, data: &'d [u8]) -> Option<&'d str> {
+        match std::str::from_utf8(data) {
+            Ok(text) => {
+                self.unsendable.remove(path);
+                Some(text)
+            }
+            Err(_) => {
+                if self.unsendable.insert(path.to_string()) {
+                    tracing::warn!(
+                        "{}: not UTF-8 text, which a memory store does not hold: kept here, not sent",
+                        crate::text::label(path)
+                    );
+                }
+                None
+            }
+        }
+    }
+
+    /// A 409 (or a lost memory) at `id`: what the server holds now, taken
+    /// in; `None` if the memory is gone there.
+    fn refresh(&mut self, id: &str) -> Result<(), RemoteError> {
+        match self.api.memory(id)? {
+            Some(m) => self.take(&m),
+            None => self.gone(id),
+        }
+        Ok(())
+    }
+
+    fn update(&mut self, path: &str, id: &str, base: &str, data: &[u8]) -> Result<(), RemoteError> {
+        let Some(text) = self.text(path, data) else {
+            return Ok(());
+        };
+        let sha = Sha::of(data).to_string();
+        let key = push_key(&self.state.store, "update", path, base, &sha);
+        match self.api.update_item(id, None, Some(text), base, &key) {
+            Ok(m) => {
+                self.agree(path, &m.id, data);
+                Ok(())
+            }
+            Err(e) if e.is_status(409) || e.is_status(404) => self.refresh(id),
+            Err(e) => Err(e),
+        }
+    }
+
+    fn moved(&mut self, from: &str, to: &str, id: &str, base: &str) -> Result<(), RemoteError> {
+        let key = push_key(&self.state.store, "rename", to, base, from);
+        match self.api.update_item(id, Some(to), None, base, &key) {
+            Ok(_) => {
+                if let Some(b) = self.state.memories.remove(from) {
+                    self.state.memories.insert(to.to_string(), b);
+                }
+                Ok(())
+            }
+            Err(e) if e.is_status(409) || e.is_status(404) => {
+                // Sent again as a delete and a create, once what the
+                // server holds is known.
+                self.refresh(id)?;
+                self.again.insert(from.to_string());
+                self.again.insert(to.to_string());
+                Ok(())
+            }
+            Err(e) => Err(e),
+        }
+    }
+
+    fn create(&mut self, path: &str, data: &[u8]) -> Result<(), RemoteError> {
+        let Some(text) = self.text(path, data) else {
+            return Ok(());
+        };
+        let sha = Sha::of(data).to_string();
+        let key = push_key(&self.state.store, "create", path, "", &sha);
+        match self.api.create_item(path, text, &key) {
+            Ok(m) => {
+                self.agree(path, &m.id, data);
+                Ok(())
+            }
+            Err(e) if e.is_status(409) => {
+                // Made there first (by another machine, or by this push
+                // whose answer was lost): found by its path and taken in.
+                let there = self.api.items(false)?;
+                if let Some(m) = there.iter().find(|m| m.path == path) {
+                    self.refresh(&m.id.clone())?;
+                }
+                Ok(())
+            }
+            Err(e) => Err(e),
+        }
+    }
+
+    fn delete(&mut self, path: &str, id: &str, base: &str) -> Result<(), RemoteError> {
+        let key = push_key(&self.state.store, "delete", path, base, "");
+        match self.api.delete_item(id, base, &key) {
+            Ok(()) => {
+                self.state.memories.remove(path);
+                Ok(())
+            }
+            Err(e) if e.is_status(409) => self.refresh(id),
+            Err(e) => Err(e),
+        }
+    }
+}
