@@ -227,6 +227,7 @@ impl Inner {
         let mut reconciled: Option<Instant> = None;
         let mut backoff = Duration::from_millis(500);
         let mut saved = serde_json::to_vec(&state).ok();
+        let mut pause = None;
         while let Some((paths, rescan)) = self.next(next_pull) {
             let pull = Instant::now() >= next_pull;
             let reconcile = reconciled.is_none_or(|t| t.elapsed() >= RECONCILE_EVERY);
@@ -254,11 +255,7 @@ impl Inner {
                     if pull {
                         next_pull = Instant::now() + self.every;
                     }
-                    let empty = again.is_empty();
                     self.again(again, false);
-                    if !empty {
-                        self.wake.notify_one();
-                    }
                 }
                 Err(e) => {
                     self.again(paths, true);
@@ -269,7 +266,7 @@ impl Inner {
                         true => (backoff * 2).min(BACKOFF_MOST),
                         false => BACKOFF_MOST,
                     };
-                    self.sleep(backoff);
+                    pause = Some(backoff);
                 }
             }
             let now = serde_json::to_vec(&state).ok();
@@ -279,6 +276,9 @@ impl Inner {
                     Err(e) => tracing::warn!("memfs could not save .memfs/remote/state.json: {e}"),
                 }
             }
+            if let Some(d) = pause.take() {
+                self.sleep(d);
+            }
         }
     }
 
@@ -287,11 +287,13 @@ impl Inner {
         let now = humantime::format_rfc3339_seconds(std::time::SystemTime::now()).to_string();
         state.unsent_since.get_or_insert(now);
         if e.is_transient() {
+            if self.store.unreachable_since().is_none() {
+                tracing::warn!(
+                    "the memory store cannot be reached; changes are kept and sent later: {e}"
+                );
+            }
             self.store
                 .set_unreachable(Some(std::time::SystemTime::now()));
-            tracing::info!(
-                "the memory store cannot be reached, changes are kept and sent later: {e}"
-            );
         } else {
             if state.halted.is_none() {
                 tracing::error!(
