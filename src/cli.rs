@@ -122,6 +122,10 @@ pub struct Common {
         help_heading = "Data"
     )]
     pub store_key_env: String,
+    /// When --data is a store over HTTP: a file its API key is in, instead
+    /// of the environment (what `claude-code enable --shared URL` keeps).
+    #[arg(long, global = true, value_name = "FILE", help_heading = "Data")]
+    pub store_key_file: Option<PathBuf>,
     /// When --data is a store over HTTP: how often it is asked what changed
     /// (seconds).
     #[arg(
@@ -577,10 +581,12 @@ pub enum ClaudeCodeCmd {
     /// (its first versions) and mounts that memory where Claude Code looks,
     /// in the background. Changes nothing if it is on memfs already.
     Enable {
-        /// A shared store (postgres://...): the memory is the store named
-        /// after the repository's remote (or the URL's ?store=), so this
-        /// project meets it on every machine.
-        #[arg(long, value_name = "URL")]
+        /// A shared store: postgres://... (the memory is the store named
+        /// after the repository's remote, or the URL's ?store=), or a
+        /// memory store over HTTP, https://HOST/v1/memory_stores/ID (its
+        /// key from ANTHROPIC_API_KEY, kept for later starts in
+        /// ~/.config/memfs/keys), so this project meets it on every machine.
+        #[arg(long, alias = "store", value_name = "URL")]
         shared: Option<String>,
         /// The memory's data dir (with --shared: this host's cache);
         /// default ~/.local/share/memfs/claude-code/PROJECT.
@@ -829,6 +835,7 @@ impl Common {
         self.remote = Some(memfs::remote::Options {
             url,
             key_env: self.store_key_env.clone(),
+            key_file: self.store_key_file.clone(),
             pull_every: std::time::Duration::from_secs_f64(self.pull_every),
         });
         Ok(())

@@ -185,7 +185,9 @@ fn place(shared: Option<&str>, data: Option<&Path>) -> Result<Place, CliError> {
     let shared = match shared {
         None if !stamp.trim().is_empty() => Some(stamp.trim().to_string()),
         None => None,
-        Some(url) if url.contains("store=") => Some(url.to_string()),
+        Some(url) if url.contains("store=") || memfs::remote::is_store_url(url) => {
+            Some(url.to_string())
+        }
         Some(url) => {
             let remote = git(&project, &["remote", "get-url", "origin"]).ok_or_else(|| {
                 CliError::Said(format!(
@@ -225,13 +227,15 @@ pub fn run(cmd: &ClaudeCodeCmd) -> ExitCode {
     let result = match cmd {
         ClaudeCodeCmd::Enable {
             memory, no_mount, ..
-        } => ensure::hold(&place.data).and_then(|_held| {
-            let enabled = match no_mount {
-                true => unmounted::enable(&place),
-                false => enable(&place),
-            };
-            enabled.map(|said| said + &remember_where(&place, memory))
-        }),
+        } => keep_store_key(&place)
+            .and_then(|()| ensure::hold(&place.data))
+            .and_then(|_held| {
+                let enabled = match no_mount {
+                    true => unmounted::enable(&place),
+                    false => enable(&place),
+                };
+                enabled.map(|said| said + &remember_where(&place, memory))
+            }),
         ClaudeCodeCmd::Disable { .. } => {
             ensure::hold(&place.data).and_then(|_held| disable(&place))
         }
@@ -305,7 +309,51 @@ fn memfs_on(place: &Place) -> Result<Command, CliError> {
         None => c.arg("--data").arg(&place.data),
         Some(url) => c.arg("--data").arg(url).arg("--cache").arg(&place.data),
     };
+    if let Some(file) = store_key_file(place) {
+        c.arg("--store-key-file").arg(file);
+    }
     Ok(c)
+}
+
+/// Where the key of the place's store over HTTP is kept, if it is on one.
+fn store_key_file(place: &Place) -> Option<PathBuf> {
+    let url = place
+        .shared
+        .as_deref()
+        .filter(|u| memfs::remote::is_store_url(u))?;
+    let url = memfs::remote::StoreUrl::parse(url, true).ok()?;
+    memfs::remote::key_file(&url)
+}
+
+/// On a store over HTTP: its key (ANTHROPIC_API_KEY here) kept for the
+/// memfs started now and by the hook later, whose environment holds
+/// Claude Code's own key, not the store's; one kept before serves when
+/// the environment has none.
+fn keep_store_key(place: &Place) -> Result<(), CliError> {
+    let Some(url) = place
+        .shared
+        .as_deref()
+        .filter(|u| memfs::remote::is_store_url(u))
+    else {
+        return Ok(());
+    };
+    memfs::remote::StoreUrl::parse(url, false).map_err(|e| CliError::Said(e.to_string()))?;
+    let file = store_key_file(place)
+        .ok_or_else(|| CliError::Said("no HOME to keep the store's key under".into()))?;
+    match std::env::var("ANTHROPIC_API_KEY") {
+        Ok(key) if !key.trim().is_empty() => {
+            memfs::remote::keep_key(&file, key.trim()).map_err(|e| {
+                CliError::Said(format!(
+                    "cannot keep the store's key in {}: {e}",
+                    file.display()
+                ))
+            })
+        }
+        _ if file.exists() => Ok(()),
+        _ => Err(CliError::Said(
+            "no key for the memory store: set ANTHROPIC_API_KEY to a key that reaches it".into(),
+        )),
+    }
 }
 
 /// What the place is now.
@@ -580,10 +628,11 @@ fn brought_in(
     Ok(match (&place.shared, existing) {
         (Some(url), _) => {
             let kept = bring_in(aside, dir)?;
-            format!(
-                ", shared store {}{kept}",
-                url.split("store=").nth(1).unwrap_or("?")
-            )
+            let name = match memfs::remote::StoreUrl::parse(url, true) {
+                Ok(store) => store.store,
+                Err(_) => url.split("store=").nth(1).unwrap_or("?").to_string(),
+            };
+            format!(", shared store {name}{kept}")
         }
         (None, true) => format!("; {}", take_in(aside, dir, &place.data.join(COPIED_BACK))?),
         (None, false) => format!("; {moved} file(s) already there are its first versions"),

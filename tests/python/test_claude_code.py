@@ -307,6 +307,75 @@ def test_two_machines_claude_code_meets_one_shared_memory(claude, memfs_bin, tmp
     assert (machines[1][2] / "MEMORY.md").read_text() == "Shared note.\n"
 
 
+def test_two_machines_claude_code_meets_one_memory_through_a_memfs_server(claude, memfs_bin, tmp_path):
+    """Two machines (two HOMEs), each `memfs claude-code enable --store
+    URL` on one memory store of a memfs server (`serve --http`), the
+    store's key in ANTHROPIC_API_KEY at enable only: what the first
+    machine's Claude Code writes, the second one's reads; the store holds
+    it; the key is kept for later starts, readable by its user only."""
+    import anthropic
+    from http_server import Server
+    if not (os.geteuid() == 0 and os.path.exists("/dev/fuse")):
+        if CI:
+            pytest.fail("CI=true needs root and /dev/fuse")
+        pytest.skip("needs root and /dev/fuse")
+    server = Server(memfs_bin, tmp_path / "root")
+    admin = anthropic.Anthropic(api_key=server.token("--admin", "--name", "admin"), base_url=server.url,
+                                max_retries=0)
+    store = admin.beta.memory_stores.create(name="claude-code").id
+    key = server.token("--name", "laptops", "--store", store)
+    url = f"{server.url}/v1/memory_stores/{store}"
+    machines = []
+    try:
+        for name in "ab":
+            home, work = tmp_path / name / "home", tmp_path / name / "project"
+            subprocess.run(["git", "init", "-q", str(work)], check=True)
+            place = home / ".claude" / "projects" / "".join(
+                c if c.isascii() and c.isalnum() else "-" for c in str(work)) / "memory"
+            env = {"PATH": os.environ.get("PATH", "/usr/bin:/bin"), "HOME": str(home)}
+            on = subprocess.run([memfs_bin, "claude-code", "enable", "--store", url], cwd=work,
+                                env={**env, "ANTHROPIC_API_KEY": key}, capture_output=True, text=True, timeout=60)
+            assert on.returncode == 0, on.stderr
+            assert f"shared store {store}" in on.stdout, on.stdout
+            assert key not in on.stdout + on.stderr
+            kept = next((home / ".config" / "memfs" / "keys").iterdir())
+            assert kept.read_text() == key and kept.stat().st_mode & 0o077 == 0
+            machines.append((home, work, place, env))
+        (home_a, work_a, place_a, _), (home_b, work_b, place_b, _) = machines
+        md_a, md_b = f"{place_a}/MEMORY.md", f"{place_b}/MEMORY.md"
+        write = [
+            [{"type": "tool_use", "id": "toolu_01", "name": "Write",
+              "input": {"file_path": md_a, "content": "Shared note.\n"},
+              "expect": {"content": f"File created successfully at: {md_a}{NO_READ_BACK}", "is_error": False}}],
+            [{"type": "text", "text": "Written."}],
+        ]
+        with ScriptedApi(write, main_tool="Write") as api:
+            run = claude_at(home_a, work_a, api, ["-p", "Remember.", "--allowedTools", "Write,Read"])
+            assert run.returncode == 0, (run.stdout, run.stderr[-3000:])
+            api.check()
+        deadline = time.monotonic() + 20
+        while not os.path.exists(md_b) and time.monotonic() < deadline:
+            time.sleep(0.05)
+        read = [
+            [{"type": "tool_use", "id": "toolu_01", "name": "Read", "input": {"file_path": md_b},
+              "expect": {"content": "1\tShared note.\n2\t", "is_error": False}}],
+            [{"type": "text", "text": "Read."}],
+        ]
+        with ScriptedApi(read, main_tool="Read") as api:
+            run = claude_at(home_b, work_b, api, ["-p", "What do you remember?", "--allowedTools", "Write,Read"])
+            assert run.returncode == 0, (run.stdout, run.stderr[-3000:])
+            api.check()
+        listed = {m.path: m.content for m in admin.beta.memory_stores.memories.list(store, view="full")}
+        assert listed == {"/MEMORY.md": "Shared note.\n"}, listed
+    finally:
+        for home, work, place, env in machines:
+            off = subprocess.run([memfs_bin, "claude-code", "disable"], cwd=work, env=env,
+                                 capture_output=True, text=True, timeout=60)
+            assert off.returncode == 0, off.stderr
+        assert server.stop() == 0, "".join(server.log)
+    assert (machines[1][2] / "MEMORY.md").read_text() == "Shared note.\n"
+
+
 def claude_at(home, work, api, args):
     env = {
         "PATH": os.environ.get("PATH", "/usr/bin:/bin"),

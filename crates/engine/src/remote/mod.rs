@@ -38,6 +38,10 @@ pub struct Options {
     pub url: StoreUrl,
     /// The environment variable the API key is in.
     pub key_env: String,
+    /// A file the API key is in instead (`--store-key-file`: what
+    /// `claude-code enable --shared URL` keeps for the memfs it starts
+    /// later, from a hook whose environment holds another key).
+    pub key_file: Option<std::path::PathBuf>,
     /// How often the store is asked what changed.
     pub pull_every: Duration,
 }
@@ -85,6 +89,50 @@ pub enum OpenRemoteError {
     OtherStore(String),
 }
 
+/// The key kept in `file`.
+fn key_in(file: &std::path::Path) -> Result<String, RemoteError> {
+    match std::fs::read_to_string(file) {
+        Ok(key) if !key.trim().is_empty() => Ok(key.trim().to_string()),
+        _ => Err(RemoteError::Given(format!(
+            "no API key in {} (--store-key-file): run `memfs claude-code enable` again with the key in ANTHROPIC_API_KEY",
+            file.display()
+        ))),
+    }
+}
+
+/// Where the key of the store `url` is kept for memfs processes started
+/// later (`~/.config/memfs/keys/HOST_PORT_ID`, or under
+/// `$XDG_CONFIG_HOME`).
+pub fn key_file(url: &StoreUrl) -> Option<std::path::PathBuf> {
+    let config = match std::env::var_os("XDG_CONFIG_HOME") {
+        Some(dir) if !dir.is_empty() => std::path::PathBuf::from(dir),
+        _ => std::path::PathBuf::from(std::env::var_os("HOME")?).join(".config"),
+    };
+    Some(config.join("memfs/keys").join(url.cache_name()))
+}
+
+/// `key` kept at `file`, readable by this user only (the directory too).
+pub fn keep_key(file: &std::path::Path, key: &str) -> std::io::Result<()> {
+    use std::io::Write;
+    use std::os::unix::fs::{DirBuilderExt, OpenOptionsExt, PermissionsExt};
+    let dir = file.parent().unwrap_or(std::path::Path::new("."));
+    std::fs::DirBuilder::new()
+        .recursive(true)
+        .mode(0o700)
+        .create(dir)?;
+    std::fs::set_permissions(dir, std::fs::Permissions::from_mode(0o700))?;
+    let tmp = file.with_extension("tmp");
+    let mut f = std::fs::OpenOptions::new()
+        .create(true)
+        .truncate(true)
+        .write(true)
+        .mode(0o600)
+        .open(&tmp)?;
+    f.write_all(key.as_bytes())?;
+    f.sync_all()?;
+    std::fs::rename(&tmp, file)
+}
+
 /// Marks what each change touched, for the next push.
 struct Observer(Weak<Inner>);
 
@@ -121,7 +169,10 @@ impl Remote {
         store: &Arc<Store>,
         state_dir: &std::path::Path,
     ) -> Result<Remote, OpenRemoteError> {
-        let key = crate::transfer::api::key_from(&options.key_env)?;
+        let key = match &options.key_file {
+            Some(file) => key_in(file)?,
+            None => crate::transfer::api::key_from(&options.key_env)?,
+        };
         let url = &options.url;
         let api = Api::timing_out(&url.base, key, &url.store, REQUEST_MOST)?;
         let kept = Kept::new(state_dir)?;
