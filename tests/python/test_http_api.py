@@ -483,3 +483,46 @@ def test_the_edge_names_the_field_a_body_gets_wrong_and_the_table_answers_paths_
             admin.put(f"/v1/{path}", body={}, cast_to=object)
         assert seen.value.status_code == 405
         assert seen.value.body["error"]["message"] == f"this path takes {allowed}"
+
+
+def test_versions_wait_answers_as_soon_as_a_version_is_made_and_is_offered_in_a_header(server, admin):
+    """memfs's extension of the versions listing: `after=ID` lists only
+    newer versions, `wait=S` holds an empty answer until one is made (or S
+    seconds); every answer offers it in `memfs-extensions`."""
+    import threading
+    import time
+    import urllib.request
+    store = admin.beta.memory_stores.create(name="polled").id
+    first = admin.beta.memory_stores.memories.create(store, path="/a.md", content="one\n")
+    newest = admin.beta.memory_stores.memory_versions.list(store, limit=1).data[0].id
+    key = server.token("--name", "poller", "--store", store, "--read-only")
+
+    def get(query):
+        req = urllib.request.Request(f"{server.url}/v1/memory_stores/{store}/memory_versions?{query}",
+                                     headers={"x-api-key": key})
+        with urllib.request.urlopen(req, timeout=60) as r:
+            return r.headers.get("memfs-extensions"), json.loads(r.read())
+
+    offered, page = get("limit=1")
+    assert offered == "versions-wait"
+    # Nothing newer, no wait: an empty page at once.
+    assert get(f"after={newest}")[1]["data"] == []
+    # A change made while a poll waits ends the wait with that version.
+    threading.Timer(0.5, lambda: admin.beta.memory_stores.memories.update(
+        first.id, memory_store_id=store, content="two\n")).start()
+    t = time.monotonic()
+    _, page = get(f"after={newest}&wait=20")
+    assert page["data"] and page["data"][0]["memory_id"] == first.id, page
+    assert time.monotonic() - t < 20, "answered by the change, not by the end of the wait"
+    # Bounded and checked.
+    with pytest.raises(urllib.error.HTTPError) as e:
+        get("wait=31")
+    assert e.value.code == 400
+    with pytest.raises(urllib.error.HTTPError) as e:
+        get("after=nonsense")
+    assert e.value.code == 400
+    # A wait with nothing made ends empty, after the wait.
+    newest = page["data"][0]["id"]
+    t = time.monotonic()
+    assert get(f"after={newest}&wait=1")[1]["data"] == []
+    assert time.monotonic() - t >= 0.9

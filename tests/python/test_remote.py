@@ -310,3 +310,26 @@ def test_a_person_saving_through_a_mount_of_the_cache_reaches_the_store(memfs_bi
     finally:
         subprocess.run(["umount", str(mnt)])
         p.wait(timeout=30)
+
+
+def test_a_memfs_server_pushes_changes_to_the_cache_without_waiting_for_a_pull(memfs_bin, server, tmp_path):
+    """With the pull an hour apart, only memfs's long poll of the versions
+    listing (`wait=`, offered by a memfs server's `memfs-extensions`
+    header) can bring the other machine's changes: fifty of them arrive."""
+    store = Store(server)
+    one = Agent(memfs_bin, store, tmp_path / "one", pull="3600")
+    two = Agent(memfs_bin, store, tmp_path / "two", pull="3600")
+    one.call(command="create", path="/memories/a.md", file_text="0\n")
+    until(lambda: "0" in str(two.text(command="view", path="/memories/a.md")), what="the first change")
+    took = []
+    for i in range(1, 51):
+        t = time.monotonic()
+        out = one.call(command="str_replace", path="/memories/a.md", old_str=f"{i - 1}\n", new_str=f"{i}\n")
+        assert not out.get("is_error"), out
+        until(lambda: f"\t{i}" in str(two.text(command="view", path="/memories/a.md")), what=f"change {i}")
+        took.append(time.monotonic() - t)
+    took.sort()
+    print(f"save here to view there: p50 {took[24] * 1000:.0f} ms, p99 {took[-1] * 1000:.0f} ms")
+    for agent in (one, two):
+        code, err = agent.stop()
+        assert code == 0, err

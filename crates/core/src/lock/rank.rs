@@ -104,3 +104,5 @@ pub const INOTIFY_EVENTS: Rank = Rank::new(91, "outside::watch::Hub::inner");
 pub const MEM_DISK: Rank = Rank::new(90, "persist::storage::mem::MemDisk::state");
 pub const POOL_QUEUE: Rank = Rank::new(90, "pool::Pool::queue");
 pub const CATALOG_CONNS: Rank = Rank::new(90, "http::catalog_pg::PgCatalog::idle");
+pub const REMOTE_DIRTY: Rank = Rank::new(90, "remote::Inner::dirty");
+pub const VERSIONS_CHANGED: Rank = Rank::new(90, "http::changed::Changed::count");

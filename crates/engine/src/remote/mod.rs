@@ -22,9 +22,10 @@ pub mod sync;
 pub mod target;
 
 use std::collections::BTreeSet;
-use std::sync::{Arc, Condvar, Mutex, Weak};
+use std::sync::{Arc, Weak};
 use std::time::{Duration, Instant};
 
+use crate::lock::{rank, Condvar, Mutex};
 use crate::store::{Change, ChangeOp, ChangeSink, Store, Ticket};
 use crate::transfer::api::{Api, RemoteError};
 
@@ -59,8 +60,13 @@ struct Dirty {
     paths: BTreeSet<String>,
     /// Compare every path (a directory removed or moved, a start).
     rescan: bool,
+    /// The store has new versions (its long poll said so): pull now.
+    pull_now: bool,
     stop: bool,
 }
+
+/// How long memfs's long poll of a memfs server waits for a version.
+const POLL_WAIT_S: u64 = 10;
 
 struct Inner {
     api: Api,
@@ -139,7 +145,7 @@ struct Observer(Weak<Inner>);
 impl ChangeSink for Observer {
     fn submit(&self, change: &Change) -> Ticket {
         if let Some(inner) = self.0.upgrade() {
-            let mut dirty = inner.dirty.lock().unwrap_or_else(|p| p.into_inner());
+            let mut dirty = inner.dirty.lock();
             for op in &change.ops {
                 if matches!(
                     op,
@@ -186,10 +192,13 @@ impl Remote {
             kept,
             host: Arc::from(url.host()),
             every: options.pull_every,
-            dirty: Mutex::new(Dirty {
-                rescan: true,
-                ..Dirty::default()
-            }),
+            dirty: Mutex::new(
+                rank::REMOTE_DIRTY,
+                Dirty {
+                    rescan: true,
+                    ..Dirty::default()
+                },
+            ),
             wake: Condvar::new(),
         });
         store.mark_keeps_unsent();
@@ -203,6 +212,12 @@ impl Remote {
             round.reconcile()?;
             inner.kept.save(&state)?;
         }
+        // A memfs server offers a long poll: a change there is here in
+        // milliseconds, not at the next pull.
+        let poller = inner.clone();
+        std::thread::Builder::new()
+            .name("memfs-remote-poll".into())
+            .spawn(move || poller.poll())?;
         let run = inner.clone();
         let thread = std::thread::Builder::new()
             .name("memfs-remote".into())
@@ -216,11 +231,7 @@ impl Remote {
 
 impl Drop for Remote {
     fn drop(&mut self) {
-        self.inner
-            .dirty
-            .lock()
-            .unwrap_or_else(|p| p.into_inner())
-            .stop = true;
+        self.inner.dirty.lock().stop = true;
         self.inner.wake.notify_all();
         if let Some(t) = self.thread.take() {
             let _ = t.join();
@@ -247,27 +258,24 @@ impl Inner {
 
     /// What to push next, once there is something or `until`; `None`
     /// when stopped.
-    fn next(&self, until: Instant) -> Option<(BTreeSet<String>, bool)> {
-        let mut dirty = self.dirty.lock().unwrap_or_else(|p| p.into_inner());
+    fn next(&self, until: Instant) -> Option<(BTreeSet<String>, bool, bool)> {
+        let mut dirty = self.dirty.lock();
         loop {
             if dirty.stop {
                 return None;
             }
             let now = Instant::now();
-            if !dirty.paths.is_empty() || dirty.rescan || now >= until {
+            if !dirty.paths.is_empty() || dirty.rescan || dirty.pull_now || now >= until {
                 let paths = std::mem::take(&mut dirty.paths);
-                return Some((paths, std::mem::take(&mut dirty.rescan)));
+                let rescan = std::mem::take(&mut dirty.rescan);
+                return Some((paths, rescan, std::mem::take(&mut dirty.pull_now)));
             }
-            dirty = self
-                .wake
-                .wait_timeout(dirty, until - now)
-                .unwrap_or_else(|p| p.into_inner())
-                .0;
+            self.wake.wait_until(&mut dirty, until);
         }
     }
 
     fn again(&self, paths: BTreeSet<String>, rescan: bool) {
-        let mut dirty = self.dirty.lock().unwrap_or_else(|p| p.into_inner());
+        let mut dirty = self.dirty.lock();
         dirty.paths.extend(paths);
         dirty.rescan |= rescan;
     }
@@ -279,8 +287,8 @@ impl Inner {
         let mut backoff = Duration::from_millis(500);
         let mut saved = serde_json::to_vec(&state).ok();
         let mut pause = None;
-        while let Some((paths, rescan)) = self.next(next_pull) {
-            let pull = Instant::now() >= next_pull;
+        while let Some((paths, rescan, pull_now)) = self.next(next_pull) {
+            let pull = pull_now || Instant::now() >= next_pull;
             let reconcile = reconciled.is_none_or(|t| t.elapsed() >= RECONCILE_EVERY);
             let mut dirty = paths.clone();
             if rescan {
@@ -333,6 +341,48 @@ impl Inner {
         }
     }
 
+    /// memfs's long poll of a memfs server's versions: each time it
+    /// answers with a version, a pull now (the main loop's). Ends at once
+    /// on a store that does not offer it, else when stopped; not joined (it
+    /// only marks, and ends at its next answer).
+    fn poll(&self) {
+        let mut after = None;
+        let mut offered = false;
+        loop {
+            if self.dirty.lock().stop {
+                return;
+            }
+            if !offered {
+                match self.api.offers_wait() {
+                    Ok((false, _)) => return,
+                    Ok((true, newest)) => {
+                        (offered, after) = (true, newest);
+                        // (What came meanwhile is pulled the usual way.)
+                        self.dirty.lock().pull_now = true;
+                        self.wake.notify_all();
+                    }
+                    Err(_) => {
+                        self.sleep(self.every.max(Duration::from_secs(1)));
+                        continue;
+                    }
+                }
+            }
+            match self.api.versions_after(after.as_deref(), POLL_WAIT_S) {
+                Ok(versions) => {
+                    if let Some(newest) = versions.first() {
+                        after = Some(newest.id.clone());
+                        self.dirty.lock().pull_now = true;
+                        self.wake.notify_all();
+                    }
+                }
+                Err(_) => {
+                    offered = false;
+                    self.sleep(self.every.max(Duration::from_secs(1)));
+                }
+            }
+        }
+    }
+
     /// What went wrong said, and kept in the state for `memfs log`.
     fn failed(&self, state: &mut State, e: &RemoteError) {
         let now = humantime::format_rfc3339_seconds(std::time::SystemTime::now()).to_string();
@@ -357,9 +407,9 @@ impl Inner {
 
     /// Waits `d`, or less when stopped.
     fn sleep(&self, d: Duration) {
-        let dirty = self.dirty.lock().unwrap_or_else(|p| p.into_inner());
+        let mut dirty = self.dirty.lock();
         if !dirty.stop {
-            let _ = self.wake.wait_timeout(dirty, d);
+            self.wake.wait_for(&mut dirty, d);
         }
     }
 }

@@ -8,6 +8,7 @@ pub mod api;
 mod atomic;
 pub mod catalog;
 pub mod catalog_pg;
+pub mod changed;
 pub mod error;
 pub mod ids;
 pub mod limits;

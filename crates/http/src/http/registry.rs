@@ -47,6 +47,8 @@ pub struct OpenStore {
     busy: AtomicUsize,
     /// A close of it is scheduled on the background pool.
     closing: std::sync::atomic::AtomicBool,
+    /// Its changes counted, for the versions listing's long poll.
+    pub changed: Arc<super::changed::Changed>,
 }
 
 impl OpenStore {
@@ -593,6 +595,10 @@ impl Registry {
         ids.sync(&memory.history())
             .map_err(|e| ApiError::internal(format!("the store's history cannot be read: {e}")))?;
         tracing::debug!("opened store {id}");
+        let changed = Arc::new(super::changed::Changed::default());
+        memory
+            .store()
+            .observe(Arc::new(super::changed::Counting(changed.clone())));
         Ok(OpenStore {
             id: id.to_string(),
             memory,
@@ -602,6 +608,7 @@ impl Registry {
             last_used: Mutex::new(rank::STORE_LAST_USED, Instant::now()),
             busy: AtomicUsize::new(0),
             closing: std::sync::atomic::AtomicBool::new(false),
+            changed,
         })
     }
 

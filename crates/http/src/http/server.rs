@@ -270,7 +270,9 @@ fn answer(
         checked: parts.extensions.get::<Checked>().map(|c| c.0.clone()),
     };
     let value = api::handle(&state.reg, &call)?;
-    Ok(json_response(200, &value, &[request_id]))
+    // (memfs's own extensions, which a client uses only once offered.)
+    let offered = ("memfs-extensions", "versions-wait".to_string());
+    Ok(json_response(200, &value, &[request_id, offered]))
 }
 
 /// A request to `/mcp` (streamable HTTP, without an event stream): POST a

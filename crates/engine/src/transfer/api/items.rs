@@ -117,6 +117,51 @@ impl Api {
         Ok(newest)
     }
 
+    /// Whether the endpoint offers memfs's long poll of the versions
+    /// listing (a memfs server says so in a header; the hosted API does
+    /// not, and is never sent its parameters); and its newest version's id.
+    pub fn offers_wait(&self) -> Result<(bool, Option<String>), RemoteError> {
+        let request = self
+            .signed(self.agent.get(&self.url("/memory_versions")))
+            .query("limit", "1");
+        let mut response = self.success(request.call())?;
+        let offered = (response.headers().get_all("memfs-extensions"))
+            .iter()
+            .filter_map(|v| v.to_str().ok())
+            .any(|v| v.split(',').any(|e| e.trim() == "versions-wait"));
+        let text = (response.body_mut().with_config().limit(1 << 20))
+            .read_to_string()
+            .unwrap_or_default();
+        let page: Value = serde_json::from_str(&text).unwrap_or(Value::Null);
+        Ok((offered, page["data"][0]["id"].as_str().map(str::to_string)))
+    }
+
+    /// memfs's long poll: the versions newer than `after` (an id), waiting
+    /// up to `wait_s` seconds for one; newest first.
+    pub fn versions_after(
+        &self,
+        after: Option<&str>,
+        wait_s: u64,
+    ) -> Result<Vec<Version>, RemoteError> {
+        let wait = wait_s.to_string();
+        let mut query = vec![("limit", "100"), ("wait", wait.as_str())];
+        if let Some(a) = after {
+            query.push(("after", a));
+        }
+        let page: Page =
+            serde_json::from_value(self.get("/memory_versions", &query)?).map_err(|e| {
+                RemoteError::Answer(format!("{}: a page could not be read: {e}", self.shown))
+            })?;
+        page.data
+            .into_iter()
+            .map(|v| {
+                serde_json::from_value(v).map_err(|e| {
+                    RemoteError::Answer(format!("{}: a version could not be read: {e}", self.shown))
+                })
+            })
+            .collect()
+    }
+
     /// Each item of each page of a listing at `rest`, until `each` says
     /// stop or the pages end.
     fn pages(

@@ -91,6 +91,8 @@ pub(super) struct VersionFilter<'a> {
     op: Option<&'a str>,
     memory: Option<u64>,
     before: Option<u64>,
+    /// memfs's extension: only versions newer than this one.
+    after: Option<u64>,
     api_key: Option<&'a String>,
     session: Option<&'a String>,
     service_account: Option<&'a String>,
@@ -122,12 +124,20 @@ impl<'a> VersionFilter<'a> {
                     ApiError::invalid("`page` is not a page this server handed out")
                 })?),
             };
+        let after =
+            match call.query.get("after") {
+                None => None,
+                Some(p) => Some(ids::parse_version_id(p).ok_or_else(|| {
+                    ApiError::invalid("`after` is a memory version id (memver_...)")
+                })?),
+            };
         Ok(VersionFilter {
             gte,
             lte,
             op,
             memory,
             before,
+            after,
             api_key: call.query.get("api_key_id"),
             session: call.query.get("session_id"),
             service_account: call.query.get("service_account_id"),
@@ -137,7 +147,7 @@ impl<'a> VersionFilter<'a> {
     /// Whether `row` is listed; `lineage` names the memory a version is of.
     fn keeps(&self, row: &Row, lineage: &dyn Fn(u64) -> u64) -> bool {
         let v = row.id();
-        if self.before.is_some_and(|b| v >= b) {
+        if self.before.is_some_and(|b| v >= b) || self.after.is_some_and(|a| v <= a) {
             return false;
         }
         let Some(this_op) = operation(row) else {
@@ -179,12 +189,57 @@ impl<'a> VersionFilter<'a> {
     }
 }
 
+/// The longest a listing of versions waits for one (`wait=S`).
+const WAIT_MOST: u64 = 30;
+
+/// `wait=S`: how long the listing may wait for a version when it has none
+/// (memfs's extension, offered by the `memfs-extensions: versions-wait`
+/// header of every answer; the hosted API has no such parameter).
+fn wait_query(call: &Call) -> ApiResult<Option<std::time::Duration>> {
+    match call.query.get("wait") {
+        None => Ok(None),
+        Some(text) => match text.parse::<u64>() {
+            Ok(s @ 0..=WAIT_MOST) => Ok(Some(std::time::Duration::from_secs(s))),
+            _ => Err(ApiError::invalid(format!(
+                "`wait` is a whole number of seconds from 0 to {WAIT_MOST}"
+            ))),
+        },
+    }
+}
+
 pub(super) fn list_versions(on: On) -> ApiResult<Reply> {
     let On { reg, call, meta } = on;
     let full = view(call, false)?;
     let limit = limit(call, full)?;
     let filter = VersionFilter::parse(call)?;
+    let wait = wait_query(call)?;
     let held = held(reg, meta)?;
+    let until = wait.map(|w| std::time::Instant::now() + w);
+    let _place = until.and_then(|_| crate::http::changed::Waiting::take());
+    loop {
+        let seen = held.changed.now();
+        let page = versions_page(&held, meta, &filter, limit, full)?;
+        match (until, &_place) {
+            (Some(until), Some(_)) if page.data.is_empty() && page.next_page.is_none() => {
+                if !held.changed.wait_past(seen, until) {
+                    return Ok(page.into());
+                }
+                // (The change is in the history once it is durable.)
+                held.memory.store().catch_up();
+            }
+            _ => return Ok(page.into()),
+        }
+    }
+}
+
+/// One page of the versions `filter` keeps, newest first.
+fn versions_page(
+    held: &Held,
+    meta: &StoreMeta,
+    filter: &VersionFilter,
+    limit: usize,
+    full: bool,
+) -> ApiResult<wire::Page<wire::Version>> {
     let rows = held
         .memory
         .history()
@@ -199,7 +254,7 @@ pub(super) fn list_versions(on: On) -> ApiResult<Reply> {
             more = true;
             break;
         }
-        if let Some(version) = version_of(&held, meta, row, full) {
+        if let Some(version) = version_of(held, meta, row, full) {
             data.push(version);
             last = Some(row.id());
         }
@@ -207,8 +262,7 @@ pub(super) fn list_versions(on: On) -> ApiResult<Reply> {
     Ok(wire::Page {
         data,
         next_page: more.then(|| last.map(version_id)).flatten(),
-    }
-    .into())
+    })
 }
 
 pub(super) fn version_row(held: &Held, vid: &str) -> ApiResult<Row> {
