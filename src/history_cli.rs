@@ -143,6 +143,12 @@ pub fn run(cli: &Cli, request: Request) -> ExitCode {
         Some(memory) => handle(memory.store(), memory.control(), request),
         None => through_owner(&data.join(".memfs"), request),
     };
+    if let Cmd::Log { .. } = &cli.command {
+        // (A cache of a store over HTTP: what is not sent yet, first.)
+        for line in memfs::remote::status::said(data) {
+            memfs::say!("memfs: {line}");
+        }
+    }
     let reply = ask(&request);
     if let (Cmd::Export { git: Some(git), .. }, 0) = (&cli.command, reply.code) {
         return export(git, &reply.out);

@@ -195,6 +195,13 @@ def test_edits_made_while_the_store_is_down_survive_a_restart_and_go_out_after(m
     view = until(lambda: (lambda t: "cannot be reached" in t and t)(str(agent.text(command="view", path="/memories/a.md"))),
                  what="the stale note")
     assert "changes are kept here and sent when the store answers again" in view, view
+
+    def log_says():
+        r = subprocess.run([memfs_bin, "--data", str(tmp_path / "cache"), "log"], capture_output=True, text=True)
+        assert r.returncode == 0, r.stderr
+        return r.stderr
+    said = until(lambda: (lambda e: "2 change(s) not sent yet" in e and e)(log_says()), what="memfs log saying so")
+    assert "/a.md, /b.md" in said, said
     code, err = agent.stop()
     assert code == 0, err
     # Back, on the same address; a new process on the same cache sends what waited.
@@ -205,6 +212,7 @@ def test_edits_made_while_the_store_is_down_survive_a_restart_and_go_out_after(m
               what="the offline edits reaching the store")
         view = agent.text(command="view", path="/memories/a.md")
         assert "cannot be reached" not in str(view), view
+        until(lambda: "everything here is sent" in log_says(), what="memfs log saying all is sent")
         code, err = agent.stop()
         assert code == 0, err
     finally:
@@ -268,6 +276,8 @@ def test_a_revoked_key_is_a_clear_error_and_nothing_here_is_lost(memfs_bin, serv
     assert "refuses" in err, err
     assert store.key not in err
     assert (tmp_path / "cache" / "memories" / "a.md").read_text() == "after\n"
+    r = subprocess.run([memfs_bin, "--data", str(tmp_path / "cache"), "log"], capture_output=True, text=True)
+    assert "the store refuses this cache's changes" in r.stderr and "1 change(s) not sent yet" in r.stderr, r.stderr
 
 
 def test_a_person_saving_through_a_mount_of_the_cache_reaches_the_store(memfs_bin, server, tmp_path):
@@ -333,3 +343,49 @@ def test_a_memfs_server_pushes_changes_to_the_cache_without_waiting_for_a_pull(m
     for agent in (one, two):
         code, err = agent.stop()
         assert code == 0, err
+
+
+def test_every_door_works_on_a_store_over_http(memfs_bin, server, tmp_path):
+    """exec (one change and a stop: pushed before it exits), the memory
+    tool over MCP with the `mcp` package's own client, `memfs log`, and the
+    review page's JSON, each on the cache of one store."""
+    import anyio
+    import urllib.request
+    from mcp import Client
+    from mcp.client.stdio import StdioServerParameters
+    store = Store(server)
+    cache = tmp_path / "cache"
+    base = [memfs_bin, "--data", store.url, "--cache", str(cache), "--pull-every", PULL]
+    env = env_with(store.key)
+    r = subprocess.run([*base, "exec", json.dumps({"command": "create", "path": "/memories/exec.md",
+                                                   "file_text": "by exec\n"})],
+                       capture_output=True, text=True, env=env, timeout=60)
+    assert r.returncode == 0, r.stderr
+    assert store.files() == {"/exec.md": "by exec\n"}, "exec's change is in the store when exec returns"
+
+    async def over_mcp():
+        params = StdioServerParameters(command=memfs_bin, args=[*base[1:], "mcp"], env=env)
+        async with Client(params) as client:
+            r = await client.call_tool("memory", {"command": "create", "path": "/memories/mcp.md", "file_text": "by mcp\n"})
+            assert not r.is_error, r
+            r = await client.call_tool("memory", {"command": "view", "path": "/memories/exec.md"})
+            assert "by exec" in r.content[0].text
+    anyio.run(over_mcp)
+    assert store.files() == {"/exec.md": "by exec\n", "/mcp.md": "by mcp\n"}
+    store.sdk.beta.memory_stores.memories.create(store.id, path="/api.md", content="by the API\n")
+    r = subprocess.run([*base, "log"], capture_output=True, text=True, env=env, timeout=60)
+    assert r.returncode == 0, r.stderr
+    assert "/memories/api.md" in r.stdout and "remote:" in r.stdout, r.stdout
+    # The review page on the cache, logged in with the link it prints.
+    import http.cookiejar
+    page = subprocess.Popen([*base, "web"], stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, text=True, env=env)
+    try:
+        url = page.stdout.readline().strip()
+        assert "/login?t=" in url, url
+        opener = urllib.request.build_opener(urllib.request.HTTPCookieProcessor(http.cookiejar.CookieJar()))
+        opener.open(url, timeout=30).read()
+        html = opener.open(url.split("/login")[0] + "/history", timeout=30).read().decode()
+        assert "api.md" in html and "remote:127.0.0.1" in html, html[:3000]
+    finally:
+        page.terminate()
+        page.wait(timeout=30)

@@ -13,11 +13,13 @@
 //! - [`target`]: the URL, checked;
 //! - [`state`]: the bases, kept in `.memfs/remote`;
 //! - [`local`]: the tree's side;
-//! - [`sync`] and [`push`]: one round.
+//! - [`sync`] and [`push`]: one round;
+//! - [`status`]: what `memfs log` says of it.
 
 pub mod local;
 mod push;
 pub mod state;
+pub mod status;
 pub mod sync;
 pub mod target;
 
@@ -203,15 +205,22 @@ impl Remote {
         });
         store.mark_keeps_unsent();
         store.observe(Arc::new(Observer(Arc::downgrade(&inner))));
-        if state.store.is_empty() {
-            inner.api.check()?;
-            state.store = url.shown();
-            state.watermark = inner.api.newest_version()?;
-            let mut unsendable = BTreeSet::new();
-            let mut round = inner.round(&mut state, &mut unsendable);
-            round.reconcile()?;
-            inner.kept.save(&state)?;
-        }
+        let reconciled = match state.store.is_empty() {
+            true => {
+                inner.api.check()?;
+                state.store = url.shown();
+                state.watermark = inner.api.newest_version()?;
+                let mut unsendable = BTreeSet::new();
+                let mut round = inner.round(&mut state, &mut unsendable);
+                round.reconcile()?;
+                inner.kept.save(&state)?;
+                Some(Instant::now())
+            }
+            // A cache: caught up before the doors serve it (a command run
+            // once, an agent's new session, sees the store as it is), or
+            // served as it is, with the note, when the store does not answer.
+            false => inner.catch_up(&mut state),
+        };
         // A memfs server offers a long poll: a change there is here in
         // milliseconds, not at the next pull.
         let poller = inner.clone();
@@ -221,7 +230,7 @@ impl Remote {
         let run = inner.clone();
         let thread = std::thread::Builder::new()
             .name("memfs-remote".into())
-            .spawn(move || run.run(state))?;
+            .spawn(move || run.run(state, reconciled))?;
         Ok(Remote {
             inner,
             thread: Some(thread),
@@ -280,10 +289,38 @@ impl Inner {
         dirty.rescan |= rescan;
     }
 
-    fn run(&self, mut state: State) {
+    /// What waits here pushed and what changed there taken in, once, at a
+    /// start; when, if it went well.
+    fn catch_up(&self, state: &mut State) -> Option<Instant> {
+        let mut dirty: BTreeSet<String> = local::files(&self.store).into_iter().collect();
+        dirty.extend(state.memories.keys().cloned());
         let mut unsendable = BTreeSet::new();
-        let mut next_pull = Instant::now();
-        let mut reconciled: Option<Instant> = None;
+        let mut round = self.round(state, &mut unsendable);
+        let done = round.push(&dirty).and_then(|()| round.reconcile());
+        let again = std::mem::take(&mut round.again);
+        self.again(again, false);
+        match done {
+            Ok(()) => {
+                self.dirty.lock().rescan = false;
+                if let Err(e) = self.kept.save(state) {
+                    tracing::warn!("memfs could not save .memfs/remote/state.json: {e}");
+                }
+                Some(Instant::now())
+            }
+            Err(e) => {
+                self.failed(state, &e);
+                None
+            }
+        }
+    }
+
+    fn run(&self, mut state: State, reconciled: Option<Instant>) {
+        let mut unsendable = BTreeSet::new();
+        let mut reconciled = reconciled;
+        let mut next_pull = match reconciled {
+            Some(t) => t + self.every,
+            None => Instant::now(),
+        };
         let mut backoff = Duration::from_millis(500);
         let mut saved = serde_json::to_vec(&state).ok();
         let mut pause = None;
@@ -338,6 +375,35 @@ impl Inner {
             if let Some(d) = pause.take() {
                 self.sleep(d);
             }
+        }
+        self.last_push(&mut state, &mut unsendable);
+    }
+
+    /// At a stop: what changed since the last round is pushed once (a
+    /// `memfs exec` is one change and a stop), unless the store was
+    /// failing; what is not sent is found again at the next start.
+    fn last_push(&self, state: &mut State, unsendable: &mut BTreeSet<String>) {
+        let (paths, rescan) = {
+            let mut dirty = self.dirty.lock();
+            (
+                std::mem::take(&mut dirty.paths),
+                std::mem::take(&mut dirty.rescan),
+            )
+        };
+        if (paths.is_empty() && !rescan) || state.unsent_since.is_some() {
+            return;
+        }
+        let mut dirty = paths;
+        if rescan {
+            dirty.extend(local::files(&self.store));
+            dirty.extend(state.memories.keys().cloned());
+        }
+        let mut round = self.round(state, unsendable);
+        if let Err(e) = round.push(&dirty) {
+            tracing::info!("the last changes are kept here and sent at the next start: {e}");
+        }
+        if let Err(e) = self.kept.save(state) {
+            tracing::warn!("memfs could not save .memfs/remote/state.json: {e}");
         }
     }
 
