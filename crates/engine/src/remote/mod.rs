@@ -206,16 +206,7 @@ impl Remote {
         store.mark_keeps_unsent();
         store.observe(Arc::new(Observer(Arc::downgrade(&inner))));
         let reconciled = match state.store.is_empty() {
-            true => {
-                inner.api.check()?;
-                state.store = url.shown();
-                state.watermark = inner.api.newest_version()?;
-                let mut unsendable = BTreeSet::new();
-                let mut round = inner.round(&mut state, &mut unsendable);
-                round.reconcile()?;
-                inner.kept.save(&state)?;
-                Some(Instant::now())
-            }
+            true => Some(inner.fill(&mut state, url)?),
             // A cache: caught up before the doors serve it (a command run
             // once, an agent's new session, sees the store as it is), or
             // served as it is, with the note, when the store does not answer.
@@ -289,6 +280,18 @@ impl Inner {
         dirty.rescan |= rescan;
     }
 
+    /// A cache never synced filled from the store (an error if it cannot
+    /// be reached: an empty answer would tell an agent its memory is empty).
+    fn fill(&self, state: &mut State, url: &StoreUrl) -> Result<Instant, OpenRemoteError> {
+        self.api.check()?;
+        state.store = url.shown();
+        state.watermark = self.api.newest_version()?;
+        let mut unsendable = BTreeSet::new();
+        self.round(state, &mut unsendable).reconcile()?;
+        self.kept.save(state)?;
+        Ok(Instant::now())
+    }
+
     /// What waits here pushed and what changed there taken in, once, at a
     /// start; when, if it went well.
     fn catch_up(&self, state: &mut State) -> Option<Instant> {
@@ -314,6 +317,31 @@ impl Inner {
         }
     }
 
+    /// One round: `paths` (every path, with `rescan`) pushed, then a pull
+    /// or a reconcile if `(pull, reconcile)` say so; its outcome, and the
+    /// paths it asks to push again.
+    fn one_round(
+        &self,
+        state: &mut State,
+        unsendable: &mut BTreeSet<String>,
+        paths: &BTreeSet<String>,
+        rescan: bool,
+        (pull, reconcile): (bool, bool),
+    ) -> (Result<(), RemoteError>, BTreeSet<String>) {
+        let mut dirty = paths.clone();
+        if rescan {
+            dirty.extend(local::files(&self.store));
+            dirty.extend(state.memories.keys().cloned());
+        }
+        let mut round = self.round(state, unsendable);
+        let done = round.push(&dirty).and_then(|()| match (pull, reconcile) {
+            (true, true) => round.reconcile(),
+            (true, false) => round.pull(),
+            _ => Ok(()),
+        });
+        (done, std::mem::take(&mut round.again))
+    }
+
     fn run(&self, mut state: State, reconciled: Option<Instant>) {
         let mut unsendable = BTreeSet::new();
         let mut reconciled = reconciled;
@@ -327,18 +355,13 @@ impl Inner {
         while let Some((paths, rescan, pull_now)) = self.next(next_pull) {
             let pull = pull_now || Instant::now() >= next_pull;
             let reconcile = reconciled.is_none_or(|t| t.elapsed() >= RECONCILE_EVERY);
-            let mut dirty = paths.clone();
-            if rescan {
-                dirty.extend(local::files(&self.store));
-                dirty.extend(state.memories.keys().cloned());
-            }
-            let mut round = self.round(&mut state, &mut unsendable);
-            let done = round.push(&dirty).and_then(|()| match (pull, reconcile) {
-                (true, true) => round.reconcile(),
-                (true, false) => round.pull(),
-                _ => Ok(()),
-            });
-            let again = std::mem::take(&mut round.again);
+            let (done, again) = self.one_round(
+                &mut state,
+                &mut unsendable,
+                &paths,
+                rescan,
+                (pull, reconcile),
+            );
             match done {
                 Ok(()) => {
                     if pull && reconcile {
