@@ -156,12 +156,19 @@ def test_two_machines_appending_to_one_file_at_once_keep_both_lines(memfs_bin, s
 def test_overlapping_edits_keep_the_stores_version_and_this_one_in_the_history(memfs_bin, server, tmp_path):
     store = Store(server)
     made = store.sdk.beta.memory_stores.memories.create(store.id, path="/a.md", content="colour: red\n")
-    agent = Agent(memfs_bin, store, tmp_path / "cache", pull="3600")
+    agent = Agent(memfs_bin, store, tmp_path / "cache")
     until(lambda: "red" in str(agent.text(command="view", path="/memories/a.md")), what="the first pull")
-    # The store moves first, then this machine changes the same line
-    # before it has pulled: its push meets a 409, the texts conflict.
+    code, err = agent.stop()
+    assert code == 0, err
+    # While this machine is off, the store moves; this machine's memory is
+    # changed on the same line (its data dir opened as a plain memory).
     store.sdk.beta.memory_stores.memories.update(made.id, memory_store_id=store.id, content="colour: blue\n")
-    agent.call(command="str_replace", path="/memories/a.md", old_str="red", new_str="green")
+    r = subprocess.run([memfs_bin, "--data", str(tmp_path / "cache"), "exec",
+                        json.dumps({"command": "str_replace", "path": "/memories/a.md", "old_str": "red",
+                                    "new_str": "green"})], capture_output=True, text=True)
+    assert r.returncode == 0, r.stderr
+    # Back on the store: the push meets a 409, the texts conflict.
+    agent = Agent(memfs_bin, store, tmp_path / "cache")
     until(lambda: "blue" in str(agent.text(command="view", path="/memories/a.md")), what="the store's version here")
     assert store.files() == {"/a.md": "colour: blue\n"}
     code, err = agent.stop()
