@@ -86,13 +86,37 @@ impl Round<'_> {
     }
 
     /// A 409 (or a lost memory) at `id`: what the server holds now, taken
-    /// in; `None` if the memory is gone there.
-    fn refresh(&mut self, id: &str) -> Result<(), RemoteError> {
+    /// in; `None` if the memory is gone there. A memory still at `base`
+    /// (the precondition held, yet the change was refused): the store
+    /// refuses changes (archived), an error that halts the pushes.
+    fn refresh(&mut self, id: &str, base: Option<&str>) -> Result<(), RemoteError> {
         match self.api.memory(id)? {
-            Some(m) => self.take(&m),
-            None => self.gone(id),
+            Some(m) if base == Some(m.content_sha256.as_str()) => Err(self.refusing()),
+            Some(m) => {
+                self.take(&m);
+                Ok(())
+            }
+            None => {
+                self.gone(id);
+                Ok(())
+            }
         }
-        Ok(())
+    }
+
+    /// Why the store refused a change nothing else explains.
+    fn refusing(&self) -> RemoteError {
+        let archived = match self.api.check() {
+            Ok(store) => !store["archived_at"].is_null(),
+            Err(e) => return e,
+        };
+        RemoteError::Status {
+            shown: self.api.shown().to_string(),
+            status: 409,
+            said: match archived {
+                true => "the store is archived: it takes no change".into(),
+                false => "the store refused a change whose precondition holds".into(),
+            },
+        }
     }
 
     fn update(&mut self, path: &str, id: &str, base: &str, data: &[u8]) -> Result<(), RemoteError> {
@@ -106,7 +130,7 @@ impl Round<'_> {
                 self.agree(path, &m.id, data);
                 Ok(())
             }
-            Err(e) if e.is_status(409) || e.is_status(404) => self.refresh(id),
+            Err(e) if e.is_status(409) || e.is_status(404) => self.refresh(id, Some(base)),
             Err(e) => Err(e),
         }
     }
@@ -123,7 +147,7 @@ impl Round<'_> {
             Err(e) if e.is_status(409) || e.is_status(404) => {
                 // Sent again as a delete and a create, once what the
                 // server holds is known.
-                self.refresh(id)?;
+                self.refresh(id, None)?;
                 self.again.insert(from.to_string());
                 self.again.insert(to.to_string());
                 Ok(())
@@ -147,10 +171,10 @@ impl Round<'_> {
                 // Made there first (by another machine, or by this push
                 // whose answer was lost): found by its path and taken in.
                 let there = self.api.items(false)?;
-                if let Some(m) = there.iter().find(|m| m.path == path) {
-                    self.refresh(&m.id.clone())?;
+                match there.iter().find(|m| m.path == path) {
+                    Some(m) => self.refresh(&m.id.clone(), None),
+                    None => Err(self.refusing()),
                 }
-                Ok(())
             }
             Err(e) => Err(e),
         }
@@ -163,7 +187,7 @@ impl Round<'_> {
                 self.state.memories.remove(path);
                 Ok(())
             }
-            Err(e) if e.is_status(409) => self.refresh(id),
+            Err(e) if e.is_status(409) => self.refresh(id, Some(base)),
             Err(e) => Err(e),
         }
     }
