@@ -50,6 +50,12 @@ echo "bench memories smoke run: ok (target/bench-memories-smoke.md)"
 # The HTTP door beside the local doors, and many stores in one server, smoke size.
 "$(scripts/pyenv.sh)" scripts/bench_http.py target/release/memfs --calls 10 --stores 30 --open 10 --seconds 2 > target/bench-http-smoke.md
 echo "bench http smoke run: ok (target/bench-http-smoke.md)"
+# A memory store over HTTP as the data dir: one fault trial of each kind
+# (server killed, a machine cut off, answers lost, a 409 storm, a machine
+# killed, its token revoked); scripts/remote_faults.py --trials 102 is the
+# long run (docs/BENCHMARKS-HTTP.md).
+python3 scripts/remote_faults.py target/release/memfs --trials 6 > target/remote-faults-smoke.md
+echo "store over HTTP fault trials: ok (target/remote-faults-smoke.md)"
 # The shared store (PostgreSQL): fault trials (with a failpoints build as one
 # host, so that COMMIT answers are lost too), many hosts on one counter, and
 # its bench, in bounded sizes; scripts/shared_faults.py --trials 200 and
