@@ -258,7 +258,10 @@ class Machine:
         for dirpath, _, names in os.walk(root):
             for n in names:
                 p = os.path.join(dirpath, n)
-                out["/" + os.path.relpath(p, root)] = open(p, encoding="utf-8", errors="replace").read()
+                try:
+                    out["/" + os.path.relpath(p, root)] = open(p, encoding="utf-8", errors="replace").read()
+                except FileNotFoundError:
+                    out["/" + os.path.relpath(p, root)] = None  # (removed while read: not equal, read again)
         return out
 
 

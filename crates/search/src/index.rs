@@ -9,6 +9,7 @@ use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicUsize, Ordering};
 
 use tantivy::collector::TopDocs;
+use tantivy::directory::MmapDirectory;
 use tantivy::indexer::NoMergePolicy;
 use tantivy::query::{
     BooleanQuery, BoostQuery, Occur, PhrasePrefixQuery, PhraseQuery, Query as Engine, TermQuery,
@@ -148,6 +149,11 @@ const MAX_KEPT: usize = 4;
 
 pub struct Index {
     index: Tantivy,
+    /// The index's directory, kept to prune its cache of mapped files:
+    /// tantivy (0.27) adds an entry for every file it ever maps (each
+    /// segment, each merge) and drops the dead ones only when asked
+    /// (`get_cache_info`), so a server indexing all day grew by them.
+    dir: MmapDirectory,
     reader: IndexReader,
     fields: Fields,
     /// The writer, kept while changes come (its threads and buffers are
@@ -205,7 +211,8 @@ impl Index {
             Ok(_) => return Err(IndexError::OtherVersion),
             Err(e) => return Err(IndexError::Missing(e)),
         }
-        let index = Tantivy::open_in_dir(dir).map_err(engine("opened"))?;
+        let mmap = MmapDirectory::open(dir).map_err(|e| engine("opened")(e.into()))?;
+        let index = Tantivy::open(mmap.clone()).map_err(engine("opened"))?;
         let (want, fields) = schema();
         if index.schema() != want {
             return Err(IndexError::OtherVersion);
@@ -214,6 +221,7 @@ impl Index {
         let reader = reader_of(&index)?;
         let mut this = Index {
             index,
+            dir: mmap,
             reader,
             fields,
             writer: None,
@@ -235,7 +243,11 @@ impl Index {
     pub fn build(dir: &Path, files: Vec<Put>, bytes: u64) -> Result<Index, IndexError> {
         std::fs::create_dir(dir).map_err(disk("made"))?;
         let (schema, fields) = schema();
-        let index = settle(Tantivy::create_in_dir(dir, schema).map_err(engine("made"))?);
+        let mmap = MmapDirectory::open(dir).map_err(|e| engine("made")(e.into()))?;
+        let index = settle(
+            Tantivy::create(mmap.clone(), schema, tantivy::IndexSettings::default())
+                .map_err(engine("made"))?,
+        );
         let threads = if bytes > 8 << 20 { 2 } else { 1 };
         let heap = (bytes as usize).clamp(15_000_000 * threads, 50_000_000 * threads);
         let mut writer: IndexWriter<Doc> = index
@@ -254,6 +266,7 @@ impl Index {
         let reader = reader_of(&index)?;
         Ok(Index {
             index,
+            dir: mmap,
             reader,
             fields,
             writer: None,
@@ -361,7 +374,15 @@ impl Index {
         for put in puts {
             self.docs.insert(put.path, put.sha);
         }
-        self.reader.reload().map_err(engine("read"))
+        self.reload()
+    }
+
+    /// The reader made to see the last commit, and the directory's cache
+    /// of mapped files pruned of the files no segment uses any more.
+    fn reload(&mut self) -> Result<(), IndexError> {
+        self.reader.reload().map_err(engine("read"))?;
+        let _ = self.dir.get_cache_info();
+        Ok(())
     }
 
     fn try_update(&mut self, puts: &[Put], removes: &[String]) -> Result<(), IndexError> {
@@ -414,7 +435,7 @@ impl Index {
         if let Some(writer) = self.take_writer() {
             writer.wait_merging_threads().map_err(engine("written"))?;
         }
-        self.reader.reload().map_err(engine("read"))
+        self.reload()
     }
 
     /// The index as it stands now, to search without holding the index
