@@ -57,7 +57,17 @@ pub struct IdIndex {
     lineage_of: HashMap<u64, u64>,
     /// When each lineage began.
     born: HashMap<u64, String>,
+    /// The last rows applied (at most [`RECENT_KEPT`], in the journal's
+    /// order), from which a listing of recent versions is answered (a
+    /// cache's pull, a long poll) without reading the whole history.
+    recent: VecDeque<Row>,
+    /// Whether rows were let go from `recent` (else it holds all rows
+    /// applied since the index was built).
+    recent_cut: bool,
 }
+
+/// The most rows [`IdIndex::recent`] keeps.
+const RECENT_KEPT: usize = 1024;
 
 pub fn memory_id(lineage: u64) -> String {
     format!("mem_{lineage}")
@@ -174,8 +184,41 @@ impl IdIndex {
             .collect();
     }
 
+    /// The rows applied lately, by id, if they hold every row newer than
+    /// version `after`, or made at or after `since`: `None` when older
+    /// rows may be needed (the whole history is read then).
+    pub fn recent(
+        &self,
+        after: Option<u64>,
+        since: Option<std::time::SystemTime>,
+    ) -> Option<Vec<Row>> {
+        let whole = match (self.recent_cut, self.recent.front()) {
+            (false, _) => true,
+            (true, None) => false,
+            (true, Some(oldest)) => {
+                after.is_some_and(|n| n >= oldest.id())
+                    || since.is_some_and(|t| {
+                        crate::http::metas::parse_time(&oldest.time).is_some_and(|o| o < t)
+                    })
+            }
+        };
+        if !whole {
+            return None;
+        }
+        let mut rows: Vec<Row> = self.recent.iter().cloned().collect();
+        rows.sort_by_key(Row::id);
+        Some(rows)
+    }
+
     /// Applies `rows` (oldest first), one change at a time.
     pub fn apply(&mut self, rows: &[Row]) {
+        for row in rows {
+            self.recent.push_back(row.clone());
+            if self.recent.len() > RECENT_KEPT {
+                self.recent.pop_front();
+                self.recent_cut = true;
+            }
+        }
         let mut start = 0;
         while start < rows.len() {
             let change = rows[start].change;
@@ -349,6 +392,32 @@ mod tests {
     fn row(v: u64, change: u64, op: Op, path: &str, from: Option<&str>) -> Row {
         let from = from.map(|f| format!("/memories{f}"));
         crate::journal::row::example(v, change, op, &format!("/memories{path}"), from.as_deref())
+    }
+
+    /// The last rows answer a listing of what is newer than a version they
+    /// reach back to, and only that: past what they hold, `None` (the
+    /// whole history is read).
+    #[test]
+    fn the_recent_rows_answer_only_for_what_they_hold_whole() {
+        let mut ids = IdIndex::default();
+        let rows: Vec<Row> = (1..=100)
+            .map(|v| row(v, v, Op::Write, "/a.md", None))
+            .collect();
+        ids.apply(&rows);
+        assert_eq!(
+            ids.recent(Some(0), None).map(|r| r.len()),
+            Some(100),
+            "all kept: whole"
+        );
+        let more: Vec<Row> = (101..=1500)
+            .map(|v| row(v, v, Op::Write, "/a.md", None))
+            .collect();
+        ids.apply(&more);
+        let got = ids.recent(Some(1400), None).unwrap();
+        assert_eq!(got.len(), RECENT_KEPT);
+        assert!(got.iter().filter(|r| r.id() > 1400).count() == 100);
+        assert_eq!(ids.recent(Some(10), None), None, "version 11 was let go");
+        assert_eq!(ids.recent(None, None), None);
     }
 
     #[test]

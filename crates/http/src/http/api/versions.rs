@@ -226,6 +226,7 @@ pub(super) fn list_versions(on: On) -> ApiResult<Reply> {
                 }
                 // (The change is in the history once it is durable.)
                 held.memory.store().catch_up();
+                super::memories::resync(&held)?;
             }
             _ => return Ok(page.into()),
         }
@@ -240,11 +241,20 @@ fn versions_page(
     limit: usize,
     full: bool,
 ) -> ApiResult<wire::Page<wire::Version>> {
-    let rows = held
-        .memory
-        .history()
-        .all()
-        .map_err(|r| ApiError::internal(r.0))?;
+    // (Recent versions, a cache's pull or a long poll, from the id
+    // index's last rows; else the whole history.)
+    let recent = match (filter.after, filter.gte) {
+        (None, None) => None,
+        (after, gte) => held.ids.lock().recent(after, gte),
+    };
+    let rows = match recent {
+        Some(rows) => rows,
+        None => held
+            .memory
+            .history()
+            .all()
+            .map_err(|r| ApiError::internal(r.0))?,
+    };
     let lineage = |v: u64| held.ids.lock().lineage_of(v).unwrap_or(v);
     let mut data = Vec::new();
     let mut more = false;
