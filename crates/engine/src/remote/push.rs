@@ -46,6 +46,9 @@ impl Round<'_> {
                     }
                 }
                 (Local::Absent, Some(b)) => gone.push((side.path, b)),
+                (Local::Absent, None) if self.state.sent.contains_key(&side.path) => {
+                    self.unsend(&side.path)?
+                }
                 _ => {}
             }
         }
@@ -63,6 +66,36 @@ impl Round<'_> {
         for (path, b) in gone {
             self.delete(&path, &b.id, &b.sha)?;
         }
+        Ok(())
+    }
+
+    /// Notes, on disk, that `sha` is about to be sent for `path` (its
+    /// answer may never come).
+    fn sending(&mut self, path: &str, sha: &str) {
+        self.state.sent.insert(path.to_string(), sha.to_string());
+        if let Err(e) = self.kept.save(self.state) {
+            tracing::warn!("memfs could not save .memfs/remote/state.json: {e}");
+        }
+    }
+
+    /// A file deleted here whose create went out unconfirmed: if the store
+    /// holds what was sent, it is deleted there too.
+    fn unsend(&mut self, path: &str) -> Result<(), RemoteError> {
+        let sent = self.state.sent.get(path).cloned().unwrap_or_default();
+        let there = self.api.items(false)?;
+        if let Some(m) = there
+            .iter()
+            .find(|m| m.path == path && m.content_sha256 == sent)
+        {
+            let key = push_key(&self.state.store, "delete", path, &sent, "");
+            match self.api.delete_item(&m.id, &sent, &key) {
+                Ok(()) => {}
+                // (Changed there since: theirs now, the pull takes it.)
+                Err(e) if e.is_status(409) => {}
+                Err(e) => return Err(e),
+            }
+        }
+        self.state.sent.remove(path);
         Ok(())
     }
 
@@ -125,6 +158,7 @@ impl Round<'_> {
         };
         let sha = Sha::of(data).to_string();
         let key = push_key(&self.state.store, "update", path, base, &sha);
+        self.sending(path, &sha);
         match self.api.update_item(id, None, Some(text), base, &key) {
             Ok(m) => {
                 self.agree(path, &m.id, data);
@@ -162,6 +196,7 @@ impl Round<'_> {
         };
         let sha = Sha::of(data).to_string();
         let key = push_key(&self.state.store, "create", path, "", &sha);
+        self.sending(path, &sha);
         match self.api.create_item(path, text, &key) {
             Ok(m) => {
                 self.agree(path, &m.id, data);
@@ -187,7 +222,15 @@ impl Round<'_> {
                 self.state.memories.remove(path);
                 Ok(())
             }
-            Err(e) if e.is_status(409) => self.refresh(id, Some(base)),
+            // (The store holds an update this cache sent unconfirmed: that
+            // is what is deleted.)
+            Err(e) if e.is_status(409) => match self.api.memory(id)? {
+                Some(m) if self.state.sent.get(path) == Some(&m.content_sha256) => {
+                    self.state.sent.remove(path);
+                    self.delete(path, id, &m.content_sha256)
+                }
+                _ => self.refresh(id, Some(base)),
+            },
             Err(e) => Err(e),
         }
     }

@@ -42,6 +42,12 @@ pub struct State {
     /// By API path (`/notes/a.md`).
     #[serde(default)]
     pub memories: BTreeMap<String, Base>,
+    /// Pushes sent whose answer is not known yet (recorded before they
+    /// are sent): API path -> the sha256 of the content sent. The store
+    /// may hold it although no answer said so (an answer lost, a crash):
+    /// a file deleted here since is then deleted there, not taken back.
+    #[serde(default)]
+    pub sent: BTreeMap<String, String>,
     /// The newest `created_at` of a version pulled (RFC 3339).
     #[serde(default)]
     pub watermark: Option<String>,

@@ -62,6 +62,7 @@ impl Round<'_> {
 
     /// `content` as the base of `path`, memory `id`.
     pub(super) fn agree(&mut self, path: &str, id: &str, content: &[u8]) {
+        self.state.sent.remove(path);
         match self.kept.keep_base(content) {
             Ok(sha) => {
                 self.state.memories.insert(
@@ -106,6 +107,12 @@ impl Round<'_> {
                     "memfs left out the store's memory {}: a directory or link is at its path here",
                     crate::text::label(&m.path)
                 );
+            }
+            // (What this cache sent of a file deleted here since, which no
+            // answer confirmed: the push deletes it there, not the pull
+            // bringing it back.)
+            Local::Absent if self.state.sent.get(&m.path) == Some(&theirs_sha) => {
+                self.again.insert(m.path.clone());
             }
             Local::Absent => {
                 if local::put(self.store, &path, theirs.clone(), None, origin).is_ok() {
