@@ -169,8 +169,12 @@ def test_overlapping_edits_keep_the_stores_version_and_this_one_in_the_history(m
     assert r.returncode == 0, r.stderr
     # Back on the store: the push meets a 409, the texts conflict.
     agent = Agent(memfs_bin, store, tmp_path / "cache")
-    until(lambda: "blue" in str(agent.text(command="view", path="/memories/a.md")), what="the store's version here")
+    view = until(lambda: (lambda t: "blue" in t and t)(str(agent.text(command="view", path="/memories/a.md"))),
+                 what="the store's version here")
     assert store.files() == {"/a.md": "colour: blue\n"}
+    # The agent is told once, in one line, at its next view of the file.
+    assert "another machine changed /a.md on the same lines" in view, view
+    assert "another machine" not in str(agent.text(command="view", path="/memories/a.md"))
     code, err = agent.stop()
     assert code == 0, err
     assert "overlap" in err, err

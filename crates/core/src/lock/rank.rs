@@ -60,6 +60,7 @@ pub const PINS: Rank = Rank::new(51, "store::Store::pins");
 pub const UNSAVED: Rank = Rank::new(51, "store::Store::unsaved");
 pub const USED: Rank = Rank::new(51, "store::Store::used");
 pub const FRESH: Rank = Rank::new(51, "store::Store::fresh");
+pub const NOTES: Rank = Rank::new(51, "store::Store::notes");
 pub const LOST: Rank = Rank::new(52, "store::Store::lost");
 
 // Step 6: one rewrite (compaction, redaction) at a time; one checkpoint

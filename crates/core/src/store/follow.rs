@@ -86,6 +86,25 @@ impl Store {
         self.keeps_unsent.store(true, Ordering::Release);
     }
 
+    /// `note` said once, after the next `view` of `path` through the tool
+    /// (at most 1,024 paths wait; past that the oldest are not said).
+    pub fn note_for_view(&self, path: &MemPath, note: String) {
+        let mut notes = self.notes.lock();
+        if notes.len() >= 1024 && !notes.contains_key(path) {
+            return;
+        }
+        notes.insert(path.clone(), note);
+    }
+
+    /// The note waiting for `path`'s next view, taken.
+    pub fn take_view_note(&self, path: &MemPath) -> Option<String> {
+        let mut notes = self.notes.lock();
+        if notes.is_empty() {
+            return None;
+        }
+        notes.remove(path)
+    }
+
     /// Whether changes made while the store cannot be reached are kept.
     pub fn keeps_unsent(&self) -> bool {
         self.keeps_unsent.load(Ordering::Acquire)

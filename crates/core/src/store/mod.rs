@@ -90,6 +90,9 @@ pub struct Store {
     unreachable_since: std::sync::atomic::AtomicU64,
     /// Several hosts share the store.
     shared: std::sync::atomic::AtomicBool,
+    /// One-line notes for the next `view` of a path through the tool, said
+    /// once (another machine's version kept as the file over this one's).
+    notes: Mutex<HashMap<MemPath, String>>,
     /// The store is a cache of a store over HTTP: changes made while it
     /// cannot be reached are kept and sent later (not refused).
     keeps_unsent: std::sync::atomic::AtomicBool,
@@ -120,6 +123,7 @@ impl Store {
             lost: Mutex::new(rank::LOST, HashMap::new()),
             shared: Default::default(),
             keeps_unsent: Default::default(),
+            notes: Mutex::new(rank::NOTES, HashMap::new()),
             hold: std::sync::OnceLock::new(),
             before: std::sync::OnceLock::new(),
         }

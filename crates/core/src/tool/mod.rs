@@ -259,6 +259,11 @@ impl Tool {
         {
             text.push_str(&view::stale_note(since, self.store.keeps_unsent()));
         }
+        if let (Snapshot::File(_), Content::Text(text)) = (&snapshot, &mut result.content) {
+            if let Some(note) = self.store.take_view_note(&path) {
+                text.push_str(&format!("\n\n(memfs: {note})"));
+            }
+        }
         Ok(Pending::ready(result))
     }
 

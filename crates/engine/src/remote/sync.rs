@@ -178,6 +178,14 @@ impl Round<'_> {
             crate::text::label(&m.path)
         );
         self.agree(&m.path, &m.id, theirs);
+        self.store.note_for_view(
+            &path,
+            format!(
+                "another machine changed {} on the same lines as this one; its version is the file, and this machine's is the version before it (`memfs log /memories{}`): apply your change again if it is still needed",
+                crate::text::label(&m.path),
+                crate::text::label(&m.path)
+            ),
+        );
         self.state.conflicts.push(Conflict {
             path: m.path.clone(),
             at: humantime::format_rfc3339_seconds(std::time::SystemTime::now()).to_string(),
