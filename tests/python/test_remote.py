@@ -397,6 +397,8 @@ def test_every_door_works_on_a_store_over_http(memfs_bin, server, tmp_path):
         opener.open(url, timeout=30).read()
         html = opener.open(url.split("/login")[0] + "/history", timeout=30).read().decode()
         assert "api.md" in html and "remote:127.0.0.1" in html, html[:3000]
+        # The page says, as memfs log does, that everything is sent.
+        assert "a cache of http://127.0.0.1:" in html and "everything here is sent" in html, html[:3000]
     finally:
         page.terminate()
         page.wait(timeout=30)

@@ -12,7 +12,7 @@
 // The lower crates' modules under the names the rest of memfs knows them by.
 use memfs_core::{digest, lock, say, tool, units};
 use memfs_durable::journal;
-use memfs_engine::{control, memory, serve};
+use memfs_engine::{control, memory, remote, serve};
 
 pub mod form;
 pub mod listen;

@@ -474,11 +474,36 @@ impl App {
             }
             _ => None,
         };
+        // (A cache of a store over HTTP: what is not sent yet, on the
+        // memory's and the history's pages.)
+        let view = view.map(|mut v| {
+            if matches!(path, "/" | "/history") {
+                v.main.insert_str(0, &self.remote_status());
+            }
+            v
+        });
         match view {
             None => Page::text(404, "no such page"),
             Some(view) if query.contains_key("partial") => Page::html(200, view.main),
             Some(view) => Page::html(200, shell(&view.title, &view.main, model.next, review)),
         }
+    }
+
+    /// What `memfs log` says first of a cache of a store over HTTP (what
+    /// is not sent, a refusal, the last conflicts), as paragraphs.
+    fn remote_status(&self) -> String {
+        let Some(dir) = self.source.data_dir() else {
+            return String::new();
+        };
+        crate::remote::status::said(&dir)
+            .iter()
+            .map(|line| {
+                format!(
+                    "<p class=\"said remote\" role=\"status\">{}</p>",
+                    html::esc(line)
+                )
+            })
+            .collect()
     }
 
     fn respond(&self, parts: Parts, body: Result<Vec<u8>, BodyError>) -> Response<Body> {

@@ -37,6 +37,15 @@ pub enum Source {
 }
 
 impl Source {
+    /// The data dir the page is of, where it is one on this machine.
+    pub fn data_dir(&self) -> Option<PathBuf> {
+        match self {
+            Source::Owner(memory) => memory.data_dir().state_dir.parent().map(PathBuf::from),
+            Source::Beside { state_dir } => state_dir.parent().map(PathBuf::from),
+            Source::Door(_) => None,
+        }
+    }
+
     pub fn request(&self, request: &Request) -> Reply {
         match self {
             Source::Owner(memory) => handle(memory.store(), memory.control(), request),
