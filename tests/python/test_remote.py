@@ -402,3 +402,22 @@ def test_every_door_works_on_a_store_over_http(memfs_bin, server, tmp_path):
     finally:
         page.terminate()
         page.wait(timeout=30)
+
+
+def test_a_directory_moved_or_removed_here_moves_or_removes_every_memory_below_it(memfs_bin, server, tmp_path):
+    store = Store(server)
+    agent = Agent(memfs_bin, store, tmp_path / "cache")
+    for name in ("a", "b", "deep/c"):
+        agent.call(command="create", path=f"/memories/dir/{name}.md", file_text=f"{name}\n")
+    until(lambda: len(store.files()) == 3, what="three memories in the store")
+    ids = {m.path: m.id for m in store.sdk.beta.memory_stores.memories.list(store.id)}
+    out = agent.call(command="rename", old_path="/memories/dir", new_path="/memories/moved")
+    assert not out.get("is_error"), out
+    until(lambda: set(store.files()) == {"/moved/a.md", "/moved/b.md", "/moved/deep/c.md"}, what="the move")
+    moved = {m.path: m.id for m in store.sdk.beta.memory_stores.memories.list(store.id)}
+    assert moved["/moved/deep/c.md"] == ids["/dir/deep/c.md"], "a move keeps each memory's id"
+    out = agent.call(command="delete", path="/memories/moved")
+    assert not out.get("is_error"), out
+    until(lambda: store.files() == {}, what="the removal")
+    code, err = agent.stop()
+    assert code == 0, err

@@ -60,6 +60,20 @@ pub fn files(store: &Store) -> Vec<String> {
     })
 }
 
+/// The files below `dir` (an API path), if it is a directory of the tree.
+pub fn files_below(store: &Store, dir: &str) -> Vec<String> {
+    let Some(path) = mem_path(dir) else {
+        return Vec::new();
+    };
+    store.with_tree(|t| {
+        let mut out = Vec::new();
+        if let Ok(ino) = t.resolve(&path) {
+            walk(t, ino, &mut path.names().to_vec(), &mut out);
+        }
+        out
+    })
+}
+
 fn walk(tree: &Tree, dir: u64, names: &mut Vec<String>, out: &mut Vec<String>) {
     let Some(children) = tree.children(dir) else {
         return;

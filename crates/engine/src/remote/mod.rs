@@ -28,7 +28,7 @@ use std::sync::{Arc, Weak};
 use std::time::{Duration, Instant};
 
 use crate::lock::{rank, Condvar, Mutex};
-use crate::store::{Change, ChangeOp, ChangeSink, Store, Ticket};
+use crate::store::{Change, ChangeSink, Store, Ticket};
 use crate::transfer::api::{Api, RemoteError};
 
 use state::{Kept, State};
@@ -149,12 +149,8 @@ impl ChangeSink for Observer {
         if let Some(inner) = self.0.upgrade() {
             let mut dirty = inner.dirty.lock();
             for op in &change.ops {
-                if matches!(
-                    op,
-                    ChangeOp::Remove { .. } | ChangeOp::Rename { .. } | ChangeOp::Exchange { .. }
-                ) {
-                    dirty.rescan = true;
-                }
+                // (A directory's paths are what is below it: the round
+                // looks, see `Inner::below`.)
                 for p in op.paths() {
                     dirty.paths.insert(local::api_path(p));
                 }
@@ -328,7 +324,7 @@ impl Inner {
         rescan: bool,
         (pull, reconcile): (bool, bool),
     ) -> (Result<(), RemoteError>, BTreeSet<String>) {
-        let mut dirty = paths.clone();
+        let mut dirty = self.below(state, paths);
         if rescan {
             dirty.extend(local::files(&self.store));
             dirty.extend(state.memories.keys().cloned());
@@ -402,6 +398,27 @@ impl Inner {
         self.last_push(&mut state, &mut unsendable);
     }
 
+    /// `paths` with, for each that is or was a directory, the files below
+    /// it here and the bases below it (a directory removed or moved is one
+    /// op naming it alone).
+    fn below(&self, state: &State, paths: &BTreeSet<String>) -> BTreeSet<String> {
+        let mut out = paths.clone();
+        for p in paths {
+            let prefix = format!("{p}/");
+            out.extend(
+                (state.memories.range(prefix.clone()..))
+                    .take_while(|(k, _)| k.starts_with(&prefix))
+                    .map(|(k, _)| k.clone()),
+            );
+            if let Some(path) = local::mem_path(p) {
+                if matches!(local::at(&self.store, &path), local::Local::Other) {
+                    out.extend(local::files_below(&self.store, p));
+                }
+            }
+        }
+        out
+    }
+
     /// At a stop: what changed since the last round is pushed once (a
     /// `memfs exec` is one change and a stop), unless the store was
     /// failing; what is not sent is found again at the next start.
@@ -416,7 +433,7 @@ impl Inner {
         if (paths.is_empty() && !rescan) || state.unsent_since.is_some() {
             return;
         }
-        let mut dirty = paths;
+        let mut dirty = self.below(state, &paths);
         if rescan {
             dirty.extend(local::files(&self.store));
             dirty.extend(state.memories.keys().cloned());
