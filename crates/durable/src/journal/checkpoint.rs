@@ -562,9 +562,19 @@ fn apply_step(
         // A write skipped (superseded, or its file removed later) still
         // made its directories in memory: they are made here too, so that
         // the ops after it (a rename out of such a directory, say) find them.
+        // (The map of what memfs left on disk held across and told, as for
+        // a write placed: the files door never finds these directories
+        // before the map has them, nor takes them for someone else's and
+        // brings them back into memory.)
         (_, ChangeOp::Write { path, .. }) if path.parent().is_some_and(|p| !p.is_root()) => {
+            let mut known = files.known.armed().then(|| files.known.lock());
             fsops::open_parent(&files.memories, path, true)
-                .map(|_| progress.sync.with_ancestors(path))
+                .map(|_| {
+                    if let Some(known) = known.as_mut() {
+                        known.dirs_to(path);
+                    }
+                    progress.sync.with_ancestors(path)
+                })
                 .map_err(|e| (e, "making a directory"))
         }
         _ => Ok(()),
@@ -823,10 +833,13 @@ fn write_op(
 
 fn make_dir_op(files: &Files, path: &MemPath, meta: &Meta, sync: &mut SyncSet) -> io::Result<()> {
     let root = &files.memories;
+    // (The map held across the mkdir, as for a write: see `apply_step`.)
+    let mut known = files.known.armed().then(|| files.known.lock());
     let parent = fsops::open_parent(root, path, true)?;
     fsops::make_dir(parent.as_ref(), leaf(path), meta)?;
-    if files.known.armed() {
-        files.known.lock().dir(path);
+    if let Some(known) = known.as_mut() {
+        known.dirs_to(path);
+        known.dir(path);
     }
     sync.with_ancestors(path);
     sync.nodes.insert(path.clone());

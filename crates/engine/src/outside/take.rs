@@ -151,6 +151,13 @@ impl Taker<'_> {
     fn dir(&self, path: &MemPath, stat: &Stat) {
         let was = {
             let mut known = self.known.lock();
+            // Looked at again under the map's lock: the checkpointer moves
+            // and removes directories (and what the map says of them) under
+            // it, so a directory gone since the look is not someone's new
+            // one (its move or removal tells its own event).
+            if !matches!(on_disk(self.root, path), Ok(OnDisk::Dir(_))) {
+                return;
+            }
             let was = known.get(path);
             known.dir(path);
             was
