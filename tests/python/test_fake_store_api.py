@@ -3,43 +3,24 @@
 answer where the documents are silent), and the fake checked against a
 real memfs server with the SDK's own client, so that the two agree."""
 import json
-import os
-import subprocess
-import time
+import types
 
 import anthropic
 import pytest
 
 from fake_store_api import FakeStoreApi
 from http_server import Server
-from test_remote import until
+from test_remote import PULL, Agent, until
 
 KEY = "sk-fake-0123456789"
 
 
-class Cache:
-    def __init__(self, memfs_bin, api, cache, pull="0.2"):
-        env = dict(os.environ)
-        env["ANTHROPIC_API_KEY"] = KEY
-        self.proc = subprocess.Popen(
-            [memfs_bin, "--data", f"{api.url}/v1/memory_stores/{api.store_id}", "--cache", str(cache),
-             "--pull-every", pull, "serve", "--stdio"],
-            stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=env)
-
-    def call(self, **command):
-        self.proc.stdin.write(json.dumps(command) + "\n")
-        self.proc.stdin.flush()
-        line = self.proc.stdout.readline()
-        assert line, self.proc.stderr.read()
-        return json.loads(line)
-
-    def view(self, path):
-        return str(self.call(command="view", path=path).get("content"))
-
-    def stop(self):
-        self.proc.stdin.close()
-        self.proc.wait(timeout=30)
-        return self.proc.returncode, self.proc.stderr.read()
+def Cache(memfs_bin, api, cache, pull=PULL):
+    """A cache of the fake's store: test_remote's agent on its URL."""
+    target = types.SimpleNamespace(url=f"{api.url}/v1/memory_stores/{api.store_id}", key=KEY)
+    agent = Agent(memfs_bin, target, cache, pull=pull)
+    agent.view = lambda path: str(agent.call(command="view", path=path).get("content"))
+    return agent
 
 
 def test_the_fake_and_serve_http_answer_the_sdk_alike(memfs_bin, tmp_path):

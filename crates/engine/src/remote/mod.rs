@@ -291,12 +291,9 @@ impl Inner {
     /// What waits here pushed and what changed there taken in, once, at a
     /// start; when, if it went well.
     fn catch_up(&self, state: &mut State) -> Option<Instant> {
-        let mut dirty: BTreeSet<String> = local::files(&self.store).into_iter().collect();
-        dirty.extend(state.memories.keys().cloned());
         let mut unsendable = BTreeSet::new();
-        let mut round = self.round(state, &mut unsendable);
-        let done = round.push(&dirty).and_then(|()| round.reconcile());
-        let again = std::mem::take(&mut round.again);
+        let (done, again) =
+            self.one_round(state, &mut unsendable, &BTreeSet::new(), true, (true, true));
         self.again(again, false);
         match done {
             Ok(()) => {
@@ -433,13 +430,8 @@ impl Inner {
         if (paths.is_empty() && !rescan) || state.unsent_since.is_some() {
             return;
         }
-        let mut dirty = self.below(state, &paths);
-        if rescan {
-            dirty.extend(local::files(&self.store));
-            dirty.extend(state.memories.keys().cloned());
-        }
-        let mut round = self.round(state, unsendable);
-        if let Err(e) = round.push(&dirty) {
+        let (done, _) = self.one_round(state, unsendable, &paths, rescan, (false, false));
+        if let Err(e) = done {
             tracing::info!("the last changes are kept here and sent at the next start: {e}");
         }
         if let Err(e) = self.kept.save(state) {
