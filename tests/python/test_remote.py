@@ -14,6 +14,7 @@ import anthropic
 import pytest
 
 from http_server import Server
+from page_conflicts import use_instead
 
 PULL = "0.2"
 
@@ -153,22 +154,29 @@ def test_two_machines_appending_to_one_file_at_once_keep_both_lines(memfs_bin, s
         assert code == 0, err
 
 
-def test_overlapping_edits_keep_the_stores_version_and_this_one_in_the_history(memfs_bin, server, tmp_path):
-    store = Store(server)
-    made = store.sdk.beta.memory_stores.memories.create(store.id, path="/a.md", content="colour: red\n")
-    agent = Agent(memfs_bin, store, tmp_path / "cache")
-    until(lambda: "red" in str(agent.text(command="view", path="/memories/a.md")), what="the first pull")
+def both_sides_change(memfs_bin, store, cache, first, theirs, old, new):
+    """/a.md holds `first` here and in the store; while this machine is
+    off, the store's becomes `theirs` and this machine's memory has `old`
+    replaced by `new` (its data dir opened as a plain memory). Returns the
+    agent started on the cache again."""
+    made = store.sdk.beta.memory_stores.memories.create(store.id, path="/a.md", content=first)
+    agent = Agent(memfs_bin, store, cache)
+    until(lambda: first.split()[-1] in str(agent.text(command="view", path="/memories/a.md")), what="the first pull")
     code, err = agent.stop()
     assert code == 0, err
-    # While this machine is off, the store moves; this machine's memory is
-    # changed on the same line (its data dir opened as a plain memory).
-    store.sdk.beta.memory_stores.memories.update(made.id, memory_store_id=store.id, content="colour: blue\n")
-    r = subprocess.run([memfs_bin, "--data", str(tmp_path / "cache"), "exec",
-                        json.dumps({"command": "str_replace", "path": "/memories/a.md", "old_str": "red",
-                                    "new_str": "green"})], capture_output=True, text=True)
+    store.sdk.beta.memory_stores.memories.update(made.id, memory_store_id=store.id, content=theirs)
+    r = subprocess.run([memfs_bin, "--data", str(cache), "exec",
+                        json.dumps({"command": "str_replace", "path": "/memories/a.md", "old_str": old,
+                                    "new_str": new})], capture_output=True, text=True)
     assert r.returncode == 0, r.stderr
-    # Back on the store: the push meets a 409, the texts conflict.
-    agent = Agent(memfs_bin, store, tmp_path / "cache")
+    return Agent(memfs_bin, store, cache)
+
+
+def test_overlapping_edits_keep_the_stores_version_and_this_one_in_the_history(memfs_bin, server, tmp_path):
+    store = Store(server)
+    # The same line changed here and in the store: back on the store, the
+    # push meets a 409, the texts conflict.
+    agent = both_sides_change(memfs_bin, store, tmp_path / "cache", "colour: red\n", "colour: blue\n", "red", "green")
     view = until(lambda: (lambda t: "blue" in t and t)(str(agent.text(command="view", path="/memories/a.md"))),
                  what="the store's version here")
     assert store.files() == {"/a.md": "colour: blue\n"}
@@ -186,9 +194,45 @@ def test_overlapping_edits_keep_the_stores_version_and_this_one_in_the_history(m
     shown = subprocess.run([memfs_bin, "--data", str(tmp_path / "cache"), "log", "/memories/a.md"],
                            capture_output=True, text=True).stdout
     assert "remote:" in shown, shown
-    # This machine's text is one version back.
+    # This machine's text is one version back, and the store's version is
+    # flagged: an overwrite by the remote of it, which its writer had not read.
     rows = [json.loads(line) for line in log.stdout.splitlines() if line.strip()]
-    assert any(r.get("sha256") == state["conflicts"][0]["ours"] for r in rows), rows
+    ours = [r for r in rows if r.get("sha256") == state["conflicts"][0]["ours"]]
+    assert ours, rows
+    over = [r for r in rows if r["op"] == "overwrite"]
+    assert len(over) == 1 and over[0]["actor"]["kind"] == "remote", rows
+    assert over[0]["replaces"] == ours[0]["version"], rows
+    assert "which its writer had not read" in shown, shown
+
+    # The review page offers "use this one instead"; a real browser clicks
+    # it, and this machine's text is the file again, here and in the store.
+    agent = Agent(memfs_bin, store, tmp_path / "cache")
+    said = use_instead([memfs_bin, "--data", store.url, "--cache", str(tmp_path / "cache")], ours[0]["version"],
+                       env=env_with(store.key))
+    assert f"the file is version {ours[0]['version']}'s text again" in said, said
+    assert "green" in str(agent.text(command="view", path="/memories/a.md"))
+    until(lambda: store.files() == {"/a.md": "colour: green\n"}, what="the chosen text in the store")
+    code, err = agent.stop()
+    assert code == 0, err
+
+
+def test_edits_on_other_lines_made_on_both_sides_are_merged_and_noted(memfs_bin, server, tmp_path):
+    store = Store(server)
+    agent = both_sides_change(memfs_bin, store, tmp_path / "cache", "one\ntwo\nthree\n", "ONE\ntwo\nthree\n",
+                              "three", "THREE")
+    until(lambda: store.files() == {"/a.md": "ONE\ntwo\nTHREE\n"}, what="the merge in the store")
+    assert "ONE" in str(agent.text(command="view", path="/memories/a.md"))
+    code, err = agent.stop()
+    assert code == 0, err
+    log = subprocess.run([memfs_bin, "--data", str(tmp_path / "cache"), "log", "--json", "/memories/a.md"],
+                         capture_output=True, text=True)
+    rows = [json.loads(line) for line in log.stdout.splitlines() if line.strip()]
+    merged = [r for r in rows if r.get("note", "").startswith("merged:")]
+    assert len(merged) == 1 and merged[0]["actor"]["kind"] == "remote", rows
+    # Its first parent is this machine's edit (the other is the store's version).
+    mine = [r for r in rows if r["version"] == merged[0]["replaces"]]
+    assert mine and mine[0]["actor"]["kind"] != "remote", rows
+    assert not [r for r in rows if r["op"] == "overwrite"], rows
 
 
 def test_edits_made_while_the_store_is_down_survive_a_restart_and_go_out_after(memfs_bin, tmp_path):

@@ -11,6 +11,7 @@ import time
 
 import pytest
 
+from page_conflicts import use_instead
 from shared_hosts import Host, Postgres, read, wait_for
 
 NEEDS = "the shared store's tests need root, /dev/fuse and PostgreSQL 15 (scripts/pg.sh)"
@@ -396,6 +397,11 @@ def test_overlapping_saves_on_two_hosts_keep_one_and_record_the_other(pg, tmp_pa
         assert len(over) == 1, rows
         out = subprocess.run(a.args("show", str(over[0]["replaces"])), capture_output=True, text=True, timeout=60)
         assert out.stdout == "# Memory\n- one, said b\n", out
+        # The review page offers the other text; a real browser takes it,
+        # and both hosts show it.
+        said = use_instead(a.args(), over[0]["replaces"])
+        assert "the file is version" in said, said
+        settled_on((a, b), "# Memory\n- one, said b\n")
     finally:
         a.stop()
         b.stop()

@@ -45,6 +45,7 @@ pub use follow::{Busy, Hold, Unsent};
 pub use inode_ops::{DirEntry, InfoKind, NewNode, NodeInfo, RenameMode, SetAttr};
 pub use limits::{Growth, Limits};
 pub use listing::{ListEntry, Listing, Snapshot, Window};
+pub use paths::Mark;
 pub use tree::{Attr, Ino, InvariantError, Node, NodeKind, Tree, DIR_MODE, FILE_MODE, ROOT_INO};
 
 use crate::path::MemPath;
@@ -230,6 +231,20 @@ impl Store {
         touched: Vec<Touched>,
         undo: Option<Undo>,
     ) -> Ticket {
+        self.commit_saying(held, origin, ops, touched, undo, Default::default())
+    }
+
+    /// [`Store::commit_undoable`] of a change that saves over paths it had
+    /// not read, or holds merges, as `said` tells (the history says so).
+    fn commit_saying(
+        &self,
+        held: &mut RwLockWriteGuard<'_, Tree>,
+        origin: Origin,
+        ops: Vec<ChangeOp>,
+        touched: Vec<Touched>,
+        undo: Option<Undo>,
+        said: recover::Rewrite,
+    ) -> Ticket {
         let unsaved = std::mem::take(&mut *self.unsaved.lock());
         // Written again as memory holds them now, at the places this change
         // moved them to (the tree already shows the change: an unsaved path
@@ -254,7 +269,7 @@ impl Store {
         let barrier = ops.is_empty();
         // What the files door took in is on disk already: never taken back.
         let undo = undo.filter(|_| !matches!(origin, Origin::Files { .. }));
-        let ticket = self.submit(held, origin, ops, touched, undo, Default::default());
+        let ticket = self.submit(held, origin, ops, touched, undo, said);
         if again.is_empty() {
             return ticket;
         }

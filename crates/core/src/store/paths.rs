@@ -14,6 +14,16 @@ use super::Store;
 use crate::error::Error;
 use crate::path::MemPath;
 
+/// What the history says of a file put whole besides its content.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Mark {
+    Plain,
+    /// Written without reading what it replaces: an overwrite.
+    Unread,
+    /// A merge of two edits made from the same version.
+    Merged,
+}
+
 impl Store {
     /// Writes a whole file, making missing parent directories.
     /// An existing file is an error unless `overwrite`.
@@ -39,6 +49,34 @@ impl Store {
         origin: Origin,
         expect: Option<&str>,
     ) -> Result<Ticket, Error> {
+        self.put_file(path, data, overwrite, origin, expect, Mark::Plain)
+    }
+
+    /// The file at `path`, which holds `expect`, replaced by `data`
+    /// pulled from a store over HTTP where another machine's edit met this
+    /// one's, the history saying so as `mark` tells: an overwrite (the
+    /// other's edit overlapped: one revert brings this one back), or a
+    /// merge of the two (noted `merged:`).
+    pub fn replace_marked(
+        &self,
+        path: &MemPath,
+        data: Vec<u8>,
+        origin: Origin,
+        expect: &str,
+        mark: Mark,
+    ) -> Result<Ticket, Error> {
+        self.put_file(path, data, true, origin, Some(expect), mark)
+    }
+
+    fn put_file(
+        &self,
+        path: &MemPath,
+        data: Vec<u8>,
+        overwrite: bool,
+        origin: Origin,
+        expect: Option<&str>,
+        mark: Mark,
+    ) -> Result<Ticket, Error> {
         let (parent_path, name) = split(path)?;
         let mut tree = self.write_for(&[path]);
         check_expected(&tree, path, expect)?;
@@ -63,7 +101,13 @@ impl Store {
         };
         touched.push(Touched::Inode(ino));
         let ops = write_ops(&tree, ino, data);
-        Ok(self.commit_undoable(&mut tree, origin, ops, touched, Some(undo)))
+        let mut said = super::recover::Rewrite::default();
+        match mark {
+            Mark::Plain => {}
+            Mark::Unread => said.over.push(path.clone()),
+            Mark::Merged => said.merged.push(path.clone()),
+        }
+        Ok(self.commit_saying(&mut tree, origin, ops, touched, Some(undo), said))
     }
 
     /// Whether a file of `size` bytes may be made (or, `overwrite`, put over

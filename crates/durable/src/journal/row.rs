@@ -261,11 +261,13 @@ impl<'de> Deserialize<'de> for VersionId {
 
 /// The note on the rows of an exchange.
 pub const EXCHANGED_NOTE: &str = "exchanged";
-/// The note on a person's save that lost a race to another host's change
-/// made from the same version, merged with it (the version before this one
-/// is that change's).
+/// The note on a version that merges two changes made from the same
+/// version: a person's save that lost a race to another host's change on
+/// a shared store (the version before this one is that change's), or this
+/// machine's edit and another's met in a store over HTTP (the version
+/// before this one is this machine's).
 pub const MERGED_NOTE: &str =
-    "merged: this save and another host's change made from the same version, both kept";
+    "merged: this host's change and another host's, made from the same version, both kept";
 /// The note on a file found when the journal began, its content not copied.
 pub const BEFORE_HISTORY_NOTE: &str =
     "there before the history began; its content is kept at its first change";

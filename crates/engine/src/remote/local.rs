@@ -8,7 +8,7 @@ use std::sync::Arc;
 use crate::digest::Sha;
 use crate::error::Error;
 use crate::path::MemPath;
-use crate::store::{NodeKind, Origin, Store, Tree, ROOT_INO};
+use crate::store::{Mark, NodeKind, Origin, Store, Tree, ROOT_INO};
 
 /// What the tree holds at a path.
 #[derive(Debug, Clone)]
@@ -106,6 +106,20 @@ pub fn put(
     store
         .create_file_expecting(path, data, was.is_some(), origin, was)?
         .wait()
+}
+
+/// The file at `path`, which holds `was`, replaced by `data` where
+/// another machine's edit met this one's: an overwrite of it, or a merge
+/// (`mark`), as the history says.
+pub fn put_marked(
+    store: &Store,
+    path: &MemPath,
+    data: Vec<u8>,
+    was: &str,
+    origin: Origin,
+    mark: Mark,
+) -> Result<(), Error> {
+    store.replace_marked(path, data, origin, was, mark)?.wait()
 }
 
 /// The file at `path` removed, only if it still holds `was`.

@@ -18,7 +18,7 @@ use std::sync::Arc;
 
 use crate::digest::Sha;
 use crate::merge::{three_way, Merged};
-use crate::store::{Origin, Store};
+use crate::store::{Mark, Origin, Store};
 use crate::transfer::api::{Api, Item, RemoteError};
 
 use super::local::{self, mem_path, Local};
@@ -157,7 +157,9 @@ impl Round<'_> {
         match three_way(&base_text, ours, theirs) {
             Merged::Clean(merged) => {
                 let origin = self.origin(None);
-                if local::put(self.store, &path, merged, Some(ours_sha), origin).is_ok() {
+                if local::put_marked(self.store, &path, merged, ours_sha, origin, Mark::Merged)
+                    .is_ok()
+                {
                     self.agree(&m.path, &m.id, theirs);
                     self.again.insert(m.path.clone());
                 }
@@ -169,7 +171,16 @@ impl Round<'_> {
     fn conflict(&mut self, m: &Item, ours_sha: &str, theirs: &[u8]) {
         let path = mem_path(&m.path).expect("checked");
         let origin = self.origin(None);
-        if local::put(self.store, &path, theirs.to_vec(), Some(ours_sha), origin).is_err() {
+        if local::put_marked(
+            self.store,
+            &path,
+            theirs.to_vec(),
+            ours_sha,
+            origin,
+            Mark::Unread,
+        )
+        .is_err()
+        {
             return;
         }
         tracing::warn!(

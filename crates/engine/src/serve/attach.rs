@@ -375,6 +375,26 @@ fn image_of(blocks: &[Value]) -> Option<Content> {
     })
 }
 
+/// [`Link::connect`], waiting out an owner that holds the data dir but
+/// serves no socket yet (it is starting: a store over HTTP catches up
+/// first) or any more (it is stopping), for [`RETRY_FOR`].
+fn connect_waiting(state_dir: &std::path::Path) -> io::Result<Link> {
+    let deadline = Instant::now() + RETRY_FOR;
+    loop {
+        match Link::connect(state_dir) {
+            Err(e)
+                if matches!(
+                    e.kind(),
+                    io::ErrorKind::NotFound | io::ErrorKind::ConnectionRefused
+                ) && Instant::now() < deadline =>
+            {
+                std::thread::sleep(Duration::from_millis(20));
+            }
+            other => return other,
+        }
+    }
+}
+
 /// A history request answered by the owner of the data dir, with its key.
 pub fn through_owner(
     state_dir: &std::path::Path,
@@ -391,7 +411,7 @@ pub fn through_owner(
             ))
         }
     }
-    let answer = Link::connect(state_dir)
+    let answer = connect_waiting(state_dir)
         .map_err(|e| e.to_string())
         .and_then(|mut link| {
             link.call(line.to_string().as_bytes())

@@ -7,6 +7,7 @@
 //! commands every door shares (`memfs log`, `diff`, `undo`, `redact`),
 //! credited to the person who runs it.
 
+pub mod conflicts;
 pub mod error;
 pub mod html;
 pub mod model;
@@ -375,6 +376,30 @@ impl App {
         fresh
     }
 
+    /// What a form on version `v` asks (`/keep`, `/undo`, `/use`,
+    /// `/redact`), done; none for a form of no such action.
+    fn act_on(&self, path: &str, v: u64, who: &str) -> Option<Result<String, PageError>> {
+        Some(match path {
+            "/keep" => self
+                .reviewed
+                .lock()
+                .mark(v)
+                .map(|()| format!("version {v} kept")),
+            "/undo" => self.source.undo(v, who).inspect(|_| {
+                let _ = self.reviewed.lock().mark(v);
+            }),
+            // (A conflict settled for the text it was saved over: the
+            // overwrite reverted, and settled.)
+            "/use" => self.source.revert(v, who).inspect(|_| {
+                let _ = self.reviewed.lock().mark(v);
+            }),
+            "/redact" => self.source.redact(v).inspect(|_| {
+                let _ = self.reload();
+            }),
+            _ => return None,
+        })
+    }
+
     /// A keep, an undo or a redaction, from a form of this page.
     fn post(
         &self,
@@ -414,19 +439,8 @@ impl App {
         let Some(v) = version(&form, "version") else {
             return Page::text(400, "which version?");
         };
-        let result = match path {
-            "/keep" => self
-                .reviewed
-                .lock()
-                .mark(v)
-                .map(|()| format!("version {v} kept")),
-            "/undo" => self.source.undo(v, who).inspect(|_| {
-                let _ = self.reviewed.lock().mark(v);
-            }),
-            "/redact" => self.source.redact(v).inspect(|_| {
-                let _ = self.reload();
-            }),
-            _ => return Page::text(404, "no such page"),
+        let Some(result) = self.act_on(path, v, who) else {
+            return Page::text(404, "no such page");
         };
         let said = match result {
             Ok(s) => s,
@@ -477,6 +491,12 @@ impl App {
         // (A cache of a store over HTTP: what is not sent yet, on the
         // memory's and the history's pages.)
         let view = view.map(|mut v| {
+            // (The conflicts open, with what settles each, at the top of
+            // the memory's and the review's pages.)
+            if matches!(path, "/" | "/review") {
+                v.main
+                    .insert_str(0, &conflicts::block(&model, &reviewed, ctx, path));
+            }
             if matches!(path, "/" | "/history") {
                 v.main.insert_str(0, &self.remote_status());
             }

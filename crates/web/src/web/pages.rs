@@ -60,7 +60,14 @@ pub(super) fn said(ctx: &Ctx) -> String {
     }
 }
 
-fn form(ctx: &Ctx, action: &str, version: u64, label: &str, class: &str, back: &str) -> String {
+pub(super) fn form(
+    ctx: &Ctx,
+    action: &str,
+    version: u64,
+    label: &str,
+    class: &str,
+    back: &str,
+) -> String {
     format!(
         "<form method=\"post\" action=\"{action}\" class=\"inline\"><input type=\"hidden\" name=\"csrf\" value=\"{}\"><input type=\"hidden\" name=\"version\" value=\"{version}\"><input type=\"hidden\" name=\"back\" value=\"{}\"><button class=\"{class}\" type=\"submit\">{label}</button></form>",
         esc(ctx.csrf),

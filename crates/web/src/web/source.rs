@@ -114,6 +114,19 @@ impl Source {
         .map(|b| String::from_utf8_lossy(&b).trim().to_string())
     }
 
+    /// The file as version `version` left it (or as before it took it
+    /// away: an overwrite's replaced text), as `who`'s act.
+    pub fn revert(&self, version: u64, who: &str) -> Result<String, PageError> {
+        ok(self.request(&Request::Revert {
+            version: version.to_string(),
+            // SAFETY: getuid(2) cannot fail and touches no memory.
+            uid: unsafe { libc::getuid() },
+            pid: std::process::id(),
+            via: Some(who.to_string()),
+        }))
+        .map(|b| String::from_utf8_lossy(&b).trim().to_string())
+    }
+
     /// The changes `versions` of `by`'s, taken back as `who`'s act
     /// (`memfs undo --by`, limited to those versions).
     pub fn undo_by(&self, by: &str, versions: &[u64], who: &str) -> Result<String, PageError> {
