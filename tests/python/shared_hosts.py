@@ -70,9 +70,11 @@ class Host:
         self.mnt = root / f"{name}-mnt"
         self.proc = None
         self.log = root / f"{name}.log"
+        # Global flags every command of this host's gets (its settings).
+        self.flags: list[str] = []
 
     def args(self, *rest) -> list[str]:
-        return [self.memfs, "--data", self.url, "--cache", str(self.cache), *rest]
+        return [self.memfs, "--data", self.url, "--cache", str(self.cache), *self.flags, *rest]
 
     def mount(self):
         self.mnt.mkdir(exist_ok=True)

@@ -315,11 +315,12 @@ def test_what_one_host_writes_is_found_by_search_on_the_other(hosts, pg):
         assert found(host, "quokka") == []
 
 
-def failing_and_plain(pg, tmp_path, memfs_bin, failpoints_bin, failpoints):
+def failing_and_plain(pg, tmp_path, memfs_bin, failpoints_bin, failpoints, flags=()):
     """Host A, a failpoints build mounted with FAILPOINTS set, and host B,
-    the plain build, both mounted on one store."""
+    the plain build, both mounted on one store (each with `flags`)."""
     a = Host(failpoints_bin, pg.url("team"), tmp_path, "a")
     b = Host(memfs_bin, pg.url("team"), tmp_path, "b")
+    a.flags = b.flags = list(flags)
     os.environ["FAILPOINTS"] = failpoints
     try:
         a.mount()
@@ -402,6 +403,62 @@ def test_overlapping_saves_on_two_hosts_keep_one_and_record_the_other(pg, tmp_pa
         said = use_instead(a.args(), over[0]["replaces"])
         assert "the file is version" in said, said
         settled_on((a, b), "# Memory\n- one, said b\n")
+    finally:
+        a.stop()
+        b.stop()
+
+
+def agents_create_races(a, b, b_edit: dict, a_text: str):
+    """Both hosts show MEMORY.md at one version; B's agent edits it (the
+    store takes it), then A's agent, which follows the store 3 s late,
+    creates the file whole from the version it saw: A's create loses the
+    race and is run again on B's text."""
+    r = b.tool(command="create", path="/memories/MEMORY.md", file_text="# Memory\n- one\n- two\n- three\n")
+    assert not r["is_error"], r
+    wait_for(lambda: read(a.mnt / "MEMORY.md") == "# Memory\n- one\n- two\n- three\n", 20, "a shows MEMORY.md")
+    time.sleep(3.5)
+    r = b.tool(command="str_replace", path="/memories/MEMORY.md", **b_edit)
+    assert not r["is_error"], r
+    assert read(a.mnt / "MEMORY.md") == "# Memory\n- one\n- two\n- three\n", "a must not have seen b's edit yet"
+    r = a.tool(command="create", path="/memories/MEMORY.md", file_text=a_text)
+    assert not r["is_error"] and r["content"] == "File created successfully at: /memories/MEMORY.md", r
+
+
+def test_an_agents_create_racing_another_host_is_merged_not_overwritten(pg, tmp_path, memfs_bin, failpoints_bin):
+    """Issue 50: with `--create-overwrites`, an agent's `create` of a whole
+    file that lost the race to another host's edit of other lines holds
+    both (it used to save over the winner); the same lines: the create's
+    text is the file and the winner's is flagged as the version it
+    overwrote. The agent's next view says so, once. (Without the flag a
+    create over an existing file is refused, race or not: the agent hears
+    "already exists" and nothing is lost.)"""
+    a, b = failing_and_plain(pg, tmp_path, memfs_bin, failpoints_bin, "shared::follow-off=sleep(3000)",
+                             flags=["--create-overwrites"])
+    try:
+        agents_create_races(a, b, {"old_str": "- one", "new_str": "- ONE"}, "# Memory\n- one\n- two\n- THREE\n")
+        both = "# Memory\n- ONE\n- two\n- THREE\n"
+        for h in (a, b):
+            wait_for(lambda: read(h.mnt / "MEMORY.md") == both, 20, f"{h.mnt} holds both edits")
+        merged = [r for r in a.log_rows() if r.get("note", "").startswith("merged:")]
+        assert len(merged) == 1 and merged[0]["actor"]["kind"] == "agent", merged
+        view = a.tool(command="view", path="/memories/MEMORY.md")["content"]
+        assert "on other lines: the file holds both, merged" in view, view
+        assert "memfs:" not in a.tool(command="view", path="/memories/MEMORY.md")["content"]
+
+        # The same line, changed by both: the agent's text is the file, B's
+        # the version it overwrote (flagged), and both hosts agree.
+        time.sleep(3.5)
+        agents_create_races(a, b, {"old_str": "- two", "new_str": "- two, said b"},
+                            "# Memory\n- one\n- two, said a\n- three\n")
+        mine = "# Memory\n- one\n- two, said a\n- three\n"
+        for h in (a, b):
+            wait_for(lambda: read(h.mnt / "MEMORY.md") == mine, 20, f"{h.mnt} holds the create's text")
+        over = [r for r in a.log_rows() if r["op"] == "overwrite"]
+        assert len(over) == 1 and over[0]["actor"]["kind"] == "agent", over
+        out = subprocess.run(a.args("show", str(over[0]["replaces"])), capture_output=True, text=True, timeout=60)
+        assert out.stdout == "# Memory\n- one\n- two, said b\n- three\n", out
+        view = a.tool(command="view", path="/memories/MEMORY.md")["content"]
+        assert "on the same lines while this create was on its way" in view, view
     finally:
         a.stop()
         b.stop()

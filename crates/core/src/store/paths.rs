@@ -52,20 +52,22 @@ impl Store {
         self.put_file(path, data, overwrite, origin, expect, Mark::Plain)
     }
 
-    /// The file at `path`, which holds `expect`, replaced by `data`
-    /// pulled from a store over HTTP where another machine's edit met this
-    /// one's, the history saying so as `mark` tells: an overwrite (the
-    /// other's edit overlapped: one revert brings this one back), or a
-    /// merge of the two (noted `merged:`).
-    pub fn replace_marked(
+    /// [`Store::create_file_expecting`], the history saying more of it
+    /// as `mark` tells: written over a text its writer had not read (an
+    /// overwrite: one revert brings that text back), or a merge of two
+    /// changes made from the same version (noted `merged:`). For an edit
+    /// that met another machine's or host's (a store over HTTP, an agent's
+    /// create that lost a race on a shared store).
+    pub fn create_file_marked(
         &self,
         path: &MemPath,
         data: Vec<u8>,
+        overwrite: bool,
         origin: Origin,
-        expect: &str,
+        expect: Option<&str>,
         mark: Mark,
     ) -> Result<Ticket, Error> {
-        self.put_file(path, data, true, origin, Some(expect), mark)
+        self.put_file(path, data, overwrite, origin, expect, mark)
     }
 
     fn put_file(

@@ -10,6 +10,7 @@ mod format;
 pub mod hide;
 mod image;
 mod input;
+mod race;
 mod result;
 mod view;
 
@@ -26,7 +27,7 @@ pub use result::{Content, ToolResult};
 
 use crate::error::Error;
 use crate::path::MemPath;
-use crate::store::{Door, Origin, Snapshot, Store, Ticket, Window};
+use crate::store::{Door, Mark, Origin, Snapshot, Store, Ticket, Window};
 use edit::EditError;
 
 /// Choices where the spec allows more than one behaviour.
@@ -57,6 +58,9 @@ struct Again {
     tool: Tool,
     command: Command,
     expect: Option<String>,
+    /// A create's file as it was before the create ran (none: no file),
+    /// to merge the create with the text that won the race (`race.rs`).
+    before: Option<Option<Arc<Vec<u8>>>>,
 }
 
 /// How many times a command lost to other hosts is run again.
@@ -94,9 +98,7 @@ impl Pending {
                 (Some(Err(Error::Conflict { seq })), Some(again)) => {
                     let again = *again;
                     again.tool.store.wait_followed(seq, FOLLOW_WAIT);
-                    pending = again
-                        .tool
-                        .run_expecting(again.command, again.expect.as_deref());
+                    pending = again.run();
                 }
                 _ => return pending.settled(),
             }
@@ -192,22 +194,29 @@ impl Tool {
     /// has the sha256 `expect` (a program's precondition, not in the model's
     /// schema); a view ignores it.
     pub fn run_expecting(&self, command: Command, expect: Option<&str>) -> Pending {
+        self.run_marked(command, expect, Mark::Plain)
+    }
+
+    /// [`Tool::run_expecting`], a create's version marked `mark` in the
+    /// history.
+    fn run_marked(&self, command: Command, expect: Option<&str>, mark: Mark) -> Pending {
         let again =
             (self.store.is_shared() && !matches!(command, Command::View { .. })).then(|| {
                 Box::new(Again {
                     tool: self.clone(),
                     command: command.clone(),
                     expect: expect.map(str::to_string),
+                    before: race::before(self, &command, expect),
                 })
             });
-        let mut pending = self.run_once(command, expect);
+        let mut pending = self.run_once(command, expect, mark);
         if pending.ticket.is_some() {
             pending.again = again;
         }
         pending
     }
 
-    fn run_once(&self, command: Command, expect: Option<&str>) -> Pending {
+    fn run_once(&self, command: Command, expect: Option<&str>, mark: Mark) -> Pending {
         if self.read_only && !matches!(command, Command::View { .. }) {
             return Pending::ready(ToolResult::error(
                 "Error: this memory is read-only for this session; only view is allowed",
@@ -215,7 +224,7 @@ impl Tool {
         }
         let outcome = match command {
             Command::View { path, view_range } => self.view(&path, view_range),
-            Command::Create { path, file_text } => self.create(&path, file_text, expect),
+            Command::Create { path, file_text } => self.create(&path, file_text, expect, mark),
             Command::StrReplace {
                 path,
                 old_str,
@@ -267,14 +276,23 @@ impl Tool {
         Ok(Pending::ready(result))
     }
 
-    fn create(&self, raw: &str, text: String, expect: Option<&str>) -> Outcome {
+    fn create(&self, raw: &str, text: String, expect: Option<&str>, mark: Mark) -> Outcome {
         let path = parse_path(raw)?;
         self.screen_name(None, &path)?;
         let (text, redacted) = self.screen(&path, "", text)?;
-        let overwrite = self.config.create_overwrites || expect.is_some();
+        // (A create merged with, or saved over, another host's that won a
+        // race replaces it whatever the setting.)
+        let overwrite = self.config.create_overwrites || expect.is_some() || mark != Mark::Plain;
         let ticket = self
             .store
-            .create_file_expecting(&path, text.into_bytes(), overwrite, self.origin.clone(), expect)
+            .create_file_marked(
+                &path,
+                text.into_bytes(),
+                overwrite,
+                self.origin.clone(),
+                expect,
+                mark,
+            )
             .map_err(|e| match e {
                 e @ Error::Changed { .. } => changed(&path, &e),
                 Error::NotFound if expect.is_some() => format!("Error: {path} does not exist, so it cannot have the content expected_sha256 names; nothing was changed"),

@@ -119,7 +119,9 @@ pub fn put_marked(
     origin: Origin,
     mark: Mark,
 ) -> Result<(), Error> {
-    store.replace_marked(path, data, origin, was, mark)?.wait()
+    store
+        .create_file_marked(path, data, true, origin, Some(was), mark)?
+        .wait()
 }
 
 /// The file at `path` removed, only if it still holds `was`.
