@@ -323,6 +323,24 @@ pub enum Cmd {
         #[command(subcommand)]
         action: TokenCmd,
     },
+    /// Adds to a stores root (--stores) a mirror of a store over HTTP
+    ///
+    /// Adds to the stores root a store of the same id as the memory store at
+    /// URL (`https://HOST/v1/memory_stores/ID`, Anthropic's API or another
+    /// memfs server): its data dir is a cache of that store, filled now, and
+    /// while `serve --http` has it open, every change made through this
+    /// server is pushed there and every change made there is pulled here, as
+    /// for `--data URL`. The key comes from --store-key-env (default
+    /// ANTHROPIC_API_KEY) or --store-key-file, now and for the server that
+    /// serves it. Prints the store's id; make a token for it with `memfs
+    /// --stores ROOT token create --store ID`. Works while a server runs.
+    Mirror {
+        /// The store over HTTP: `https://HOST/v1/memory_stores/ID`.
+        url: String,
+        /// Its name in this root (default: its id).
+        #[arg(long)]
+        name: Option<String>,
+    },
     /// Serves the memory tool to an MCP host on stdio.
     ///
     /// Serves the memory tool as an MCP server on stdin/stdout (for Claude
@@ -830,8 +848,8 @@ impl Common {
             }
             None => PathBuf::from("memory-remote").join(url.cache_name()),
         };
-        self.max_file_size = self.max_file_size.min(API_MEMORY_MOST);
-        self.max_depth = self.max_depth.min(API_SEGMENTS_MOST);
+        self.max_file_size = self.max_file_size.min(memfs::remote::API_MEMORY_MOST);
+        self.max_depth = self.max_depth.min(memfs::remote::API_SEGMENTS_MOST);
         self.remote = Some(memfs::remote::Options {
             url,
             key_env: self.store_key_env.clone(),
@@ -853,6 +871,11 @@ impl Common {
             history_keep: self.history_keep,
             shared: self.shared.clone(),
             remote: self.remote.clone(),
+            mirror_keys: Some(memfs::remote::Keys {
+                key_env: self.store_key_env.clone(),
+                key_file: self.store_key_file.clone(),
+                pull_every: std::time::Duration::from_secs_f64(self.pull_every),
+            }),
             checkpoint_delay: None,
             segment_bytes: None,
             no_history: self.no_history,
@@ -877,11 +900,6 @@ impl Common {
         }
     }
 }
-
-/// The most bytes a memory of the memory stores API holds (its documented
-/// limit), and the most segments of its path.
-const API_MEMORY_MOST: u64 = 102_400;
-const API_SEGMENTS_MOST: usize = 20;
 
 /// A data dir the command line names is made if missing, but only its last
 /// directory: a typo in a parent (`/nonexistent/x`) is an error, not a new

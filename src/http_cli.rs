@@ -177,3 +177,68 @@ pub fn token(cli: &Cli, action: &TokenCmd) -> ExitCode {
         }
     }
 }
+
+/// `memfs --stores ROOT mirror URL [--name NAME]`: a store of the root
+/// whose data dir is a cache of the store over HTTP at URL, of the same
+/// id, filled now (so that the key and the store are checked before
+/// anything is kept); prints its id. Nothing is left of it if that fails.
+pub fn mirror(cli: &Cli, url: &str, name: Option<&str>) -> ExitCode {
+    let root = match root_of(cli) {
+        Ok(Root::Dir(root)) => root,
+        Ok(Root::Database(_)) => {
+            memfs::say!("memfs: a stores root in PostgreSQL holds no mirror of a store over HTTP");
+            return ExitCode::from(2);
+        }
+        Err(code) => return code,
+    };
+    let url = match memfs::remote::StoreUrl::parse(url, cli.common.insecure_http) {
+        Ok(url) => url,
+        Err(e) => {
+            memfs::say!("memfs: {e}");
+            return ExitCode::from(2);
+        }
+    };
+    let options = cli.common.options();
+    let Some(cache) = options.for_cache_of(url.clone()) else {
+        memfs::say!("memfs: no key settings for the store");
+        return ExitCode::from(2);
+    };
+    let socket = SocketBounds {
+        client_timeout: Duration::from_secs(cli.common.client_timeout),
+        max_line: memfs::serve::max_line_bytes(cli.common.max_file_size),
+    };
+    let registry = match http::registry::Registry::open(&root, options, socket, Duration::ZERO) {
+        Ok(registry) => registry,
+        Err(e) => {
+            memfs::say!(
+                "memfs: cannot open the stores root: {}",
+                memfs::units::describe_io(&e)
+            );
+            return ExitCode::from(2);
+        }
+    };
+    let meta = match registry.create_mirror(&url.store, name.unwrap_or(&url.store).to_string()) {
+        Ok(meta) => meta,
+        Err(e) => {
+            memfs::say!("memfs: {}", e.message);
+            return ExitCode::from(2);
+        }
+    };
+    match memfs::Memory::open(root.join(&meta.id), cache) {
+        Ok(memory) => {
+            let written = memory.write_out();
+            drop(memory);
+            if !written {
+                memfs::say!("memfs: the mirror's cache could not be written out whole");
+                return ExitCode::FAILURE;
+            }
+            println!("{}", meta.id);
+            ExitCode::SUCCESS
+        }
+        Err(e) => {
+            let _ = registry.delete(&meta.id);
+            memfs::say!("memfs: {e}; no store was added");
+            ExitCode::from(2)
+        }
+    }
+}

@@ -47,7 +47,11 @@ fn main() -> ExitCode {
     // data dir of --data.)
     let makes_data = !matches!(
         cli.command,
-        Cmd::Completions { .. } | Cmd::Man | Cmd::Token { .. } | Cmd::Scan { .. }
+        Cmd::Completions { .. }
+            | Cmd::Man
+            | Cmd::Token { .. }
+            | Cmd::Mirror { .. }
+            | Cmd::Scan { .. }
     ) && cli.common.stores.is_none();
     if let Err(e) = cli.common.resolve(makes_data) {
         memfs::say!("memfs: {e}");
@@ -112,6 +116,7 @@ fn without_a_memory(cli: &Cli) -> Option<ExitCode> {
     }
     match &cli.command {
         Cmd::Token { action } => return Some(http_cli::token(cli, action)),
+        Cmd::Mirror { url, name } => return Some(http_cli::mirror(cli, url, name.as_deref())),
         Cmd::ClaudeCode { action } => return Some(claude_code_cli::run(action)),
         Cmd::Web { link: true, .. } => return Some(web_cli::link(&cli.common.data)),
         Cmd::Web { listen, .. } if cli.common.stores.is_none() => {
@@ -274,6 +279,7 @@ fn on(memory: Memory, cli: Cli, doors: Doors) -> ExitCode {
         | Cmd::Expire { .. }
         | Cmd::Checkpoint
         | Cmd::Token { .. }
+        | Cmd::Mirror { .. }
         | Cmd::ClaudeCode { .. }
         | Cmd::Web { .. }
         | Cmd::Clear { .. } => ExitCode::SUCCESS,

@@ -465,3 +465,64 @@ def test_a_directory_moved_or_removed_here_moves_or_removes_every_memory_below_i
     until(lambda: store.files() == {}, what="the removal")
     code, err = agent.stop()
     assert code == 0, err
+
+
+def test_a_memfs_server_in_front_of_a_store_over_http_serves_it_through_its_api(memfs_bin, server, tmp_path):
+    """`memfs --stores ROOT mirror URL`: a second memfs server (the front)
+    serves a store of the first (standing in for the hosted API) through
+    its own API and tokens: what the SDK writes through the front is in
+    the upstream store, what is written upstream is read through the
+    front, and a store or key that does not answer leaves nothing behind."""
+    store = Store(server)
+    other = Store(server, name="other")
+    store.sdk.beta.memory_stores.memories.create(store.id, path="/up.md", content="made upstream\n")
+    other.sdk.beta.memory_stores.memories.create(other.id, path="/other.md", content="in the other store\n")
+    # One key for the front, as an account's API key reaches its stores.
+    key = tmp_path / "upstream.key"
+    key.write_text(server.token("--name", "front", "--store", store.id, "--store", other.id) + "\n")
+    key.chmod(0o600)
+    front_root = tmp_path / "front"
+    env = env_with("")
+    r = subprocess.run([memfs_bin, "--stores", str(front_root), "--store-key-file", str(key), "mirror", store.url,
+                        "--name", "team"], capture_output=True, text=True, env=env, timeout=60)
+    assert r.returncode == 0, r.stderr
+    assert r.stdout.strip() == store.id, r.stdout
+    # A wrong key: refused, and nothing is added.
+    bad = tmp_path / "bad.key"
+    bad.write_text("memfs_" + "0" * 64 + "\n")
+    bad.chmod(0o600)
+    r = subprocess.run([memfs_bin, "--stores", str(front_root), "--store-key-file", str(bad), "mirror", other.url],
+                       capture_output=True, text=True, env=env, timeout=60)
+    assert r.returncode == 2 and "no store was added" in r.stderr, r
+    assert not (front_root / other.id).exists()
+    assert store.key not in r.stderr and "0" * 64 not in r.stderr, r.stderr
+
+    front = Server(memfs_bin, front_root, "--store-key-file", str(key), "--pull-every", "0.2")
+    try:
+        admin = front.token("--store", store.id, "--name", "front-writer")
+        sdk = anthropic.Anthropic(api_key=admin, base_url=front.url, max_retries=2)
+        assert sdk.beta.memory_stores.retrieve(store.id).name == "team"
+        seen = {m.path: m.content for m in sdk.beta.memory_stores.memories.list(store.id, view="full")}
+        assert seen == {"/up.md": "made upstream\n"}, seen
+        # Written through the front: in the upstream store.
+        sdk.beta.memory_stores.memories.create(store.id, path="/front.md", content="made at the front\n")
+        until(lambda: store.files().get("/front.md") == "made at the front\n", what="the front's write upstream")
+        # Written upstream: read through the front.
+        up = store.memory("/up.md")
+        store.sdk.beta.memory_stores.memories.update(up.id, memory_store_id=store.id, content="changed upstream\n")
+
+        def front_files():
+            return {m.path: m.content for m in sdk.beta.memory_stores.memories.list(store.id, view="full")}
+        until(lambda: front_files() == {"/up.md": "changed upstream\n", "/front.md": "made at the front\n"},
+              what="the upstream change at the front")
+        # A mirror added while the front runs is served at once.
+        r = subprocess.run([memfs_bin, "--stores", str(front_root), "--store-key-file", str(key), "mirror",
+                            other.url], capture_output=True, text=True, env=env, timeout=60)
+        assert r.returncode == 0 and r.stdout.strip() == other.id, r
+        reader = anthropic.Anthropic(api_key=front.token("--store", other.id, "--read-only"), base_url=front.url)
+        got = {m.path: m.content for m in reader.beta.memory_stores.memories.list(other.id, view="full")}
+        assert got == {"/other.md": "in the other store\n"}, got
+    finally:
+        assert front.stop() == 0, "".join(front.log)
+    secret = key.read_text().strip()
+    assert not any(secret in line for line in front.log), "the key is never logged"

@@ -41,6 +41,24 @@ pub struct Options {
     /// The memory store over HTTP the data dir is this machine's cache of
     /// (`--data https://HOST/v1/memory_stores/ID`).
     pub remote: Option<crate::remote::Options>,
+    /// For a stores root's server: how its stores that are caches of
+    /// stores over HTTP (`memfs --stores ROOT mirror URL`) reach them.
+    pub mirror_keys: Option<crate::remote::Keys>,
+}
+
+impl Options {
+    /// These options for a cache of the store at `url`, reached with
+    /// [`Options::mirror_keys`] (none without them), the API's limits
+    /// refused at the tool.
+    pub fn for_cache_of(&self, url: crate::remote::StoreUrl) -> Option<Options> {
+        let keys = self.mirror_keys.as_ref()?;
+        let mut options = self.clone();
+        options.remote = Some(keys.options_for(url));
+        let limits = &mut options.limits;
+        limits.max_file_size = limits.max_file_size.min(crate::remote::API_MEMORY_MOST);
+        limits.max_depth = limits.max_depth.min(crate::remote::API_SEGMENTS_MOST);
+        Some(options)
+    }
 }
 
 /// The memory of one data dir, open and locked for this process.

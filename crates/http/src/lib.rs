@@ -9,7 +9,7 @@
 // The lower crates' modules under the names the rest of memfs knows them by.
 use memfs_core::{digest, error, json, lock, path, pool, say, store, text, tool, units};
 use memfs_durable::{journal, persist};
-use memfs_engine::{control, memory, serve};
+use memfs_engine::{control, memory, remote, serve};
 use memfs_fuse as fuse;
 use memfs_search as search;
 use memfs_shared as shared;

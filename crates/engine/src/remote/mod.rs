@@ -49,6 +49,41 @@ pub struct Options {
     pub pull_every: Duration,
 }
 
+/// How the caches of a stores root that mirror stores over HTTP (`memfs
+/// --stores ROOT mirror URL`) get their key and pull: the server's own
+/// `--store-key-env`, `--store-key-file` and `--pull-every`.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Keys {
+    pub key_env: String,
+    pub key_file: Option<std::path::PathBuf>,
+    pub pull_every: Duration,
+}
+
+impl Keys {
+    /// The options of a cache of the store at `url`.
+    pub fn options_for(&self, url: StoreUrl) -> Options {
+        Options {
+            url,
+            key_env: self.key_env.clone(),
+            key_file: self.key_file.clone(),
+            pull_every: self.pull_every,
+        }
+    }
+}
+
+/// The API's largest memory (bytes) and deepest path (segments): a cache
+/// refuses more at the tool, before anything is accepted.
+pub const API_MEMORY_MOST: u64 = 102_400;
+pub const API_SEGMENTS_MOST: usize = 20;
+
+/// The store over HTTP the data dir `data` is a cache of, if it is one
+/// (the URL its state names; it was taken when the cache was made).
+pub fn cached_store(data: &std::path::Path) -> Option<StoreUrl> {
+    let kept = Kept::at(&data.join(".memfs"))?;
+    let state = kept.load().ok()?;
+    StoreUrl::parse(&state.store, true).ok()
+}
+
 /// Every this long, everything the store holds is compared with the bases
 /// (what a window of versions may have missed).
 const RECONCILE_EVERY: Duration = Duration::from_secs(300);

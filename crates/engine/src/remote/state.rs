@@ -77,6 +77,12 @@ impl Kept {
         Ok(Kept { dir })
     }
 
+    /// The `.memfs/remote` of a data dir that has one (made nothing).
+    pub fn at(state_dir: &Path) -> Option<Kept> {
+        let dir = state_dir.join("remote");
+        dir.join("state.json").is_file().then_some(Kept { dir })
+    }
+
     pub fn load(&self) -> std::io::Result<State> {
         match std::fs::read(self.dir.join("state.json")) {
             Ok(bytes) => serde_json::from_slice(&bytes).map_err(|e| {

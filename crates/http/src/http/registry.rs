@@ -310,7 +310,8 @@ impl Registry {
     /// database cannot.
     pub fn meta(&self, id: &str) -> Option<StoreMeta> {
         let Some(catalog) = &self.catalog else {
-            return self.metas.lock().get(id).cloned();
+            let known = self.metas.lock().get(id).cloned();
+            return known.or_else(|| self.meta_on_disk(id));
         };
         if !is_store_id(id) {
             return None;
@@ -430,6 +431,21 @@ impl Registry {
         .map_err(io_error("save the store's record"))
     }
 
+    /// A store's record that another process wrote into a root on disk
+    /// since this one read the records (`memfs --stores ROOT mirror`
+    /// beside a running server), taken in.
+    fn meta_on_disk(&self, id: &str) -> Option<StoreMeta> {
+        if !is_store_id(id) {
+            return None;
+        }
+        let text = fs::read(self.state.join("stores").join(format!("{id}.json"))).ok()?;
+        let meta = serde_json::from_slice::<StoreMeta>(&text)
+            .ok()
+            .filter(|m| m.id == id)?;
+        self.metas.lock().insert(meta.clone());
+        Some(meta)
+    }
+
     /// Makes a new, empty store.
     pub fn create(
         &self,
@@ -444,6 +460,40 @@ impl Registry {
             "memstore_{}",
             bytes.iter().map(|b| format!("{b:02x}")).collect::<String>()
         );
+        self.make(id, name, description, metadata, request)
+    }
+
+    /// Makes store `id` of a root on disk, the record of a mirror of the
+    /// store of that id over HTTP (whose cache the caller then fills in
+    /// its data dir); refused if the root has a store or a dir of that id.
+    pub fn create_mirror(&self, id: &str, name: String) -> ApiResult<StoreMeta> {
+        if self.catalog.is_some() {
+            return Err(ApiError::invalid(
+                "a stores root in PostgreSQL holds no mirror of a store over HTTP",
+            ));
+        }
+        if !is_store_id(id) {
+            return Err(ApiError::invalid(format!(
+                "`{}` cannot be a store id here (memstore_ and up to 64 letters, digits, '_' or '-')",
+                crate::text::clip(id)
+            )));
+        }
+        if self.meta(id).is_some() || self.root.join(id).exists() {
+            return Err(ApiError::invalid(format!(
+                "the stores root already has a store {id}"
+            )));
+        }
+        self.make(id.to_string(), name, String::new(), BTreeMap::new(), None)
+    }
+
+    fn make(
+        &self,
+        id: String,
+        name: String,
+        description: String,
+        metadata: BTreeMap<String, String>,
+        request: Option<String>,
+    ) -> ApiResult<StoreMeta> {
         let now = crate::journal::now_text();
         let meta = StoreMeta {
             id: id.clone(),
@@ -510,7 +560,7 @@ impl Registry {
         }
         // (This server's copy of the records: the request has read the
         // store's from the database already, in a root in PostgreSQL.)
-        let known = || self.metas.lock().get(id).is_some();
+        let known = || self.meta(id).is_some();
         if !known() {
             return Err(ApiError::no_store(id));
         }
@@ -541,6 +591,15 @@ impl Registry {
     fn open_memory(&self, id: &str) -> ApiResult<Memory> {
         let dir = self.root.join(id);
         let mut options = self.options.clone();
+        // (A mirror of a store over HTTP: served from its cache, kept in
+        // step with the store while open, with the server's key.)
+        if self.catalog.is_none() {
+            if let Some(cache) =
+                crate::remote::cached_store(&dir).and_then(|url| self.options.for_cache_of(url))
+            {
+                options = cache;
+            }
+        }
         if let Some(catalog) = &self.catalog {
             options.shared = Some(
                 catalog
