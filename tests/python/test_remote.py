@@ -57,9 +57,9 @@ class Agent:
     """`memfs --data URL --cache DIR serve --stdio`: the memory tool over
     the cache, as an agent's harness runs it."""
 
-    def __init__(self, memfs_bin, store, cache, key=None, pull=PULL):
+    def __init__(self, memfs_bin, store, cache, key=None, pull=PULL, extra=()):
         self.proc = subprocess.Popen(
-            [memfs_bin, "--data", store.url, "--cache", str(cache), "--pull-every", pull, "serve", "--stdio"],
+            [memfs_bin, "--data", store.url, "--cache", str(cache), "--pull-every", pull, *extra, "serve", "--stdio"],
             stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
             env=env_with(key or store.key),
         )
@@ -333,6 +333,34 @@ def test_a_revoked_key_is_a_clear_error_and_nothing_here_is_lost(memfs_bin, serv
     assert (tmp_path / "cache" / "memories" / "a.md").read_text() == "after\n"
     r = subprocess.run([memfs_bin, "--data", str(tmp_path / "cache"), "log"], capture_output=True, text=True)
     assert "the store refuses this cache's changes" in r.stderr and "1 change(s) not sent yet" in r.stderr, r.stderr
+
+
+def test_a_revoked_key_replaced_in_the_key_file_is_taken_without_a_restart(memfs_bin, server, tmp_path):
+    """The key from --store-key-file (what `claude-code enable` keeps):
+    revoked, the changes wait; a new key written into the file is taken
+    within a second, and what waited goes out."""
+    store = Store(server)
+    key = tmp_path / "store.key"
+    key.write_text(store.key + "\n")
+    key.chmod(0o600)
+    agent = Agent(memfs_bin, store, tmp_path / "cache", key="", extra=("--store-key-file", str(key)))
+    agent.call(command="create", path="/memories/a.md", file_text="before\n")
+    until(lambda: store.files() == {"/a.md": "before\n"}, what="the first push")
+    r = subprocess.run([memfs_bin, "--stores", str(server.root), "token", "revoke", "writer-shared"],
+                       capture_output=True, text=True)
+    assert r.returncode == 0, r.stderr
+    agent.call(command="str_replace", path="/memories/a.md", old_str="before", new_str="after")
+    state_file = tmp_path / "cache" / ".memfs" / "remote" / "state.json"
+    until(lambda: state_file.exists() and json.loads(state_file.read_text()).get("halted"), what="the halt")
+    assert store.files() == {"/a.md": "before\n"}
+    fresh = server.token("--name", "writer-again", "--store", store.id)
+    key.write_text(fresh + "\n")
+    until(lambda: store.files() == {"/a.md": "after\n"}, seconds=10, what="the change sent with the new key")
+    until(lambda: not json.loads(state_file.read_text()).get("halted"), what="the halt lifted")
+    code, err = agent.stop()
+    assert code == 0, err
+    assert "a new key in --store-key-file" in err, err
+    assert fresh not in err and store.key not in err
 
 
 def test_a_person_saving_through_a_mount_of_the_cache_reaches_the_store(memfs_bin, server, tmp_path):

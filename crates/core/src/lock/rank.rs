@@ -106,4 +106,5 @@ pub const MEM_DISK: Rank = Rank::new(90, "persist::storage::mem::MemDisk::state"
 pub const POOL_QUEUE: Rank = Rank::new(90, "pool::Pool::queue");
 pub const CATALOG_CONNS: Rank = Rank::new(90, "http::catalog_pg::PgCatalog::idle");
 pub const REMOTE_DIRTY: Rank = Rank::new(90, "remote::Inner::dirty");
+pub const API_KEY: Rank = Rank::new(90, "transfer::api::Api::key");
 pub const VERSIONS_CHANGED: Rank = Rank::new(90, "http::changed::Changed::count");

@@ -87,6 +87,8 @@ pub fn cached_store(data: &std::path::Path) -> Option<StoreUrl> {
 /// Every this long, everything the store holds is compared with the bases
 /// (what a window of versions may have missed).
 const RECONCILE_EVERY: Duration = Duration::from_secs(300);
+/// How often the key file is looked at while the store refuses the key.
+const KEY_LOOK: Duration = Duration::from_millis(500);
 /// The longest wait between tries while the store cannot be reached.
 const BACKOFF_MOST: Duration = Duration::from_secs(30);
 /// How long one request may take.
@@ -107,6 +109,9 @@ const POLL_WAIT_S: u64 = 10;
 
 struct Inner {
     api: Api,
+    /// The file the key came from (`--store-key-file`), looked at again
+    /// while the store refuses the key.
+    key_file: Option<std::path::PathBuf>,
     store: Arc<Store>,
     kept: Kept,
     host: Arc<str>,
@@ -221,6 +226,7 @@ impl Remote {
         }
         let inner = Arc::new(Inner {
             api,
+            key_file: options.key_file.clone(),
             store: store.clone(),
             kept,
             host: Arc::from(url.host()),
@@ -413,7 +419,7 @@ impl Inner {
                         true => (backoff * 2).min(BACKOFF_MOST),
                         false => BACKOFF_MOST,
                     };
-                    pause = Some(backoff);
+                    pause = Some((backoff, !e.is_transient()));
                 }
             }
             let now = serde_json::to_vec(&state).ok();
@@ -423,8 +429,10 @@ impl Inner {
                     Err(e) => tracing::warn!("memfs could not save .memfs/remote/state.json: {e}"),
                 }
             }
-            if let Some(d) = pause.take() {
-                self.sleep(d);
+            match pause.take() {
+                Some((d, true)) => self.wait_for_a_key(d),
+                Some((d, false)) => self.sleep(d),
+                None => {}
             }
         }
         self.last_push(&mut state, &mut unsendable);
@@ -535,6 +543,32 @@ impl Inner {
                 );
             }
             state.halted = Some(e.to_string());
+        }
+    }
+
+    /// While the store refuses: waits `d` (the next try), looking at the
+    /// key file every [`KEY_LOOK`] and ending the wait when it holds a new
+    /// key (a revoked key replaced: no restart needed), or when stopped.
+    fn wait_for_a_key(&self, d: Duration) {
+        let until = Instant::now() + d;
+        loop {
+            let left = until.saturating_duration_since(Instant::now());
+            if left.is_zero() || self.dirty.lock().stop {
+                return;
+            }
+            std::thread::sleep(left.min(KEY_LOOK));
+            let Some(file) = &self.key_file else {
+                continue;
+            };
+            if let Ok(key) = key_in(file) {
+                if !self.api.has_key(&key) {
+                    tracing::warn!(
+                        "a new key in --store-key-file: sending the changes kept here with it"
+                    );
+                    self.api.set_key(key);
+                    return;
+                }
+            }
         }
     }
 

@@ -67,7 +67,9 @@ pub struct Api {
     base: String,
     /// `base` as messages show it: a password in it replaced by `***`.
     shown: String,
-    key: String,
+    /// Replaced when the file it came from holds a new one
+    /// ([`Api::set_key`]); held only to copy it.
+    key: crate::lock::Mutex<String>,
     store: String,
 }
 
@@ -158,7 +160,7 @@ impl Api {
             agent: config.into(),
             shown: crate::text::printable(&redacted(&base)).into_owned(),
             base,
-            key,
+            key: crate::lock::Mutex::new(crate::lock::rank::API_KEY, key),
             store: store.to_string(),
         })
     }
@@ -235,10 +237,21 @@ impl Api {
         Ok(serde_json::from_str(&text).unwrap_or(Value::Null))
     }
 
+    /// Whether `key` is the key this client sends.
+    pub fn has_key(&self, key: &str) -> bool {
+        *self.key.lock() == key
+    }
+
+    /// Sends `key` from the next request on (a key file given a new key).
+    pub fn set_key(&self, key: String) {
+        *self.key.lock() = key;
+    }
+
     /// A request with the key, version and beta headers the SDK sends.
     fn signed<B>(&self, request: ureq::RequestBuilder<B>) -> ureq::RequestBuilder<B> {
+        let key = self.key.lock().clone();
         request
-            .header("x-api-key", &self.key)
+            .header("x-api-key", key)
             .header("anthropic-version", VERSION)
             .header("anthropic-beta", BETA)
     }
