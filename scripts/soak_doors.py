@@ -36,9 +36,10 @@ SIGTERM the server), checks that the plain files on disk are what the doors
 wrote, and judges flatness (--flatness): for runs from 5 minutes, the max
 over the last third of the samples against the max over the middle third
 (thresholds below); for runs from 30 minutes, each process's RSS from
---judge-after (600 s) to the end against its median over the minute after
-it, at most --rss-growth (2 MiB) more, the journal and the search index by
-thirds; below 5 minutes (CI's short run) no flatness, errors and the final
+--judge-after (600 s) on: its median over the last ten minutes against its
+median over the minute after --judge-after, and its peaks over the last
+third against those over the first third, each at most --rss-growth
+(2 MiB) more (judge_after), the journal and the search index by thirds; below 5 minutes (CI's short run) no flatness, errors and the final
 files only. Exit 0 when all is well, 1 otherwise.
 
 Errors tolerated (counted, not failures):
@@ -1264,9 +1265,17 @@ def judge(samples, key, frac, slack):
 
 
 def judge_after(samples, key, after, growth):
-    """For an hour's run: the max of a series from `after` seconds to the end
-    against its median over the minute from `after` on (the caches warm,
-    the journal filled to its retention); at most `growth` more."""
+    """For an hour's run, from `after` seconds on (the caches warm, the
+    journal filled to its retention), two bounds of `growth` each:
+      level  the median over the last ten minutes against the median over
+             the minute from `after` on: what the process holds between
+             bursts does not grow;
+      peaks  the max over the last third of the samples after `after`
+             against the max over their first third: the bursts (a
+             compaction, a search reload, a listing) do not grow either.
+    (A burst is no growth: an earlier judge compared every later max with
+    the first minute's median, and failed flat runs on a burst seen from
+    minute 5 on.)"""
     vals = [(x["t"], x[key]) for x in samples]
     out = {"first": vals[0][1] if vals else None, "final": vals[-1][1] if vals else None}
     if any(v is None for _, v in vals):
@@ -1274,15 +1283,25 @@ def judge_after(samples, key, after, growth):
         return out
     base = [v for t, v in vals if after <= t <= after + 60]
     late = [v for t, v in vals if t >= after]
+    end = vals[-1][0]
+    tail = [v for t, v in vals if t >= max(after, end - 600)]
     if len(base) < 3 or len(late) < MIN_SAMPLES:
         out.update(ok=False, why=f"{key}: too few samples after {after:.0f} s: run longer")
         return out
     med = sorted(base)[len(base) // 2]
-    top = max(late)
-    out.update(mid=med, last=top, max=max(v for _, v in vals), limit=int(med + growth), ok=top <= med + growth)
-    if not out["ok"]:
-        out["why"] = (f"{key} grew: max after {after:.0f} s {mib(top)} > {mib(med)} (median over "
+    level = sorted(tail)[len(tail) // 2]
+    third = len(late) // 3
+    early_top, late_top = max(late[:third]), max(late[-third:])
+    ok_level = level <= med + growth
+    ok_peaks = late_top <= early_top + growth
+    out.update(mid=med, last=level, max=max(v for _, v in vals), limit=int(med + growth),
+               early_peak=early_top, late_peak=late_top, ok=ok_level and ok_peaks)
+    if not ok_level:
+        out["why"] = (f"{key} grew: median over the last 10 minutes {mib(level)} > {mib(med)} (median over "
                       f"{after:.0f}-{after + 60:.0f} s) + {mib(growth)}")
+    elif not ok_peaks:
+        out["why"] = (f"{key} peaks grew: max over the last third {mib(late_top)} > {mib(early_top)} "
+                      f"(max over the first third after {after:.0f} s) + {mib(growth)}")
     return out
 
 
