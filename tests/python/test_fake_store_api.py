@@ -10,7 +10,7 @@ import pytest
 
 from fake_store_api import FakeStoreApi
 from http_server import Server
-from test_remote import PULL, Agent, until
+from test_remote import PULL, Agent, every_door, until
 
 KEY = "sk-fake-0123456789"
 
@@ -97,3 +97,55 @@ def test_an_archived_or_revoked_store_halts_with_nothing_here_lost(memfs_bin, tm
         code, err = cache.stop()
         assert code == 0, err
         assert KEY not in err
+
+
+class FakeStore:
+    """The fake's store as test_remote's tests name a store: its URL, the
+    key, the SDK on it, its files."""
+
+    def __init__(self, api):
+        self.api = api
+        self.id = api.store_id
+        self.url = f"{api.url}/v1/memory_stores/{api.store_id}"
+        self.key = KEY
+        self.sdk = anthropic.Anthropic(api_key=KEY, base_url=api.url, max_retries=0)
+
+    def files(self):
+        return self.api.files()
+
+
+def test_every_door_works_on_a_cache_of_the_hosted_api(memfs_bin, tmp_path):
+    with FakeStoreApi(key=KEY) as api:
+        every_door(memfs_bin, FakeStore(api), tmp_path)
+
+
+def test_a_memfs_server_in_front_of_the_hosted_api_serves_its_store(memfs_bin, tmp_path):
+    """`memfs --stores ROOT mirror URL` on the fake hosted API: the SDK
+    through the memfs server (its own token) reads and writes the hosted
+    store, and a change made there is read through the server."""
+    import subprocess
+    with FakeStoreApi(key=KEY) as api:
+        api.put("/up.md", "made upstream\n")
+        key = tmp_path / "hosted.key"
+        key.write_text(KEY + "\n")
+        key.chmod(0o600)
+        root = tmp_path / "front"
+        r = subprocess.run([memfs_bin, "--stores", str(root), "--store-key-file", str(key), "mirror",
+                            FakeStore(api).url], capture_output=True, text=True, timeout=60)
+        assert r.returncode == 0 and r.stdout.strip() == api.store_id, r
+        front = Server(memfs_bin, root, "--store-key-file", str(key), "--pull-every", "0.2")
+        try:
+            sdk = anthropic.Anthropic(api_key=front.token("--store", api.store_id), base_url=front.url)
+            mem = sdk.beta.memory_stores.memories
+
+            def through_front():
+                return {m.path: m.content for m in mem.list(api.store_id, view="full")}
+            assert through_front() == {"/up.md": "made upstream\n"}
+            mem.create(api.store_id, path="/front.md", content="through memfs\n")
+            until(lambda: api.files().get("/front.md") == "through memfs\n", what="the write in the hosted store")
+            api.put("/up.md", "changed there\n")
+            until(lambda: through_front() == {"/up.md": "changed there\n", "/front.md": "through memfs\n"},
+                  what="the hosted change through the server")
+        finally:
+            assert front.stop() == 0, "".join(front.log)
+        assert not any(KEY in line for line in front.log)

@@ -429,14 +429,18 @@ def test_a_memfs_server_pushes_changes_to_the_cache_without_waiting_for_a_pull(m
 
 
 def test_every_door_works_on_a_store_over_http(memfs_bin, server, tmp_path):
+    every_door(memfs_bin, Store(server), tmp_path)
+
+
+def every_door(memfs_bin, store, tmp_path):
     """exec (one change and a stop: pushed before it exits), the memory
     tool over MCP with the `mcp` package's own client, `memfs log`, and the
-    review page's JSON, each on the cache of one store."""
+    review page, each on the cache of `store` (a memfs server's, or the
+    fake hosted API's: test_fake_store_api.py)."""
     import anyio
     import urllib.request
     from mcp import Client
     from mcp.client.stdio import StdioServerParameters
-    store = Store(server)
     cache = tmp_path / "cache"
     base = [memfs_bin, "--data", store.url, "--cache", str(cache), "--pull-every", PULL]
     env = env_with(store.key)

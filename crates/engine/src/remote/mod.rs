@@ -422,13 +422,7 @@ impl Inner {
                     pause = Some((backoff, !e.is_transient()));
                 }
             }
-            let now = serde_json::to_vec(&state).ok();
-            if now != saved {
-                match self.kept.save(&state) {
-                    Ok(()) => saved = now,
-                    Err(e) => tracing::warn!("memfs could not save .memfs/remote/state.json: {e}"),
-                }
-            }
+            self.save_changed(&state, &mut saved);
             match pause.take() {
                 Some((d, true)) => self.wait_for_a_key(d),
                 Some((d, false)) => self.sleep(d),
@@ -543,6 +537,17 @@ impl Inner {
                 );
             }
             state.halted = Some(e.to_string());
+        }
+    }
+
+    /// `state` saved in `state.json` if it differs from what was `saved`.
+    fn save_changed(&self, state: &State, saved: &mut Option<Vec<u8>>) {
+        let now = serde_json::to_vec(state).ok();
+        if now != *saved {
+            match self.kept.save(state) {
+                Ok(()) => *saved = now,
+                Err(e) => tracing::warn!("memfs could not save .memfs/remote/state.json: {e}"),
+            }
         }
     }
 

@@ -92,15 +92,13 @@ impl Drop for Held {
     }
 }
 
-/// Whether `id` can be a store id: `memstore_` and 1 to 64 lowercase
-/// letters and digits (it names a directory: nothing else may reach the disk).
+/// Whether `id` can be a store id: `memstore_` and 1 to 64 ASCII letters
+/// and digits (it names a directory: nothing else may reach the disk). This
+/// server makes lowercase ones; the hosted API's, which a mirror keeps
+/// (`memfs --stores ROOT mirror`), mix cases.
 pub fn is_store_id(id: &str) -> bool {
     id.strip_prefix("memstore_").is_some_and(|rest| {
-        !rest.is_empty()
-            && rest.len() <= 64
-            && rest
-                .bytes()
-                .all(|b| b.is_ascii_lowercase() || b.is_ascii_digit())
+        !rest.is_empty() && rest.len() <= 64 && rest.bytes().all(|b| b.is_ascii_alphanumeric())
     })
 }
 
@@ -474,7 +472,7 @@ impl Registry {
         }
         if !is_store_id(id) {
             return Err(ApiError::invalid(format!(
-                "`{}` cannot be a store id here (memstore_ and up to 64 letters, digits, '_' or '-')",
+                "`{}` cannot be a store id here (memstore_ and up to 64 letters and digits)",
                 crate::text::clip(id)
             )));
         }
