@@ -3,15 +3,17 @@
 //! Run again as it was, the create would save over the winner's text
 //! unread (last writer wins). Instead it is merged with it: the file as it
 //! was before the create is the base, the create's text ours, the winner's
-//! theirs (`merge::three_way`). (Only a create that may overwrite,
-//! `--create-overwrites`: one that may not is refused on the winner's
-//! file, "already exists", as it would have been a moment later.) Changes to other lines: the file holds
+//! theirs (`merge::three_way`). Changes to other lines: the file holds
 //! both, its version noted `merged:`. The same lines: the create's text is
 //! the file, as the agent asked, and its version is an overwrite of the
 //! winner's (flagged in `memfs log`, one click on the review page or one
 //! revert from being the file again). Either way the agent's next `view`
-//! of the file says so, once. A create given `expected_sha256` asked for a
-//! compare-and-set and is not merged. (`str_replace` and `insert` are run
+//! of the file says so, once.
+//!
+//! Only a create that may overwrite (`--create-overwrites`) and has no
+//! `expected_sha256` (a compare-and-set) is merged: one that may not
+//! overwrite is refused on the winner's file, "already exists", as it
+//! would have been a moment later. (`str_replace` and `insert` are run
 //! again on the winner's text as they are: their text still applies, or
 //! they fail as they would have.)
 

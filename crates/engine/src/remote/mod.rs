@@ -290,6 +290,7 @@ impl Inner {
             host: &self.host,
             again: BTreeSet::new(),
             unsendable,
+            version: None,
         }
     }
 
@@ -425,7 +426,9 @@ impl Inner {
             self.save_changed(&state, &mut saved);
             match pause.take() {
                 Some((d, true)) => self.wait_for_a_key(d),
-                Some((d, false)) => self.sleep(d),
+                Some((d, false)) => {
+                    self.sleep(d);
+                }
                 None => {}
             }
         }
@@ -553,15 +556,15 @@ impl Inner {
 
     /// While the store refuses: waits `d` (the next try), looking at the
     /// key file every [`KEY_LOOK`] and ending the wait when it holds a new
-    /// key (a revoked key replaced: no restart needed), or when stopped.
+    /// key (a revoked key replaced: no restart needed), as [`Inner::sleep`]
+    /// ends it: when a change here wakes the round, or when stopped.
     fn wait_for_a_key(&self, d: Duration) {
         let until = Instant::now() + d;
         loop {
             let left = until.saturating_duration_since(Instant::now());
-            if left.is_zero() || self.dirty.lock().stop {
+            if left.is_zero() || !self.sleep(left.min(KEY_LOOK)) {
                 return;
             }
-            std::thread::sleep(left.min(KEY_LOOK));
             let Some(file) = &self.key_file else {
                 continue;
             };
@@ -577,11 +580,10 @@ impl Inner {
         }
     }
 
-    /// Waits `d`, or less when stopped.
-    fn sleep(&self, d: Duration) {
+    /// Waits `d`, or less when woken (a change here, a stop); whether it
+    /// waited all of `d`.
+    fn sleep(&self, d: Duration) -> bool {
         let mut dirty = self.dirty.lock();
-        if !dirty.stop {
-            self.wake.wait_for(&mut dirty, d);
-        }
+        !dirty.stop && self.wake.wait_for(&mut dirty, d).timed_out()
     }
 }

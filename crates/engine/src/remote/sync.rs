@@ -39,16 +39,20 @@ pub struct Round<'a> {
     pub again: BTreeSet<String>,
     /// Paths whose content cannot be sent (not UTF-8), said once.
     pub unsendable: &'a mut BTreeSet<String>,
+    /// The store's version being taken in, when a pull of the versions
+    /// listing names it: the rows it makes here carry its id (the second
+    /// parent of a merge, whose first is this machine's version).
+    pub version: Option<String>,
 }
 
 /// What one push or pull step did, for the log.
 type Step = Result<(), RemoteError>;
 
 impl Round<'_> {
-    fn origin(&self, version: Option<&str>) -> Origin {
+    fn origin(&self) -> Origin {
         Origin::Remote {
             host: self.host.clone(),
-            version: version.map(Arc::from),
+            version: self.version.as_deref().map(Arc::from),
         }
     }
 
@@ -100,7 +104,7 @@ impl Round<'_> {
         {
             return;
         }
-        let origin = self.origin(None);
+        let origin = self.origin();
         match local::at(self.store, &path) {
             Local::Other => {
                 tracing::warn!(
@@ -156,7 +160,7 @@ impl Round<'_> {
         };
         match three_way(&base_text, ours, theirs) {
             Merged::Clean(merged) => {
-                let origin = self.origin(None);
+                let origin = self.origin();
                 if local::put_marked(self.store, &path, merged, ours_sha, origin, Mark::Merged)
                     .is_ok()
                 {
@@ -170,7 +174,7 @@ impl Round<'_> {
 
     fn conflict(&mut self, m: &Item, ours_sha: &str, theirs: &[u8]) {
         let path = mem_path(&m.path).expect("checked");
-        let origin = self.origin(None);
+        let origin = self.origin();
         if local::put_marked(
             self.store,
             &path,
@@ -212,7 +216,7 @@ impl Round<'_> {
     fn moved_there(&mut self, old: &str, b: &Base, new: &str) {
         if let (Some(from), Some(to)) = (mem_path(old), mem_path(new)) {
             if local::at(self.store, &from).sha().as_deref() == Some(b.sha.as_str()) {
-                let origin = self.origin(None);
+                let origin = self.origin();
                 let _ = local::rename(self.store, &from, &to, &b.sha, origin);
             }
         }
@@ -231,7 +235,7 @@ impl Round<'_> {
             return;
         };
         if local::at(self.store, &path).sha().as_deref() == Some(b.sha.as_str()) {
-            let origin = self.origin(None);
+            let origin = self.origin();
             if local::remove(self.store, &path, &b.sha, origin).is_err() {
                 self.again.insert(p);
             }
@@ -289,10 +293,13 @@ impl Round<'_> {
                 self.gone(id);
                 continue;
             }
-            match self.api.memory(id)? {
+            self.version = Some(v.id.clone());
+            let taken = self.api.memory(id).map(|full| match full {
                 Some(full) => self.take(&full),
                 None => self.gone(id),
-            }
+            });
+            self.version = None;
+            taken?;
         }
         let latest = versions
             .iter()

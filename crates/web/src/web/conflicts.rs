@@ -41,7 +41,7 @@ pub fn block(model: &Model, settled: &BTreeSet<u64>, ctx: &Ctx, back: &str) -> S
     );
     for (file, lost) in open {
         out.push_str(&format!(
-            "<div class=\"conflict\"><p class=\"error\">{}: version <a href=\"/diff?version={}&amp;against={}\">{}</a> (by {}, {}) is the file; it was saved over <a href=\"/diff?version={}\">version {}</a> (by {}, {}), whose writer's edit it had not read. Version {} stays in the history.</p><p class=\"acts\">{}{}</p></div>",
+            "<div class=\"conflict\"><p class=\"error\">{}: version <a href=\"/diff?version={}&amp;against={}\">{}</a> (by {}, {}) is the file, saved over <a href=\"/diff?version={}\">version {}</a> (by {}, {}) by a writer who had not read it. Version {} stays in the history.</p><p class=\"acts\">{}{}</p></div>",
             file_link(&file.path),
             file.version,
             lost.version,
