@@ -850,13 +850,18 @@ impl Common {
         };
         self.max_file_size = self.max_file_size.min(memfs::remote::API_MEMORY_MOST);
         self.max_depth = self.max_depth.min(memfs::remote::API_SEGMENTS_MOST);
-        self.remote = Some(memfs::remote::Options {
-            url,
+        self.remote = Some(self.store_keys().options_for(url));
+        Ok(())
+    }
+
+    /// How a store over HTTP is reached: `--store-key-env`,
+    /// `--store-key-file`, `--pull-every`.
+    fn store_keys(&self) -> memfs::remote::Keys {
+        memfs::remote::Keys {
             key_env: self.store_key_env.clone(),
             key_file: self.store_key_file.clone(),
             pull_every: std::time::Duration::from_secs_f64(self.pull_every),
-        });
-        Ok(())
+        }
     }
 
     pub fn options(&self) -> Options {
@@ -871,11 +876,7 @@ impl Common {
             history_keep: self.history_keep,
             shared: self.shared.clone(),
             remote: self.remote.clone(),
-            mirror_keys: Some(memfs::remote::Keys {
-                key_env: self.store_key_env.clone(),
-                key_file: self.store_key_file.clone(),
-                pull_every: std::time::Duration::from_secs_f64(self.pull_every),
-            }),
+            mirror_keys: Some(self.store_keys()),
             checkpoint_delay: None,
             segment_bytes: None,
             no_history: self.no_history,

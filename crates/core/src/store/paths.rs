@@ -49,7 +49,7 @@ impl Store {
         origin: Origin,
         expect: Option<&str>,
     ) -> Result<Ticket, Error> {
-        self.put_file(path, data, overwrite, origin, expect, Mark::Plain)
+        self.create_file_marked(path, data, overwrite, origin, expect, Mark::Plain)
     }
 
     /// [`Store::create_file_expecting`], the history saying more of it
@@ -59,18 +59,6 @@ impl Store {
     /// that met another machine's or host's (a store over HTTP, an agent's
     /// create that lost a race on a shared store).
     pub fn create_file_marked(
-        &self,
-        path: &MemPath,
-        data: Vec<u8>,
-        overwrite: bool,
-        origin: Origin,
-        expect: Option<&str>,
-        mark: Mark,
-    ) -> Result<Ticket, Error> {
-        self.put_file(path, data, overwrite, origin, expect, mark)
-    }
-
-    fn put_file(
         &self,
         path: &MemPath,
         data: Vec<u8>,

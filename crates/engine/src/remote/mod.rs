@@ -447,11 +447,8 @@ impl Inner {
                     .take_while(|(k, _)| k.starts_with(&prefix))
                     .map(|(k, _)| k.clone()),
             );
-            if let Some(path) = local::mem_path(p) {
-                if matches!(local::at(&self.store, &path), local::Local::Other) {
-                    out.extend(local::files_below(&self.store, p));
-                }
-            }
+            // (Nothing for a file or a path not there.)
+            out.extend(local::files_below(&self.store, p));
         }
         out
     }
@@ -559,15 +556,16 @@ impl Inner {
     /// key (a revoked key replaced: no restart needed), as [`Inner::sleep`]
     /// ends it: when a change here wakes the round, or when stopped.
     fn wait_for_a_key(&self, d: Duration) {
+        let Some(file) = &self.key_file else {
+            self.sleep(d);
+            return;
+        };
         let until = Instant::now() + d;
         loop {
             let left = until.saturating_duration_since(Instant::now());
             if left.is_zero() || !self.sleep(left.min(KEY_LOOK)) {
                 return;
             }
-            let Some(file) = &self.key_file else {
-                continue;
-            };
             if let Ok(key) = key_in(file) {
                 if !self.api.has_key(&key) {
                     tracing::warn!(

@@ -212,7 +212,11 @@ impl IdIndex {
 
     /// Applies `rows` (oldest first), one change at a time.
     pub fn apply(&mut self, rows: &[Row]) {
-        for row in rows {
+        // (A rebuild applies the whole history: only its last rows are
+        // copied.)
+        let from = rows.len().saturating_sub(RECENT_KEPT);
+        self.recent_cut |= from > 0;
+        for row in &rows[from..] {
             self.recent.push_back(row.clone());
             if self.recent.len() > RECENT_KEPT {
                 self.recent.pop_front();

@@ -452,6 +452,13 @@ impl App {
 
     /// The router: every GET page, under one model lock.
     fn get(&self, path: &str, query: &HashMap<String, String>, ctx: &Ctx) -> Page {
+        // (A cache of a store over HTTP: what is not sent yet, on the
+        // memory's and the history's pages; it reads the plain files, so
+        // not under the model's lock.)
+        let remote = match path {
+            "/" | "/history" => self.remote_status(),
+            _ => String::new(),
+        };
         let model = self.model.lock();
         let reviewed = self.reviewed.lock().versions.clone();
         let review = review::waiting(&model, &reviewed);
@@ -488,8 +495,6 @@ impl App {
             }
             _ => None,
         };
-        // (A cache of a store over HTTP: what is not sent yet, on the
-        // memory's and the history's pages.)
         let view = view.map(|mut v| {
             // (The conflicts open, with what settles each, at the top of
             // the memory's and the review's pages.)
@@ -497,9 +502,7 @@ impl App {
                 v.main
                     .insert_str(0, &conflicts::block(&model, &reviewed, ctx, path));
             }
-            if matches!(path, "/" | "/history") {
-                v.main.insert_str(0, &self.remote_status());
-            }
+            v.main.insert_str(0, &remote);
             v
         });
         match view {
