@@ -34,6 +34,7 @@ fn main() {
         body_timeout: Duration::from_secs(10),
         max_connections: 256,
         max_pending: 256,
+        quick_precheck: std::env::var_os("HTTP_FLOOR_BLOCKING").is_none(),
     };
     let handler: Arc<listen::Handler> = Arc::new(|_parts, _body| {
         let mut r = hyper::Response::new(listen::Body::new(BODY.as_bytes().to_vec().into()));
@@ -43,7 +44,10 @@ fn main() {
         );
         r
     });
-    let precheck: Arc<listen::Precheck> = Arc::new(|_parts| Ok(1 << 20));
+    let precheck: Arc<listen::Precheck> = Arc::new(|parts| {
+        parts.extensions.insert(listen::Quick);
+        Ok(1 << 20)
+    });
     listen::run(listener, limits, handler, Some(precheck), Box::new(|| {}))
         .expect("serves until a signal");
 }

@@ -8,6 +8,7 @@ import os
 import shutil
 import socket
 import subprocess
+import threading
 import time
 import urllib.parse
 
@@ -137,6 +138,45 @@ def test_a_body_that_comes_late_is_read_whole_and_answered(server):
     assert got.startswith(b"HTTP/1.1 200"), got
     made = json.loads(got.split(b"\r\n\r\n", 1)[1])
     assert client.beta.memory_stores.memories.retrieve(made["id"], memory_store_id=store).content == content
+
+
+def test_writes_held_in_their_flush_do_not_hold_the_others(failpoints_bin, tmp_path):
+    """A write is answered on the runtime's own thread when no other is
+    (listen::Quick): two writes whose journal flush hangs (a failpoint
+    sleeps 1.5 s in every sync) must not take both of the runtime's
+    threads, so that a third connection's retrieves on another store are
+    answered while both writes still wait."""
+    os.environ["FAILPOINTS"] = "journal::sync=sleep(1500)"
+    try:
+        server = Server(failpoints_bin, tmp_path / "stores")
+    finally:
+        os.environ.pop("FAILPOINTS", None)
+    try:
+        token = server.token("--admin")
+        client = sdk(server, token)
+        a, b, c = (client.beta.memory_stores.create(name=n).id for n in "abc")
+        kept = client.beta.memory_stores.memories.create(a, path="/kept.md", content="kept\n")
+        for store in (b, c):  # (each open, so that its writes are quick ones)
+            client.beta.memory_stores.memories.create(store, path="/first.md", content="first\n")
+        done = {}
+
+        def write(store):
+            sdk(server, token).beta.memory_stores.memories.create(store, path="/held.md", content="held\n")
+            done[store] = time.monotonic()
+
+        writers = [threading.Thread(target=write, args=(s,)) for s in (b, c)]
+        for w in writers:
+            w.start()
+        time.sleep(0.3)
+        reader = sdk(server, token)
+        for _ in range(5):
+            assert reader.beta.memory_stores.memories.retrieve(kept.id, memory_store_id=a).content == "kept\n"
+        read = time.monotonic()
+        for w in writers:
+            w.join()
+        assert len(done) == 2 and read < min(done.values()), (read, done)
+    finally:
+        assert server.stop() == 0, "".join(server.log)
 
 
 @pytest.mark.parametrize("server", [("--http-rate", "1", "--http-burst", "10")], indirect=True)

@@ -45,9 +45,13 @@ impl Sha {
 
 /// `bytes` as lower-case hex digits.
 pub fn hex(bytes: &[u8]) -> String {
+    // (A table, not `format!` a byte: this runs on every answer that
+    // names a sha256, where the formatter's machinery showed in profiles.)
+    const DIGITS: &[u8; 16] = b"0123456789abcdef";
     let mut out = String::with_capacity(bytes.len() * 2);
     for b in bytes {
-        out.push_str(&format!("{b:02x}"));
+        out.push(DIGITS[usize::from(b >> 4)] as char);
+        out.push(DIGITS[usize::from(b & 15)] as char);
     }
     out
 }

@@ -37,7 +37,20 @@ pub struct Limits {
     /// Connections that have not yet sent a whole head (over it, the oldest
     /// of them is closed; over half of it, a new one gets 2 s for its head).
     pub max_pending: usize,
+    /// The precheck answers from memory (it never waits on a disk or a
+    /// network): it may run on the runtime's own thread (see [`Quick`]).
+    pub quick_precheck: bool,
 }
+
+/// Left in a request head's extensions by the precheck: this request's
+/// handler is short (it answers from memory, or waits for one journal
+/// flush at most), so that, when no other request is being answered on
+/// the runtime's threads, it is answered there, with no handoff to a
+/// blocking thread and back (each wake of a sleeping thread costs tens of
+/// microseconds on a small VM: docs/BENCHMARKS-HTTP.md). One such request
+/// at a time: the other worker goes on serving every other connection.
+#[derive(Debug, Clone, Copy)]
+pub struct Quick;
 
 /// Why a body was not read.
 pub enum BodyError {
@@ -183,6 +196,64 @@ enum Trip {
     BodyLate(hyper::http::request::Parts, Reading),
 }
 
+/// The one turn at answering on the runtime's threads (see [`Quick`]).
+struct Turn(Arc<AtomicBool>);
+
+impl Turn {
+    fn take(free: &Arc<AtomicBool>) -> Option<Turn> {
+        free.compare_exchange(true, false, Ordering::AcqRel, Ordering::Relaxed)
+            .ok()
+            .map(|_| Turn(free.clone()))
+    }
+}
+
+impl Drop for Turn {
+    fn drop(&mut self) {
+        self.0.store(true, Ordering::Release);
+    }
+}
+
+/// Serves one request on the runtime's own thread while it holds the
+/// [`Turn`]: the precheck (quick), the body (read here, the turn given up
+/// meanwhile) and a [`Quick`] handler; a handler that is not quick, or
+/// whose turn another request took while the body was read, goes to a
+/// blocking thread.
+async fn serve_on_runtime(
+    handler: Arc<Handler>,
+    precheck: Option<Arc<Precheck>>,
+    limits: Limits,
+    req: Request<Incoming>,
+    turn: Turn,
+) -> Response<Body> {
+    let free = turn.0.clone();
+    let (mut parts, body) = req.into_parts();
+    let cap = match precheck {
+        None => limits.max_body,
+        Some(check) => match check(&mut parts) {
+            Err(answer) => return *answer,
+            Ok(cap) => cap.min(limits.max_body),
+        },
+    };
+    drop(turn);
+    let quick = parts.extensions.remove::<Quick>().is_some();
+    let mut reading = Reading::new(body, cap, &limits, declared_length(&parts));
+    let body = reading.more(None).await.unwrap_or(Err(BodyError::Timeout));
+    match quick.then(|| Turn::take(&free)).flatten() {
+        Some(_turn) => handler(parts, body),
+        None => tokio::task::spawn_blocking(move || handler(parts, body))
+            .await
+            .unwrap_or_else(|_| failed()),
+    }
+}
+
+fn declared_length(parts: &hyper::http::request::Parts) -> Option<u64> {
+    parts
+        .headers
+        .get("content-length")
+        .and_then(|v| v.to_str().ok())
+        .and_then(|v| v.parse::<u64>().ok())
+}
+
 /// Serves one request while it holds one of the `slots` (its body unread
 /// until it has one, and until the precheck lets it through). The precheck,
 /// the body's read and the handler take one trip to a blocking thread: the
@@ -197,11 +268,15 @@ async fn serve_one(
     precheck: Option<Arc<Precheck>>,
     limits: Limits,
     slots: Arc<Semaphore>,
+    free: Arc<AtomicBool>,
     req: Request<Incoming>,
 ) -> Result<Response<Body>, Infallible> {
     let Ok(_slot) = slots.acquire_owned().await else {
         return Ok(failed());
     };
+    if let Some(turn) = limits.quick_precheck.then(|| Turn::take(&free)).flatten() {
+        return Ok(serve_on_runtime(handler, precheck, limits, req, turn).await);
+    }
     let runtime = tokio::runtime::Handle::current();
     let first = {
         let handler = handler.clone();
@@ -214,12 +289,7 @@ async fn serve_one(
                     Ok(cap) => cap.min(limits.max_body),
                 },
             };
-            let declared = parts
-                .headers
-                .get("content-length")
-                .and_then(|v| v.to_str().ok())
-                .and_then(|v| v.parse::<u64>().ok());
-            let mut reading = Reading::new(body, cap, &limits, declared);
+            let mut reading = Reading::new(body, cap, &limits, declared_length(&parts));
             // (The connection's task feeds the body meanwhile: it is not
             // waiting on this thread.)
             match runtime.block_on(reading.more(Some(BODY_ON_THREAD))) {
@@ -257,6 +327,7 @@ pub fn run(
     let tender = start_tending(tend, stopping.clone())?;
     let slots = Arc::new(Semaphore::new(limits.max_connections.max(1)));
     let pending = Arc::new(pending::Pending::new(limits.max_pending.max(1)));
+    let free = Arc::new(AtomicBool::new(true));
     let (closing_tx, closing_rx) = tokio::sync::watch::channel(false);
     runtime.block_on(async {
         let listener = match tokio::net::TcpListener::from_std(listener) {
@@ -284,6 +355,7 @@ pub fn run(
                 precheck: precheck.clone(),
                 limits,
                 slots: slots.clone(),
+                free: free.clone(),
             };
             let waiting = pending.enter();
             tokio::spawn(connection(stream, door, waiting, closing_rx.clone()));
@@ -344,6 +416,8 @@ struct Door {
     precheck: Option<Arc<Precheck>>,
     limits: Limits,
     slots: Arc<Semaphore>,
+    /// Whether the turn at answering on the runtime's threads is free.
+    free: Arc<AtomicBool>,
 }
 
 /// Serves one connection until it ends, until the server closes (then the
@@ -361,7 +435,7 @@ async fn connection(
     let service = hyper::service::service_fn(move |req| {
         headed.arrived();
         let d = door.clone();
-        serve_one(d.handler, d.precheck, d.limits, d.slots, req)
+        serve_one(d.handler, d.precheck, d.limits, d.slots, d.free, req)
     });
     let mut builder = hyper::server::conn::http1::Builder::new();
     builder

@@ -358,6 +358,11 @@ impl Registry {
         self.metas.lock().len()
     }
 
+    /// Whether store `id` is open here now (a request on it opens nothing).
+    pub fn is_open(&self, id: &str) -> bool {
+        self.open.lock().contains_key(id)
+    }
+
     pub fn open_count(&self) -> usize {
         self.open.lock().len()
     }

@@ -372,6 +372,19 @@ fn from_head(
 #[derive(Clone)]
 struct Checked(super::registry::StoreMeta);
 
+/// A memory's create, retrieve, update or delete: answered from the
+/// store's memory and one journal flush at most, once the store is open
+/// (see `listen::Quick`). Listings, versions, search, stores' records, MCP
+/// and the page are not.
+fn quick_route(parts: &Parts) -> bool {
+    let segments: Vec<&str> = parts.uri.path().split('/').collect();
+    match segments.as_slice() {
+        ["", "v1", "memory_stores", _, "memories"] => parts.method == hyper::Method::POST,
+        ["", "v1", "memory_stores", _, "memories", _] => true,
+        _ => false,
+    }
+}
+
 /// The largest body a route of the API or MCP takes: a memory's content
 /// (or an MCP message) up to `max_body`; a store's record, a redaction or an
 /// archive a few kilobytes; a request that carries no body (GET, DELETE) a
@@ -499,6 +512,9 @@ fn precheck(state: Arc<State>) -> Arc<listen::Precheck> {
                         parts.extensions.insert(slot);
                         parts.extensions.insert(token);
                         if let Some(checked) = checked {
+                            if quick_route(parts) && state.reg.is_open(&checked.0.id) {
+                                parts.extensions.insert(listen::Quick);
+                            }
                             parts.extensions.insert(checked);
                         }
                         return Ok(body_cap(parts, state.bounds.max_body));
@@ -515,6 +531,22 @@ fn precheck(state: Arc<State>) -> Arc<listen::Precheck> {
             Err(Box::new(r))
         },
     )
+}
+
+/// The listener's bounds, from the server's.
+fn limits_of(config: &Config) -> listen::Limits {
+    let b = config.bounds;
+    listen::Limits {
+        max_body: b.max_body,
+        max_headers: b.max_headers,
+        header_timeout: b.header_timeout,
+        body_timeout: b.body_timeout,
+        max_connections: b.max_connections,
+        max_pending: b.max_pending,
+        // (A token in the catalog, or a store's record, may be a round
+        // trip to the database away.)
+        quick_precheck: config.database.is_none(),
+    }
 }
 
 /// Serves until SIGINT or SIGTERM; then closes every store. Ok(false) when
@@ -555,15 +587,7 @@ pub fn run(config: Config) -> Result<bool, StartError> {
         "memfs: serving {} store(s) on http://{local} (the memory stores API at /v1/memory_stores, MCP at /mcp)",
         state.reg.count()
     );
-    let b = config.bounds;
-    let limits = listen::Limits {
-        max_body: b.max_body,
-        max_headers: b.max_headers,
-        header_timeout: b.header_timeout,
-        body_timeout: b.body_timeout,
-        max_connections: b.max_connections,
-        max_pending: b.max_pending,
-    };
+    let limits = limits_of(&config);
     let handler = {
         let state = state.clone();
         Arc::new(move |parts, body| serve_request(&state, parts, body))

@@ -608,6 +608,7 @@ pub fn serve(
         body_timeout: std::time::Duration::from_secs(10),
         max_connections: 64,
         max_pending: 64,
+        quick_precheck: false,
     };
     let handler = Arc::new(move |parts, body| app.respond(parts, body));
     listen::run(listener, limits, handler, None, tend)
