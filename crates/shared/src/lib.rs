@@ -27,7 +27,7 @@ mod reader;
 mod target;
 pub mod unsent;
 
-pub use connect::{classify, connect_as, prepare, Kept, CHANNEL};
+pub use connect::{classify, connect_as, make_tables, prepare, Held, Kept, CHANNEL};
 pub use db::Db;
 pub use follow::{Follow, Follower};
 pub use target::{is_url, StoreName, Target, TargetError};

@@ -154,6 +154,47 @@ impl Core {
         })
     }
 
+    /// The commit pool's flush of a frame written with its flush deferred:
+    /// the flush itself outside the journal's state lock, so that the
+    /// request that wrote the frame, reading the journal's state for its
+    /// answer (the id index, a barrier), does not wait out the disk; then,
+    /// under the lock, the frame is settled if nothing was written after
+    /// it meanwhile (the flush covered it), else flushed as
+    /// [`Core::flush_deferred`] does.
+    pub(super) fn flush_deferred_outside(&self) {
+        let seen = {
+            let st = self.state.lock();
+            match &st.log.deferred {
+                Some(d) => (d.segment, d.at, st.log.active.number, st.log.active.end),
+                None => return,
+            }
+        };
+        let (segment, at, _, _) = seen;
+        fail::fail_point!("journal::lose-deferred", |_| lose_and_abort(
+            &self.dir, segment, at
+        ));
+        let flushed = self
+            .dir
+            .open_file(std::ffi::OsStr::new(&segment::name(segment)), Open::Write)
+            .and_then(|fd| sync_data(&fd));
+        let mut st = self.state.lock();
+        let same = st.log.deferred.as_ref().map(|d| (d.segment, d.at)) == Some((segment, at))
+            && (st.log.active.number, st.log.active.end) == (seen.2, seen.3);
+        match (flushed, same) {
+            (Ok(()), true) => {
+                self.owed.flush.store(false, Ordering::Release);
+                // (Under the lock, as flush_deferred does: batches reach
+                // the checkpointer in their order.)
+                if let Some(d) = st.log.deferred.take() {
+                    for owed in d.for_checkpointer {
+                        self.to_checkpointer(owed);
+                    }
+                }
+            }
+            _ => self.flush_deferred(&mut st),
+        }
+    }
+
     /// Flushes the frame written with its flush deferred, if there is one,
     /// and hands its batch to the checkpointer. A flush that fails leaves
     /// the frame never to be read back (the next frame seals the segment

@@ -50,7 +50,7 @@ impl Core {
             return;
         };
         if self.owed.flush.load(Ordering::Acquire) {
-            self.flush_deferred(&mut self.state.lock());
+            self.flush_deferred_outside();
         }
         self.lead();
     }

@@ -15,12 +15,18 @@
 //!   secret. A server looks a presented token up here on every request: a
 //!   token made on one host works on every server at once, and one revoked
 //!   is refused by every server from its next request.
+//!
+//! What a request's head needs (its token, the record of the store it
+//! names and that store's head) is one statement, one round trip
+//! ([`PgCatalog::look`]), prepared once on each of the catalog's
+//! connections (a statement named by its text is prepared anew on each
+//! call: a second round trip, and the database plans it each time).
 
 use std::io;
 
 use postgres::error::SqlState;
 
-use postgres::Client;
+use postgres::{Client, Statement};
 
 use super::catalog::CatalogError;
 use super::metas::StoreMeta;
@@ -55,10 +61,45 @@ const KEPT: usize = 4;
 /// A record changed past a `gen`: the store's record, or none (deleted).
 pub type Changed = (String, Option<StoreMeta>);
 
+/// What the catalog holds for a request's head ([`PgCatalog::look`]).
+pub struct Looked {
+    /// The token whose secret was presented, if any.
+    pub token: Option<Token>,
+    /// The store the path names, if it names one.
+    pub store: Option<LookedStore>,
+}
+
+/// A store as a request's head found it in the database.
+#[derive(Clone, Debug)]
+pub struct LookedStore {
+    pub id: String,
+    /// Its record; none if there is no such store (or it was deleted).
+    pub meta: Option<StoreMeta>,
+    /// The newest version of its memory in the database (0: none yet).
+    pub head: u64,
+}
+
 pub struct PgCatalog {
     target: Target,
-    idle: Kept<Client>,
+    idle: Kept<Conn>,
 }
+
+/// One of the catalog's connections, and [`LOOK`] once prepared on it.
+struct Conn {
+    client: Client,
+    look: Option<Statement>,
+}
+
+impl crate::shared::Held for Conn {
+    fn client(&mut self) -> &mut Client {
+        &mut self.client
+    }
+}
+
+/// [`PgCatalog::look`]'s statement.
+const LOOK: &str = "SELECT (SELECT record FROM memfs_catalog_tokens WHERE sha256 = $1), \
+                           (SELECT record FROM memfs_catalog_stores WHERE id = $2), \
+                           (SELECT seq FROM memfs_stores WHERE name = $2)";
 
 impl PgCatalog {
     /// Connects to the database `target` names and makes the tables (and
@@ -79,6 +120,11 @@ impl PgCatalog {
                 }
             }
         })?;
+        // (The shared stores' tables too: a request's head reads a store's
+        // head from them before any store was opened here.)
+        let mut client = crate::shared::connect_as(&catalog.target, "memfs-catalog")?;
+        crate::shared::make_tables(&mut client)?;
+        catalog.idle.keep(Conn { client, look: None });
         Ok(catalog)
     }
 
@@ -94,14 +140,25 @@ impl PgCatalog {
         &self,
         f: impl FnOnce(&mut Client) -> Result<R, postgres::Error>,
     ) -> Result<R, CatalogError> {
-        let mut client = match self.idle.take() {
+        self.with_conn(|conn| f(&mut conn.client))
+    }
+
+    /// [`PgCatalog::with`], with the connection's prepared statements.
+    fn with_conn<R>(
+        &self,
+        f: impl FnOnce(&mut Conn) -> Result<R, postgres::Error>,
+    ) -> Result<R, CatalogError> {
+        let mut conn = match self.idle.take() {
             Some(c) => c,
-            None => crate::shared::connect_as(&self.target, "memfs-catalog")?,
+            None => Conn {
+                client: crate::shared::connect_as(&self.target, "memfs-catalog")?,
+                look: None,
+            },
         };
-        let done = f(&mut client);
+        let done = f(&mut conn);
         // (A connection that is gone is not kept.)
         if !matches!(&done, Err(e) if e.code().is_none()) {
-            self.idle.keep(client);
+            self.idle.keep(conn);
         }
         done.map_err(|e| crate::shared::classify(&e).into())
     }
@@ -225,6 +282,33 @@ impl PgCatalog {
             )
         })?;
         Ok(row.is_some())
+    }
+
+    /// The token whose secret hashes to `sha256`, and the store `store`
+    /// (its record and its head), in one round trip.
+    pub fn look(&self, sha256: &str, store: Option<&str>) -> Result<Looked, CatalogError> {
+        let id = store.unwrap_or_default();
+        let rows = self.with_conn(|conn| {
+            let look = match &conn.look {
+                Some(s) => s.clone(),
+                None => conn.look.insert(conn.client.prepare(LOOK)?).clone(),
+            };
+            conn.client.query(&look, &[&sha256, &id])
+        })?;
+        let row = rows.first();
+        let text = |i: usize| row.and_then(|r| r.get::<_, Option<String>>(i));
+        Ok(Looked {
+            token: text(0).and_then(|t| serde_json::from_str::<Token>(&t).ok()),
+            store: store.map(|id| LookedStore {
+                id: id.to_string(),
+                meta: text(1)
+                    .and_then(|t| serde_json::from_str::<StoreMeta>(&t).ok())
+                    .filter(|m| m.id == id),
+                head: row
+                    .and_then(|r| r.get::<_, Option<i64>>(2))
+                    .map_or(0, |seq| seq.max(0) as u64),
+            }),
+        })
     }
 
     /// The newest version id of store `id`'s memory in the database.

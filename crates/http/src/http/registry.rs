@@ -261,13 +261,16 @@ impl Registry {
     /// In a root in PostgreSQL: waits until this server's copy of `held`
     /// holds every version the database does (a write another server
     /// acknowledged is seen here on the next read).
-    fn caught_up(&self, held: &Held) -> ApiResult<()> {
+    fn caught_up(&self, held: &Held, head: Option<u64>) -> ApiResult<()> {
         let Some(catalog) = &self.catalog else {
             return Ok(());
         };
-        let head = catalog
-            .head(&held.id)
-            .map_err(|e| ApiError::from_catalog(e, "the store's database cannot be reached"))?;
+        let head = match head {
+            Some(head) => head,
+            None => catalog
+                .head(&held.id)
+                .map_err(|e| ApiError::from_catalog(e, "the store's database cannot be reached"))?,
+        };
         let store = held.memory.store();
         if !store.wait_followed(head, Duration::from_secs(5)) {
             return Err(ApiError::unavailable(
@@ -315,19 +318,24 @@ impl Registry {
             return None;
         }
         match catalog.store(id) {
-            Ok(Some(meta)) => {
-                self.metas.lock().insert(meta.clone());
-                Some(meta)
-            }
-            Ok(None) => {
-                self.metas.lock().remove(id);
-                None
-            }
+            Ok(found) => self.took(id, found),
             Err(e) => {
                 tracing::warn!("reading store {id}'s record: {e}");
                 self.metas.lock().get(id).cloned()
             }
         }
+    }
+
+    /// Store `id`'s record as just read from the database (none: there is
+    /// no such store), kept as this server's copy.
+    pub fn took(&self, id: &str, found: Option<StoreMeta>) -> Option<StoreMeta> {
+        match &found {
+            Some(meta) => self.metas.lock().insert(meta.clone()),
+            None => {
+                self.metas.lock().remove(id);
+            }
+        }
+        found
     }
 
     /// One page of a listing of stores, and whether more follow (its cost
@@ -550,8 +558,14 @@ impl Registry {
 
     /// Holds store `id` open for one request (opening it if it is not).
     pub fn hold(&self, id: &str) -> ApiResult<Held> {
+        self.hold_after(id, None)
+    }
+
+    /// [`Registry::hold`], where the request's head already read the
+    /// store's head from the database (`head`: not read again).
+    pub fn hold_after(&self, id: &str, head: Option<u64>) -> ApiResult<Held> {
         let held = self.hold_open(id)?;
-        self.caught_up(&held)?;
+        self.caught_up(&held, head)?;
         Ok(held)
     }
 

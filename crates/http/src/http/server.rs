@@ -15,6 +15,8 @@ use hyper::http::request::Parts;
 use hyper::{Response, StatusCode};
 
 use super::api::{self, Call};
+use super::catalog::CatalogError;
+use super::catalog_pg::LookedStore;
 use super::error::ApiError;
 use super::limits::{Bounds, Rates, Slot, TokenSlots};
 use super::mcp::Sessions;
@@ -268,6 +270,7 @@ fn answer(
         request: (method != "GET").then(|| api::tag(&token, key, method, target, &body)),
         retry: retried || key.is_some(),
         checked: parts.extensions.get::<Checked>().map(|c| c.0.clone()),
+        head: parts.extensions.get::<Checked>().and_then(|c| c.1),
     };
     let value = api::handle(&state.reg, &call)?;
     // (memfs's own extensions, which a client uses only once offered.)
@@ -340,6 +343,7 @@ fn from_head(
     state: &State,
     parts: &Parts,
     token: &Token,
+    looked: Option<&LookedStore>,
 ) -> Result<(Slot, Option<Checked>), ApiError> {
     state
         .rates
@@ -361,16 +365,18 @@ fn from_head(
                 return Err(ApiError::no_store(id));
             }
         }
-    } else if let Some(meta) = api::head(&state.reg, token, parts.method.as_str(), path)? {
-        return Ok((slot, Some(Checked(meta))));
+    } else if let Some(meta) = api::head(&state.reg, token, parts.method.as_str(), path, looked)? {
+        let head = looked.filter(|l| l.id == meta.id).map(|l| l.head);
+        return Ok((slot, Some(Checked(meta, head))));
     }
     Ok((slot, None))
 }
 
 /// The store's record the request's head was checked against (see
-/// `api::Call::checked`), handed to the handler with the head.
+/// `api::Call::checked`), handed to the handler with the head; on a root in
+/// PostgreSQL, with the store's head read in the same round trip.
 #[derive(Clone)]
-struct Checked(super::registry::StoreMeta);
+struct Checked(super::registry::StoreMeta, Option<u64>);
 
 /// A memory's create, retrieve, update or delete: answered from the
 /// store's memory and one journal flush at most, once the store is open
@@ -489,6 +495,29 @@ fn stores_open_at_once(config: &Config, nofile: u64) -> usize {
     config.max_open.min(fit)
 }
 
+/// The token a request presents, if any; on a root in PostgreSQL, with the
+/// store its path names, in one round trip (`PgCatalog::look`).
+fn find_token(
+    state: &State,
+    parts: &Parts,
+) -> (
+    Option<Result<Option<Token>, CatalogError>>,
+    Option<LookedStore>,
+) {
+    let Some(secret) = presented(&parts.headers) else {
+        return (None, None);
+    };
+    let Some(catalog) = state.reg.catalog() else {
+        return (Some(state.tokens.find(&secret)), None);
+    };
+    let sha = crate::digest::Sha::of(secret.as_bytes()).hex();
+    let store = api::store_in(parts.uri.path()).filter(|id| super::registry::is_store_id(id));
+    match catalog.look(&sha, store.as_deref()) {
+        Ok(looked) => (Some(Ok(looked.token)), looked.store),
+        Err(e) => (Some(Err(e)), None),
+    }
+}
+
 /// The check of a request's head: a request without a valid token (or,
 /// for the page, a live session) is answered from its head, its body never
 /// read, nor held in memory; an allowed one's body is read up to its
@@ -504,8 +533,9 @@ fn precheck(state: Arc<State>) -> Arc<listen::Precheck> {
                 // No token, no body.
                 return Ok(0);
             }
-            let refusal = match presented(&parts.headers).map(|s| state.tokens.find(&s)) {
-                Some(Ok(Some(token))) => match from_head(&state, parts, &token) {
+            let (found, looked) = find_token(&state, parts);
+            let refusal = match found {
+                Some(Ok(Some(token))) => match from_head(&state, parts, &token, looked.as_ref()) {
                     Ok((slot, checked)) => {
                         // The handler takes it from here: one lookup a
                         // request; the slot is given back with the parts.

@@ -3,9 +3,15 @@
 
 use super::*;
 
-/// The store held, its id index brought up to date.
-pub(super) fn held(reg: &Registry, meta: &StoreMeta) -> ApiResult<Held> {
-    let held = reg.hold(&meta.id)?;
+/// The store held (caught up to the head the request's head read, if it
+/// read one), its id index brought up to date.
+pub(super) fn held(reg: &Registry, call: &Call, meta: &StoreMeta) -> ApiResult<Held> {
+    let head = call
+        .checked
+        .as_ref()
+        .filter(|c| c.id == meta.id)
+        .and(call.head);
+    let held = reg.hold_after(&meta.id, head)?;
     // What was written in the store's plain files is in its history first.
     held.memory.store().catch_up();
     resync(&held)?;
@@ -106,7 +112,7 @@ pub(super) fn create_memory(on: On) -> ApiResult<Reply> {
     let full = view(call, false)?;
     let CreateMemory { path, mem, content } = CreateMemory::parse(call)?;
     let path = path.as_str();
-    let held = held(reg, meta)?;
+    let held = held(reg, call, meta)?;
     // A retry whose first attempt made the memory answers with it (and a
     // first attempt still in flight shows as a conflict, then as made).
     let made_before = |held: &Held| -> ApiResult<Option<wire::Memory>> {
@@ -164,7 +170,7 @@ pub(super) fn current(held: &Held, mid: &str) -> ApiResult<String> {
 pub(super) fn retrieve_memory(on: On, mid: &str) -> ApiResult<Reply> {
     let On { reg, call, meta } = on;
     let full = view(call, true)?;
-    let held = held(reg, meta)?;
+    let held = held(reg, call, meta)?;
     let path = current(&held, mid)?;
     memory_at(&held, meta, &path, full).map(Reply::from)
 }
@@ -210,7 +216,7 @@ pub(super) fn update_memory(on: On, mid: &str) -> ApiResult<Reply> {
     let asked = UpdateMemory::parse(call)?;
     let (content, new_path) = (asked.content.as_deref(), asked.path.as_deref());
     let mut expect = asked.precondition;
-    let held = held(reg, meta)?;
+    let held = held(reg, call, meta)?;
     let mut path = current(&held, mid)?;
     match retried_update(&held, call, &path)? {
         None => {}
@@ -272,7 +278,7 @@ pub(super) fn delete_memory(on: On, mid: &str) -> ApiResult<Reply> {
             crate::text::label(e)
         )));
     }
-    let held = held(reg, meta)?;
+    let held = held(reg, call, meta)?;
     let deleted = || {
         Reply::from(wire::Deleted::MemoryDeleted {
             id: mid.to_string(),
@@ -408,7 +414,7 @@ pub(super) fn list_memories(on: On) -> ApiResult<Reply> {
     let limit = limit(call, full)?;
     let asked = Listing::parse(call)?;
     let (desc, after) = (asked.desc, &asked.after);
-    let held = held(reg, meta)?;
+    let held = held(reg, call, meta)?;
     let hide = &held.memory.tool().config().hide;
     let ids = held.ids.lock();
     let items = listed(ids.live(), hide, &asked);

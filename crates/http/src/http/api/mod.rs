@@ -24,10 +24,11 @@ use std::sync::Arc;
 
 use serde_json::{Map, Value};
 
+use super::catalog_pg::LookedStore;
 use super::error::{ApiError, ApiResult};
 use super::ids::{self, api_path, memory_id, version_id, Entry};
 use super::metas;
-use super::registry::{Held, Registry, StoreMeta};
+use super::registry::{is_store_id, Held, Registry, StoreMeta};
 use super::tokens::Token;
 use crate::digest::Sha;
 use crate::error::Error;
@@ -53,6 +54,9 @@ pub struct Call<'a> {
     /// it visible to the token ([`head`]): not read again (on a stores root
     /// in PostgreSQL, a round trip to the catalog).
     pub checked: Option<StoreMeta>,
+    /// On a stores root in PostgreSQL: that store's head in the database,
+    /// read with its record (this server catches up to it, not read again).
+    pub head: Option<u64>,
 }
 
 /// A request's tag: a hash of the token and the `Idempotency-Key` it sent,
@@ -181,6 +185,12 @@ fn find<'s>(method: &str, segments: &[&'s str]) -> ApiResult<(&'static Route, Ve
 }
 
 /// The store a path names, if it names one (`memory_stores/{id}...`).
+/// The store a request's path names (`/v1/memory_stores/{id}...`), decoded.
+pub fn store_in(path: &str) -> Option<String> {
+    let raw: Vec<&str> = path.strip_prefix("/v1/")?.split('/').collect();
+    store_named(&raw).map(|id| crate::form::decode(id).unwrap_or_default())
+}
+
 fn store_named<'s>(segments: &[&'s str]) -> Option<&'s str> {
     match segments {
         ["memory_stores", id, ..] => Some(id),
@@ -230,17 +240,20 @@ pub fn head(
     token: &Token,
     method: &str,
     path: &str,
+    looked: Option<&LookedStore>,
 ) -> ApiResult<Option<StoreMeta>> {
     let Some(rest) = path.strip_prefix("/v1/") else {
         return Ok(None);
     };
     let raw: Vec<&str> = rest.split('/').collect();
-    let meta = match store_named(&raw) {
-        Some(id) => Some(visible(
-            reg,
-            token,
-            &crate::form::decode(id).unwrap_or_default(),
-        )?),
+    let meta = match store_in(path) {
+        Some(id) => Some(match looked.filter(|l| l.id == id) {
+            Some(l) if is_store_id(&id) && token.reaches(&id) => reg
+                .took(&id, l.meta.clone())
+                .ok_or_else(|| ApiError::no_store(&id))?,
+            Some(_) => return Err(ApiError::no_store(&id)),
+            None => visible(reg, token, &id)?,
+        }),
         None => None,
     };
     if let Ok((route, _)) = find(method, &raw) {

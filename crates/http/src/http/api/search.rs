@@ -31,7 +31,7 @@ pub(super) fn search_store(on: On) -> ApiResult<Reply> {
     if under.is_some_and(|p| !p.starts_with('/')) {
         return Err(ApiError::invalid("`path_prefix` starts with /"));
     }
-    let held = held(reg, meta)?;
+    let held = held(reg, call, meta)?;
     let Some(search) = held.memory.search() else {
         return Err(ApiError::unavailable(
             "this server keeps no search index (it was started with --no-search)",

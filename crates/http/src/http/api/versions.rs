@@ -213,7 +213,7 @@ pub(super) fn list_versions(on: On) -> ApiResult<Reply> {
     let limit = limit(call, full)?;
     let filter = VersionFilter::parse(call)?;
     let wait = wait_query(call)?;
-    let held = held(reg, meta)?;
+    let held = held(reg, call, meta)?;
     let until = wait.map(|w| std::time::Instant::now() + w);
     let _place = until.and_then(|_| crate::http::changed::Waiting::take());
     loop {
@@ -293,7 +293,7 @@ pub(super) fn version_row(held: &Held, vid: &str) -> ApiResult<Row> {
 pub(super) fn retrieve_version(on: On, vid: &str) -> ApiResult<Reply> {
     let On { reg, call, meta } = on;
     let full = view(call, true)?;
-    let held = held(reg, meta)?;
+    let held = held(reg, call, meta)?;
     let row = version_row(&held, vid)?;
     version_of(&held, meta, &row, full)
         .map(Reply::from)
@@ -302,7 +302,7 @@ pub(super) fn retrieve_version(on: On, vid: &str) -> ApiResult<Reply> {
 
 pub(super) fn redact_version(on: On, vid: &str) -> ApiResult<Reply> {
     let On { reg, call, meta } = on;
-    let held = held(reg, meta)?;
+    let held = held(reg, call, meta)?;
     let row = version_row(&held, vid)?;
     let v = row.id();
     if !row.redacted {
