@@ -184,13 +184,13 @@ fn find<'s>(method: &str, segments: &[&'s str]) -> ApiResult<(&'static Route, Ve
     }
 }
 
-/// The store a path names, if it names one (`memory_stores/{id}...`).
 /// The store a request's path names (`/v1/memory_stores/{id}...`), decoded.
 pub fn store_in(path: &str) -> Option<String> {
     let raw: Vec<&str> = path.strip_prefix("/v1/")?.split('/').collect();
     store_named(&raw).map(|id| crate::form::decode(id).unwrap_or_default())
 }
 
+/// The store a path names, if it names one (`memory_stores/{id}...`).
 fn store_named<'s>(segments: &[&'s str]) -> Option<&'s str> {
     match segments {
         ["memory_stores", id, ..] => Some(id),
