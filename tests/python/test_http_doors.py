@@ -2,6 +2,7 @@
 streamable HTTP with the official `mcp` client, the bounds (a slow client, a
 flooding one), stores closed when idle and opened again, and a memory's id
 kept across renames and saves made through a real mount beside the server."""
+import http.client
 import json
 import re
 import os
@@ -140,17 +141,23 @@ def test_a_body_that_comes_late_is_read_whole_and_answered(server):
     assert client.beta.memory_stores.memories.retrieve(made["id"], memory_store_id=store).content == content
 
 
-def test_writes_held_in_their_flush_do_not_hold_the_others(failpoints_bin, tmp_path):
-    """A write is answered on the runtime's own thread when no other is
-    (listen::Quick): two writes whose journal flush hangs (a failpoint
-    sleeps 1.5 s in every sync) must not take both of the runtime's
-    threads, so that a third connection's retrieves on another store are
-    answered while both writes still wait."""
-    os.environ["FAILPOINTS"] = "journal::sync=sleep(1500)"
+def failpoints_server(failpoints_bin, tmp_path, failpoints):
+    """A failpoints build serving a fresh root with FAILPOINTS set."""
+    os.environ["FAILPOINTS"] = failpoints
     try:
-        server = Server(failpoints_bin, tmp_path / "stores")
+        return Server(failpoints_bin, tmp_path / "stores")
     finally:
         os.environ.pop("FAILPOINTS", None)
+
+
+def test_writes_held_in_their_flush_do_not_hold_the_others(failpoints_bin, tmp_path):
+    """A write is answered on the runtime's own thread when no other is
+    (listen::Quick, through block_in_place): two writes whose journal flush
+    hangs (a failpoint sleeps 1.5 s in every sync) must not hold up the
+    runtime, so that a third connection's retrieves on another store are
+    answered while both writes still wait. (Without block_in_place it
+    failed one run in three.)"""
+    server = failpoints_server(failpoints_bin, tmp_path, "journal::sync=sleep(1500)")
     try:
         token = server.token("--admin")
         client = sdk(server, token)
@@ -175,6 +182,40 @@ def test_writes_held_in_their_flush_do_not_hold_the_others(failpoints_bin, tmp_p
         for w in writers:
             w.join()
         assert len(done) == 2 and read < min(done.values()), (read, done)
+    finally:
+        assert server.stop() == 0, "".join(server.log)
+
+
+def test_a_handler_that_panics_is_answered_500_and_the_connection_goes_on(failpoints_bin, tmp_path):
+    """A request answered on the runtime's own thread (a retrieve on an
+    open store, listen::Quick) whose handler panics gets a 500, as one on a
+    blocking thread does, and the same kept-alive connection is served
+    next; so is a request that is not a quick one."""
+    server = failpoints_server(failpoints_bin, tmp_path, "http::handler-panics=4*off->1*return->off")
+    try:
+        token = server.token("--admin")
+        host, port = urllib.parse.urlparse(server.url).netloc.split(":")
+        conn = http.client.HTTPConnection(host, int(port), timeout=10)
+        auth = {"Authorization": f"Bearer {token}", "Content-Type": "application/json"}
+
+        def call(method, path, body=None):
+            conn.request(method, path, None if body is None else json.dumps(body), auth)
+            r = conn.getresponse()
+            return r.status, r.read()
+
+        status, body = call("POST", "/v1/memory_stores", {"name": "p"})  # 1
+        assert status == 200, body
+        base = f"/v1/memory_stores/{json.loads(body)['id']}/memories"
+        status, body = call("POST", base, {"path": "/a.md", "content": "a\n"})  # 2
+        assert status == 200, body
+        mid = json.loads(body)["id"]
+        assert call("GET", f"{base}/{mid}")[0] == 200  # 3
+        assert call("GET", f"{base}/{mid}")[0] == 200  # 4
+        status, body = call("GET", f"{base}/{mid}")  # 5: the failpoint panics
+        assert status == 500, body
+        status, body = call("GET", f"{base}/{mid}?view=full")
+        assert status == 200 and json.loads(body)["content"] == "a\n", body
+        assert call("GET", base)[0] == 200
     finally:
         assert server.stop() == 0, "".join(server.log)
 

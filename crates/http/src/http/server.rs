@@ -136,6 +136,11 @@ fn serve_request(state: &State, parts: Parts, body: Result<Vec<u8>, BodyError>) 
     if path == HEALTH {
         return health(state);
     }
+    // (Tests: a handler that panics is answered 500, the connection and
+    // the server going on.)
+    fail::fail_point!("http::handler-panics", |_| panic!(
+        "a failpoint panics in a handler"
+    ));
     answer(state, parts, body, n).unwrap_or_else(|e| {
         if e.status >= 500 {
             tracing::warn!("request {n}: {} {}", e.status, e.message);
@@ -378,11 +383,19 @@ fn from_head(
 #[derive(Clone)]
 struct Checked(super::registry::StoreMeta, Option<u64>);
 
-/// A memory's create, retrieve, update or delete: answered from the
-/// store's memory and one journal flush at most, once the store is open
-/// (see `listen::Quick`). Listings, versions, search, stores' records, MCP
-/// and the page are not.
+/// A memory's create, retrieve, update or delete of a small body:
+/// answered from the store's memory and one journal flush at most, once
+/// the store is open (see `listen::Quick`). Listings, versions, search,
+/// stores' records, MCP, the page and a body over [`QUICK_BODY`] are not.
 fn quick_route(parts: &Parts) -> bool {
+    let declared = parts
+        .headers
+        .get("content-length")
+        .and_then(|v| v.to_str().ok())
+        .and_then(|v| v.trim().parse::<usize>().ok());
+    if declared.is_some_and(|n| n > QUICK_BODY) || parts.headers.contains_key("transfer-encoding") {
+        return false;
+    }
     let segments: Vec<&str> = parts.uri.path().split('/').collect();
     match segments.as_slice() {
         ["", "v1", "memory_stores", _, "memories"] => parts.method == hyper::Method::POST,
@@ -390,6 +403,10 @@ fn quick_route(parts: &Parts) -> bool {
         _ => false,
     }
 }
+
+/// The largest body a quick request may carry (hashing and writing a
+/// larger one would hold the runtime's thread for milliseconds).
+const QUICK_BODY: usize = 64 << 10;
 
 /// The largest body a route of the API or MCP takes: a memory's content
 /// (or an MCP message) up to `max_body`; a store's record, a redaction or an
