@@ -242,7 +242,8 @@ async fn serve_on_runtime(
     let body = reading.more(None).await.unwrap_or(Err(BodyError::Timeout));
     match quick.then(|| Turn::take(&free)).flatten() {
         // A read is answered on this worker as it is (microseconds, from
-        // memory); a write through `block_in_place`, which first hands
+        // memory: the precheck marks one quick only when it waits for no
+        // write); a write through `block_in_place`, which first hands
         // this worker's queue of other tasks to another thread, so that
         // none of them waits for a write held up by its disk (without it,
         // test_writes_held_in_their_flush_do_not_hold_the_others failed

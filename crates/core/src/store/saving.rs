@@ -37,6 +37,12 @@ impl Store {
     /// on its tick or a shared store's follower, or a change nobody waited
     /// for), the journal holding it (a barrier waited for). A change whose
     /// ticket was waited for needs none (`Ticket::marking`).
+    /// Whether [`Store::catch_up`] would find nothing to wait for now (no
+    /// change the journal is not known to hold).
+    pub fn in_step(&self) -> bool {
+        self.caught_up.load(Ordering::Acquire) >= self.seq.load(Ordering::Acquire)
+    }
+
     pub fn catch_up(&self) {
         self.before_answer();
         let now = self.seq.load(Ordering::Acquire);

@@ -366,9 +366,14 @@ impl Registry {
         self.metas.lock().len()
     }
 
-    /// Whether store `id` is open here now (a request on it opens nothing).
-    pub fn is_open(&self, id: &str) -> bool {
-        self.open.lock().contains_key(id)
+    /// Whether store `id` is open here now (a request on it opens nothing)
+    /// and, for `read`, holds no change its journal is still writing (a
+    /// read on it waits for nothing).
+    pub fn is_open(&self, id: &str, read: bool) -> bool {
+        match self.open.lock().get(id) {
+            Some(store) => !read || store.memory.store().in_step(),
+            None => false,
+        }
     }
 
     pub fn open_count(&self) -> usize {

@@ -559,7 +559,8 @@ fn precheck(state: Arc<State>) -> Arc<listen::Precheck> {
                         parts.extensions.insert(slot);
                         parts.extensions.insert(token);
                         if let Some(checked) = checked {
-                            if quick_route(parts) && state.reg.is_open(&checked.0.id) {
+                            let read = parts.method == hyper::Method::GET;
+                            if quick_route(parts) && state.reg.is_open(&checked.0.id, read) {
                                 parts.extensions.insert(listen::Quick);
                             }
                             parts.extensions.insert(checked);
