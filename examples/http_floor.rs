@@ -45,7 +45,11 @@ fn main() {
         r
     });
     let precheck: Arc<listen::Precheck> = Arc::new(|parts| {
-        parts.extensions.insert(listen::Quick);
+        let quick = match parts.method == hyper::Method::GET {
+            true => listen::Quick::Read,
+            false => listen::Quick::Write,
+        };
+        parts.extensions.insert(quick);
         Ok(1 << 20)
     });
     listen::run(listener, limits, handler, Some(precheck), Box::new(|| {}))

@@ -47,11 +47,19 @@ pub struct Limits {
 /// flush at most), so that, when no other request is being answered on
 /// the runtime's threads, it is answered there, with no handoff to a
 /// blocking thread and back (each wake of a sleeping thread costs tens of
-/// microseconds on a small VM: docs/BENCHMARKS-HTTP.md): a read as it is,
-/// a write through `block_in_place`. One such request at a time: the
-/// other worker goes on serving every other connection.
-#[derive(Debug, Clone, Copy)]
-pub struct Quick;
+/// microseconds on a small VM: docs/BENCHMARKS-HTTP.md). One such request
+/// at a time: the other worker goes on serving every other connection.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Quick {
+    /// Answered from memory, waiting for nothing: run as it is.
+    Read,
+    /// It may wait for the disk: run through `block_in_place`, which first
+    /// hands this worker's queue of other tasks to another thread, so that
+    /// none of them waits for it (without it,
+    /// test_writes_held_in_their_flush_do_not_hold_the_others failed one
+    /// run in three: a read on another store waited for a held write).
+    Write,
+}
 
 /// Why a body was not read.
 pub enum BodyError {
@@ -237,21 +245,12 @@ async fn serve_on_runtime(
         },
     };
     drop(turn);
-    let quick = parts.extensions.remove::<Quick>().is_some();
+    let quick = parts.extensions.remove::<Quick>();
     let mut reading = Reading::new(body, cap, &limits, declared_length(&parts));
     let body = reading.more(None).await.unwrap_or(Err(BodyError::Timeout));
-    match quick.then(|| Turn::take(&free)).flatten() {
-        // A read is answered on this worker as it is (microseconds, from
-        // memory: the precheck marks one quick only when it waits for no
-        // write); a write through `block_in_place`, which first hands
-        // this worker's queue of other tasks to another thread, so that
-        // none of them waits for a write held up by its disk (without it,
-        // test_writes_held_in_their_flush_do_not_hold_the_others failed
-        // one run in three: a read on another store waited for the write).
-        Some(_turn) if parts.method == hyper::Method::GET => {
-            caught(|| handler(parts, body)).unwrap_or_else(failed)
-        }
-        Some(_turn) => {
+    match quick.and_then(|q| Turn::take(&free).map(|turn| (q, turn))) {
+        Some((Quick::Read, _turn)) => caught(|| handler(parts, body)).unwrap_or_else(failed),
+        Some((Quick::Write, _turn)) => {
             caught(|| tokio::task::block_in_place(|| handler(parts, body))).unwrap_or_else(failed)
         }
         None => tokio::task::spawn_blocking(move || handler(parts, body))
@@ -266,7 +265,8 @@ fn caught<R>(f: impl FnOnce() -> R) -> Option<R> {
     std::panic::catch_unwind(std::panic::AssertUnwindSafe(f)).ok()
 }
 
-fn declared_length(parts: &hyper::http::request::Parts) -> Option<u64> {
+/// The body's length its head declares, if it declares one.
+pub fn declared_length(parts: &hyper::http::request::Parts) -> Option<u64> {
     parts
         .headers
         .get("content-length")

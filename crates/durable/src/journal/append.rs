@@ -173,10 +173,7 @@ impl Core {
         fail::fail_point!("journal::lose-deferred", |_| lose_and_abort(
             &self.dir, segment, at
         ));
-        let flushed = self
-            .dir
-            .open_file(std::ffi::OsStr::new(&segment::name(segment)), Open::Write)
-            .and_then(|fd| sync_data(&fd));
+        let flushed = self.sync_segment(segment);
         let mut st = self.state.lock();
         let same = st.log.deferred.as_ref().map(|d| (d.segment, d.at)) == Some((segment, at))
             && (st.log.active.number, st.log.active.end) == (seen.2, seen.3);
@@ -195,6 +192,13 @@ impl Core {
         }
     }
 
+    /// Flushes segment `number`'s file to stable storage.
+    fn sync_segment(&self, number: u64) -> io::Result<()> {
+        self.dir
+            .open_file(std::ffi::OsStr::new(&segment::name(number)), Open::Write)
+            .and_then(|fd| sync_data(&fd))
+    }
+
     /// Flushes the frame written with its flush deferred, if there is one,
     /// and hands its batch to the checkpointer. A flush that fails leaves
     /// the frame never to be read back (the next frame seals the segment
@@ -209,11 +213,7 @@ impl Core {
         fail::fail_point!("journal::lose-deferred", |_| lose_and_abort(
             &self.dir, d.segment, d.at
         ));
-        let name = segment::name(d.segment);
-        let flushed = self
-            .dir
-            .open_file(std::ffi::OsStr::new(&name), Open::Write)
-            .and_then(|fd| sync_data(&fd));
+        let flushed = self.sync_segment(d.segment);
         if let Err(e) = flushed {
             if st.log.active.number == d.segment {
                 st.log.active.seal_at = Some(d.at);

@@ -266,6 +266,7 @@ fn answer(
         .and_then(|n| n.trim().parse::<u32>().ok())
         .is_some_and(|n| n >= 1);
     let target = parts.uri.path_and_query().map_or(path, |pq| pq.as_str());
+    let checked = parts.extensions.get::<Checked>();
     let call = Call {
         method,
         segments,
@@ -274,8 +275,8 @@ fn answer(
         token: &token,
         request: (method != "GET").then(|| api::tag(&token, key, method, target, &body)),
         retry: retried || key.is_some(),
-        checked: parts.extensions.get::<Checked>().map(|c| c.0.clone()),
-        head: parts.extensions.get::<Checked>().and_then(|c| c.1),
+        checked: checked.map(|c| c.0.clone()),
+        head: checked.and_then(|c| c.1),
     };
     let value = api::handle(&state.reg, &call)?;
     // (memfs's own extensions, which a client uses only once offered.)
@@ -388,11 +389,7 @@ struct Checked(super::registry::StoreMeta, Option<u64>);
 /// the store is open (see `listen::Quick`). Listings, versions, search,
 /// stores' records, MCP, the page and a body over [`QUICK_BODY`] are not.
 fn quick_route(parts: &Parts) -> bool {
-    let declared = parts
-        .headers
-        .get("content-length")
-        .and_then(|v| v.to_str().ok())
-        .and_then(|v| v.trim().parse::<usize>().ok());
+    let declared = listen::declared_length(parts);
     if declared.is_some_and(|n| n > QUICK_BODY) || parts.headers.contains_key("transfer-encoding") {
         return false;
     }
@@ -404,9 +401,20 @@ fn quick_route(parts: &Parts) -> bool {
     }
 }
 
+/// How a request may be answered on the runtime's thread (`listen::Quick`):
+/// a quick route on an open store; a read only when that store has no
+/// write in flight (its catch-up would wait for the journal).
+fn quick(state: &State, parts: &Parts, id: &str) -> Option<listen::Quick> {
+    let read = parts.method == hyper::Method::GET;
+    (quick_route(parts) && state.reg.is_open(id, read)).then_some(match read {
+        true => listen::Quick::Read,
+        false => listen::Quick::Write,
+    })
+}
+
 /// The largest body a quick request may carry (hashing and writing a
 /// larger one would hold the runtime's thread for milliseconds).
-const QUICK_BODY: usize = 64 << 10;
+const QUICK_BODY: u64 = 64 << 10;
 
 /// The largest body a route of the API or MCP takes: a memory's content
 /// (or an MCP message) up to `max_body`; a store's record, a redaction or an
@@ -559,9 +567,8 @@ fn precheck(state: Arc<State>) -> Arc<listen::Precheck> {
                         parts.extensions.insert(slot);
                         parts.extensions.insert(token);
                         if let Some(checked) = checked {
-                            let read = parts.method == hyper::Method::GET;
-                            if quick_route(parts) && state.reg.is_open(&checked.0.id, read) {
-                                parts.extensions.insert(listen::Quick);
+                            if let Some(quick) = quick(&state, parts, &checked.0.id) {
+                                parts.extensions.insert(quick);
                             }
                             parts.extensions.insert(checked);
                         }
