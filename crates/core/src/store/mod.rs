@@ -21,6 +21,7 @@ pub mod interpret;
 mod limits;
 mod listing;
 mod lost;
+mod once;
 mod origin;
 mod paths;
 mod pins;
@@ -45,6 +46,7 @@ pub use follow::{Busy, Hold, Unsent};
 pub use inode_ops::{DirEntry, InfoKind, NewNode, NodeInfo, RenameMode, SetAttr};
 pub use limits::{Growth, Limits};
 pub use listing::{ListEntry, Listing, Snapshot, Window};
+pub use once::LookedOnce;
 pub use paths::Mark;
 pub use tree::{Attr, Ino, InvariantError, Node, NodeKind, Tree, DIR_MODE, FILE_MODE, ROOT_INO};
 
@@ -140,6 +142,9 @@ impl Store {
     /// answers do not read the tree: the history, search). What it took
     /// in is a change like any other (see `catch_up`).
     pub fn before_answer(&self) {
+        if self.looked() {
+            return; // (this thread's request looked at its start: `once`)
+        }
         if let Some(run) = self.before.get() {
             run();
         }

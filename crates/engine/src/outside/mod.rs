@@ -29,6 +29,7 @@ use crate::persist::storage::Dir;
 use crate::store::{NodeKind, Store};
 
 pub use take::ignored;
+pub use watch::readable;
 use take::Taker;
 use watch::{Item, Queue, Ready, Watch};
 

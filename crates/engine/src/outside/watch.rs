@@ -262,8 +262,9 @@ impl Hub {
     }
 }
 
-/// Whether the descriptor holds events (one `poll`, no wait).
-fn readable(fd: &OwnedFd) -> bool {
+/// Whether the descriptor holds events (one `poll`, no wait; an error
+/// counts as yes). Also the token file's watch's (`memfs-http`).
+pub fn readable(fd: &OwnedFd) -> bool {
     use rustix::event::{poll, PollFd, PollFlags};
     let mut fds = [PollFd::new(fd, PollFlags::IN)];
     let zero = rustix::event::Timespec {

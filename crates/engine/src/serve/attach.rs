@@ -379,9 +379,15 @@ fn image_of(blocks: &[Value]) -> Option<Content> {
 /// serves no socket yet (it is starting: a store over HTTP catches up
 /// first) or any more (it is stopping), for [`RETRY_FOR`].
 fn connect_waiting(state_dir: &std::path::Path) -> io::Result<Link> {
+    waiting_for_owner(|| Link::connect(state_dir))
+}
+
+/// `f` tried again every 20 ms while what it reaches is not there yet (or
+/// refuses: an owner starting or stopping), for [`RETRY_FOR`].
+fn waiting_for_owner<T>(mut f: impl FnMut() -> io::Result<T>) -> io::Result<T> {
     let deadline = Instant::now() + RETRY_FOR;
     loop {
-        match Link::connect(state_dir) {
+        match f() {
             Err(e)
                 if matches!(
                     e.kind(),
@@ -403,7 +409,8 @@ pub fn through_owner(
     use crate::control::request::{Reply, TYPE};
     let mut line = serde_json::to_value(request).expect("a request serializes");
     line["type"] = TYPE.into();
-    match crate::persist::read_key(state_dir) {
+    // (An owner starting writes its key first: waited for as its socket.)
+    match waiting_for_owner(|| crate::persist::read_key(state_dir)) {
         Ok(key) => line["key"] = key.into(),
         Err(e) => {
             return Reply::error(format!(

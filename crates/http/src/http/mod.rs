@@ -9,6 +9,7 @@ mod atomic;
 pub mod catalog;
 pub mod catalog_pg;
 pub mod changed;
+mod dir_watch;
 pub mod error;
 pub mod ids;
 pub mod limits;

@@ -2,7 +2,7 @@
 //! of its secret (the secret is shown once, when it is made), with the
 //! stores it may reach and whether it may write. `memfs token` changes the
 //! file (atomically, under a lock) while a server runs; the server reads it
-//! again whenever it changed. In a stores root in PostgreSQL, the tokens
+//! again whenever it changed (told by the kernel: `dir_watch.rs`). In a stores root in PostgreSQL, the tokens
 //! are rows of its catalog instead (`catalog_pg.rs`), read on every request.
 
 use std::collections::HashMap;
@@ -78,13 +78,24 @@ pub use crate::digest::random;
 /// What the token file looked like when it was read: mtime, inode, size.
 type Stamp = Option<(i64, i64, u64, u64)>;
 
+/// The server's copy of the token file.
+#[derive(Default)]
+struct Cached {
+    /// What the file looked like when read (none: not read yet, or not there).
+    stamp: Stamp,
+    /// The tokens by the sha256 of their secrets.
+    tokens: HashMap<String, Token>,
+    /// The file's directory watched, from the first lookup (a `memfs
+    /// token` command never looks up, and watches nothing).
+    watch: Option<super::dir_watch::DirWatch>,
+}
+
 /// The token file of a stores root, and the server's copy of it.
 pub struct Tokens {
     path: PathBuf,
     lock: PathBuf,
-    /// The tokens as last read, by the sha256 of their secrets, and what
-    /// the file looked like then.
-    cached: Mutex<(Stamp, HashMap<String, Token>)>,
+    /// The tokens as last read, and what the file looked like then.
+    cached: Mutex<Cached>,
     /// The catalog that holds them instead, for a root in PostgreSQL.
     catalog: Option<std::sync::Arc<dyn TokenStore>>,
 }
@@ -120,7 +131,7 @@ impl Tokens {
         Tokens {
             path: state.join("tokens.json"),
             lock: state.join("tokens.lock"),
-            cached: Mutex::new(rank::TOKENS, (None, HashMap::new())),
+            cached: Mutex::new(rank::TOKENS, Cached::default()),
             catalog: None,
         }
     }
@@ -130,7 +141,7 @@ impl Tokens {
         Tokens {
             path: PathBuf::new(),
             lock: PathBuf::new(),
-            cached: Mutex::new(rank::TOKENS, (None, HashMap::new())),
+            cached: Mutex::new(rank::TOKENS, Cached::default()),
             catalog: Some(catalog),
         }
     }
@@ -155,25 +166,36 @@ impl Tokens {
         if let Some(catalog) = &self.catalog {
             return catalog.token(&Sha::of(secret.as_bytes()).hex());
         }
-        let stamp = match fs::metadata(&self.path) {
-            Ok(m) => Some((m.mtime(), m.mtime_nsec(), m.ino(), m.len())),
-            Err(e) if e.kind() == io::ErrorKind::NotFound => None,
-            Err(e) => return Err(e.into()),
-        };
         let mut cached = self.cached.lock();
-        if cached.0 != stamp || stamp.is_none() {
-            cached.1 = self
-                .read_file()?
-                .into_iter()
-                .map(|t| (t.sha256.clone(), t))
-                .collect();
-            cached.0 = stamp;
+        let state = self.path.parent().unwrap_or(Path::new("."));
+        let watch = cached
+            .watch
+            .get_or_insert_with(|| super::dir_watch::DirWatch::on(state));
+        // (Events read first, the file looked at after: a change whose call
+        // returned before this request is seen now, and one that comes
+        // after the look leaves an event for the next request.)
+        if watch.changed() || cached.stamp.is_none() {
+            // (Whatever fails here is tried again by the next request.)
+            let before = cached.stamp.take();
+            let stamp = match fs::metadata(&self.path) {
+                Ok(m) => Some((m.mtime(), m.mtime_nsec(), m.ino(), m.len())),
+                Err(e) if e.kind() == io::ErrorKind::NotFound => None,
+                Err(e) => return Err(e.into()),
+            };
+            if before != stamp || stamp.is_none() {
+                cached.tokens = self
+                    .read_file()?
+                    .into_iter()
+                    .map(|t| (t.sha256.clone(), t))
+                    .collect();
+            }
+            cached.stamp = stamp;
         }
         // Looked up by the hash of what was presented: a lookup's time says
         // nothing an attacker could use (it cannot choose a hash's bytes),
         // and costs the same with 10 tokens or 100,000.
         let presented = Sha::of(secret.as_bytes()).hex();
-        Ok(cached.1.get(&presented).cloned())
+        Ok(cached.tokens.get(&presented).cloned())
     }
 
     /// Changes the file under its lock: `change` gets the tokens and says

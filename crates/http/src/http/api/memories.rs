@@ -3,9 +3,25 @@
 
 use super::*;
 
+/// A store held for one request, which looked at the store's plain files
+/// once, at its start (`Store::look_once`): the request's reads of the tree
+/// (a retrieve reads it three times) do not look again.
+pub(super) struct Answering {
+    held: Held,
+    _once: crate::store::LookedOnce,
+}
+
+impl std::ops::Deref for Answering {
+    type Target = Held;
+    fn deref(&self) -> &Held {
+        &self.held
+    }
+}
+
 /// The store held (caught up to the head the request's head read, if it
-/// read one), its id index brought up to date.
-pub(super) fn held(reg: &Registry, call: &Call, meta: &StoreMeta) -> ApiResult<Held> {
+/// read one), what was written in its plain files taken in, its id index
+/// brought up to date.
+pub(super) fn held(reg: &Registry, call: &Call, meta: &StoreMeta) -> ApiResult<Answering> {
     let head = call
         .checked
         .as_ref()
@@ -13,9 +29,10 @@ pub(super) fn held(reg: &Registry, call: &Call, meta: &StoreMeta) -> ApiResult<H
         .and(call.head);
     let held = reg.hold_after(&meta.id, head)?;
     // What was written in the store's plain files is in its history first.
+    let once = held.memory.store().look_once();
     held.memory.store().catch_up();
     resync(&held)?;
-    Ok(held)
+    Ok(Answering { held, _once: once })
 }
 
 /// The id index brought up to date with the history (after a change).
@@ -44,13 +61,14 @@ pub(super) fn memory_of(
     path: &str,
     entry: &Entry,
     bytes: &[u8],
+    content_sha256: String,
     full: bool,
 ) -> wire::Memory {
     wire::Memory {
         id: memory_id(entry.lineage),
         memory_store_id: store.to_string(),
         path: path.to_string(),
-        content_sha256: Sha::of(bytes).hex(),
+        content_sha256,
         content_size_bytes: bytes.len(),
         created_at: entry.created_at.clone(),
         updated_at: entry.updated_at.clone(),
@@ -76,9 +94,23 @@ pub(super) fn memory_at(
     path: &str,
     full: bool,
 ) -> ApiResult<wire::Memory> {
+    memory_from(held, meta, path, full, None)
+}
+
+/// [`memory_at`], its first try on `first` when the caller read the bytes
+/// already.
+fn memory_from(
+    held: &Held,
+    meta: &StoreMeta,
+    path: &str,
+    full: bool,
+    mut first: Option<Arc<Vec<u8>>>,
+) -> ApiResult<wire::Memory> {
     let mem = memory_path(path)?;
     for _ in 0..LIVE_TRIES {
-        let bytes = bytes_at(held, &mem)
+        let bytes = first
+            .take()
+            .or_else(|| bytes_at(held, &mem))
             .ok_or_else(|| ApiError::not_found("the memory was deleted meanwhile"))?;
         let sha = Sha::of(&bytes).hex();
         resync(held)?;
@@ -87,7 +119,7 @@ pub(super) fn memory_at(
             .entry(path)
             .ok_or_else(|| ApiError::not_found("the memory was deleted meanwhile"))?;
         if entry.sha256.as_deref().is_none_or(|s| s == sha) {
-            return Ok(memory_of(&meta.id, path, entry, &bytes, full));
+            return Ok(memory_of(&meta.id, path, entry, &bytes, sha, full));
         }
     }
     let ids = held.ids.lock();
@@ -99,7 +131,8 @@ pub(super) fn memory_at(
         .as_deref()
         .and_then(|sha| held.memory.history().blob(sha))
         .ok_or_else(|| ApiError::unavailable("the memory changed while it was read; try again"))?;
-    Ok(memory_of(&meta.id, path, entry, &bytes, full))
+    let sha = Sha::of(&bytes).hex();
+    Ok(memory_of(&meta.id, path, entry, &bytes, sha, full))
 }
 
 pub(super) fn wait(ticket: crate::store::Ticket, path: &str) -> ApiResult<()> {
@@ -157,22 +190,28 @@ pub(super) fn path_of(held: &Held, mid: &str) -> ApiResult<String> {
 /// and not yet in the journal: then it waits for the journal to take what
 /// is queued, and looks again.
 pub(super) fn current(held: &Held, mid: &str) -> ApiResult<String> {
+    current_bytes(held, mid).map(|(path, _)| path)
+}
+
+/// [`current`], with the bytes it found at the path (none when it had to
+/// wait for the journal).
+fn current_bytes(held: &Held, mid: &str) -> ApiResult<(String, Option<Arc<Vec<u8>>>)> {
     if let Ok(path) = path_of(held, mid) {
-        if memory_path(&path).is_ok_and(|m| bytes_at(held, &m).is_some()) {
-            return Ok(path);
+        if let Some(bytes) = memory_path(&path).ok().and_then(|m| bytes_at(held, &m)) {
+            return Ok((path, Some(bytes)));
         }
     }
     let _ = held.memory.store().barrier(Origin::Memfs).wait();
     resync(held)?;
-    path_of(held, mid)
+    path_of(held, mid).map(|path| (path, None))
 }
 
 pub(super) fn retrieve_memory(on: On, mid: &str) -> ApiResult<Reply> {
     let On { reg, call, meta } = on;
     let full = view(call, true)?;
     let held = held(reg, call, meta)?;
-    let path = current(&held, mid)?;
-    memory_at(&held, meta, &path, full).map(Reply::from)
+    let (path, bytes) = current_bytes(&held, mid)?;
+    memory_from(&held, meta, &path, full, bytes).map(Reply::from)
 }
 
 /// A content over the file limit, refused before anything moves.
@@ -446,8 +485,9 @@ pub(super) fn list_memories(on: On) -> ApiResult<Reply> {
                 let Some(bytes) = bytes_at(&held, &mem) else {
                     continue;
                 };
+                let sha = Sha::of(&bytes).hex();
                 data.push(wire::Listed::Memory(memory_of(
-                    &meta.id, p, entry, &bytes, full,
+                    &meta.id, p, entry, &bytes, sha, full,
                 )));
             }
         }
