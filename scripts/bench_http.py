@@ -179,8 +179,9 @@ class FloorDoor(LeanDoor):
     listener answering a fixed memory with nothing behind it (no token, no
     store, no disk). What the transport and the listener cost."""
 
-    def __init__(self, floor_bin):
-        self.p = subprocess.Popen([floor_bin, "127.0.0.1:0"], stdout=subprocess.PIPE, text=True)
+    def __init__(self, floor_bin, env=None):
+        self.p = subprocess.Popen([floor_bin, "127.0.0.1:0"], stdout=subprocess.PIPE, text=True,
+                                  env=None if env is None else dict(os.environ, **env))
         url = re.search(r"listening on (http://\S+)", self.p.stdout.readline()).group(1)
         self.connect(url, "memfs_" + "0" * 64)
         self.base = "/v1/memory_stores/memstore_1/memories"

@@ -18,8 +18,15 @@ what it stands on.
    database): a server's start, and listing stores (`limit=20`) as an admin
    and as a token that reaches one store.
 
+With --latency-only and --floor (examples/http_floor's binary), two floors
+beside them, timed with the same raw client in the same turns: memfs's
+listener running the batch's statement and nothing else for each create,
+and the same after a read of the request's head (token, store, head) in
+one prepared statement, as memfs reads it.
+
 usage: bench_http_pg.py MEMFS_BIN [--calls N] [--stores N] [--seconds S] [--held N,N] [--out FILE]
-       bench_http_pg.py MEMFS_BIN --latency-only [--peer OTHER_MEMFS_BIN] [--calls N] [--out FILE]
+       bench_http_pg.py MEMFS_BIN --latency-only [--peer OTHER_MEMFS_BIN] [--floor HTTP_FLOOR_BIN]
+                        [--calls N] [--out FILE]
 """
 import argparse
 import os
@@ -36,7 +43,7 @@ import anthropic
 
 sys.path.insert(0, str(pathlib.Path(__file__).resolve().parent))
 sys.path.insert(0, str(pathlib.Path(__file__).resolve().parents[1] / "tests" / "python"))
-from bench_http import WRK_LUA, LeanDoor, ms, pct, rss_kib, timed  # noqa: E402
+from bench_http import WRK_LUA, FloorDoor, LeanDoor, ms, pct, rss_kib, timed  # noqa: E402
 from http_server import Server  # noqa: E402
 from shared_hosts import Postgres  # noqa: E402
 
@@ -66,6 +73,19 @@ def raw_creates(server, calls, name):
         door.close()
 
 
+def floor_creates(door, calls, turn):
+    """Raw creates on a floor door (the same bytes as raw_creates)."""
+    return [door.timed_exchange(door.request("POST", door.base, {"path": f"/bench/{turn}-{i}.md",
+                                                                 "content": f"note {i}\n" * 10}))[0]
+            for i in range(calls)]
+
+
+FLOORS = {
+    "floor: the listener and the batch's statement": {},
+    "floor: the listener, the head's read and the batch's statement": {"HTTP_FLOOR_PG_LOOK": "1"},
+}
+
+
 def latency_only(a, pg, tmp):
     """Creates one at a time on a root in PostgreSQL (raw client, and the
     SDK's), for this binary and with --peer another, in turns of 10, beside
@@ -73,16 +93,24 @@ def latency_only(a, pg, tmp):
     bins = {"memfs": a.memfs} | ({"peer": a.peer} if a.peer else {})
     servers = {name: Server(b, pg.base, "--cache", str(tmp / f"cache-{name}"), *FAST) for name, b in bins.items()}
     out = {f"{name} {kind}": [] for name in bins for kind in ("raw", "SDK")}
+    floors = {}
     try:
+        if a.floor:
+            floors = {name: FloorDoor(a.floor, dict(env, HTTP_FLOOR_PG=pg.base)) for name, env in FLOORS.items()}
+            out |= {name: [] for name in floors}
         for turn in range(10):
             for name, server in servers.items():
                 out[f"{name} raw"] += raw_creates(server, a.calls // 10, f"lean-{name}-{turn}")
                 out[f"{name} SDK"] += api_creates(server, a.calls // 10)
+            for name, door in floors.items():
+                out[name] += floor_creates(door, a.calls // 10, turn)
         insert = bare_insert(pg, max(3, a.seconds // 2), tmp)
         write = batch_statement(pg, max(3, a.seconds // 2), tmp)
     finally:
         for server in servers.values():
             server.stop()
+        for door in floors.values():
+            door.close()
     lines = [
         "| memory create, root in PostgreSQL | p50 ms | p99 ms | / bare INSERT+COMMIT (p50) | / the batch's statement (p50) |",
         "|---|---|---|---|---|",
@@ -233,6 +261,7 @@ def main():
     ap.add_argument("--held", default="100,1000")
     ap.add_argument("--latency-only", action="store_true", help="only creates one at a time (raw and SDK)")
     ap.add_argument("--peer", help="with --latency-only: another memfs binary, timed in the same turns")
+    ap.add_argument("--floor", help="with --latency-only: examples/http_floor's binary (the floors above)")
     ap.add_argument("--out")
     a = ap.parse_args()
     tmp = pathlib.Path(tempfile.mkdtemp(prefix="memfs-bench-pg-"))

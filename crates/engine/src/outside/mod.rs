@@ -29,8 +29,8 @@ use crate::persist::storage::Dir;
 use crate::store::{NodeKind, Store};
 
 pub use take::ignored;
-pub use watch::readable;
 use take::Taker;
+pub use watch::readable;
 use watch::{Item, Queue, Ready, Watch};
 
 /// How often the plain files are looked at when no call comes.
