@@ -104,6 +104,22 @@ struct Dirty {
     stop: bool,
 }
 
+/// After a round that failed with `e`, with `backoff` the wait it was
+/// due: how long to wait now, and the wait due after the next failure. A
+/// store that said how long (a 429's or 503's `Retry-After`) is waited for
+/// that long, and the backoff starts again: a burst of 429s while the
+/// store's rate is spent would otherwise double the wait up to
+/// [`BACKOFF_MOST`] (the fault trials' storm saw a cache wait 30 s to send
+/// what the store would have taken a second later). Otherwise a transient
+/// failure waits `backoff`, doubling; a refusal waits [`BACKOFF_MOST`].
+fn after_failure(e: &RemoteError, backoff: Duration) -> (Duration, Duration) {
+    match (e.retry_after(), e.is_transient()) {
+        (Some(asked), true) => (asked.min(BACKOFF_MOST), Duration::from_millis(500)),
+        (_, true) => (backoff, (backoff * 2).min(BACKOFF_MOST)),
+        (_, false) => (BACKOFF_MOST, BACKOFF_MOST),
+    }
+}
+
 /// How long memfs's long poll of a memfs server waits for a version.
 const POLL_WAIT_S: u64 = 10;
 
@@ -415,12 +431,10 @@ impl Inner {
                     self.again(paths, true);
                     self.again(again, false);
                     self.failed(&mut state, &e);
-                    next_pull = Instant::now() + backoff;
-                    backoff = match e.is_transient() {
-                        true => (backoff * 2).min(BACKOFF_MOST),
-                        false => BACKOFF_MOST,
-                    };
-                    pause = Some((backoff, !e.is_transient()));
+                    let wait;
+                    (wait, backoff) = after_failure(&e, backoff);
+                    next_pull = Instant::now() + wait;
+                    pause = Some((wait, !e.is_transient()));
                 }
             }
             self.save_changed(&state, &mut saved);
@@ -583,5 +597,57 @@ impl Inner {
     fn sleep(&self, d: Duration) -> bool {
         let mut dirty = self.dirty.lock();
         !dirty.stop && self.wake.wait_for(&mut dirty, d).timed_out()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn answered(status: u16, retry_after: Option<Duration>) -> RemoteError {
+        RemoteError::Status {
+            shown: "http://store".into(),
+            status,
+            said: String::new(),
+            retry_after,
+        }
+    }
+
+    #[test]
+    fn a_store_that_says_how_long_is_waited_for_that_long_however_many_429s_came() {
+        let mut backoff = Duration::from_millis(500);
+        for _ in 0..10 {
+            let wait;
+            (wait, backoff) = after_failure(&answered(429, None), backoff);
+            assert!(wait <= BACKOFF_MOST);
+        }
+        assert_eq!(backoff, BACKOFF_MOST);
+        let (wait, next) = after_failure(&answered(429, Some(Duration::from_secs(1))), backoff);
+        assert_eq!(wait, Duration::from_secs(1));
+        assert_eq!(next, Duration::from_millis(500));
+        // (An absurd ask is bounded.)
+        let (wait, _) = after_failure(&answered(503, Some(Duration::from_secs(600))), backoff);
+        assert_eq!(wait, BACKOFF_MOST);
+    }
+
+    #[test]
+    fn without_a_word_a_transient_failure_doubles_and_a_refusal_waits_longest() {
+        let half = Duration::from_millis(500);
+        assert_eq!(
+            after_failure(&answered(502, None), half),
+            (half, Duration::from_secs(1))
+        );
+        let unreachable = RemoteError::Unreachable {
+            shown: "http://store".into(),
+            why: "refused".into(),
+        };
+        assert_eq!(
+            after_failure(&unreachable, Duration::from_secs(20)),
+            (Duration::from_secs(20), BACKOFF_MOST)
+        );
+        assert_eq!(
+            after_failure(&answered(409, Some(Duration::from_secs(1))), half),
+            (BACKOFF_MOST, BACKOFF_MOST)
+        );
     }
 }

@@ -149,6 +149,7 @@ impl Round<'_> {
                 true => "the store is archived: it takes no change".into(),
                 false => "the store refused a change whose precondition holds".into(),
             },
+            retry_after: None,
         }
     }
 

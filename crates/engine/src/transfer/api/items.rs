@@ -262,6 +262,7 @@ impl Api {
                     shown: self.shown.clone(),
                     status: 404,
                     said: "no such memory".into(),
+                    retry_after: None,
                 })
             }
             e => Ok(e),
@@ -279,6 +280,14 @@ impl RemoteError {
     /// Whether the endpoint answered `status`.
     pub fn is_status(&self, status: u16) -> bool {
         matches!(self, RemoteError::Status { status: s, .. } if *s == status)
+    }
+
+    /// How long the endpoint asked to be left alone, if it said.
+    pub fn retry_after(&self) -> Option<std::time::Duration> {
+        match self {
+            RemoteError::Status { retry_after, .. } => *retry_after,
+            _ => None,
+        }
     }
 
     /// Whether the endpoint could not be reached, or answered that it

@@ -51,6 +51,9 @@ pub enum RemoteError {
         shown: String,
         status: u16,
         said: String,
+        /// How long the endpoint asked to be left alone (`Retry-After`,
+        /// `retry-after-ms`), for a 429 or 503 that said.
+        retry_after: Option<std::time::Duration>,
     },
     /// The answer, or a page of it, could not be read or went wrong (too
     /// big, not JSON, pages that go round).
@@ -197,6 +200,7 @@ impl Api {
                 .unwrap_or_default();
             return Err(RemoteError::Redirect { shown, status, to });
         }
+        let retry_after = retry_after(response.headers());
         let text = response
             .body_mut()
             .with_config()
@@ -216,6 +220,7 @@ impl Api {
                 shown,
                 status,
                 said,
+                retry_after,
             },
         })
     }
@@ -476,5 +481,61 @@ impl<'de> Visitor<'de> for Data<'_, '_> {
             }
         }
         Ok(())
+    }
+}
+
+/// The wait an answer asks for: `retry-after-ms` (the SDKs' header) or
+/// `retry-after` in seconds (the HTTP date form is not taken), at most a
+/// minute.
+fn retry_after(headers: &ureq::http::HeaderMap) -> Option<std::time::Duration> {
+    let number = |name: &str| -> Option<f64> {
+        let v = headers
+            .get(name)?
+            .to_str()
+            .ok()?
+            .trim()
+            .parse::<f64>()
+            .ok()?;
+        (v.is_finite() && v >= 0.0).then_some(v)
+    };
+    let secs = number("retry-after-ms")
+        .map(|ms| ms / 1000.0)
+        .or_else(|| number("retry-after"))?;
+    Some(std::time::Duration::from_secs_f64(secs.min(60.0)))
+}
+
+#[cfg(test)]
+mod retry_after_tests {
+    use super::retry_after;
+    use std::time::Duration;
+
+    fn with(pairs: &[(&'static str, &'static str)]) -> ureq::http::HeaderMap {
+        let mut h = ureq::http::HeaderMap::new();
+        for (k, v) in pairs {
+            h.insert(*k, ureq::http::HeaderValue::from_static(v));
+        }
+        h
+    }
+
+    #[test]
+    fn the_milliseconds_first_then_the_seconds_bounded_and_nonsense_ignored() {
+        assert_eq!(
+            retry_after(&with(&[("retry-after", "2"), ("retry-after-ms", "250")])),
+            Some(Duration::from_millis(250))
+        );
+        assert_eq!(
+            retry_after(&with(&[("retry-after", "3")])),
+            Some(Duration::from_secs(3))
+        );
+        assert_eq!(
+            retry_after(&with(&[("retry-after", "86400")])),
+            Some(Duration::from_secs(60))
+        );
+        assert_eq!(retry_after(&with(&[("retry-after", "-1")])), None);
+        assert_eq!(
+            retry_after(&with(&[("retry-after", "Wed, 21 Oct 2015 07:28:00 GMT")])),
+            None
+        );
+        assert_eq!(retry_after(&with(&[])), None);
     }
 }
