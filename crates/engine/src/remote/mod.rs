@@ -104,6 +104,10 @@ struct Dirty {
     stop: bool,
 }
 
+/// The least wait a store's `Retry-After` gets (one that says 0 is not a
+/// loop).
+const ASKED_LEAST: Duration = Duration::from_millis(100);
+
 /// After a round that failed with `e`, with `backoff` the wait it was
 /// due: how long to wait now, and the wait due after the next failure. A
 /// store that said how long (a 429's or 503's `Retry-After`) is waited for
@@ -114,7 +118,10 @@ struct Dirty {
 /// failure waits `backoff`, doubling; a refusal waits [`BACKOFF_MOST`].
 fn after_failure(e: &RemoteError, backoff: Duration) -> (Duration, Duration) {
     match (e.retry_after(), e.is_transient()) {
-        (Some(asked), true) => (asked.min(BACKOFF_MOST), Duration::from_millis(500)),
+        (Some(asked), true) => (
+            asked.clamp(ASKED_LEAST, BACKOFF_MOST),
+            Duration::from_millis(500),
+        ),
         (_, true) => (backoff, (backoff * 2).min(BACKOFF_MOST)),
         (_, false) => (BACKOFF_MOST, BACKOFF_MOST),
     }
@@ -625,9 +632,11 @@ mod tests {
         let (wait, next) = after_failure(&answered(429, Some(Duration::from_secs(1))), backoff);
         assert_eq!(wait, Duration::from_secs(1));
         assert_eq!(next, Duration::from_millis(500));
-        // (An absurd ask is bounded.)
+        // (An absurd ask is bounded, both ways.)
         let (wait, _) = after_failure(&answered(503, Some(Duration::from_secs(600))), backoff);
         assert_eq!(wait, BACKOFF_MOST);
+        let (wait, _) = after_failure(&answered(429, Some(Duration::ZERO)), backoff);
+        assert_eq!(wait, ASKED_LEAST);
     }
 
     #[test]
