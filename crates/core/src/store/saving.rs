@@ -37,21 +37,20 @@ impl Store {
     /// on its tick or a shared store's follower, or a change nobody waited
     /// for), the journal holding it (a barrier waited for). A change whose
     /// ticket was waited for needs none (`Ticket::marking`).
+    pub fn catch_up(&self) {
+        self.before_answer();
+        if !self.in_step() {
+            // The barrier's own number is past the memory's last change:
+            // once it settles, every change through it is in the journal,
+            // and its ticket's wait says so (`Ticket::marking`).
+            let _ = self.barrier(Origin::Memfs).wait();
+        }
+    }
+
     /// Whether [`Store::catch_up`] would find nothing to wait for now (no
     /// change the journal is not known to hold).
     pub fn in_step(&self) -> bool {
         self.caught_up.load(Ordering::Acquire) >= self.seq.load(Ordering::Acquire)
-    }
-
-    pub fn catch_up(&self) {
-        self.before_answer();
-        let now = self.seq.load(Ordering::Acquire);
-        if self.caught_up.load(Ordering::Acquire) < now {
-            // The barrier's own number is past `now`: once it settles,
-            // every change through it is in the journal, and its ticket's
-            // wait says so (`Ticket::marking`).
-            let _ = self.barrier(Origin::Memfs).wait();
-        }
     }
 
     /// A barrier: settles once every change queued before it is in the

@@ -167,10 +167,9 @@ impl Tokens {
             return catalog.token(&Sha::of(secret.as_bytes()).hex());
         }
         let mut cached = self.cached.lock();
-        let state = self.path.parent().unwrap_or(Path::new("."));
-        let watch = cached
-            .watch
-            .get_or_insert_with(|| super::dir_watch::DirWatch::on(state));
+        let watch = cached.watch.get_or_insert_with(|| {
+            super::dir_watch::DirWatch::on(self.path.parent().unwrap_or(Path::new(".")))
+        });
         // (Events read first, the file looked at after: a change whose call
         // returned before this request is seen now, and one that comes
         // after the look leaves an event for the next request.)
